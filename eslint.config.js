@@ -1,0 +1,43 @@
+// Lint rules that guard the project's invariants: no console in src/ (stdout is the protocol),
+// no floating promises, no import cycles.
+import js from "@eslint/js";
+import tseslint from "typescript-eslint";
+import importX from "eslint-plugin-import-x";
+
+export default tseslint.config(
+  { ignores: ["dist/**", "node_modules/**", "coverage/**", "**/*.js", "**/*.cjs", "**/*.mjs"] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    files: ["**/*.ts"],
+    languageOptions: {
+      parserOptions: { project: ["./tsconfig.json"], tsconfigRootDir: import.meta.dirname },
+    },
+    plugins: { "import-x": importX },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": ["error", { checksVoidReturn: false }],
+      "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
+      "@typescript-eslint/consistent-type-imports": "error",
+      "import-x/no-cycle": "error",
+    },
+  },
+  {
+    files: ["src/**/*.ts", "protocol/**/*.ts"],
+    rules: { "no-console": "error" },
+  },
+  {
+    files: ["src/core/**/*.ts"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            { group: ["node:*", "vscode-jsonrpc", "vscode-jsonrpc/*", "pino", "better-sqlite3"], message: "The core imports no I/O (DESIGN.md, Layers)." },
+            { group: ["../server/*", "../adapters/*", "../../server/*", "../../adapters/*", "../cli*"], message: "Imports point downwards only (DESIGN.md, Layers)." },
+          ],
+        },
+      ],
+    },
+  },
+);

@@ -1,0 +1,242 @@
+/**
+ * The ports of the core (DESIGN.md, Layers): everything the domain needs from the outside world.
+ *
+ * The core sees time only through `Clock`, cancellation only as `AbortSignal`, persistence only through
+ * `RunStateAuthority`, agents only through `LeaderPort` / `WorkerPort`, and the client only through `Notifier`.
+ * This file must never import a `node:` module, vscode-jsonrpc, pino or better-sqlite3.
+ */
+import type { Budget, Instance, Mutation, Plan, Task, TaskState } from "../../protocol/common.js";
+
+// ---------------------------------------------------------------------------------------------------------------
+// Time, ids, logging
+
+/** Wall-clock time and timers. Tests inject a fake. */
+export interface Clock {
+  /** Milliseconds since the Unix epoch. */
+  now(): number;
+  /** Calls `fn` once after `ms` milliseconds; returns a function that cancels it. */
+  setTimer(ms: number, fn: () => void): () => void;
+}
+
+/** Structured logger (pino-compatible subset). Never writes to stdout. */
+export interface Logger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+  child(bindings: object): Logger;
+}
+
+/** Generates a fresh unique id with a readable prefix, e.g. `prd_…`, `ckp_…`. */
+export type IdGenerator = (prefix: string) => string;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Run-state authority (PROTOCOL.md section 7, DESIGN.md guarantees 1-6)
+
+/** One stored record as the authority returns it; `value` is opaque to the authority and validated by the caller. */
+export interface StoredRecord {
+  value: unknown;
+  /** Monotonic per record, starting at 1 on creation. */
+  revision: number;
+  updatedAt: string;
+}
+
+export interface RecordInfo {
+  id: string;
+  revision: number;
+  updatedAt: string;
+}
+
+export interface StoredEvent {
+  /** 1-based sequence number within the stream. */
+  seq: number;
+  event: unknown;
+}
+
+/**
+ * The persistence port. Records are addressed by `{projectId, kind, id}`; event streams by `{projectId, stream}`.
+ *
+ * Contract shared by every backend (and checked by `test/authority/`):
+ * - `put` is compare-and-swap: `expectedRevision: null` means "must not exist"; a mismatch throws `AuthorityConflict`.
+ * - `appendEvents` succeeds only when the stream's last sequence number equals `expectedSeq` (0 for a new stream);
+ *   otherwise it throws `AuthorityConflict`. The appended events get `expectedSeq + 1 …`.
+ * - Reads never write (guarantee 3). Any other failure throws `AuthorityFailure` (guarantee 2 turns it into a pause).
+ * - A write resolves only once it is durable (SQLite: committed with fsync; host: acknowledged).
+ */
+export interface RunStateAuthority {
+  /** Short backend name for logs and status: `memory`, `sqlite`, `host`, `postgres`. */
+  readonly name: string;
+  get(projectId: string, kind: string, id: string): Promise<StoredRecord | null>;
+  put(projectId: string, kind: string, id: string, value: object, expectedRevision: number | null): Promise<{ revision: number }>;
+  delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean>;
+  /** Records of one kind in one project, ordered by id; `prefix` filters on the id. */
+  list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]>;
+  appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }>;
+  /** Events with `seq > afterSeq`, oldest first. */
+  readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]>;
+  /** Every project id with at least one record; used by `product.list` without a `projectId`. Optional for hosts. */
+  listProjects?(): Promise<string[]>;
+  /** Releases resources. Does NOT delete data. */
+  close(): Promise<void>;
+}
+
+/** Thrown by an authority when a revision/sequence or lease check fails (wire code -32012). */
+export class AuthorityConflict extends Error {
+  override readonly name = "AuthorityConflict";
+  constructor(
+    message: string,
+    readonly details: { owner?: string; revision?: number } = {},
+  ) {
+    super(message);
+  }
+}
+
+/** Thrown by an authority when a read or write fails for any reason other than a conflict (wire code -32013). */
+export class AuthorityFailure extends Error {
+  override readonly name = "AuthorityFailure";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Agents
+
+/** A registry entry as the core sees it (the command line stays in the adapter). */
+export interface AgentInfo {
+  agentId: string;
+  name: string;
+  role: string;
+  strengths: string[];
+}
+
+/** The agent registry: which agents exist and are ready to be started. */
+export interface AgentDirectory {
+  list(): AgentInfo[];
+  get(agentId: string): AgentInfo | undefined;
+}
+
+export interface DialogueEntry {
+  role: "user" | "leader";
+  text: string;
+  at: string;
+}
+
+/** What the leader is given to plan. */
+export interface PlanRequest {
+  productId: string;
+  goal: string;
+  cwd: string;
+  /** Agents the plan may assign work to (already filtered by `allowedAgents`). Empty = the leader works alone. */
+  roster: AgentInfo[];
+  /** The conversation so far, oldest first; revision messages are the user entries after the first plan. */
+  dialogue: DialogueEntry[];
+  previousPlan?: Plan;
+  /** Answers to a pending `leaderAsk`, when the user gave them. */
+  answers?: { askId: string; content: string };
+  signal: AbortSignal;
+  /** Leader text as it streams (`product.planningDelta`). */
+  onText(text: string): void;
+}
+
+/** The plan a leader returns: a Plan without the server-owned fields. */
+export type DraftPlan = Omit<Plan, "productId" | "version">;
+
+export type PlanResult =
+  | { kind: "plan"; plan: DraftPlan; message: string }
+  | { kind: "ask"; message: string; questions: { question: string; options?: string[] }[] };
+
+/** A user message to the leader while the product executes or is paused. */
+export interface MessageRequest {
+  productId: string;
+  goal: string;
+  content: string;
+  plan: Plan;
+  tasks: TaskState[];
+  roster: AgentInfo[];
+  signal: AbortSignal;
+  onText(text: string): void;
+}
+
+export interface MessageResult {
+  response: string;
+  mutations?: Mutation[];
+}
+
+/** The leader is consulted after a task failed its final attempt (DESIGN.md, Execution model). */
+export interface FailureConsultation {
+  productId: string;
+  goal: string;
+  failedTask: TaskState;
+  plan: Plan;
+  tasks: TaskState[];
+  roster: AgentInfo[];
+  signal: AbortSignal;
+}
+
+export type FailureDecision = { kind: "mutate"; mutations: Mutation[]; message: string } | { kind: "giveUp"; message: string };
+
+/** The leader: plans, answers the user, and decides what to do about a final failure. */
+export interface LeaderPort {
+  plan(request: PlanRequest): Promise<PlanResult>;
+  message(request: MessageRequest): Promise<MessageResult>;
+  consultOnFailure(request: FailureConsultation): Promise<FailureDecision>;
+}
+
+/** Chooses the leader for a product (`leaderAgentId` in `product.plan`, else the configured default). */
+export type LeaderResolver = (leaderAgentId: string | undefined) => LeaderPort;
+
+export interface DependencyOutput {
+  taskId: string;
+  title: string;
+  output: string;
+}
+
+export interface WorkerRequest {
+  productId: string;
+  task: Task;
+  instance: Instance;
+  /** Absolute workspace directory of the product. */
+  cwd: string;
+  /** 1-based attempt number. */
+  attempt: number;
+  dependencyOutputs: DependencyOutput[];
+  /** Aborted by pause, cancel, delete or shutdown; the worker must settle promptly with `cancelled`. */
+  signal: AbortSignal;
+}
+
+export interface WorkerEvents {
+  /** Agent message text (`product.taskOutputDelta`). */
+  onText(text: string): void;
+  /** A tool call the agent reported (`product.agentActivity`). */
+  onActivity(toolName: string): void;
+  /** Token usage the agent reported (integers, tokens). Without reports the core estimates 4 characters per token. */
+  onUsage(usage: { inputTokens: number; outputTokens: number }): void;
+}
+
+export type WorkerResult =
+  | { outcome: "completed"; output: string }
+  | { outcome: "failed"; error: string }
+  | { outcome: "cancelled" }
+  /** The worker needs an answer before it can go on (DESIGN.md guarantee 8). */
+  | { outcome: "waiting"; question: string };
+
+/** Runs one task attempt on a worker agent. Implementations must never throw for agent failures: they return `failed`. */
+export interface WorkerPort {
+  runTask(request: WorkerRequest, events: WorkerEvents): Promise<WorkerResult>;
+  /** Stops every running worker (session/cancel, then kill after a grace period). Resolves when none is left. */
+  shutdown(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Notifications to the client
+
+/**
+ * Sends a server-to-client notification by its bare name (`product.taskStatus`); the server adds the ACP `_` prefix
+ * when the client asked for it (PROTOCOL.md section 2). Never throws; delivery failures are logged by the server.
+ */
+export interface Notifier {
+  notify(method: string, params: Record<string, unknown>): void;
+}
+
+export type { Budget };
