@@ -1,0 +1,179 @@
+/**
+ * Wire error codes and the shapes of their `data` (PROTOCOL.md section 3).
+ *
+ * Owns: the numeric codes, one zod schema per error's `data`, the human catalogue the generated reference prints, and
+ * the pure conversion of zod issues into `-32602` data. Must never build or throw JSON-RPC errors itself (that is the
+ * server's job) and must never import anything but zod.
+ */
+import { z } from "zod";
+
+/** Every numeric error code the server puts on the wire (PROTOCOL.md section 3, plus ACP's `-32800`). */
+export const ErrorCodes = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  RequestCancelled: -32800,
+  NotFound: -32002,
+  InvalidPhase: -32010,
+  Busy: -32011,
+  Conflict: -32012,
+  PersistenceFailed: -32013,
+  InvalidMutation: -32014,
+  Ownership: -32016,
+} as const;
+
+export type ErrorCodeName = keyof typeof ErrorCodes;
+export type ErrorCode = (typeof ErrorCodes)[ErrorCodeName];
+
+/** `-32601` data: the method that was not found, as the client spelled it. */
+export const MethodNotFoundData = z.object({ method: z.string() });
+export type MethodNotFoundData = z.infer<typeof MethodNotFoundData>;
+
+/** One params problem: `path` is the zod path into `params` (keys and array indices), `[]` for the object itself. */
+export const ParamsIssue = z.object({
+  path: z.array(z.union([z.string(), z.number()])),
+  message: z.string(),
+});
+export type ParamsIssue = z.infer<typeof ParamsIssue>;
+
+/** `-32602` data: every issue the method's params schema reported. */
+export const InvalidParamsData = z.object({ issues: z.array(ParamsIssue) });
+export type InvalidParamsData = z.infer<typeof InvalidParamsData>;
+
+/** What kind of record a `-32002` is about. */
+export const NotFoundKind = z.enum(["product", "goalRun", "task", "checkpoint", "session"]);
+export type NotFoundKind = z.infer<typeof NotFoundKind>;
+
+/** `-32002` data: the kind and id of the unknown record. */
+export const NotFoundData = z.object({ kind: NotFoundKind, id: z.string() });
+export type NotFoundData = z.infer<typeof NotFoundData>;
+
+/** `-32010` data: the current phase (or goal status) and the phases in which the operation is allowed. */
+export const InvalidPhaseData = z.object({ phase: z.string(), allowed: z.array(z.string()) });
+export type InvalidPhaseData = z.infer<typeof InvalidPhaseData>;
+
+/** `-32011` data: the product whose leader turn is already running. */
+export const BusyData = z.object({ productId: z.string() });
+export type BusyData = z.infer<typeof BusyData>;
+
+/** `-32012` data: the other owner of the lease and/or the stored revision, when known. */
+export const ConflictData = z.object({ owner: z.string().optional(), revision: z.number().int().optional() });
+export type ConflictData = z.infer<typeof ConflictData>;
+
+/** `-32013` data: why the run-state authority refused or failed the write, in plain words. */
+export const PersistenceFailedData = z.object({ cause: z.string() });
+export type PersistenceFailedData = z.infer<typeof PersistenceFailedData>;
+
+/** `-32014` data: the 0-based index of the first rejected mutation of the batch and why it was rejected. */
+export const InvalidMutationData = z.object({ index: z.number().int().min(0), reason: z.string() });
+export type InvalidMutationData = z.infer<typeof InvalidMutationData>;
+
+/** `-32016` data: the owner the record has and the owner the request named. */
+export const OwnershipData = z.object({ expected: z.string(), got: z.string() });
+export type OwnershipData = z.infer<typeof OwnershipData>;
+
+/** One row of the error table of PROTOCOL.md section 3, for the generated reference and for lookups. */
+export interface ErrorEntry {
+  readonly code: ErrorCode;
+  readonly name: ErrorCodeName;
+  /** When the error is returned, one phrase. */
+  readonly when: string;
+  /** Schema of `data`; absent when the error carries no `data`. */
+  readonly data?: z.ZodType;
+}
+
+/** The error table, in PROTOCOL.md order. Every code of `ErrorCodes` appears exactly once. */
+export const errorCatalog: readonly ErrorEntry[] = [
+  { code: ErrorCodes.ParseError, name: "ParseError", when: "the line is not JSON (answered with `id: null`)" },
+  {
+    code: ErrorCodes.InvalidRequest,
+    name: "InvalidRequest",
+    when: "not a JSON-RPC message, a batch, or any request other than `initialize` before `initialize` succeeded",
+  },
+  {
+    code: ErrorCodes.MethodNotFound,
+    name: "MethodNotFound",
+    when: "unknown method (notifications with unknown methods are ignored)",
+    data: MethodNotFoundData,
+  },
+  {
+    code: ErrorCodes.InvalidParams,
+    name: "InvalidParams",
+    when: "params fail the method's schema (unknown keys included)",
+    data: InvalidParamsData,
+  },
+  {
+    code: ErrorCodes.InternalError,
+    name: "InternalError",
+    when: "a bug; the message is generic, details go to the log",
+  },
+  {
+    code: ErrorCodes.RequestCancelled,
+    name: "RequestCancelled",
+    when: "the request was cancelled with `$/cancel_request` (ACP)",
+  },
+  {
+    code: ErrorCodes.NotFound,
+    name: "NotFound",
+    when: "unknown product, goal run, task, checkpoint or session",
+    data: NotFoundData,
+  },
+  {
+    code: ErrorCodes.InvalidPhase,
+    name: "InvalidPhase",
+    when: "operation not allowed in the current phase/status",
+    data: InvalidPhaseData,
+  },
+  {
+    code: ErrorCodes.Busy,
+    name: "Busy",
+    when: "a leader turn for this product is already running",
+    data: BusyData,
+  },
+  {
+    code: ErrorCodes.Conflict,
+    name: "Conflict",
+    when: "a revision or lease held by another owner",
+    data: ConflictData,
+  },
+  {
+    code: ErrorCodes.PersistenceFailed,
+    name: "PersistenceFailed",
+    when: "the run-state authority refused or failed a write",
+    data: PersistenceFailedData,
+  },
+  {
+    code: ErrorCodes.InvalidMutation,
+    name: "InvalidMutation",
+    when: "a DAG mutation batch is rejected (cycle, unknown id, touches a running/completed task)",
+    data: InvalidMutationData,
+  },
+  {
+    code: ErrorCodes.Ownership,
+    name: "Ownership",
+    when: "`projectId`/`sessionId` given does not own the record",
+    data: OwnershipData,
+  },
+];
+
+/** The structural part of a zod error this module needs (works for `z.ZodError` and `z.core.$ZodError`). */
+export interface IssueSource {
+  readonly issues: readonly { readonly path: readonly PropertyKey[]; readonly message: string }[];
+}
+
+/**
+ * Converts a failed params parse into the `data` of a `-32602` error (PROTOCOL.md section 3).
+ *
+ * Symbol path segments (never produced by JSON input) are stringified. Does NOT build the error object or its
+ * message; does not log. Pure.
+ */
+export function invalidParamsData(error: IssueSource): InvalidParamsData {
+  return {
+    issues: error.issues.map((issue) => ({
+      path: issue.path.map((segment) => (typeof segment === "number" ? segment : String(segment))),
+      message: issue.message,
+    })),
+  };
+}

@@ -1,0 +1,86 @@
+/**
+ * zod schemas of the server → host `runState/*` requests and their results (PROTOCOL.md section 7).
+ *
+ * Params are what this server sends: strict, so a field the protocol does not name is a bug caught in tests.
+ * Results come from the host and are untrusted: stored values and events are `unknown` here, because the caller
+ * validates each record against its own versioned schema and skips (counts) the ones that fail (DESIGN.md
+ * guarantee 4) — one bad record must not fail the whole answer. This file must never import anything but zod and
+ * common.ts.
+ */
+import { z } from "zod";
+import { Count, Id, Timestamp } from "./common.js";
+
+/** A JSON object the server versions itself; the host stores it opaquely. */
+export const JsonObject = z.record(z.string(), z.unknown());
+
+/** A record kind (`product`, `checkpoint`, …); chosen by the server. */
+export const RecordKind = z.string().min(1).max(100);
+
+/** An event stream name; chosen by the server. */
+export const StreamName = z.string().min(1).max(300);
+
+/** A record id; chosen by the server (may be composite, so longer than a wire `Id`). */
+export const RecordId = z.string().min(1).max(1_000);
+
+/** A record revision: monotonic per record, starting at 1 on creation. */
+export const Revision = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
+
+const recordAddress = { projectId: Id, kind: RecordKind, id: RecordId };
+
+export const RunStateGetParams = z.strictObject(recordAddress);
+export type RunStateGetParams = z.infer<typeof RunStateGetParams>;
+
+export const StoredRecordWire = z.object({ value: z.unknown(), revision: Revision, updatedAt: Timestamp });
+export const RunStateGetResult = z.object({ record: StoredRecordWire.nullable() });
+export type RunStateGetResult = z.infer<typeof RunStateGetResult>;
+
+/** `expectedRevision: null` means the record must not exist yet; a mismatch is answered with `-32012`. */
+export const RunStatePutParams = z.strictObject({
+  ...recordAddress,
+  value: JsonObject,
+  expectedRevision: Revision.nullable(),
+});
+export type RunStatePutParams = z.infer<typeof RunStatePutParams>;
+
+export const RunStatePutResult = z.object({ revision: Revision });
+export type RunStatePutResult = z.infer<typeof RunStatePutResult>;
+
+export const RunStateDeleteParams = z.strictObject({ ...recordAddress, expectedRevision: Revision.optional() });
+export type RunStateDeleteParams = z.infer<typeof RunStateDeleteParams>;
+
+export const RunStateDeleteResult = z.object({ deleted: z.boolean() });
+export type RunStateDeleteResult = z.infer<typeof RunStateDeleteResult>;
+
+export const RunStateListParams = z.strictObject({
+  projectId: Id,
+  kind: RecordKind,
+  /** Only ids that start with this prefix. */
+  prefix: z.string().optional(),
+});
+export type RunStateListParams = z.infer<typeof RunStateListParams>;
+
+export const RecordInfoWire = z.object({ id: RecordId, revision: Revision, updatedAt: Timestamp });
+/** Ordered by id. */
+export const RunStateListResult = z.object({ records: z.array(RecordInfoWire) });
+export type RunStateListResult = z.infer<typeof RunStateListResult>;
+
+/** Succeeds only when the stream's last sequence number equals `expectedSeq` (0 for a new stream), else `-32012`. */
+export const RunStateAppendEventsParams = z.strictObject({
+  projectId: Id,
+  stream: StreamName,
+  events: z.array(JsonObject),
+  expectedSeq: Count,
+});
+export type RunStateAppendEventsParams = z.infer<typeof RunStateAppendEventsParams>;
+
+export const RunStateAppendEventsResult = z.object({ lastSeq: Count });
+export type RunStateAppendEventsResult = z.infer<typeof RunStateAppendEventsResult>;
+
+/** Events with `seq > afterSeq`, oldest first. */
+export const RunStateReadEventsParams = z.strictObject({ projectId: Id, stream: StreamName, afterSeq: Count });
+export type RunStateReadEventsParams = z.infer<typeof RunStateReadEventsParams>;
+
+/** `seq` is 1-based within the stream. */
+export const StoredEventWire = z.object({ seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER), event: z.unknown() });
+export const RunStateReadEventsResult = z.object({ events: z.array(StoredEventWire) });
+export type RunStateReadEventsResult = z.infer<typeof RunStateReadEventsResult>;

@@ -1,0 +1,290 @@
+/**
+ * zod schemas of every `product.*` request (params and result) and notification of PROTOCOL.md section 5.
+ *
+ * Request params are strict: an unknown key — at the top level or inside a nested object the client writes (budget,
+ * instances, tasks, mutations) — fails with `-32602`, so a typo such as `productID` is reported instead of ignored.
+ * The only extra key allowed on a params object is an optional `_meta` object (ACP extensibility). Results and
+ * notifications are what the server sends; they are plain objects built from the shared shapes of common.ts.
+ * This file must never import anything but zod and common.ts, and must never describe a shape PROTOCOL.md does not.
+ */
+import { z } from "zod";
+import {
+  AbsolutePath,
+  Budget,
+  BudgetStatus,
+  Count,
+  Id,
+  Instance,
+  Mutation,
+  Phase,
+  Plan,
+  Progress,
+  Recovery,
+  Task,
+  TaskState,
+  TaskStatus,
+  Timestamp,
+} from "./common.js";
+
+/** The optional `_meta` object every request params object may carry. */
+export const RequestMeta = z.record(z.string(), z.unknown());
+
+/**
+ * Builds a strict request params object from `shape` plus an optional `_meta` object.
+ * Unknown keys fail the parse (PROTOCOL.md section 3, `-32602`).
+ */
+export function requestParams<S extends z.ZodRawShape>(shape: S) {
+  return z.strictObject({ ...shape, _meta: RequestMeta.optional() });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Strict input variants of the shared shapes (what a client writes; unknown keys rejected)
+
+/** `Budget` as a client sends it: unknown keys rejected. */
+export const BudgetInput = Budget.strict();
+export type BudgetInput = z.infer<typeof BudgetInput>;
+
+/** `Instance` as a client sends it (an edited plan): unknown keys rejected. */
+export const InstanceInput = Instance.strict();
+export type InstanceInput = z.infer<typeof InstanceInput>;
+
+/** `Task` as a client sends it (an edited plan, an `addTask` mutation): unknown keys rejected. */
+export const TaskInput = Task.strict();
+export type TaskInput = z.infer<typeof TaskInput>;
+
+const [addTaskOp, removeTaskOp, updateTaskOp, reassignOp, addDependencyOp, removeDependencyOp] = Mutation.options;
+
+/** `Mutation` as a client sends it: each variant strict, `addTask.task` strict. Output type equals `Mutation`. */
+export const MutationInput = z.discriminatedUnion("op", [
+  addTaskOp.extend({ task: TaskInput }).strict(),
+  removeTaskOp.strict(),
+  updateTaskOp.strict(),
+  reassignOp.strict(),
+  addDependencyOp.strict(),
+  removeDependencyOp.strict(),
+]);
+export type MutationInput = z.infer<typeof MutationInput>;
+
+/** A non-empty text that is not only whitespace. */
+const Text = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((s) => s.trim().length > 0, { message: "must not be blank" });
+
+// ---------------------------------------------------------------------------------------------------------------
+// Requests
+
+export const PlanParams = requestParams({
+  goal: Text(100_000),
+  cwd: AbsolutePath,
+  projectId: Id.optional(),
+  sessionId: Id.optional(),
+  name: z.string().min(1).max(500).optional(),
+  leaderAgentId: Id.optional(),
+  /** Presence-based: omitted = every ready agent; `[]` = the leader alone. */
+  allowedAgents: z.array(Id).max(1_000).optional(),
+  budget: BudgetInput.optional(),
+});
+export type PlanParams = z.infer<typeof PlanParams>;
+
+export const PlanResult = z.object({ productId: Id, phase: z.literal("planning") });
+export type PlanResult = z.infer<typeof PlanResult>;
+
+export const MessageParams = requestParams({
+  productId: Id,
+  content: Text(100_000),
+  askId: Id.optional(),
+});
+export type MessageParams = z.infer<typeof MessageParams>;
+
+export const MessageResult = z.object({
+  response: z.string(),
+  plan: Plan.optional(),
+  mutations: z.array(Mutation).optional(),
+});
+export type MessageResult = z.infer<typeof MessageResult>;
+
+export const ConfirmParams = requestParams({
+  productId: Id,
+  instances: z.array(InstanceInput).max(1_000).optional(),
+  tasks: z.array(TaskInput).max(10_000).optional(),
+  budget: BudgetInput.optional(),
+});
+export type ConfirmParams = z.infer<typeof ConfirmParams>;
+
+export const ConfirmResult = z.object({ productId: Id, ok: z.literal(true), phase: z.literal("executing") });
+export type ConfirmResult = z.infer<typeof ConfirmResult>;
+
+/**
+ * Params of a method that takes only a product id. Each method gets its own instance, so every method has its own
+ * definition in the generated JSON Schema.
+ */
+const productIdParams = () => requestParams({ productId: Id });
+export type ProductIdParams = z.infer<ReturnType<typeof productIdParams>>;
+
+export const StatusParams = productIdParams();
+export type StatusParams = ProductIdParams;
+
+export const StatusResult = z.object({
+  productId: Id,
+  projectId: Id,
+  name: z.string(),
+  phase: Phase,
+  plan: Plan.optional(),
+  tasks: z.array(TaskState),
+  progress: Progress,
+  budget: BudgetStatus,
+  /** Number of checkpoints kept. */
+  checkpoints: Count,
+  lastCheckpointAt: Timestamp.optional(),
+  /** Stored records that failed validation and were skipped (DESIGN.md guarantee 4). */
+  dropped: Count,
+  recovery: Recovery.optional(),
+});
+export type StatusResult = z.infer<typeof StatusResult>;
+
+export const ListParams = requestParams({ projectId: Id.optional(), phase: Phase.optional() });
+export type ListParams = z.infer<typeof ListParams>;
+
+export const ProductSummary = z.object({
+  productId: Id,
+  projectId: Id,
+  name: z.string(),
+  phase: Phase,
+  progress: Progress,
+  updatedAt: Timestamp,
+});
+export type ProductSummary = z.infer<typeof ProductSummary>;
+
+export const ListResult = z.object({ products: z.array(ProductSummary) });
+export type ListResult = z.infer<typeof ListResult>;
+
+export const PauseParams = productIdParams();
+export type PauseParams = ProductIdParams;
+export const PauseResult = z.object({ productId: Id, phase: z.literal("paused") });
+export type PauseResult = z.infer<typeof PauseResult>;
+
+export const ResumeParams = requestParams({ productId: Id, additionalBudget: BudgetInput.optional() });
+export type ResumeParams = z.infer<typeof ResumeParams>;
+export const ResumeResult = z.object({ productId: Id, phase: z.literal("executing") });
+export type ResumeResult = z.infer<typeof ResumeResult>;
+
+export const CancelParams = productIdParams();
+export type CancelParams = ProductIdParams;
+export const CancelResult = z.object({ productId: Id, phase: z.literal("cancelled") });
+export type CancelResult = z.infer<typeof CancelResult>;
+
+export const CheckpointParams = productIdParams();
+export type CheckpointParams = ProductIdParams;
+export const CheckpointResult = z.object({ checkpointId: Id, at: Timestamp });
+export type CheckpointResult = z.infer<typeof CheckpointResult>;
+
+export const CheckpointsParams = productIdParams();
+export type CheckpointsParams = ProductIdParams;
+export const CheckpointSummary = z.object({ checkpointId: Id, at: Timestamp, completed: Count, total: Count });
+export type CheckpointSummary = z.infer<typeof CheckpointSummary>;
+/** Oldest first. */
+export const CheckpointsResult = z.object({ checkpoints: z.array(CheckpointSummary) });
+export type CheckpointsResult = z.infer<typeof CheckpointsResult>;
+
+/** `checkpointId` omitted = the latest checkpoint. */
+export const RollbackParams = requestParams({ productId: Id, checkpointId: Id.optional() });
+export type RollbackParams = z.infer<typeof RollbackParams>;
+export const RollbackResult = z.object({ productId: Id, checkpointId: Id, phase: Phase });
+export type RollbackResult = z.infer<typeof RollbackResult>;
+
+export const ReplayTaskParams = requestParams({ productId: Id, taskId: Id });
+export type ReplayTaskParams = z.infer<typeof ReplayTaskParams>;
+/** `reset`: the task and every task downstream of it, now `pending`. */
+export const ReplayTaskResult = z.object({ productId: Id, reset: z.array(Id) });
+export type ReplayTaskResult = z.infer<typeof ReplayTaskResult>;
+
+export const MutateParams = requestParams({ productId: Id, mutations: z.array(MutationInput).max(1_000) });
+export type MutateParams = z.infer<typeof MutateParams>;
+/** `version`: the plan version after the batch was applied. */
+export const MutateResult = z.object({ productId: Id, applied: Count, version: Count });
+export type MutateResult = z.infer<typeof MutateResult>;
+
+export const DeleteParams = productIdParams();
+export type DeleteParams = ProductIdParams;
+export const DeleteResult = z.object({ deleted: z.boolean() });
+export type DeleteResult = z.infer<typeof DeleteResult>;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Notifications (server → client); every one carries `productId`
+
+/** Builds a notification params object: `productId` plus `shape`. */
+function notificationParams<S extends z.ZodRawShape>(shape: S) {
+  return z.object({ productId: Id, ...shape });
+}
+
+/** Leader text as it streams during planning. */
+export const PlanningDeltaNotification = notificationParams({ text: z.string() });
+export const LeaderMessageNotification = notificationParams({ message: z.string() });
+
+export const LeaderQuestion = z.object({ question: z.string(), options: z.array(z.string()).optional() });
+export type LeaderQuestion = z.infer<typeof LeaderQuestion>;
+export const LeaderAskNotification = notificationParams({ askId: Id, questions: z.array(LeaderQuestion) });
+
+export const PlanReadyNotification = notificationParams({ plan: Plan });
+export const PlanFailedNotification = notificationParams({ error: z.string() });
+
+export const RosterAgent = z.object({ agentId: Id, role: z.string(), name: z.string() });
+export type RosterAgent = z.infer<typeof RosterAgent>;
+/** Sent once per start and per resume. */
+export const TeamRosterNotification = notificationParams({ agents: z.array(RosterAgent) });
+
+export const DagNode = z.object({
+  id: Id,
+  title: z.string(),
+  instanceId: Id,
+  dependsOn: z.array(Id),
+  status: TaskStatus,
+});
+export type DagNode = z.infer<typeof DagNode>;
+/** Sent on start, resume, mutation and rollback. */
+export const DagTopologyNotification = notificationParams({ nodes: z.array(DagNode) });
+
+export const TaskStatusNotification = notificationParams({
+  taskId: Id,
+  status: TaskStatus,
+  /** 1-based attempt number (0 before the first attempt). */
+  attempt: Count,
+  error: z.string().optional(),
+  question: z.string().optional(),
+});
+
+export const TaskOutputDeltaNotification = notificationParams({ taskId: Id, text: z.string() });
+export const AgentActivityNotification = notificationParams({ taskId: Id, toolName: z.string() });
+
+export const DagMutatedNotification = notificationParams({ mutation: Mutation, by: z.enum(["leader", "user"]) });
+
+export const BudgetUpdateNotification = notificationParams({
+  inputTokens: Count,
+  outputTokens: Count,
+  elapsedMs: Count,
+  maxTotalTokens: z.number().int().positive().optional(),
+});
+
+/** Shape shared by `product.budgetWarning` (once, at 80 % of a limit) and `product.budgetExceeded` (paused). */
+const budgetLimitShape = {
+  usedTokens: Count,
+  maxTotalTokens: z.number().int().positive().optional(),
+  /** Which limit tripped, in plain words. */
+  reason: z.string(),
+};
+export const BudgetWarningNotification = notificationParams(budgetLimitShape);
+export const BudgetExceededNotification = notificationParams(budgetLimitShape);
+
+export const CheckpointNotification = notificationParams({ checkpointId: Id, at: Timestamp });
+
+/** The product is paused (DESIGN.md guarantee 2). */
+export const PersistenceErrorNotification = notificationParams({ projectId: Id, error: z.string() });
+
+export const CompletedNotification = notificationParams({
+  projectId: Id,
+  phase: z.enum(["completed", "failed"]),
+  summary: z.string(),
+});

@@ -1,0 +1,683 @@
+/**
+ * The ACP subprocess worker client (DESIGN.md, Agents): `AcpWorkerPool` implements the core's `WorkerPort` by starting
+ * the assigned agent as a subprocess and speaking ACP v1 to it as its *client* (official SDK, `client({name})`).
+ * This file also defines the task brief a worker receives (`formatTaskBrief`) and its `_meta` mirror.
+ *
+ * Owns: one child process per task attempt, its stdio, its ACP session, cancellation/timeout/kill escalation, and the
+ * mapping of ACP traffic onto `WorkerEvents`/`WorkerResult`. It must never throw from `runTask` for an agent failure,
+ * never write to stdout, never advertise client capabilities it does not serve (no fs, no terminal), and never leave
+ * a child running after `shutdown()` or after the server process exits.
+ */
+import { spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
+import type {
+  ClientContext,
+  PermissionOption,
+  PromptResponse,
+  RequestPermissionRequest,
+  RequestPermissionResponse,
+  SessionNotification,
+} from "@agentclientprotocol/sdk";
+import type {
+  DependencyOutput,
+  Logger,
+  WorkerEvents,
+  WorkerPort,
+  WorkerRequest,
+  WorkerResult,
+} from "../../core/ports.js";
+import type { AgentRegistry, PermissionPolicy } from "./registry.js";
+
+// ---------------------------------------------------------------------------------------------------------------
+// The task brief
+
+/** Key of our entry in ACP `_meta` objects (prompt requests, prompt responses). */
+export const META_KEY = "acp-orchestrator";
+
+/** At most this many characters of one dependency's output go into a brief; the rest is cut with a marker. */
+export const MAX_DEPENDENCY_OUTPUT_CHARS = 20_000;
+/** At most this many characters of all dependency outputs together; later dependencies are then omitted. */
+export const MAX_TOTAL_DEPENDENCY_CHARS = 200_000;
+/** Length of the dependency output excerpt carried in the prompt's `_meta`. */
+const META_EXCERPT_CHARS = 500;
+/** At most this many characters of agent text are kept as the task output (all of it is still streamed). */
+export const MAX_OUTPUT_CHARS = 1_000_000;
+/** Length of the stderr tail quoted in a failure. */
+export const STDERR_TAIL_CHARS = 2_048;
+
+/** The structured mirror of the brief, sent as `_meta["acp-orchestrator"]` of `session/prompt`. */
+export interface TaskBriefMeta {
+  taskId: string;
+  title: string;
+  productId: string;
+  attempt: number;
+  description: string;
+  acceptance?: string;
+  dependencies: { taskId: string; title: string; excerpt: string }[];
+}
+
+function truncate(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return `${text.slice(0, max)}\n[… truncated: ${text.length - max} more characters]`;
+}
+
+/**
+ * Builds the prompt of one task attempt: a markdown brief whose first line is `# Task <taskId>: <title>`, followed by
+ * the context, `## Description`, `## Acceptance criteria` (when set) and one `### Output of dependency <taskId>:
+ * <title>` section per dependency (each cut at `MAX_DEPENDENCY_OUTPUT_CHARS`, all together at
+ * `MAX_TOTAL_DEPENDENCY_CHARS`). Also returns the `_meta` mirror. Pure.
+ */
+export function formatTaskBrief(request: Omit<WorkerRequest, "signal" | "instance">): {
+  text: string;
+  meta: TaskBriefMeta;
+} {
+  const { task, attempt } = request;
+  const lines: string[] = [
+    `# Task ${task.taskId}: ${task.title}`,
+    "",
+    `You are a worker on one task of a larger plan run by acp-orchestrator (product ${request.productId}, attempt ${attempt}` +
+      `${attempt > 1 ? "; earlier attempts failed, so check the workspace for partial work" : ""}).`,
+    `Work only inside the workspace ${request.cwd}. When you are done, reply with a short summary of what you did and where the results are.`,
+    "",
+    "## Description",
+    "",
+    task.description.trim() === "" ? "(no description)" : task.description,
+  ];
+  if (task.acceptance !== undefined && task.acceptance.trim() !== "") {
+    lines.push("", "## Acceptance criteria", "", task.acceptance);
+  }
+  const deps: DependencyOutput[] = request.dependencyOutputs;
+  if (deps.length > 0) {
+    lines.push(
+      "",
+      "## Dependencies",
+      "",
+      `This task builds on ${deps.length} completed task(s); their outputs follow.`,
+    );
+    let budget = MAX_TOTAL_DEPENDENCY_CHARS;
+    for (const dep of deps) {
+      lines.push("", `### Output of dependency ${dep.taskId}: ${dep.title}`, "");
+      if (budget <= 0) {
+        lines.push("[output omitted: the brief's size limit was reached]");
+        continue;
+      }
+      const cut = truncate(dep.output, Math.min(MAX_DEPENDENCY_OUTPUT_CHARS, budget));
+      budget -= Math.min(dep.output.length, MAX_DEPENDENCY_OUTPUT_CHARS);
+      lines.push(dep.output.trim() === "" ? "(no output)" : cut);
+    }
+  }
+  const meta: TaskBriefMeta = {
+    taskId: task.taskId,
+    title: task.title,
+    productId: request.productId,
+    attempt,
+    description: task.description,
+    dependencies: deps.map((d) => ({
+      taskId: d.taskId,
+      title: d.title,
+      excerpt: truncate(d.output, META_EXCERPT_CHARS),
+    })),
+  };
+  if (task.acceptance !== undefined) meta.acceptance = task.acceptance;
+  return { text: lines.join("\n"), meta };
+}
+
+/** Reads `{taskId, title}` from a brief's header line (`# Task <taskId>: <title>`), or `undefined`. Pure. */
+export function parseBriefHeader(text: string): { taskId: string; title: string } | undefined {
+  const match = /^# Task (\S+): (.+)$/m.exec(text);
+  if (match === null || match[1] === undefined || match[2] === undefined) return undefined;
+  return { taskId: match[1], title: match[2].trim() };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Child process tracking (no child outlives the server)
+
+const liveChildren = new Set<ChildProcess>();
+let exitHookInstalled = false;
+
+function trackChild(child: ChildProcess): void {
+  liveChildren.add(child);
+  child.once("exit", () => liveChildren.delete(child));
+  child.once("error", () => {
+    if (child.pid === undefined) liveChildren.delete(child);
+  });
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    // Last line of defence: on any exit of this process, SIGKILL every worker still alive.
+    process.on("exit", () => {
+      for (const c of liveChildren) {
+        try {
+          c.kill("SIGKILL");
+        } catch {
+          // already gone
+        }
+      }
+    });
+  }
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One task attempt
+
+type StopKind = "cancel" | "timeout" | "shutdown";
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+type Settled =
+  | { kind: "answered"; response: PromptResponse | undefined }
+  | { kind: "error"; error: unknown }
+  | { kind: "spawnError"; error: Error }
+  | { kind: "exited"; exit: Exit }
+  | { kind: "stopped"; stop: StopKind };
+
+interface AttemptOptions {
+  registry: AgentRegistry;
+  logger: Logger;
+  graceMs: number;
+  taskTimeoutMs: number | undefined;
+  permissions: PermissionPolicy;
+  clientName: string;
+}
+
+function describeError(error: unknown): string {
+  if (error instanceof RequestError) return `error ${error.code}: ${error.message}`;
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+function nonNegativeInt(value: unknown): number | undefined {
+  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Token usage carried by a prompt response: `_meta.usage`, `_meta["acp-orchestrator"].usage`, or the unstable `usage`. */
+function usageOf(response: PromptResponse): { inputTokens: number; outputTokens: number } | undefined {
+  const meta = isRecord(response._meta) ? response._meta : {};
+  const ours = isRecord(meta[META_KEY]) ? meta[META_KEY] : {};
+  const candidates = [ours["usage"], meta["usage"], (response as Record<string, unknown>)["usage"]];
+  for (const candidate of candidates) {
+    if (!isRecord(candidate)) continue;
+    const inputTokens = nonNegativeInt(candidate["inputTokens"]);
+    const outputTokens = nonNegativeInt(candidate["outputTokens"]);
+    if (inputTokens !== undefined || outputTokens !== undefined) {
+      return { inputTokens: inputTokens ?? 0, outputTokens: outputTokens ?? 0 };
+    }
+  }
+  return undefined;
+}
+
+/** A question the agent needs answered, carried as `_meta["acp-orchestrator"].question` of the prompt response. */
+function questionOf(response: PromptResponse): string | undefined {
+  const meta = isRecord(response._meta) ? response._meta : {};
+  const ours = meta[META_KEY];
+  if (!isRecord(ours)) return undefined;
+  const question = ours["question"];
+  return typeof question === "string" && question.trim() !== "" ? question : undefined;
+}
+
+/** Picks the answer to a worker's permission request under the configured policy. Pure. */
+export function choosePermission(options: PermissionOption[], policy: PermissionPolicy): RequestPermissionResponse {
+  const allow = options.find((o) => o.kind === "allow_once") ?? options.find((o) => o.kind === "allow_always");
+  const reject = options.find((o) => o.kind === "reject_once" || o.kind === "reject_always");
+  const chosen = policy === "allow" ? (allow ?? reject) : reject;
+  if (chosen === undefined) return { outcome: { outcome: "cancelled" } };
+  return { outcome: { outcome: "selected", optionId: chosen.optionId } };
+}
+
+class TaskAttempt {
+  private child: ChildProcess | undefined;
+  private exited: Promise<Exit> | undefined;
+  private closed: Promise<void> | undefined;
+  private stderrTail = "";
+  private stderrLine = "";
+  private output = "";
+  private sessionId: string | undefined;
+  private ctx: ClientContext | undefined;
+  private stopKind: StopKind | undefined;
+  /** Set when the agent did not answer a cancelled prompt within the grace period: kill without further courtesy. */
+  private unresponsive = false;
+  private resolveStop: ((kind: StopKind) => void) | undefined;
+  private readonly stopped: Promise<StopKind>;
+  private reportedInput = 0;
+  private reportedOutput = 0;
+  private lastContextUsed = 0;
+  private readonly log: Logger;
+
+  constructor(
+    private readonly request: WorkerRequest,
+    private readonly events: WorkerEvents,
+    private readonly options: AttemptOptions,
+  ) {
+    this.stopped = new Promise((resolve) => {
+      this.resolveStop = resolve;
+    });
+    this.log = options.logger.child({
+      agentId: request.instance.agentId,
+      productId: request.productId,
+      taskId: request.task.taskId,
+      attempt: request.attempt,
+    });
+  }
+
+  /** Asks the attempt to stop (first reason wins). Safe to call at any time, any number of times. */
+  stop(kind: StopKind): void {
+    if (this.stopKind !== undefined) return;
+    this.stopKind = kind;
+    this.resolveStop?.(kind);
+  }
+
+  /** Runs the attempt to the end. Resolves only after the child process (if any) has exited. Never rejects. */
+  async run(): Promise<WorkerResult> {
+    const onAbort = (): void => this.stop("cancel");
+    this.request.signal.addEventListener("abort", onAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    if (this.options.taskTimeoutMs !== undefined) {
+      timer = setTimeout(() => this.stop("timeout"), this.options.taskTimeoutMs);
+    }
+    try {
+      return await this.runInner();
+    } catch (error) {
+      this.log.error({ err: error }, "worker attempt failed unexpectedly");
+      return this.failed(`internal error while running the agent: ${describeError(error)}`);
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
+      this.request.signal.removeEventListener("abort", onAbort);
+      await this.terminate();
+    }
+  }
+
+  private async runInner(): Promise<WorkerResult> {
+    const agentId = this.request.instance.agentId;
+    let spec;
+    try {
+      spec = this.options.registry.launchSpec(agentId);
+    } catch (error) {
+      return { outcome: "failed", error: describeError(error) };
+    }
+    const child = spawn(spec.command, spec.args, {
+      cwd: spec.cwd ?? this.request.cwd,
+      env: { ...process.env, ...spec.env },
+      stdio: ["pipe", "pipe", "pipe"],
+      detached: false,
+      windowsHide: true,
+    });
+    this.child = child;
+    trackChild(child);
+    const spawnError = new Promise<Error>((resolve) => child.once("error", resolve));
+    this.exited = new Promise<Exit>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+    this.closed = new Promise<void>((resolve) => {
+      child.once("close", () => resolve());
+      child.once("error", () => {
+        if (child.pid === undefined) resolve();
+      });
+    });
+    child.stdin?.on("error", (error) => this.log.debug({ error: error.message }, "agent stdin error"));
+    child.stdout?.on("error", (error) => this.log.debug({ error: error.message }, "agent stdout error"));
+    child.stderr?.setEncoding("utf8");
+    child.stderr?.on("data", (chunk: string) => this.onStderr(chunk));
+    child.stderr?.on("end", () => this.flushStderrLine());
+    this.log.debug({ pid: child.pid, command: spec.command, args: spec.args }, "agent started");
+
+    const conversation = this.converse(child);
+    const settled: Settled = await Promise.race([
+      conversation.then(
+        (response): Settled => ({ kind: "answered", response }),
+        (error: unknown): Settled => ({ kind: "error", error }),
+      ),
+      spawnError.then((error): Settled => ({ kind: "spawnError", error })),
+      this.exited.then((exit): Settled => ({ kind: "exited", exit })),
+      this.stopped.then((stop): Settled => ({ kind: "stopped", stop })),
+    ]);
+
+    switch (settled.kind) {
+      case "stopped":
+        return this.stopAndSettle(settled.stop, conversation);
+      case "spawnError":
+        return this.failed(`could not start agent "${agentId}" (${spec.command}): ${settled.error.message}`);
+      case "exited":
+        await this.settleStdio();
+        return this.failed(`agent "${agentId}" ${this.describeExit(settled.exit)} before the turn ended`);
+      case "error":
+        return this.conversationFailed(settled.error);
+      case "answered":
+        if (this.stopKind !== undefined) return this.stopResult(this.stopKind);
+        return this.answered(settled.response);
+    }
+  }
+
+  /** initialize → session/new → session/prompt over the child's stdio. Resolves `undefined` if stopped early. */
+  private converse(child: ChildProcess): Promise<PromptResponse | undefined> {
+    if (child.stdin === null || child.stdout === null) return Promise.reject(new Error("agent stdio is not piped"));
+    const app = client({ name: this.options.clientName })
+      .onNotification(methods.client.session.update, ({ params }) => this.onUpdate(params))
+      .onRequest(methods.client.session.requestPermission, ({ params }) => this.onPermission(params));
+    const stream = ndJsonStream(
+      Writable.toWeb(child.stdin) as WritableStream<Uint8Array>,
+      Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>,
+    );
+    return app.connectWith(stream, async (ctx) => {
+      this.ctx = ctx;
+      const init = await ctx.request(methods.agent.initialize, {
+        protocolVersion: PROTOCOL_VERSION,
+        clientCapabilities: {},
+        clientInfo: { name: this.options.clientName, version: "1" },
+      });
+      if (init.protocolVersion !== PROTOCOL_VERSION) {
+        throw new Error(`agent speaks ACP protocol version ${init.protocolVersion}, not ${PROTOCOL_VERSION}`);
+      }
+      if (this.stopKind !== undefined) return undefined;
+      const session = await ctx.request(methods.agent.session.new, { cwd: this.request.cwd, mcpServers: [] });
+      this.sessionId = session.sessionId;
+      if (this.stopKind !== undefined) return undefined;
+      const brief = formatTaskBrief(this.request);
+      this.log.debug({ sessionId: session.sessionId, briefChars: brief.text.length }, "prompting agent");
+      return ctx.request(methods.agent.session.prompt, {
+        sessionId: session.sessionId,
+        prompt: [{ type: "text", text: brief.text }],
+        _meta: { [META_KEY]: brief.meta },
+      });
+    });
+  }
+
+  private onUpdate(notification: SessionNotification): void {
+    if (this.sessionId !== undefined && notification.sessionId !== this.sessionId) return;
+    const update = notification.update;
+    try {
+      switch (update.sessionUpdate) {
+        case "agent_message_chunk":
+          if (update.content.type === "text" && update.content.text !== "") {
+            if (this.output.length < MAX_OUTPUT_CHARS) {
+              this.output += update.content.text.slice(0, MAX_OUTPUT_CHARS - this.output.length);
+            }
+            this.events.onText(update.content.text);
+          }
+          break;
+        case "tool_call":
+          this.events.onActivity(update.title.trim() !== "" ? update.title : (update.kind ?? "other"));
+          break;
+        case "usage_update": {
+          // `used` is the context window in use; its growth is the best lower bound of tokens consumed so far.
+          const used = nonNegativeInt(update.used);
+          if (used !== undefined && used > this.lastContextUsed) {
+            const delta = used - this.lastContextUsed;
+            this.lastContextUsed = used;
+            this.reportUsage(delta, 0);
+          }
+          break;
+        }
+        default:
+          break;
+      }
+    } catch (error) {
+      this.log.warn({ err: error, update: update.sessionUpdate }, "worker event handler threw; ignored");
+    }
+  }
+
+  /** Reports a usage increment (never negative) and keeps the running totals for reconciliation. */
+  private reportUsage(inputTokens: number, outputTokens: number): void {
+    if (inputTokens <= 0 && outputTokens <= 0) return;
+    this.reportedInput += inputTokens;
+    this.reportedOutput += outputTokens;
+    this.events.onUsage({ inputTokens, outputTokens });
+  }
+
+  private onPermission(params: RequestPermissionRequest): RequestPermissionResponse {
+    if (this.stopKind !== undefined) return { outcome: { outcome: "cancelled" } };
+    const answer = choosePermission(params.options, this.options.permissions);
+    this.log.info(
+      {
+        tool: params.toolCall.title ?? params.toolCall.toolCallId,
+        policy: this.options.permissions,
+        answer: answer.outcome,
+      },
+      "answered worker permission request by policy",
+    );
+    return answer;
+  }
+
+  private answered(response: PromptResponse | undefined): WorkerResult {
+    if (response === undefined) return this.failed("agent session ended without a prompt response");
+    const usage = usageOf(response);
+    if (usage !== undefined) {
+      // The response carries the turn's totals: report only what the streamed updates did not already count.
+      this.safely(() =>
+        this.reportUsage(
+          Math.max(0, usage.inputTokens - this.reportedInput),
+          Math.max(0, usage.outputTokens - this.reportedOutput),
+        ),
+      );
+    }
+    switch (response.stopReason) {
+      case "end_turn": {
+        const question = questionOf(response);
+        if (question !== undefined) return { outcome: "waiting", question };
+        return { outcome: "completed", output: this.output };
+      }
+      case "cancelled":
+        // The agent cancelled on its own (we never asked): treat it as a failure so the core retries or consults.
+        return { outcome: "failed", error: "agent ended the turn as cancelled without being asked to" };
+      case "refusal":
+        return { outcome: "failed", error: "agent refused the task (stop reason: refusal)" };
+      case "max_tokens":
+        return { outcome: "failed", error: "agent ran out of tokens (stop reason: max_tokens)" };
+      case "max_turn_requests":
+        return { outcome: "failed", error: "agent hit its turn request limit (stop reason: max_turn_requests)" };
+      default:
+        return {
+          outcome: "failed",
+          error: `agent ended the turn with unknown stop reason "${String(response.stopReason)}"`,
+        };
+    }
+  }
+
+  private async conversationFailed(error: unknown): Promise<WorkerResult> {
+    if (this.stopKind !== undefined) return this.stopResult(this.stopKind);
+    const agentId = this.request.instance.agentId;
+    if (error instanceof RequestError) {
+      return this.failed(`agent "${agentId}" answered with ${describeError(error)}`);
+    }
+    // The connection closed: most likely the process died. Give it a moment to report its exit.
+    const exit = await Promise.race([this.exited, delay(this.options.graceMs).then(() => undefined)]);
+    if (exit !== undefined) {
+      await this.settleStdio();
+      return this.failed(`agent "${agentId}" ${this.describeExit(exit)} before the turn ended`);
+    }
+    return this.failed(`agent "${agentId}" connection failed: ${describeError(error)}`);
+  }
+
+  /** Cancellation/timeout/shutdown: session/cancel, then wait up to `graceMs` for the prompt to answer. */
+  private async stopAndSettle(
+    kind: StopKind,
+    conversation: Promise<PromptResponse | undefined>,
+  ): Promise<WorkerResult> {
+    this.log.info({ reason: kind }, "stopping worker");
+    if (this.ctx !== undefined && this.sessionId !== undefined) {
+      const sessionId = this.sessionId;
+      await this.ctx
+        .notify(methods.agent.session.cancel, { sessionId })
+        .catch((error: unknown) => this.log.debug({ err: error }, "session/cancel could not be sent"));
+      const answered = await Promise.race([
+        conversation.then(
+          () => true,
+          () => true,
+        ),
+        delay(this.options.graceMs).then(() => false),
+      ]);
+      this.unresponsive = !answered;
+    } else {
+      this.unresponsive = true;
+    }
+    return this.stopResult(kind);
+  }
+
+  private stopResult(kind: StopKind): WorkerResult {
+    if (kind === "timeout") return this.failed(`timed out after ${this.options.taskTimeoutMs ?? 0} ms`);
+    return { outcome: "cancelled" };
+  }
+
+  /**
+   * Ends the child and resolves once it has exited. A responsive agent gets its stdin closed and `graceMs` to exit on
+   * its own; then (or at once, for an agent that ignored session/cancel) SIGTERM, `graceMs` more, then SIGKILL.
+   */
+  private async terminate(): Promise<void> {
+    const child = this.child;
+    const exited = this.exited;
+    if (child === undefined || exited === undefined || child.pid === undefined) return;
+    const gone = (): boolean => child.exitCode !== null || child.signalCode !== null;
+    const waitExit = async (ms: number): Promise<boolean> => {
+      if (gone()) return true;
+      await Promise.race([exited, delay(ms)]);
+      return gone();
+    };
+    try {
+      child.stdin?.end();
+    } catch {
+      // stdin already closed
+    }
+    if (!this.unresponsive && (await waitExit(this.options.graceMs))) return;
+    this.log.debug({ pid: child.pid }, "agent still running; sending SIGTERM");
+    child.kill("SIGTERM");
+    if (await waitExit(this.options.graceMs)) return;
+    this.log.warn({ pid: child.pid }, "agent ignored SIGTERM; sending SIGKILL");
+    child.kill("SIGKILL");
+    await exited;
+  }
+
+  /** Waits (briefly) until the child's stdio is drained so the stderr tail is complete. */
+  private async settleStdio(): Promise<void> {
+    if (this.closed !== undefined) await Promise.race([this.closed, delay(Math.min(500, this.options.graceMs))]);
+    this.flushStderrLine();
+  }
+
+  private describeExit(exit: Exit): string {
+    if (exit.signal !== null) return `was killed by ${exit.signal}`;
+    if (exit.code !== 0) return `crashed (exit code ${String(exit.code)})`;
+    return "exited (code 0)";
+  }
+
+  private onStderr(chunk: string): void {
+    this.stderrTail = (this.stderrTail + chunk).slice(-4 * STDERR_TAIL_CHARS);
+    const lines = (this.stderrLine + chunk).split("\n");
+    this.stderrLine = lines.pop() ?? "";
+    for (const line of lines) if (line.trim() !== "") this.log.debug({ stderr: line }, "agent stderr");
+  }
+
+  private flushStderrLine(): void {
+    if (this.stderrLine.trim() !== "") this.log.debug({ stderr: this.stderrLine }, "agent stderr");
+    this.stderrLine = "";
+  }
+
+  private failed(what: string): WorkerResult {
+    const tail = this.stderrTail.trim().slice(-STDERR_TAIL_CHARS);
+    return { outcome: "failed", error: `${what} — stderr tail: ${tail === "" ? "(empty)" : tail}` };
+  }
+
+  private safely(fn: () => void): void {
+    try {
+      fn();
+    } catch (error) {
+      this.log.warn({ err: error }, "worker event handler threw; ignored");
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The pool
+
+/** Options of `AcpWorkerPool`. Durations are milliseconds. */
+export interface AcpWorkerPoolOptions {
+  registry: AgentRegistry;
+  logger: Logger;
+  /** How long to wait for a cancelled prompt to answer, and then for the process to exit after SIGTERM. Default 2000. */
+  graceMs?: number;
+  /** Wall-time limit of one task attempt; on expiry the attempt is stopped and fails "timed out". Default: none. */
+  taskTimeoutMs?: number;
+  /** Answer to worker `session/request_permission`: `deny` (default) picks the first reject option, `allow` the first allow one. */
+  permissions?: PermissionPolicy;
+  /** Name this client gives itself in `initialize`. Default `acp-orchestrator`. */
+  clientName?: string;
+}
+
+/**
+ * Runs task attempts on ACP agents started as subprocesses (DESIGN.md, Agents; ports.ts `WorkerPort`).
+ *
+ * One process per task attempt: every attempt gets a fresh `initialize`/`session/new`, so no state leaks between
+ * tasks or attempts, a crash costs only that attempt, and "kill the process" is always a correct way to stop. The
+ * price is one process start per attempt, small next to an agent turn. `runTask` never throws for agent failures and
+ * resolves only once the attempt's child has exited. Worker file-system and terminal requests are not served (not
+ * advertised); permission requests follow the `permissions` policy.
+ */
+export class AcpWorkerPool implements WorkerPort {
+  private readonly running = new Map<TaskAttempt, Promise<WorkerResult>>();
+  private shuttingDown = false;
+  private readonly options: AttemptOptions;
+
+  constructor(options: AcpWorkerPoolOptions) {
+    const graceMs = options.graceMs ?? 2_000;
+    if (!Number.isFinite(graceMs) || graceMs < 0)
+      throw new RangeError("graceMs must be a non-negative number of milliseconds");
+    if (
+      options.taskTimeoutMs !== undefined &&
+      (!Number.isFinite(options.taskTimeoutMs) || options.taskTimeoutMs <= 0)
+    ) {
+      throw new RangeError("taskTimeoutMs must be a positive number of milliseconds");
+    }
+    this.options = {
+      registry: options.registry,
+      logger: options.logger,
+      graceMs,
+      taskTimeoutMs: options.taskTimeoutMs,
+      permissions: options.permissions ?? "deny",
+      clientName: options.clientName ?? "acp-orchestrator",
+    };
+  }
+
+  /** Number of task attempts currently running (each has at most one live child process). */
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  /**
+   * Runs one task attempt on the agent of `request.instance.agentId` (see the class contract). Results: `completed`
+   * with all agent text on `end_turn`; `waiting` when the `end_turn` response carries `_meta["acp-orchestrator"].question`;
+   * `cancelled` when `request.signal` aborts (or after `shutdown()`); `failed` with a reason and the stderr tail for
+   * anything else, including "timed out after N ms". `events.onUsage` receives increments: their sum is the best
+   * known usage of the attempt.
+   */
+  async runTask(request: WorkerRequest, events: WorkerEvents): Promise<WorkerResult> {
+    if (this.shuttingDown || request.signal.aborted) return { outcome: "cancelled" };
+    const attempt = new TaskAttempt(request, events, this.options);
+    const result = attempt.run();
+    this.running.set(attempt, result);
+    try {
+      return await result;
+    } finally {
+      this.running.delete(attempt);
+    }
+  }
+
+  /**
+   * Stops every running attempt (session/cancel, grace, SIGTERM, grace, SIGKILL) and resolves once every child has
+   * exited. Later `runTask` calls answer `cancelled` without starting anything. Idempotent.
+   */
+  async shutdown(): Promise<void> {
+    this.shuttingDown = true;
+    const attempts = [...this.running.entries()];
+    for (const [attempt] of attempts) attempt.stop("shutdown");
+    await Promise.allSettled(attempts.map(([, result]) => result));
+  }
+}

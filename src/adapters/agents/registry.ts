@@ -1,0 +1,261 @@
+/**
+ * The agent registry (DESIGN.md, Agents): the `acp-orchestrator.json` config file schema, its loader, and
+ * `AgentRegistry`, which knows every agent the orchestrator may start and how to launch it as an ACP subprocess.
+ *
+ * Owns: config validation (strict: an unknown key is an error naming the key and the file), the always-present
+ * built-in worker entry (`builtin-worker`), and launch specs. It must never start a process itself (that is
+ * `AcpWorkerPool`'s job), never write to stdout, and never mutate the config it was given.
+ */
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import { dirname, isAbsolute, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { z } from "zod";
+import { Id } from "../../../protocol/common.js";
+import type { AgentDirectory, AgentInfo } from "../../core/ports.js";
+
+/** Name of the config file looked up in the workspace when no `--config FILE` is given. */
+export const AGENT_CONFIG_FILE_NAME = "acp-orchestrator.json";
+
+/** Agent id of the built-in worker agent, which is always in the registry. */
+export const BUILTIN_WORKER_AGENT_ID = "builtin-worker";
+
+/** One `agents[]` entry of the config file: an ACP agent started as `command args…` with `env` added. */
+export const AgentConfigEntry = z
+  .object({
+    agentId: Id,
+    /** Display name; defaults to the agent id. */
+    name: z.string().min(1).max(200).optional(),
+    /** Role in a team, e.g. `worker`, `leader`, `reviewer`; defaults to `worker`. */
+    role: z.string().min(1).max(200).default("worker"),
+    /** Executable to start. A path starting with `./` or `../` is resolved against the config file's folder. */
+    command: z.string().min(1),
+    args: z.array(z.string()).default([]),
+    /** Environment variables added to the orchestrator's own environment for this agent. */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Free-form hints for the leader's assignment, e.g. `["typescript", "tests"]`. */
+    strengths: z.array(z.string().min(1).max(200)).default([]),
+  })
+  .strict();
+export type AgentConfigEntry = z.infer<typeof AgentConfigEntry>;
+
+/** What to do with a worker's `session/request_permission` when nobody above can answer it. */
+export const PermissionPolicy = z.enum(["deny", "allow"]);
+export type PermissionPolicy = z.infer<typeof PermissionPolicy>;
+
+/**
+ * The whole config file. Only `agents` is used by the registry; the other keys are validated here and consumed by
+ * the composition root (`leader`: default leader agent id; `maxParallelTasks`; `taskTimeoutMs`: per task attempt, ms;
+ * `permissions`: worker permission policy).
+ */
+export const AgentConfigFile = z
+  .object({
+    $schema: z.string().optional(),
+    agents: z
+      .array(AgentConfigEntry)
+      .superRefine((agents, ctx) => {
+        const seen = new Set<string>();
+        agents.forEach((agent, index) => {
+          if (agent.agentId === BUILTIN_WORKER_AGENT_ID) {
+            ctx.addIssue({
+              code: "custom",
+              path: [index, "agentId"],
+              message: `"${BUILTIN_WORKER_AGENT_ID}" is reserved for the built-in worker`,
+            });
+          } else if (seen.has(agent.agentId)) {
+            ctx.addIssue({
+              code: "custom",
+              path: [index, "agentId"],
+              message: `duplicate agent id "${agent.agentId}"`,
+            });
+          }
+          seen.add(agent.agentId);
+        });
+      })
+      .default([]),
+    leader: Id.optional(),
+    maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
+    taskTimeoutMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 24 * 3_600_000)
+      .optional(),
+    permissions: PermissionPolicy.optional(),
+  })
+  .strict();
+export type AgentConfig = z.infer<typeof AgentConfigFile>;
+
+/** A config file that cannot be read, is not JSON, or does not match `AgentConfigFile`. The message names the file. */
+export class AgentConfigError extends Error {
+  override readonly name = "AgentConfigError";
+  constructor(
+    message: string,
+    readonly file: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** How to start one agent: `command` with `args`; `env` holds only the variables to ADD to the parent's environment. */
+export interface LaunchSpec {
+  command: string;
+  args: string[];
+  env: Record<string, string>;
+  /** Working directory of the process; when absent the caller uses the task's workspace. */
+  cwd?: string;
+}
+
+/** The result of `loadAgentConfig`: the validated config and the file it came from (`null` = none, defaults). */
+export interface LoadedAgentConfig {
+  config: AgentConfig;
+  path: string | null;
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  let out = "";
+  for (const part of path) {
+    if (typeof part === "number") out += `[${part}]`;
+    else out += out === "" ? String(part) : `.${String(part)}`;
+  }
+  return out === "" ? "(top level)" : out;
+}
+
+/** Turns zod issues into one readable sentence per issue, e.g. `unknown key "foo" at agents[0]`. */
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const where = formatPath(issue.path);
+      if (issue.code === "unrecognized_keys") {
+        const keys = issue.keys.map((k) => `"${k}"`).join(", ");
+        return `unknown key${issue.keys.length > 1 ? "s" : ""} ${keys} at ${where}`;
+      }
+      if (issue.code === "invalid_type" && issue.input === undefined) return `${where}: required`;
+      return `${where}: ${issue.message}`;
+    })
+    .join("; ");
+}
+
+/**
+ * Validates an already-parsed config value. `file` is only used in the error message.
+ * Throws `AgentConfigError` naming the file and every offending key/path. Pure: reads nothing.
+ */
+export function parseAgentConfig(value: unknown, file: string): AgentConfig {
+  const parsed = AgentConfigFile.safeParse(value);
+  if (!parsed.success) {
+    throw new AgentConfigError(`Invalid agent config ${file}: ${describeIssues(parsed.error)}.`, file);
+  }
+  const config = parsed.data;
+  // Relative commands are relative to the config file, not to whatever cwd the server was started in.
+  const baseDir = dirname(file);
+  for (const agent of config.agents) {
+    if (agent.command.startsWith("./") || agent.command.startsWith("../"))
+      agent.command = resolve(baseDir, agent.command);
+  }
+  return config;
+}
+
+/**
+ * Reads and validates the agent config: `configPath` when given (relative to `cwd`; it must exist), else
+ * `<cwd>/acp-orchestrator.json` when present, else an empty config (only the built-in worker).
+ * Throws `AgentConfigError` for a missing explicit file, unreadable file, invalid JSON or schema violations.
+ * Reads only; never writes or creates the file.
+ */
+export async function loadAgentConfig(options: { configPath?: string; cwd: string }): Promise<LoadedAgentConfig> {
+  let file: string;
+  if (options.configPath !== undefined) {
+    file = isAbsolute(options.configPath) ? options.configPath : resolve(options.cwd, options.configPath);
+  } else {
+    file = join(options.cwd, AGENT_CONFIG_FILE_NAME);
+    if (!existsSync(file)) return { config: parseAgentConfig({}, file), path: null };
+  }
+  let text: string;
+  try {
+    text = await readFile(file, "utf8");
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code === "ENOENT" ? "file not found" : String(error);
+    throw new AgentConfigError(`Cannot read agent config ${file}: ${reason}.`, file, { cause: error });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    throw new AgentConfigError(`Invalid JSON in agent config ${file}: ${(error as Error).message}.`, file, {
+      cause: error,
+    });
+  }
+  return { config: parseAgentConfig(json, file), path: file };
+}
+
+/**
+ * How to start the built-in worker agent with the current Node binary. From compiled code (`registry.js`) it runs the
+ * sibling `builtin-worker-agent.js`; from TypeScript sources (tsx, vitest) it runs the `.ts` file through
+ * `--import <tsx loader>`, with the loader given as an absolute URL so it resolves from any child cwd.
+ */
+export function builtinWorkerLaunchSpec(moduleUrl: string = import.meta.url): LaunchSpec {
+  const here = fileURLToPath(moduleUrl);
+  const dir = dirname(here);
+  if (here.endsWith(".ts")) {
+    const tsxLoader = pathToFileURL(createRequire(moduleUrl).resolve("tsx")).href;
+    return { command: process.execPath, args: ["--import", tsxLoader, join(dir, "builtin-worker-agent.ts")], env: {} };
+  }
+  return { command: process.execPath, args: [join(dir, "builtin-worker-agent.js")], env: {} };
+}
+
+/** The registry entry of the built-in worker (DESIGN.md, Agents: it needs no model). */
+export const BUILTIN_WORKER_INFO: Readonly<AgentInfo> = Object.freeze({
+  agentId: BUILTIN_WORKER_AGENT_ID,
+  name: "Built-in worker",
+  role: "worker",
+  strengths: ["notes", "documentation"],
+});
+
+/**
+ * Every agent the orchestrator may start: the configured ones plus the built-in worker (always present, listed
+ * last). Implements the core's `AgentDirectory`; `launchSpec` is adapter-only. Immutable after construction.
+ */
+export class AgentRegistry implements AgentDirectory {
+  private readonly infos = new Map<string, AgentInfo>();
+  private readonly specs = new Map<string, LaunchSpec>();
+
+  /** Builds the registry from a validated config (default: no configured agents). Does not touch the disk. */
+  constructor(readonly config: AgentConfig = parseAgentConfig({}, AGENT_CONFIG_FILE_NAME)) {
+    for (const agent of config.agents) {
+      this.infos.set(agent.agentId, {
+        agentId: agent.agentId,
+        name: agent.name ?? agent.agentId,
+        role: agent.role,
+        strengths: [...agent.strengths],
+      });
+      this.specs.set(agent.agentId, { command: agent.command, args: [...agent.args], env: { ...agent.env } });
+    }
+    this.infos.set(BUILTIN_WORKER_AGENT_ID, { ...BUILTIN_WORKER_INFO, strengths: [...BUILTIN_WORKER_INFO.strengths] });
+    this.specs.set(BUILTIN_WORKER_AGENT_ID, builtinWorkerLaunchSpec());
+  }
+
+  /** Loads the config (see `loadAgentConfig`) and builds a registry from it. Throws `AgentConfigError`. */
+  static async load(options: { configPath?: string; cwd: string }): Promise<AgentRegistry> {
+    const { config } = await loadAgentConfig(options);
+    return new AgentRegistry(config);
+  }
+
+  /** Every agent, configured ones first in file order, then the built-in worker. Returns copies. */
+  list(): AgentInfo[] {
+    return [...this.infos.values()].map((info) => ({ ...info, strengths: [...info.strengths] }));
+  }
+
+  /** The agent with this id, or `undefined`. Returns a copy. */
+  get(agentId: string): AgentInfo | undefined {
+    const info = this.infos.get(agentId);
+    return info === undefined ? undefined : { ...info, strengths: [...info.strengths] };
+  }
+
+  /** How to start `agentId` as an ACP subprocess. Throws `Error` for an unknown agent id. Returns a copy. */
+  launchSpec(agentId: string): LaunchSpec {
+    const spec = this.specs.get(agentId);
+    if (spec === undefined) throw new Error(`Unknown agent "${agentId}": it is not in the agent registry.`);
+    return { ...spec, args: [...spec.args], env: { ...spec.env } };
+  }
+}

@@ -1,0 +1,489 @@
+/**
+ * SqliteAuthority: the embedded `RunStateAuthority` on one SQLite file (DESIGN.md, Persistence backends: `sqlite`).
+ *
+ * Owns the database file's schema (a `meta` table with the schema version, `records`, `events`), its migrations,
+ * and the connection settings that make the durability guarantees hold: WAL, `synchronous=FULL` (a write resolves
+ * only once committed with fsync), a busy timeout so several processes on one file wait for each other instead of
+ * failing, and compare-and-swap inside `BEGIN IMMEDIATE` transactions (guarantee 6).
+ * It must never write on a read path (guarantee 3), never coerce or drop a stored row it cannot parse (guarantee 4:
+ * the raw text goes back to the caller, whose schema check fails closed), and never let a SQLite error escape as
+ * anything but `AuthorityFailure` (guarantee 2).
+ */
+import { mkdirSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import Database from "better-sqlite3";
+import {
+  AuthorityConflict,
+  AuthorityFailure,
+  type Clock,
+  type RecordInfo,
+  type RunStateAuthority,
+  type StoredEvent,
+  type StoredRecord,
+} from "../../core/ports.js";
+
+/** One schema migration, applied at most once, in version order, inside one immediate transaction. */
+interface Migration {
+  version: number;
+  sql: string;
+}
+
+/**
+ * The schema, one entry per version. Never edit a released entry: add a new version. Tables are `STRICT`, so a
+ * revision or sequence number read back is always an integer.
+ */
+const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE records (
+        project_id TEXT NOT NULL,
+        kind       TEXT NOT NULL,
+        id         TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        revision   INTEGER NOT NULL CHECK (revision >= 1),
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (project_id, kind, id)
+      ) STRICT;
+      CREATE TABLE events (
+        project_id TEXT NOT NULL,
+        stream     TEXT NOT NULL,
+        seq        INTEGER NOT NULL CHECK (seq >= 1),
+        event      TEXT NOT NULL,
+        PRIMARY KEY (project_id, stream, seq)
+      ) STRICT;
+    `,
+  },
+];
+
+/** The schema version this code writes and understands. */
+export const SQLITE_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+
+/** The connection settings in force, as SQLite reports them (for diagnostics and tests). */
+export interface SqliteSettings {
+  /** `wal` for a file database (`memory` for `:memory:`). */
+  journalMode: string;
+  /** 2 = FULL: every commit is fsynced. */
+  synchronous: number;
+  busyTimeoutMs: number;
+  foreignKeys: boolean;
+  schemaVersion: number;
+}
+
+export interface SqliteAuthorityOptions {
+  /** How long a write waits for another connection's lock before failing, in milliseconds. Default 5000. */
+  busyTimeoutMs?: number;
+  /** Source of `updatedAt` timestamps (milliseconds since the epoch). Default: `Date.now`. */
+  clock?: Pick<Clock, "now">;
+}
+
+interface RecordRow {
+  value: string;
+  revision: number;
+  updated_at: string;
+}
+
+interface RecordInfoRow {
+  id: string;
+  revision: number;
+  updated_at: string;
+}
+
+interface EventRow {
+  seq: number;
+  event: string;
+}
+
+/**
+ * The prepared statements, created once per connection so that `put` and `appendEvents` cost one transaction each
+ * and nothing else.
+ */
+interface Statements {
+  getRecord: Database.Statement<[string, string, string], RecordRow>;
+  getRevision: Database.Statement<[string, string, string], number>;
+  insertRecord: Database.Statement<[string, string, string, string, number, string]>;
+  updateRecord: Database.Statement<[string, number, string, string, string, string]>;
+  deleteRecord: Database.Statement<[string, string, string]>;
+  listRecords: Database.Statement<[string, string, string, string], RecordInfoRow>;
+  listProjects: Database.Statement<[], string>;
+  lastSeq: Database.Statement<[string, string], number | null>;
+  insertEvent: Database.Statement<[string, string, number, string]>;
+  readEvents: Database.Statement<[string, string, number], EventRow>;
+}
+
+/**
+ * A run-state authority on one SQLite file, shared safely by several connections and processes.
+ *
+ * Implements the `RunStateAuthority` contract of `src/core/ports.ts` (PROTOCOL.md section 7). Methods return
+ * promises but do their work synchronously on the calling thread (better-sqlite3), so a resolved write is committed
+ * and fsynced. Values are stored as JSON text; reading a row whose text is not JSON returns that raw string as the
+ * value (or event) instead of throwing, so the caller's schema validation rejects it and counts it as dropped
+ * (guarantee 4) while the other rows stay readable. Ids are ordered by Unicode code point (UTF-8 byte order).
+ * Create instances with `SqliteAuthority.open`.
+ */
+export class SqliteAuthority implements RunStateAuthority {
+  readonly name = "sqlite";
+  readonly #db: Database.Database;
+  readonly #statements: Statements;
+  readonly #now: () => number;
+  readonly #putTransaction: Database.Transaction<
+    (projectId: string, kind: string, id: string, json: string, expected: number | null, updatedAt: string) => number
+  >;
+  readonly #deleteTransaction: Database.Transaction<
+    (projectId: string, kind: string, id: string, expected: number | undefined) => boolean
+  >;
+  readonly #appendTransaction: Database.Transaction<
+    (projectId: string, stream: string, events: string[], expectedSeq: number) => number
+  >;
+
+  private constructor(
+    /** Absolute path of the database file (or `:memory:`). */
+    readonly path: string,
+    db: Database.Database,
+    options: SqliteAuthorityOptions,
+  ) {
+    this.#db = db;
+    const clock = options.clock;
+    this.#now = clock ? () => clock.now() : Date.now;
+    this.#statements = prepareStatements(db);
+    const s = this.#statements;
+
+    this.#putTransaction = db.transaction((projectId, kind, id, json, expected, updatedAt) => {
+      const current = s.getRevision.get(projectId, kind, id);
+      checkRevisionMatches(projectId, kind, id, current, expected);
+      if (current === undefined) {
+        s.insertRecord.run(projectId, kind, id, json, 1, updatedAt);
+        return 1;
+      }
+      s.updateRecord.run(json, current + 1, updatedAt, projectId, kind, id);
+      return current + 1;
+    });
+
+    this.#deleteTransaction = db.transaction((projectId, kind, id, expected) => {
+      const current = s.getRevision.get(projectId, kind, id);
+      if (current === undefined) return false;
+      if (expected !== undefined) checkRevisionMatches(projectId, kind, id, current, expected);
+      s.deleteRecord.run(projectId, kind, id);
+      return true;
+    });
+
+    this.#appendTransaction = db.transaction((projectId, stream, events, expectedSeq) => {
+      const lastSeq = s.lastSeq.get(projectId, stream) ?? 0;
+      if (lastSeq !== expectedSeq) {
+        throw new AuthorityConflict(
+          `Event stream "${stream}" of project "${projectId}" is at sequence ${lastSeq}, not the expected ${expectedSeq}.`,
+        );
+      }
+      let seq = lastSeq;
+      for (const event of events) {
+        seq += 1;
+        s.insertEvent.run(projectId, stream, seq, event);
+      }
+      return seq;
+    });
+  }
+
+  /**
+   * Opens (creating when missing, with its parent directories) the database at `path`, applies the connection
+   * settings (WAL, `synchronous=FULL`, busy timeout, `foreign_keys=ON`) and any pending schema migration inside one
+   * immediate transaction. Several processes may open the same file at once. `:memory:` opens a private in-memory
+   * database (no WAL). Throws `AuthorityFailure` when the file cannot be opened, is not a database, or was written
+   * by a newer schema version; the connection is closed again in that case.
+   */
+  static open(path: string, options: SqliteAuthorityOptions = {}): SqliteAuthority {
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
+    if (!Number.isSafeInteger(busyTimeoutMs) || busyTimeoutMs < 0) {
+      throw new AuthorityFailure(`busyTimeoutMs must be a non-negative integer, got ${String(busyTimeoutMs)}.`);
+    }
+    const inMemory = path === ":memory:";
+    const location = inMemory ? path : resolve(path);
+    let db: Database.Database | undefined;
+    try {
+      if (!inMemory) mkdirSync(dirname(location), { recursive: true });
+      db = new Database(location, { timeout: busyTimeoutMs });
+      db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      db.pragma("journal_mode = WAL");
+      db.pragma("synchronous = FULL");
+      db.pragma("fullfsync = ON");
+      db.pragma("checkpoint_fullfsync = ON");
+      db.pragma("foreign_keys = ON");
+      migrate(db);
+      return new SqliteAuthority(location, db, options);
+    } catch (error) {
+      db?.close();
+      if (error instanceof AuthorityFailure) throw error;
+      throw new AuthorityFailure(`Cannot open the SQLite state file ${location}: ${messageOf(error)}`, { cause: error });
+    }
+  }
+
+  /** Reads one record; `null` when it does not exist. A value that is not valid JSON comes back as its raw text. Never writes. */
+  async get(projectId: string, kind: string, id: string): Promise<StoredRecord | null> {
+    return this.#run("get", () => {
+      checkKey(projectId, kind, id);
+      const row = this.#statements.getRecord.get(projectId, kind, id);
+      if (!row) return null;
+      return { value: parseStored(row.value), revision: row.revision, updatedAt: row.updated_at };
+    });
+  }
+
+  /**
+   * Creates or replaces one record by compare-and-swap inside `BEGIN IMMEDIATE`. `expectedRevision: null` requires
+   * that the record does not exist; a number requires it to be the current revision. Resolves with the new
+   * revision (1 on creation) once committed and fsynced. Throws `AuthorityConflict` (with `details.revision` = the
+   * current revision, absent when the record does not exist) on a mismatch, `AuthorityFailure` on an invalid
+   * argument, a value that cannot be serialised to JSON, or any SQLite error (lock wait beyond the busy timeout,
+   * disk full, closed). A failed call changes nothing.
+   */
+  async put(
+    projectId: string,
+    kind: string,
+    id: string,
+    value: object,
+    expectedRevision: number | null,
+  ): Promise<{ revision: number }> {
+    return this.#run("put", () => {
+      checkKey(projectId, kind, id);
+      if (expectedRevision !== null) checkRevision(expectedRevision);
+      const json = toJson(value, "value");
+      const updatedAt = new Date(this.#now()).toISOString();
+      const revision = this.#putTransaction.immediate(projectId, kind, id, json, expectedRevision, updatedAt);
+      return { revision };
+    });
+  }
+
+  /**
+   * Deletes one record inside `BEGIN IMMEDIATE`. Returns `false` when it does not exist (whatever
+   * `expectedRevision` says), `true` when it was removed. With `expectedRevision`, throws `AuthorityConflict` (with
+   * the current revision) when the record exists at another revision, and removes nothing. Event streams are never
+   * touched.
+   */
+  async delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean> {
+    return this.#run("delete", () => {
+      checkKey(projectId, kind, id);
+      if (expectedRevision !== undefined) checkRevision(expectedRevision);
+      return this.#deleteTransaction.immediate(projectId, kind, id, expectedRevision);
+    });
+  }
+
+  /**
+   * Lists the records of one kind in one project whose id starts with `prefix`, ordered by id (code-point order).
+   * The prefix is matched literally through an index range (`id >= prefix AND id < prefix || x'FF'`), so `%` and `_`
+   * are ordinary characters. Never writes.
+   */
+  async list(projectId: string, kind: string, prefix = ""): Promise<RecordInfo[]> {
+    return this.#run("list", () => {
+      checkName(projectId, "projectId");
+      checkName(kind, "kind");
+      checkPrefix(prefix);
+      return this.#statements.listRecords
+        .all(projectId, kind, prefix, prefix)
+        .map((row) => ({ id: row.id, revision: row.revision, updatedAt: row.updated_at }));
+    });
+  }
+
+  /**
+   * Appends events inside `BEGIN IMMEDIATE` when the stream's last sequence number equals `expectedSeq` (0 for a
+   * new stream); the events get `expectedSeq + 1 …` and the new last sequence number is returned once committed.
+   * An empty `events` array appends nothing and returns `expectedSeq` once the check passes. Throws
+   * `AuthorityConflict` on a mismatch (nothing appended), `AuthorityFailure` on an invalid argument or SQLite error.
+   */
+  async appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }> {
+    return this.#run("appendEvents", () => {
+      checkName(projectId, "projectId");
+      checkName(stream, "stream");
+      checkSeq(expectedSeq, "expectedSeq");
+      if (!Array.isArray(events)) throw new AuthorityFailure("events must be an array.");
+      const texts = events.map((event, index) => toJson(event, `events[${index}]`));
+      return { lastSeq: this.#appendTransaction.immediate(projectId, stream, texts, expectedSeq) };
+    });
+  }
+
+  /**
+   * Events of one stream with `seq > afterSeq`, oldest first; `[]` for an unknown stream. An event whose text is not
+   * valid JSON comes back as its raw text. Never writes.
+   */
+  async readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]> {
+    return this.#run("readEvents", () => {
+      checkName(projectId, "projectId");
+      checkName(stream, "stream");
+      checkSeq(afterSeq, "afterSeq");
+      return this.#statements.readEvents
+        .all(projectId, stream, afterSeq)
+        .map((row) => ({ seq: row.seq, event: parseStored(row.event) }));
+    });
+  }
+
+  /** Project ids that hold at least one record (event streams alone do not count), in code-point order. Never writes. */
+  async listProjects(): Promise<string[]> {
+    return this.#run("listProjects", () => this.#statements.listProjects.all());
+  }
+
+  /** Reports the connection settings in force. Never writes. Throws `AuthorityFailure` when closed. */
+  settings(): SqliteSettings {
+    return this.#run("settings", () => ({
+      journalMode: String(this.#db.pragma("journal_mode", { simple: true })),
+      synchronous: Number(this.#db.pragma("synchronous", { simple: true })),
+      busyTimeoutMs: Number(this.#db.pragma("busy_timeout", { simple: true })),
+      foreignKeys: Number(this.#db.pragma("foreign_keys", { simple: true })) === 1,
+      schemaVersion: readSchemaVersion(this.#db),
+    }));
+  }
+
+  /** Closes the connection (the last connection to close checkpoints the WAL). Idempotent. Does NOT delete data. */
+  async close(): Promise<void> {
+    if (!this.#db.open) return;
+    try {
+      this.#db.close();
+    } catch (error) {
+      throw new AuthorityFailure(`Closing the SQLite state file failed: ${messageOf(error)}`, { cause: error });
+    }
+  }
+
+  /** Runs one operation, turning every error other than a conflict into `AuthorityFailure`. */
+  #run<T>(op: string, work: () => T): T {
+    if (!this.#db.open) throw new AuthorityFailure(`The SQLite authority is closed (${op}).`);
+    try {
+      return work();
+    } catch (error) {
+      if (error instanceof AuthorityConflict || error instanceof AuthorityFailure) throw error;
+      throw new AuthorityFailure(`SQLite ${op} failed: ${messageOf(error)}`, { cause: error });
+    }
+  }
+}
+
+/** Reads the schema version, 0 for a database without a `meta` table. Never writes. */
+function readSchemaVersion(db: Database.Database): number {
+  const hasMeta = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").pluck().get();
+  if (hasMeta === undefined) return 0;
+  const text = db.prepare("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get();
+  const version = typeof text === "string" ? Number(text) : 0;
+  if (!Number.isSafeInteger(version) || version < 0) {
+    throw new AuthorityFailure(`The state file has an unreadable schema version (${String(text)}).`);
+  }
+  return version;
+}
+
+/**
+ * Brings the schema to `SQLITE_SCHEMA_VERSION`: pending migrations run in order inside one immediate transaction
+ * (so two processes opening a new file at once apply them once). A database already up to date is not written.
+ */
+function migrate(db: Database.Database): void {
+  const tooNew = (version: number): AuthorityFailure =>
+    new AuthorityFailure(
+      `The state file has schema version ${version}, newer than this acp-orchestrator understands (${SQLITE_SCHEMA_VERSION}); upgrade acp-orchestrator.`,
+    );
+  const seen = readSchemaVersion(db);
+  if (seen > SQLITE_SCHEMA_VERSION) throw tooNew(seen);
+  if (seen === SQLITE_SCHEMA_VERSION) return;
+  const apply = db.transaction(() => {
+    db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT");
+    const current = readSchemaVersion(db);
+    if (current > SQLITE_SCHEMA_VERSION) throw tooNew(current);
+    const setVersion = db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+    for (const migration of MIGRATIONS) {
+      if (migration.version <= current) continue;
+      db.exec(migration.sql);
+      setVersion.run(String(migration.version));
+    }
+  });
+  apply.immediate();
+}
+
+function prepareStatements(db: Database.Database): Statements {
+  return {
+    getRecord: db.prepare("SELECT value, revision, updated_at FROM records WHERE project_id = ? AND kind = ? AND id = ?"),
+    getRevision: db.prepare<[string, string, string], number>(
+      "SELECT revision FROM records WHERE project_id = ? AND kind = ? AND id = ?",
+    ).pluck(),
+    insertRecord: db.prepare(
+      "INSERT INTO records (project_id, kind, id, value, revision, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+    updateRecord: db.prepare(
+      "UPDATE records SET value = ?, revision = ?, updated_at = ? WHERE project_id = ? AND kind = ? AND id = ?",
+    ),
+    deleteRecord: db.prepare("DELETE FROM records WHERE project_id = ? AND kind = ? AND id = ?"),
+    // X'FF' never occurs in UTF-8, so `prefix || X'FF'` is above every id that starts with `prefix` (including ids
+    // that continue with characters beyond U+FFFF) and below every larger id that does not.
+    listRecords: db.prepare(
+      "SELECT id, revision, updated_at FROM records WHERE project_id = ? AND kind = ? AND id >= ? AND id < (? || CAST(X'FF' AS TEXT)) ORDER BY id",
+    ),
+    listProjects: db.prepare<[], string>("SELECT DISTINCT project_id FROM records ORDER BY project_id").pluck(),
+    lastSeq: db.prepare<[string, string], number | null>(
+      "SELECT MAX(seq) FROM events WHERE project_id = ? AND stream = ?",
+    ).pluck(),
+    insertEvent: db.prepare("INSERT INTO events (project_id, stream, seq, event) VALUES (?, ?, ?, ?)"),
+    readEvents: db.prepare("SELECT seq, event FROM events WHERE project_id = ? AND stream = ? AND seq > ? ORDER BY seq"),
+  };
+}
+
+/** Parses stored JSON; text that does not parse is returned as is, for the caller's validation to reject. */
+function parseStored(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+function toJson(value: unknown, what: string): string {
+  if (typeof value !== "object" || value === null) throw new AuthorityFailure(`${what} must be a JSON object or array.`);
+  let json: unknown;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    throw new AuthorityFailure(`${what} cannot be serialised to JSON: ${messageOf(error)}`, { cause: error });
+  }
+  if (typeof json !== "string") throw new AuthorityFailure(`${what} cannot be serialised to JSON.`);
+  return json;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function checkRevisionMatches(
+  projectId: string,
+  kind: string,
+  id: string,
+  current: number | undefined,
+  expected: number | null,
+): void {
+  if (current === undefined && expected === null) return;
+  if (current === expected) return;
+  const where = `${kind} "${id}" of project "${projectId}"`;
+  if (current === undefined) {
+    throw new AuthorityConflict(`The ${where} does not exist (expected revision ${expected}).`);
+  }
+  const wanted = expected === null ? "to be absent" : `at revision ${expected}`;
+  throw new AuthorityConflict(`The ${where} is at revision ${current}, expected ${wanted}.`, { revision: current });
+}
+
+// Argument checks (the same as the memory authority's). Invalid arguments are reported as AuthorityFailure, as the
+// port requires of every non-conflict failure. Lone surrogates are refused because SQLite would store them as U+FFFD
+// and two different ids could then collide.
+
+function checkName(value: unknown, what: string): void {
+  if (typeof value !== "string" || value.length === 0) throw new AuthorityFailure(`${what} must be a non-empty string.`);
+  if (/\p{Cs}/u.test(value)) throw new AuthorityFailure(`${what} must be well-formed Unicode (no lone surrogates).`);
+}
+
+function checkPrefix(prefix: unknown): void {
+  if (typeof prefix !== "string") throw new AuthorityFailure("prefix must be a string.");
+  if (/\p{Cs}/u.test(prefix)) throw new AuthorityFailure("prefix must be well-formed Unicode (no lone surrogates).");
+}
+
+function checkKey(projectId: string, kind: string, id: string): void {
+  checkName(projectId, "projectId");
+  checkName(kind, "kind");
+  checkName(id, "id");
+}
+
+function checkRevision(revision: number): void {
+  if (!Number.isSafeInteger(revision) || revision < 1) {
+    throw new AuthorityFailure(`expectedRevision must be null or a positive integer, got ${String(revision)}.`);
+  }
+}
+
+function checkSeq(seq: number, what: string): void {
+  if (!Number.isSafeInteger(seq) || seq < 0) throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
+}

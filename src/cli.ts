@@ -1,0 +1,174 @@
+#!/usr/bin/env node
+/**
+ * The composition root (DESIGN.md, Layers): parses flags, builds the logger, the run-state authority, the agent
+ * registry, the workers and the leader, and serves JSON-RPC on stdin/stdout.
+ *
+ *   acp-orchestrator [serve] [--config FILE] [--state PATH] [--log-level LEVEL] [--log-file FILE]
+ *   acp-orchestrator demo [--goal TEXT] [--keep]
+ *   acp-orchestrator --help | --version
+ *
+ * stdout carries protocol frames only; everything else goes to stderr (or --log-file).
+ */
+import { randomUUID } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { AgentConfigError, AgentRegistry } from "./adapters/agents/registry.js";
+import { AcpWorkerPool } from "./adapters/agents/acp-worker.js";
+import { SqliteAuthority } from "./adapters/persistence/sqlite-authority.js";
+import { defaultProjectId, defaultStatePath } from "./adapters/persistence/state-path.js";
+import { HeuristicLeader } from "./core/leader/heuristic-leader.js";
+import { DEFAULT_PRODUCT_OPTIONS } from "./core/product/context.js";
+import type { Clock } from "./core/ports.js";
+import { createLogger, type LogLevel } from "./server/logger.js";
+import { OrchestratorServer } from "./server/server.js";
+
+const HELP = `acp-orchestrator — an ACP agent that turns a team of coding agents into one agent.
+
+Usage:
+  acp-orchestrator [serve] [options]   serve JSON-RPC (ACP) on stdin/stdout (the default)
+  acp-orchestrator demo [--goal TEXT]  run a product end to end against a spawned server
+  acp-orchestrator --help | --version
+
+Options:
+  --config FILE      agent registry file (default: acp-orchestrator.json in the working directory, if present)
+  --state PATH       SQLite state file (default: $ACP_ORCHESTRATOR_STATE, else the user's state directory)
+  --log-level LEVEL  trace | debug | info | warn | error | fatal | silent (default: info)
+  --log-file FILE    write logs to FILE instead of stderr
+  --goal TEXT        (demo) the goal to plan and run
+  --keep             (demo) keep the temporary workspace
+`;
+
+/** The package version, read from package.json next to dist/ or the sources. */
+export function packageVersion(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  for (const candidate of [join(here, "..", "package.json"), join(here, "..", "..", "package.json")]) {
+    try {
+      const pkg = JSON.parse(readFileSync(candidate, "utf8")) as { name?: string; version?: string };
+      if (pkg.name === "acp-orchestrator" && pkg.version) return pkg.version;
+    } catch {
+      // try the next location
+    }
+  }
+  return "0.0.0";
+}
+
+const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimer(ms, fn) {
+    const t = setTimeout(fn, Math.min(Math.max(0, ms), 2_147_483_647));
+    t.unref();
+    return () => clearTimeout(t);
+  },
+};
+
+const LOG_LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal", "silent"]);
+
+async function serve(values: { config?: string; state?: string; "log-level"?: string; "log-file"?: string }) {
+  const level = (values["log-level"] ?? process.env.ACP_ORCHESTRATOR_LOG_LEVEL ?? "info") as LogLevel;
+  if (!LOG_LEVELS.has(level)) {
+    process.stderr.write(`acp-orchestrator: unknown --log-level "${level}"\n`);
+    return 2;
+  }
+  const logger = createLogger({ level, ...(values["log-file"] ? { file: values["log-file"] } : {}) });
+  let registry: AgentRegistry;
+  try {
+    registry = await AgentRegistry.load({
+      ...(values.config ? { configPath: resolve(values.config) } : {}),
+      cwd: process.cwd(),
+    });
+  } catch (err) {
+    if (err instanceof AgentConfigError) {
+      process.stderr.write(`acp-orchestrator: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const statePath = resolve(values.state ?? defaultStatePath());
+  const authority = SqliteAuthority.open(statePath);
+  const config = registry.config;
+  const workers = new AcpWorkerPool({
+    registry,
+    logger: logger.child({ component: "workers" }),
+    ...(config.taskTimeoutMs !== undefined ? { taskTimeoutMs: config.taskTimeoutMs } : {}),
+    ...(config.permissions !== undefined ? { permissions: config.permissions } : {}),
+  });
+  const leader = new HeuristicLeader();
+  const server = new OrchestratorServer({
+    input: process.stdin,
+    output: process.stdout,
+    logger,
+    authority,
+    agents: registry,
+    workers,
+    leader: () => leader,
+    clock: systemClock,
+    ids: (prefix) => `${prefix}_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
+    version: packageVersion(),
+    productOptions: {
+      ...DEFAULT_PRODUCT_OPTIONS,
+      ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
+    },
+    projectIdFor: (cwd) => defaultProjectId(cwd),
+  });
+  logger.info({ statePath, pid: process.pid }, "acp-orchestrator serving on stdio");
+  const stop = (signal: string) => {
+    logger.info({ signal }, "stopping");
+    void server.shutdown().finally(() => {
+      void authority.close().finally(() => process.exit(0));
+    });
+  };
+  process.once("SIGTERM", () => stop("SIGTERM"));
+  process.once("SIGINT", () => stop("SIGINT"));
+  await server.serve();
+  await authority.close();
+  logger.info({}, "stdin closed; stopped");
+  logger.flush();
+  return 0;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      help: { type: "boolean", short: "h" },
+      version: { type: "boolean", short: "v" },
+      config: { type: "string" },
+      state: { type: "string" },
+      "log-level": { type: "string" },
+      "log-file": { type: "string" },
+      goal: { type: "string" },
+      keep: { type: "boolean" },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (values.version) {
+    process.stdout.write(`${packageVersion()}\n`);
+    return 0;
+  }
+  const command = positionals[0] ?? "serve";
+  if (command === "serve") return serve(values);
+  if (command === "demo") {
+    const { runDemo } = await import("./demo.js");
+    return runDemo({ ...(values.goal ? { goal: values.goal } : {}), keep: values.keep ?? false });
+  }
+  process.stderr.write(`acp-orchestrator: unknown command "${command}"\n\n${HELP}`);
+  return 2;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+    if (code !== 0 || process.argv[2] === "demo") setImmediate(() => process.exit(code));
+    else process.exit(code);
+  },
+  (err: unknown) => {
+    process.stderr.write(`acp-orchestrator: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

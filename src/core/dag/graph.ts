@@ -1,0 +1,283 @@
+/**
+ * Pure graph functions over a plan's tasks: validation, topological order, downstream sets.
+ *
+ * Owns the rules that make a task list a valid DAG (unique ids, known dependencies and instances, no self-dependency,
+ * no cycle). Every function is O(V+E), never mutates its input, and must never import a `node:` module or know about
+ * persistence, scheduling or the wire.
+ */
+import { invalidPlan, notFound } from "../errors.js";
+
+/** The part of a task the graph functions read. `Task` and `TaskState` both satisfy it. */
+export interface GraphTask {
+  taskId: string;
+  instanceId: string;
+  dependsOn: readonly string[];
+}
+
+/**
+ * The outcome of `validatePlanGraph`. On failure `index` is the offending entry's 0-based index in `list` (the task
+ * list for every task problem, the instance list for a duplicate instance id) and `reason` is one sentence naming it.
+ */
+export type GraphCheck = { ok: true } | { ok: false; index: number; reason: string; list: "tasks" | "instances" };
+
+/**
+ * Checks that `tasks` over `instances` form a valid plan DAG.
+ *
+ * Rejects, in this order: a duplicate instance id; then per task in list order a duplicate task id, an assignment to
+ * an unknown instance, a self-dependency, a dependency on an unknown task, a dependency listed twice; then a cycle
+ * (the reason spells out one cycle's path, the index is the cycle task that comes first in the list). Reports only
+ * the first problem. O(V+E). Does NOT check field lengths or other schema rules (zod does that) and never throws.
+ */
+export function validatePlanGraph(
+  instances: readonly { instanceId: string }[],
+  tasks: readonly GraphTask[],
+): GraphCheck {
+  const instanceIds = new Map<string, number>();
+  for (const [index, instance] of instances.entries()) {
+    const first = instanceIds.get(instance.instanceId);
+    if (first !== undefined) {
+      return {
+        ok: false,
+        list: "instances",
+        index,
+        reason: `Instance ${instance.instanceId} appears twice (entries ${first + 1} and ${index + 1}).`,
+      };
+    }
+    instanceIds.set(instance.instanceId, index);
+  }
+
+  const positions = new Map<string, number>();
+  for (const [index, task] of tasks.entries()) {
+    const first = positions.get(task.taskId);
+    if (first !== undefined) {
+      return {
+        ok: false,
+        list: "tasks",
+        index,
+        reason: `Task id ${task.taskId} is used twice (tasks ${first + 1} and ${index + 1}).`,
+      };
+    }
+    positions.set(task.taskId, index);
+  }
+
+  for (const [index, task] of tasks.entries()) {
+    if (!instanceIds.has(task.instanceId)) {
+      return {
+        ok: false,
+        list: "tasks",
+        index,
+        reason: `Task ${task.taskId} is assigned to instance ${task.instanceId}, which is not in the plan.`,
+      };
+    }
+    const deps = task.dependsOn;
+    for (let k = 0; k < deps.length; k += 1) {
+      const dep = deps[k] as string;
+      if (dep === task.taskId) {
+        return { ok: false, list: "tasks", index, reason: `Task ${task.taskId} depends on itself.` };
+      }
+      if (!positions.has(dep)) {
+        return { ok: false, list: "tasks", index, reason: `Task ${task.taskId} depends on unknown task ${dep}.` };
+      }
+    }
+    const repeated = firstRepeat(deps);
+    if (repeated !== undefined) {
+      return { ok: false, list: "tasks", index, reason: `Task ${task.taskId} lists dependency ${repeated} twice.` };
+    }
+  }
+
+  const order = kahn(tasks, positions);
+  if (order.length < tasks.length) {
+    const cycle = findCycle(tasks, positions, order);
+    return {
+      ok: false,
+      list: "tasks",
+      index: cycle.index,
+      reason: `Tasks form a dependency cycle (each depends on the next): ${cycle.path}.`,
+    };
+  }
+  return { ok: true };
+}
+
+/**
+ * The tasks in a topological order (every task after all of its dependencies), stable: among tasks that are ready at
+ * the same time the original list order is kept. O(V+E). Returns new array, the same task objects.
+ * Throws `DomainError` `invalid_plan` when a dependency is unknown or the tasks contain a cycle.
+ * Repeated entries in one `dependsOn` are tolerated.
+ */
+export function topologicalOrder<T extends GraphTask>(tasks: readonly T[]): T[] {
+  const positions = indexTasks(tasks);
+  const order = kahn(tasks, positions);
+  if (order.length < tasks.length) {
+    const cycle = findCycle(tasks, positions, order);
+    throw invalidPlan(`Tasks form a dependency cycle (each depends on the next): ${cycle.path}`, cycle.index);
+  }
+  return order.map((i) => tasks[i] as T);
+}
+
+/**
+ * The ids of `taskId` and of every task that transitively depends on it, in topological order (`taskId` first).
+ * Used by replay (DESIGN.md, Execution model: "resets that task and everything downstream"). O(V+E).
+ * Throws `DomainError` `not_found` (kind `task`) when `taskId` is not in `tasks`, `invalid_plan` on an unknown
+ * dependency. Does NOT detect cycles outside the downstream set; inside it a cycle throws `invalid_plan`.
+ */
+export function downstreamOf(tasks: readonly GraphTask[], taskId: string): string[] {
+  const positions = indexTasks(tasks);
+  const start = positions.get(taskId);
+  if (start === undefined) throw notFound("task", taskId);
+  const dependents = dependentsIndex(tasks, positions);
+
+  // Mark everything reachable from the start along "is depended on by" edges.
+  const marked = new Uint8Array(tasks.length);
+  marked[start] = 1;
+  const stack = [start];
+  while (stack.length > 0) {
+    const i = stack.pop() as number;
+    for (const d of dependents[i] ?? []) {
+      if (marked[d] === 0) {
+        marked[d] = 1;
+        stack.push(d);
+      }
+    }
+  }
+
+  // Kahn restricted to the marked subgraph; in-degree counts only marked dependencies.
+  const indegree = new Int32Array(tasks.length);
+  let members = 0;
+  for (const [i, task] of tasks.entries()) {
+    if (marked[i] === 0) continue;
+    members += 1;
+    for (const dep of uniqueDeps(task)) {
+      const j = positions.get(dep);
+      if (j !== undefined && marked[j] === 1) indegree[i] = (indegree[i] ?? 0) + 1;
+    }
+  }
+  const queue = [start];
+  const result: string[] = [];
+  for (let head = 0; head < queue.length; head += 1) {
+    const i = queue[head] as number;
+    result.push((tasks[i] as GraphTask).taskId);
+    for (const d of dependents[i] ?? []) {
+      indegree[d] = (indegree[d] ?? 0) - 1;
+      if (indegree[d] === 0) queue.push(d);
+    }
+  }
+  if (result.length < members || (indegree[start] ?? 0) > 0) {
+    throw invalidPlan(`The tasks downstream of ${taskId} contain a dependency cycle`, start);
+  }
+  return result;
+}
+
+/**
+ * For every task index, the indices of the tasks that depend on it directly (each dependent listed once, in task
+ * list order). Throws `invalid_plan` on an unknown dependency. O(V+E).
+ */
+export function dependentsIndex(tasks: readonly GraphTask[], positions = indexTasks(tasks)): number[][] {
+  const dependents: number[][] = tasks.map(() => []);
+  for (const [i, task] of tasks.entries()) {
+    for (const dep of uniqueDeps(task)) {
+      const j = positions.get(dep);
+      if (j === undefined) throw invalidPlan(`Task ${task.taskId} depends on unknown task ${dep}`, i);
+      (dependents[j] as number[]).push(i);
+    }
+  }
+  return dependents;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Internals
+
+/** Map task id → index; throws `invalid_plan` on a duplicate id. */
+function indexTasks(tasks: readonly GraphTask[]): Map<string, number> {
+  const positions = new Map<string, number>();
+  for (const [i, task] of tasks.entries()) {
+    if (positions.has(task.taskId)) throw invalidPlan(`Task id ${task.taskId} is used twice`, i);
+    positions.set(task.taskId, i);
+  }
+  return positions;
+}
+
+/** The task's dependencies without repeats (allocation-free when there are none to drop). */
+function uniqueDeps(task: GraphTask): readonly string[] {
+  return firstRepeat(task.dependsOn) === undefined ? task.dependsOn : [...new Set(task.dependsOn)];
+}
+
+/** The first id that occurs twice in `ids`, or undefined. Quadratic only for short lists, a Set beyond that. */
+function firstRepeat(ids: readonly string[]): string | undefined {
+  if (ids.length < 2) return undefined;
+  if (ids.length <= 8) {
+    for (let a = 1; a < ids.length; a += 1) {
+      for (let b = 0; b < a; b += 1) if (ids[a] === ids[b]) return ids[a];
+    }
+    return undefined;
+  }
+  const seen = new Set<string>();
+  for (const id of ids) {
+    if (seen.has(id)) return id;
+    seen.add(id);
+  }
+  return undefined;
+}
+
+/**
+ * Kahn's algorithm with a FIFO seeded in list order: returns the indices in topological order. When the result is
+ * shorter than the list, the remaining tasks contain (or depend on) a cycle. Unknown dependencies throw.
+ */
+function kahn(tasks: readonly GraphTask[], positions: Map<string, number>): number[] {
+  const dependents = dependentsIndex(tasks, positions);
+  const indegree = new Int32Array(tasks.length);
+  for (const [i, task] of tasks.entries()) indegree[i] = uniqueDeps(task).length;
+  const order: number[] = [];
+  for (let i = 0; i < tasks.length; i += 1) if (indegree[i] === 0) order.push(i);
+  for (let head = 0; head < order.length; head += 1) {
+    for (const d of dependents[order[head] as number] ?? []) {
+      indegree[d] = (indegree[d] ?? 0) - 1;
+      if (indegree[d] === 0) order.push(d);
+    }
+  }
+  return order;
+}
+
+/**
+ * Given a Kahn order that left some tasks out, describes one cycle: `index` is the cycle's task that comes first in
+ * the list, `path` the ids in "depends on" direction starting and ending with that task (`t1 → t2 → t1`).
+ */
+function findCycle(
+  tasks: readonly GraphTask[],
+  positions: Map<string, number>,
+  order: readonly number[],
+): { index: number; path: string } {
+  const cycle = cycleIndices(tasks, positions, order);
+  const index = cycle.reduce((min, i) => (i < min ? i : min), Number.MAX_SAFE_INTEGER);
+  const at = cycle.indexOf(index);
+  const rotated = [...cycle.slice(at), ...cycle.slice(0, at), index];
+  return { index, path: rotated.map((i) => tasks[i]?.taskId ?? "?").join(" → ") };
+}
+
+/**
+ * The indices of one cycle among the tasks a Kahn order left out, in "depends on" direction. Every left-out task
+ * has at least one left-out dependency, so walking those from any left-out task must revisit a task; the revisited
+ * stretch is a cycle. O(V+E).
+ */
+function cycleIndices(tasks: readonly GraphTask[], positions: Map<string, number>, order: readonly number[]): number[] {
+  const done = new Uint8Array(tasks.length);
+  for (const i of order) done[i] = 1;
+  let current = done.indexOf(0);
+  const visitedAt = new Map<number, number>();
+  const walk: number[] = [];
+  while (!visitedAt.has(current)) {
+    visitedAt.set(current, walk.length);
+    walk.push(current);
+    const task = tasks[current] as GraphTask;
+    let next = -1;
+    for (const dep of task.dependsOn) {
+      const j = positions.get(dep);
+      if (j !== undefined && done[j] === 0) {
+        next = j;
+        break;
+      }
+    }
+    if (next < 0) return walk; // unreachable for a genuine Kahn remainder; keeps the function total
+    current = next;
+  }
+  return walk.slice(visitedAt.get(current));
+}

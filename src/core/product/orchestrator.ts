@@ -1,0 +1,1218 @@
+/**
+ * ProductOrchestrator: the life of one product — planning dialogue, confirmation, DAG execution on workers, retries,
+ * leader consultation, mutations, budgets, pause/resume/cancel, checkpoints, rollback and replay.
+ *
+ * Every change is an event appended to the product's stream through the ProductStore BEFORE it is acted on or
+ * announced (DESIGN.md guarantee 1). A failed write pauses the product and tells the client (guarantee 2); a refused
+ * write (someone else owns the product) stops this owner for good (guarantee 6). Operations on one product are
+ * serialised through `exclusive`; workers and leader turns run outside it so a long turn never blocks pause/cancel.
+ *
+ * This file must never import I/O: time comes from the Clock, cancellation is AbortSignal, the rest are ports.
+ */
+import type { Budget, Instance, Mutation, Phase, Plan, Task, TaskState } from "../../../protocol/common.js";
+import { TerminalPhases } from "../../../protocol/common.js";
+import { downstreamOf, validatePlanGraph } from "../dag/graph.js";
+import { applyMutations } from "../dag/mutations.js";
+import { Scheduler } from "../dag/scheduler.js";
+import {
+  DomainError,
+  busy,
+  conflict,
+  invalidInput,
+  invalidMutation,
+  invalidPhase,
+  invalidPlan,
+  notFound,
+  persistenceFailed,
+} from "../errors.js";
+import type { AgentInfo, DraftPlan, LeaderPort, WorkerResult } from "../ports.js";
+import { AuthorityConflict, AuthorityFailure } from "../ports.js";
+import type { ProductContext } from "./context.js";
+import type { ProductEvent } from "./records.js";
+import { progressOf, type ProductModel } from "./state.js";
+
+/** Events as the orchestrator builds them: `v` and `at` are stamped on append. */
+type NewEvent = ProductEvent extends infer E ? (E extends ProductEvent ? Omit<E, "v" | "at"> : never) : never;
+
+interface RunningTask {
+  controller: AbortController;
+  attempt: number;
+  startedMs: number;
+  briefChars: number;
+  reportedUsage: boolean;
+}
+
+interface SettledResult {
+  taskId: string;
+  attempt: number;
+  result: WorkerResult;
+  briefChars: number;
+  reportedUsage: boolean;
+}
+
+/** Why running workers are being stopped; decides what their tasks become. */
+type StopReason = "pause" | "cancel" | "shutdown" | "reset" | "fenced";
+
+const INTERRUPTION: Record<StopReason, string> = {
+  pause: "The product was paused while this task was running; it will run again on resume.",
+  cancel: "The product was cancelled while this task was running.",
+  shutdown: "The server shut down while this task was running; it will run again on resume.",
+  reset: "The task was reset while it was running.",
+  fenced: "Another owner took over the product while this task was running.",
+};
+
+/** Rough token estimate when a worker reports no usage: 4 characters per token (issue 2, budgets). */
+export const estimateTokens = (chars: number): number => Math.ceil(chars / 4);
+
+export class ProductOrchestrator {
+  /** Records that failed validation when this product was loaded (guarantee 4). */
+  dropped = 0;
+  /** True while this process drives execution (holds the product). */
+  private driving = false;
+  /** Set when a write was refused: this instance never writes again (guarantee 6). */
+  private fenced = false;
+  private leaderTurn: string | null = null;
+  private planningStarted = false;
+  private scheduler: Scheduler | null = null;
+  private readonly running = new Map<string, RunningTask>();
+  private readonly settled: SettledResult[] = [];
+  private pumpScheduled = false;
+  private consultations = 0;
+  private executingSinceMs: number | null = null;
+  private cancelTimers: (() => void)[] = [];
+  private lock: Promise<unknown> = Promise.resolve();
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(
+    readonly model: ProductModel,
+    private readonly ctx: ProductContext,
+  ) {}
+
+  get productId(): string {
+    return this.model.state.productId;
+  }
+
+  get phase(): Phase {
+    return this.model.state.phase;
+  }
+
+  /** True while this process drives the product's execution. */
+  get isDriving(): boolean {
+    return this.driving;
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Serialisation and persistence
+
+  /** Runs `fn` after every earlier exclusive section of this product finished; errors propagate to the caller only. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.lock.then(fn, fn);
+    this.lock = next.catch(() => undefined);
+    return next;
+  }
+
+  private now(): string {
+    return new Date(this.ctx.clock.now()).toISOString();
+  }
+
+  /**
+   * Appends events (write before act, guarantee 1). On an authority failure the product pauses with a recorded
+   * cause and the client is told (guarantee 2); on a conflict this owner stops for good (guarantee 6). Either way a
+   * DomainError is thrown so the caller acts on nothing.
+   */
+  private async commit(events: NewEvent[], opts: { header?: boolean } = {}): Promise<void> {
+    if (this.fenced) throw conflict({}, `Product ${this.productId}`);
+    const at = this.now();
+    const stamped = events.map((e) => ({ v: 1, at, ...e }) as ProductEvent);
+    try {
+      await this.ctx.store.append(this.model, stamped);
+      if (opts.header) await this.ctx.store.writeHeader(this.model);
+    } catch (err) {
+      throw this.onWriteError(err);
+    }
+  }
+
+  private async writeHeader(): Promise<void> {
+    try {
+      await this.ctx.store.writeHeader(this.model);
+    } catch (err) {
+      throw this.onWriteError(err);
+    }
+  }
+
+  private onWriteError(err: unknown): DomainError {
+    if (err instanceof AuthorityConflict) {
+      this.fenced = true;
+      this.ctx.logger.error({ productId: this.productId, err: err.message }, "write refused: another owner");
+      this.stopWorkers("fenced");
+      this.driving = false;
+      return conflict(err.details, `Product ${this.productId}`);
+    }
+    const cause = err instanceof Error ? err.message : String(err);
+    if (err instanceof DomainError) return err;
+    this.ctx.logger.error({ productId: this.productId, err: cause }, "run-state authority write failed");
+    if (!(err instanceof AuthorityFailure)) {
+      this.ctx.logger.error({ err }, "unexpected error while persisting");
+    }
+    const wasActive = !TerminalPhases.includes(this.model.state.phase);
+    if (wasActive) {
+      // Guarantee 2: stop scheduling and pause, in memory, with the cause; the next successful write records it.
+      this.driving = false;
+      this.stopWorkers("pause");
+      this.model.state.phase = this.model.state.phase === "executing" ? "paused" : this.model.state.phase;
+      this.model.state.recovery = {
+        cause: `The run-state authority failed a write: ${cause}`,
+        resumable: true,
+        remediation: "Check the state store (disk space, permissions, the host's run-state service), then call product.resume.",
+      };
+      this.ctx.notifier.notify("product.persistenceError", {
+        productId: this.productId,
+        projectId: this.model.state.projectId,
+        error: cause,
+      });
+    }
+    return persistenceFailed(cause);
+  }
+
+  private requirePhase(allowed: readonly Phase[], operation: string): void {
+    if (!allowed.includes(this.phase)) {
+      throw invalidPhase(this.phase, allowed, { subject: `Product ${this.productId}`, operation });
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Planning
+
+  private leader(): LeaderPort {
+    return this.ctx.leader(this.model.state.leaderAgentId);
+  }
+
+  /** Agents the plan may use: `allowedAgents` is presence-based (omitted = every ready agent, [] = the leader alone). */
+  roster(): AgentInfo[] {
+    const all = this.ctx.agents.list();
+    const allowed = this.model.state.allowedAgents;
+    if (allowed === undefined) return all;
+    const set = new Set(allowed);
+    return all.filter((a) => set.has(a.agentId));
+  }
+
+  /** Starts the first planning turn (asynchronously; `product.plan` has answered already). */
+  startPlanning(): void {
+    if (this.planningStarted) return;
+    this.planningStarted = true;
+    this.runLeaderPlanning(undefined).catch((err: unknown) => {
+      this.ctx.logger.error({ productId: this.productId, err }, "planning turn failed");
+    });
+  }
+
+  /**
+   * One planning turn: asks the leader for a plan (or questions), validates it, persists and announces it.
+   * Returns the leader's message and the plan when one was produced.
+   */
+  private async runLeaderPlanning(answers: { askId: string; content: string } | undefined): Promise<{
+    response: string;
+    plan?: Plan;
+  }> {
+    if (this.leaderTurn) throw busy(this.productId);
+    this.leaderTurn = "plan";
+    const controller = new AbortController();
+    try {
+      const s = this.model.state;
+      let result;
+      try {
+        result = await this.leader().plan({
+          productId: s.productId,
+          goal: s.goal,
+          cwd: s.cwd,
+          roster: this.roster(),
+          dialogue: s.dialogue.map((d) => ({ ...d })),
+          ...(s.plan ? { previousPlan: s.plan } : {}),
+          ...(answers ? { answers } : {}),
+          signal: controller.signal,
+          onText: (text) => this.ctx.notifier.notify("product.planningDelta", { productId: s.productId, text }),
+        });
+      } catch (err) {
+        const error = `The leader could not plan: ${err instanceof Error ? err.message : String(err)}`;
+        return await this.exclusive(async () => {
+          await this.commit([{ type: "planFailed", error }], { header: true });
+          this.ctx.notifier.notify("product.planFailed", { productId: this.productId, error });
+          return { response: error };
+        });
+      }
+      return await this.exclusive(async () => {
+        if (TerminalPhases.includes(this.phase)) return { response: result.message };
+        if (result.kind === "ask") {
+          const askId = this.ctx.ids("ask");
+          await this.commit(
+            [
+              { type: "dialogue", role: "leader", text: result.message },
+              { type: "asked", askId, questions: result.questions },
+            ],
+            { header: true },
+          );
+          this.ctx.notifier.notify("product.leaderMessage", { productId: this.productId, message: result.message });
+          this.ctx.notifier.notify("product.leaderAsk", {
+            productId: this.productId,
+            askId,
+            questions: result.questions,
+          });
+          return { response: result.message };
+        }
+        const plan = this.completePlan(result.plan);
+        const check = validatePlanGraph(plan.instances, plan.tasks);
+        if (!check.ok) {
+          const error = `The leader's plan is invalid: ${check.reason}`;
+          await this.commit([{ type: "planFailed", error }], { header: true });
+          this.ctx.notifier.notify("product.planFailed", { productId: this.productId, error });
+          return { response: error };
+        }
+        await this.commit(
+          [
+            { type: "dialogue", role: "leader", text: result.message },
+            { type: "planProposed", plan },
+          ],
+          { header: true },
+        );
+        this.ctx.notifier.notify("product.leaderMessage", { productId: this.productId, message: result.message });
+        this.ctx.notifier.notify("product.planReady", { productId: this.productId, plan });
+        return { response: result.message, plan };
+      });
+    } finally {
+      this.leaderTurn = null;
+    }
+  }
+
+  private completePlan(draft: DraftPlan): Plan {
+    const version = (this.model.state.plan?.version ?? 0) + 1;
+    const budget = { ...this.model.state.budget, ...(draft.budget ?? {}) };
+    const plan: Plan = { ...draft, productId: this.productId, version };
+    if (Object.keys(budget).length > 0) plan.budget = budget;
+    else delete plan.budget;
+    return plan;
+  }
+
+  /**
+   * `product.message`: a revision during planning, an answer to a leader question, or a message to the leader during
+   * execution (whose answer may carry mutations). Throws busy while another leader turn runs.
+   */
+  async message(content: string, askId?: string): Promise<{ response: string; plan?: Plan; mutations?: Mutation[] }> {
+    this.requirePhase(["planning", "awaiting_confirmation", "executing", "paused"], "product.message");
+    if (this.leaderTurn) throw busy(this.productId);
+    if (this.phase === "planning" || this.phase === "awaiting_confirmation") {
+      const pending = this.model.state.pendingAsk;
+      if (askId !== undefined && pending?.askId !== askId) {
+        throw invalidInput(`askId ${askId} does not match the pending question of product ${this.productId}.`);
+      }
+      this.leaderTurn = "reserved";
+      try {
+        await this.exclusive(() => this.commit([{ type: "dialogue", role: "user", text: content }]));
+      } finally {
+        this.leaderTurn = null;
+      }
+      this.planningStarted = true;
+      return this.runLeaderPlanning(askId !== undefined ? { askId, content } : undefined);
+    }
+    return this.leaderMessageDuringRun(content);
+  }
+
+  private async leaderMessageDuringRun(content: string): Promise<{ response: string; mutations?: Mutation[] }> {
+    this.leaderTurn = "message";
+    try {
+      await this.exclusive(() => this.commit([{ type: "dialogue", role: "user", text: content }]));
+      const waiting = this.model.state.tasks.find((t) => t.status === "waiting");
+      if (waiting) {
+        // Guarantee 8: a waiting task is answered by the next user message and becomes runnable again.
+        await this.exclusive(async () => {
+          const task: TaskState = {
+            ...waiting,
+            status: "pending",
+            description: `${waiting.description}\n\nAnswer to "${waiting.question ?? ""}": ${content}`,
+          };
+          delete task.question;
+          await this.commit([{ type: "task", task }]);
+          this.notifyTask(task);
+          this.scheduler?.rebuild(this.model.state.tasks);
+        });
+        this.pump();
+        const response = `Passed your answer to task ${waiting.taskId}; it will run again.`;
+        await this.exclusive(() => this.commit([{ type: "dialogue", role: "leader", text: response }]));
+        return { response };
+      }
+      const s = this.model.state;
+      if (!s.plan) throw invalidPhase(this.phase, ["executing", "paused"]);
+      const controller = new AbortController();
+      const answer = await this.leader().message({
+        productId: s.productId,
+        goal: s.goal,
+        content,
+        plan: s.plan,
+        tasks: s.tasks,
+        roster: this.roster(),
+        signal: controller.signal,
+        onText: (text) => this.ctx.notifier.notify("product.planningDelta", { productId: s.productId, text }),
+      });
+      let applied: Mutation[] | undefined;
+      await this.exclusive(async () => {
+        await this.commit([{ type: "dialogue", role: "leader", text: answer.response }]);
+        this.ctx.notifier.notify("product.leaderMessage", { productId: this.productId, message: answer.response });
+        if (answer.mutations && answer.mutations.length > 0 && !TerminalPhases.includes(this.phase)) {
+          const outcome = applyMutations(this.model.state.plan as Plan, this.model.state.tasks, answer.mutations);
+          if (outcome.ok) {
+            await this.applyMutationOutcome(answer.mutations, outcome.plan, "leader");
+            applied = answer.mutations;
+          } else {
+            this.ctx.logger.warn({ productId: this.productId, reason: outcome.reason }, "leader mutations rejected");
+          }
+        }
+      });
+      this.pump();
+      return { response: answer.response, ...(applied ? { mutations: applied } : {}) };
+    } finally {
+      this.leaderTurn = null;
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Confirmation and execution
+
+  /**
+   * `product.confirm`: persists the (possibly edited) plan and starts execution after the answer is sent.
+   * Throws invalid_phase outside awaiting_confirmation and invalid_plan for an edited plan that is not a valid DAG.
+   */
+  async confirm(edit: { instances?: Instance[]; tasks?: Task[]; budget?: Budget }): Promise<void> {
+    await this.exclusive(async () => {
+      this.requirePhase(["awaiting_confirmation"], "product.confirm");
+      const current = this.model.state.plan;
+      if (!current) throw invalidPhase(this.phase, ["awaiting_confirmation"]);
+      const edited = edit.instances !== undefined || edit.tasks !== undefined;
+      const plan: Plan = {
+        ...current,
+        instances: edit.instances ?? current.instances,
+        tasks: edit.tasks ?? current.tasks,
+        version: edited ? current.version + 1 : current.version,
+      };
+      if (edit.budget) plan.budget = { ...(current.budget ?? {}), ...edit.budget };
+      const check = validatePlanGraph(plan.instances, plan.tasks);
+      if (!check.ok) throw invalidPlan(check.reason, check.index);
+      if (plan.tasks.length === 0) throw invalidPlan("The plan has no tasks to run.");
+      await this.commit([{ type: "confirmed", plan }], { header: true });
+    });
+    this.ctx.defer(() => this.startDriving());
+  }
+
+  /** Begins (or resumes) driving execution in this process. Announces the team and the DAG. */
+  private startDriving(): void {
+    if (this.driving || this.fenced || this.phase !== "executing") return;
+    this.driving = true;
+    this.executingSinceMs = this.ctx.clock.now();
+    this.scheduler = new Scheduler(
+      this.model.state.tasks.map((t) => ({ ...t })),
+      this.ctx.options.maxParallelTasks,
+    );
+    this.announceTeam();
+    this.announceTopology();
+    this.armTimers();
+    this.pump();
+  }
+
+  private announceTeam(): void {
+    const plan = this.model.state.plan;
+    if (!plan) return;
+    const seen = new Set<string>();
+    const agents: { agentId: string; role: string; name: string }[] = [];
+    for (const inst of plan.instances) {
+      const key = `${inst.agentId}\u0000${inst.role}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const info = this.ctx.agents.get(inst.agentId);
+      agents.push({ agentId: inst.agentId, role: inst.role, name: inst.name ?? info?.name ?? inst.agentId });
+    }
+    this.ctx.notifier.notify("product.teamRoster", { productId: this.productId, agents });
+  }
+
+  private announceTopology(): void {
+    this.ctx.notifier.notify("product.dagTopology", {
+      productId: this.productId,
+      nodes: this.model.state.tasks.map((t) => ({
+        id: t.taskId,
+        title: t.title,
+        instanceId: t.instanceId,
+        dependsOn: [...t.dependsOn],
+        status: t.status,
+      })),
+    });
+  }
+
+  private notifyTask(t: TaskState): void {
+    this.ctx.notifier.notify("product.taskStatus", {
+      productId: this.productId,
+      taskId: t.taskId,
+      status: t.status,
+      attempt: t.attempts,
+      ...(t.error !== undefined && (t.status === "failed" || t.status === "pending") ? { error: t.error } : {}),
+      ...(t.question !== undefined ? { question: t.question } : {}),
+    });
+  }
+
+  /** Schedules one execution wave (settle finished attempts, then start ready tasks) on the product's queue. */
+  private pump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    this.exclusive(async () => {
+      this.pumpScheduled = false;
+      await this.wave();
+    })
+      .catch((err: unknown) => {
+        if (!(err instanceof DomainError)) this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
+      })
+      .finally(() => this.resolveIdle());
+  }
+
+  private task(taskId: string): TaskState | undefined {
+    const i = this.model.index.get(taskId);
+    return i === undefined ? undefined : this.model.state.tasks[i];
+  }
+
+  /**
+   * One wave, inside the exclusive section: everything that settled since the last wave is written in one append
+   * (results, usage, automatic checkpoints), then the tasks that became ready are marked running in a second append,
+   * and only then are workers called (guarantee 1).
+   */
+  private async wave(): Promise<void> {
+    const results = this.settled.splice(0);
+    const events: NewEvent[] = [];
+    const announce: TaskState[] = [];
+    const finalFailures: string[] = [];
+    let completedNow = 0;
+    for (const r of results) {
+      const current = this.task(r.taskId);
+      // Stale results (task reset, removed or re-run since) are ignored.
+      if (!current || current.status !== "running" || current.attempts !== r.attempt) continue;
+      const task: TaskState = { ...current, endedAt: this.now() };
+      const res = r.result;
+      if (res.outcome === "completed") {
+        task.status = "completed";
+        task.output = res.output;
+        delete task.error;
+        delete task.interruption;
+        completedNow++;
+      } else if (res.outcome === "waiting") {
+        task.status = "waiting";
+        task.question = res.question;
+      } else if (res.outcome === "cancelled" || (!this.driving && this.stopReason !== null)) {
+        // A worker stopped by pause/cancel/shutdown may report cancelled or failed; both mean "interrupted".
+        const reason = this.stopReason ?? "pause";
+        if (reason === "cancel") task.status = "cancelled";
+        else {
+          task.status = "pending";
+          task.interruption = INTERRUPTION[reason];
+        }
+      } else {
+        task.error = res.outcome === "failed" ? res.error : "The worker stopped.";
+        const max = task.maxAttempts ?? this.ctx.options.defaultMaxAttempts;
+        if (task.attempts < max && this.driving) task.status = "pending";
+        else {
+          task.status = "failed";
+          finalFailures.push(task.taskId);
+        }
+      }
+      events.push({ type: "task", task });
+      if (!r.reportedUsage) {
+        const outputChars = res.outcome === "completed" ? res.output.length : 0;
+        events.push({
+          type: "usage",
+          taskId: task.taskId,
+          inputTokens: estimateTokens(r.briefChars),
+          outputTokens: estimateTokens(outputChars),
+          estimated: true,
+        });
+      }
+      if (task.status === "completed") {
+        const done = this.model.state.tasks.filter((t) => t.status === "completed").length + completedNow;
+        events.push({
+          type: "checkpoint",
+          checkpointId: this.ctx.ids("ckp"),
+          completed: Math.min(done, this.model.state.tasks.length),
+          total: this.model.state.tasks.length,
+        });
+      }
+      announce.push(task);
+    }
+    if (results.length > 0 || this.driving) events.push({ type: "elapsed", elapsedMs: this.elapsedMs() });
+    if (events.length > 0) await this.commit(events);
+    const sched = this.scheduler;
+    for (const t of announce) {
+      this.notifyTask(t);
+      sched?.settle(t.taskId, t.status === "running" ? "pending" : t.status);
+    }
+    for (const e of events) {
+      if (e.type === "checkpoint") {
+        const ref = this.model.state.checkpoints.find((c) => c.checkpointId === e.checkpointId);
+        if (ref) this.ctx.notifier.notify("product.checkpoint", { productId: this.productId, checkpointId: ref.checkpointId, at: ref.at });
+      }
+    }
+    if (results.length > 0) this.announceBudget();
+    for (const id of finalFailures) this.consult(id);
+    if (this.driving && (await this.checkBudget())) {
+      await this.writeHeader();
+      this.resolveIdle();
+      return;
+    }
+    if (this.driving && this.phase === "executing" && sched) {
+      const ready = sched.next();
+      if (ready.length > 0) {
+        const started: TaskState[] = [];
+        const startEvents: NewEvent[] = [];
+        for (const r of ready) {
+          const current = this.task(r.taskId);
+          if (!current) continue;
+          const task: TaskState = { ...current, status: "running", attempts: current.attempts + 1, startedAt: this.now() };
+          delete task.endedAt;
+          delete task.question;
+          delete task.output;
+          started.push(task);
+          startEvents.push({ type: "task", task });
+        }
+        await this.commit(startEvents);
+        for (const t of started) {
+          this.notifyTask(t);
+          this.launch(t);
+        }
+      }
+      if (this.running.size === 0 && this.consultations === 0 && !sched.hasRunnable()) await this.finishIfDone();
+    }
+    if (results.length > 0 || events.length > 0) await this.writeHeader();
+    this.resolveIdle();
+  }
+
+  private stopReason: StopReason | null = null;
+
+  private elapsedMs(): number {
+    const base = this.model.state.usage.elapsedMs;
+    if (this.executingSinceMs === null) return base;
+    const now = this.ctx.clock.now();
+    const add = Math.max(0, now - this.executingSinceMs);
+    this.executingSinceMs = now;
+    return base + add;
+  }
+
+  private liveElapsedMs(): number {
+    const base = this.model.state.usage.elapsedMs;
+    return this.executingSinceMs === null ? base : base + Math.max(0, this.ctx.clock.now() - this.executingSinceMs);
+  }
+
+  /** Calls the worker for a task already persisted as running. Never throws; the result is queued for a wave. */
+  private launch(task: TaskState): void {
+    const plan = this.model.state.plan as Plan;
+    const instance = plan.instances.find((i) => i.instanceId === task.instanceId) ?? {
+      instanceId: task.instanceId,
+      agentId: this.ctx.options.fallbackWorkerAgentId,
+      role: "worker",
+    };
+    const agentId = this.workerAgentFor(instance.agentId);
+    const dependencyOutputs = task.dependsOn.map((id) => {
+      const dep = this.task(id);
+      return { taskId: id, title: dep?.title ?? id, output: dep?.output ?? "" };
+    });
+    const briefChars =
+      task.title.length +
+      task.description.length +
+      (task.acceptance?.length ?? 0) +
+      dependencyOutputs.reduce((n, d) => n + d.output.length + d.title.length, 0);
+    const controller = new AbortController();
+    const entry: RunningTask = {
+      controller,
+      attempt: task.attempts,
+      startedMs: this.ctx.clock.now(),
+      briefChars,
+      reportedUsage: false,
+    };
+    this.running.set(task.taskId, entry);
+    const taskDef: Task = {
+      taskId: task.taskId,
+      title: task.title,
+      description: task.description,
+      instanceId: task.instanceId,
+      dependsOn: task.dependsOn,
+      ...(task.acceptance !== undefined ? { acceptance: task.acceptance } : {}),
+      ...(task.maxAttempts !== undefined ? { maxAttempts: task.maxAttempts } : {}),
+    };
+    const finish = (result: WorkerResult): void => {
+      if (this.running.get(task.taskId) === entry) this.running.delete(task.taskId);
+      this.settled.push({
+        taskId: task.taskId,
+        attempt: entry.attempt,
+        result,
+        briefChars: entry.briefChars,
+        reportedUsage: entry.reportedUsage,
+      });
+      this.pump();
+    };
+    this.ctx.workers
+      .runTask(
+        {
+          productId: this.productId,
+          task: taskDef,
+          instance: { ...instance, agentId },
+          cwd: this.model.state.cwd,
+          attempt: task.attempts,
+          dependencyOutputs,
+          signal: controller.signal,
+        },
+        {
+          onText: (text) => {
+            if (!controller.signal.aborted || this.stopReason !== "reset") {
+              this.ctx.notifier.notify("product.taskOutputDelta", { productId: this.productId, taskId: task.taskId, text });
+            }
+          },
+          onActivity: (toolName) =>
+            this.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId: task.taskId, toolName }),
+          onUsage: (usage) => {
+            entry.reportedUsage = true;
+            this.recordUsage(task.taskId, usage.inputTokens, usage.outputTokens);
+          },
+        },
+      )
+      .then(finish, (err: unknown) =>
+        finish({ outcome: "failed", error: `The worker failed unexpectedly: ${err instanceof Error ? err.message : String(err)}` }),
+      );
+  }
+
+  /** Resolves which agent runs an instance: the pseudo-agent `leader` runs on the leader's agent, else the fallback. */
+  private workerAgentFor(agentId: string): string {
+    if (agentId !== "leader") return agentId;
+    const leaderAgent = this.model.state.leaderAgentId;
+    return leaderAgent && this.ctx.agents.get(leaderAgent) ? leaderAgent : this.ctx.options.fallbackWorkerAgentId;
+  }
+
+  private recordUsage(taskId: string, inputTokens: number, outputTokens: number): void {
+    const clean = (n: number): number => (Number.isFinite(n) && n > 0 ? Math.floor(n) : 0);
+    this.exclusive(async () => {
+      await this.commit([
+        { type: "usage", taskId, inputTokens: clean(inputTokens), outputTokens: clean(outputTokens), estimated: false },
+      ]);
+      this.announceBudget();
+      if (this.driving && (await this.checkBudget())) this.resolveIdle();
+    }).catch(() => undefined);
+  }
+
+  private announceBudget(): void {
+    const s = this.model.state;
+    this.ctx.notifier.notify("product.budgetUpdate", {
+      productId: this.productId,
+      inputTokens: s.usage.inputTokens,
+      outputTokens: s.usage.outputTokens,
+      elapsedMs: this.liveElapsedMs(),
+      ...(s.budget.maxTotalTokens !== undefined ? { maxTotalTokens: s.budget.maxTotalTokens } : {}),
+    });
+  }
+
+  /**
+   * Budget check (guarantee 9): one warning at 80 % of a limit, and on exceed the product pauses (not fails) and the
+   * client is told which limit tripped. Returns true when the product was paused. Runs inside `exclusive`.
+   */
+  private async checkBudget(): Promise<boolean> {
+    const s = this.model.state;
+    const used = s.usage.inputTokens + s.usage.outputTokens;
+    const elapsed = this.liveElapsedMs();
+    const maxTokens = s.budget.maxTotalTokens;
+    const maxMs = s.budget.maxDurationMs;
+    let exceeded: string | null = null;
+    if (maxTokens !== undefined && used >= maxTokens) {
+      exceeded = `The token budget is spent: ${used} of ${maxTokens} tokens used.`;
+    } else if (maxMs !== undefined && elapsed >= maxMs) {
+      exceeded = `The time budget is spent: ${elapsed} ms of ${maxMs} ms elapsed.`;
+    }
+    const base = {
+      productId: this.productId,
+      usedTokens: used,
+      ...(maxTokens !== undefined ? { maxTotalTokens: maxTokens } : {}),
+    };
+    if (exceeded) {
+      await this.pauseInside(
+        {
+          cause: exceeded,
+          resumable: true,
+          remediation: "Call product.resume with additionalBudget to continue; work done so far is kept.",
+        },
+        "pause",
+      );
+      this.ctx.notifier.notify("product.budgetExceeded", { ...base, reason: exceeded });
+      return true;
+    }
+    if (!s.budgetWarned) {
+      const ratio = this.ctx.options.budgetWarningRatio;
+      let reason: string | null = null;
+      if (maxTokens !== undefined && used >= ratio * maxTokens) {
+        reason = `${Math.round((used / maxTokens) * 100)} % of the token budget is used (${used} of ${maxTokens}).`;
+      } else if (maxMs !== undefined && elapsed >= ratio * maxMs) {
+        reason = `${Math.round((elapsed / maxMs) * 100)} % of the time budget is used (${elapsed} of ${maxMs} ms).`;
+      }
+      if (reason) {
+        await this.commit([{ type: "budgetWarned", reason }]);
+        this.ctx.notifier.notify("product.budgetWarning", { ...base, reason });
+      }
+    }
+    return false;
+  }
+
+  /** Asks the leader what to do about a task that failed its last attempt; runs outside the exclusive section. */
+  private consult(taskId: string): void {
+    this.consultations++;
+    const s = this.model.state;
+    const failedTask = this.task(taskId);
+    const plan = s.plan;
+    const done = (): void => {
+      this.consultations--;
+      this.pump();
+    };
+    if (!failedTask || !plan) {
+      done();
+      return;
+    }
+    const skip = async (message: string): Promise<void> => {
+      await this.exclusive(async () => {
+        await this.commit([{ type: "dialogue", role: "leader", text: message }]);
+        this.ctx.notifier.notify("product.leaderMessage", { productId: this.productId, message });
+        await this.skipDependents(taskId);
+      });
+    };
+    const run = async (): Promise<void> => {
+      if (this.leaderTurn) {
+        await skip(`Task ${taskId} failed; the leader was busy, so its dependents are skipped.`);
+        return;
+      }
+      this.leaderTurn = "consult";
+      let decision;
+      try {
+        decision = await this.leader().consultOnFailure({
+          productId: s.productId,
+          goal: s.goal,
+          failedTask: { ...failedTask },
+          plan,
+          tasks: s.tasks,
+          roster: this.roster(),
+          signal: new AbortController().signal,
+        });
+      } catch (err) {
+        decision = { kind: "giveUp" as const, message: `The leader could not be consulted: ${String(err)}` };
+      } finally {
+        this.leaderTurn = null;
+      }
+      if (decision.kind === "mutate" && !TerminalPhases.includes(this.phase)) {
+        const mutations = decision.mutations;
+        const message = decision.message;
+        const applied = await this.exclusive(async () => {
+          const outcome = applyMutations(this.model.state.plan as Plan, this.model.state.tasks, mutations);
+          if (!outcome.ok) return false;
+          await this.commit([{ type: "dialogue", role: "leader", text: message }]);
+          this.ctx.notifier.notify("product.leaderMessage", { productId: this.productId, message });
+          await this.applyMutationOutcome(mutations, outcome.plan, "leader");
+          return true;
+        });
+        if (applied) return;
+      }
+      await skip(decision.message);
+    };
+    run()
+      .catch((err: unknown) => this.ctx.logger.warn({ productId: this.productId, err }, "leader consultation failed"))
+      .finally(done);
+  }
+
+  /** Marks every pending transitive dependent of a finally failed task `skipped`. Inside `exclusive`. */
+  private async skipDependents(taskId: string): Promise<void> {
+    const ids = downstreamOf(this.model.state.tasks, taskId).filter((id) => id !== taskId);
+    const events: NewEvent[] = [];
+    const skipped: TaskState[] = [];
+    for (const id of ids) {
+      const t = this.task(id);
+      if (!t || (t.status !== "pending" && t.status !== "waiting")) continue;
+      const task: TaskState = { ...t, status: "skipped", error: `Skipped because task ${taskId} failed.` };
+      events.push({ type: "task", task });
+      skipped.push(task);
+    }
+    if (events.length === 0) return;
+    await this.commit(events);
+    for (const t of skipped) {
+      this.scheduler?.settle(t.taskId, "skipped");
+      this.notifyTask(t);
+    }
+  }
+
+  /** Ends the product when nothing is left to run: completed if every task completed, else failed. */
+  private async finishIfDone(): Promise<void> {
+    const tasks = this.model.state.tasks;
+    if (tasks.some((t) => t.status === "pending" || t.status === "running")) return;
+    if (tasks.some((t) => t.status === "waiting")) return; // guarantee 8: waiting is not failing
+    const failed = tasks.filter((t) => t.status !== "completed");
+    const phase = failed.length === 0 ? "completed" : "failed";
+    const summary =
+      phase === "completed"
+        ? `All ${tasks.length} tasks completed.`
+        : `${tasks.length - failed.length} of ${tasks.length} tasks completed; ${failed
+            .map((t) => `${t.taskId} ${t.status}`)
+            .join(", ")}.`;
+    const recovery =
+      phase === "failed"
+        ? {
+            cause: summary,
+            resumable: false,
+            remediation:
+              "Replay a failed task with product.replayTask, roll back with product.rollback, or mutate the plan and replay.",
+          }
+        : null;
+    await this.commit([
+      { type: "elapsed", elapsedMs: this.elapsedMs() },
+      { type: "phase", phase, recovery },
+      { type: "dialogue", role: "leader", text: summary },
+    ]);
+    this.stopDriving();
+    await this.writeHeader();
+    this.ctx.notifier.notify("product.completed", {
+      productId: this.productId,
+      projectId: this.model.state.projectId,
+      phase,
+      summary,
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Timers
+
+  private armTimers(): void {
+    this.disarmTimers();
+    const maxMs = this.model.state.budget.maxDurationMs;
+    if (maxMs !== undefined) {
+      const left = Math.max(0, maxMs - this.liveElapsedMs());
+      this.cancelTimers.push(this.ctx.clock.setTimer(left + 1, () => this.pump()));
+      const warnAt = this.ctx.options.budgetWarningRatio * maxMs - this.liveElapsedMs();
+      if (warnAt > 0) this.cancelTimers.push(this.ctx.clock.setTimer(warnAt + 1, () => this.pump()));
+    }
+    this.scheduleSafetyCheckpoint();
+  }
+
+  private scheduleSafetyCheckpoint(): void {
+    const ageMs = this.ctx.clock.now() - Date.parse(this.model.state.createdAt);
+    const period =
+      ageMs > 48 * 3_600_000 ? this.ctx.options.longRunSafetyCheckpointMs : this.ctx.options.safetyCheckpointMs;
+    this.cancelTimers.push(
+      this.ctx.clock.setTimer(period, () => {
+        if (!this.driving) return;
+        this.checkpoint()
+          .catch(() => undefined)
+          .finally(() => {
+            if (this.driving) this.scheduleSafetyCheckpoint();
+          });
+      }),
+    );
+  }
+
+  private disarmTimers(): void {
+    for (const cancel of this.cancelTimers.splice(0)) cancel();
+  }
+
+  private stopDriving(): void {
+    this.driving = false;
+    this.disarmTimers();
+    this.executingSinceMs = null;
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Stopping workers
+
+  private stopWorkers(reason: StopReason, only?: ReadonlySet<string>): void {
+    this.stopReason = reason;
+    for (const [taskId, r] of this.running) {
+      if (only && !only.has(taskId)) continue;
+      r.controller.abort(new Error(INTERRUPTION[reason]));
+    }
+  }
+
+  /** Resolves once no worker is running and every settled result was written. */
+  private whenIdle(): Promise<void> {
+    if (this.running.size === 0 && this.settled.length === 0 && !this.pumpScheduled) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private resolveIdle(): void {
+    if (this.running.size > 0 || this.settled.length > 0) return;
+    for (const w of this.idleWaiters.splice(0)) w();
+  }
+
+  /** Pauses inside the exclusive section: persists the phase, stops scheduling, aborts workers. */
+  private async pauseInside(recovery: { cause: string; resumable: boolean; remediation: string }, reason: StopReason) {
+    const elapsedMs = this.elapsedMs();
+    this.stopDriving();
+    await this.commit(
+      [
+        { type: "elapsed", elapsedMs },
+        { type: "phase", phase: "paused", recovery },
+      ],
+      { header: true },
+    );
+    this.stopWorkers(reason);
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Lifecycle operations
+
+  /** `product.pause`: idempotent on paused; waits until running workers have stopped and their state is written. */
+  async pause(): Promise<void> {
+    await this.exclusive(async () => {
+      this.requirePhase(["executing", "paused"], "product.pause");
+      if (this.phase === "paused") return;
+      await this.pauseInside(
+        { cause: "The product was paused by the client.", resumable: true, remediation: "Call product.resume to continue." },
+        "pause",
+      );
+    });
+    await this.whenIdle();
+  }
+
+  /**
+   * `product.resume`: from paused, or from executing when no process drives it (after a restart). Tasks persisted
+   * as running go back to pending with an interruption note, their attempt counted (guarantee 7).
+   */
+  async resume(additionalBudget?: Budget): Promise<void> {
+    await this.exclusive(async () => {
+      if (this.phase === "executing" && this.driving) {
+        throw invalidPhase(this.phase, ["paused"], {
+          subject: `Product ${this.productId}`,
+          operation: "product.resume (it is already running)",
+        });
+      }
+      this.requirePhase(["paused", "executing"], "product.resume");
+      const events: NewEvent[] = [];
+      if (additionalBudget && Object.keys(additionalBudget).length > 0) {
+        events.push({ type: "budgetAdded", budget: additionalBudget });
+      }
+      for (const t of this.model.state.tasks) {
+        if (t.status === "running" && !this.running.has(t.taskId)) {
+          events.push({
+            type: "task",
+            task: { ...t, status: "pending", interruption: t.interruption ?? INTERRUPTION.shutdown },
+          });
+        }
+      }
+      events.push({ type: "phase", phase: "executing", recovery: null });
+      await this.commit(events, { header: true });
+      this.stopReason = null;
+    });
+    this.ctx.defer(() => this.startDriving());
+  }
+
+  /** `product.cancel`: terminal; running workers are stopped and every unfinished task is marked cancelled. */
+  async cancel(): Promise<void> {
+    await this.exclusive(async () => {
+      this.requirePhase(["planning", "awaiting_confirmation", "executing", "paused"], "product.cancel");
+      const elapsedMs = this.elapsedMs();
+      this.stopDriving();
+      this.stopWorkers("cancel");
+      const events: NewEvent[] = [{ type: "elapsed", elapsedMs }];
+      for (const t of this.model.state.tasks) {
+        if (t.status === "pending" || t.status === "waiting" || (t.status === "running" && !this.running.has(t.taskId))) {
+          events.push({ type: "task", task: { ...t, status: "cancelled" } });
+        }
+      }
+      events.push({ type: "phase", phase: "cancelled", recovery: null });
+      await this.commit(events, { header: true });
+    });
+    await this.whenIdle();
+  }
+
+  /** Stops execution in this process without changing the persisted phase (server shutdown, delete). */
+  async shutdown(): Promise<void> {
+    if (this.driving || this.running.size > 0) {
+      this.stopDriving();
+      this.stopWorkers("shutdown");
+      await this.whenIdle();
+    }
+  }
+
+  /** `product.checkpoint`: records a manual checkpoint of the current state. */
+  async checkpoint(): Promise<{ checkpointId: string; at: string }> {
+    return this.exclusive(async () => {
+      this.requirePhase(["executing", "paused", "completed", "failed"], "product.checkpoint");
+      const tasks = this.model.state.tasks;
+      const checkpointId = this.ctx.ids("ckp");
+      await this.commit([
+        {
+          type: "checkpoint",
+          checkpointId,
+          completed: tasks.filter((t) => t.status === "completed").length,
+          total: tasks.length,
+        },
+      ]);
+      const ref = this.model.state.checkpoints.find((c) => c.checkpointId === checkpointId);
+      const at = ref?.at ?? this.now();
+      this.ctx.notifier.notify("product.checkpoint", { productId: this.productId, checkpointId, at });
+      return { checkpointId, at };
+    });
+  }
+
+  /**
+   * `product.rollback`: restores a kept checkpoint as the latest state and resumes through the normal resume path.
+   * Tasks that were running at the checkpoint become pending again; spent budget counters are kept.
+   */
+  async rollback(checkpointId?: string): Promise<{ checkpointId: string; phase: Phase }> {
+    this.requirePhase(["executing", "paused", "completed", "failed"], "product.rollback");
+    const refs = this.model.state.checkpoints;
+    const ref = checkpointId === undefined ? refs[refs.length - 1] : refs.find((c) => c.checkpointId === checkpointId);
+    if (!ref) throw notFound("checkpoint", checkpointId ?? "(latest)");
+    await this.shutdown();
+    await this.exclusive(async () => {
+      const { model: past } = await this.ctx.store.stateAt(this.model.state.projectId, this.productId, ref.seq);
+      const tasks = past.state.tasks.map((t) =>
+        t.status === "running" ? { ...t, status: "pending" as const, interruption: INTERRUPTION.reset } : t,
+      );
+      await this.commit(
+        [
+          { type: "restored", checkpointId: ref.checkpointId, ...(past.state.plan ? { plan: past.state.plan } : {}), tasks },
+          { type: "phase", phase: "executing", recovery: null },
+        ],
+        { header: true },
+      );
+      this.stopReason = null;
+    });
+    this.ctx.defer(() => this.startDriving());
+    return { checkpointId: ref.checkpointId, phase: "executing" };
+  }
+
+  /** `product.replayTask`: resets the task and everything downstream of it to pending and runs them again. */
+  async replayTask(taskId: string): Promise<string[]> {
+    const reset = await this.exclusive(async () => {
+      this.requirePhase(["executing", "paused", "completed", "failed"], "product.replayTask");
+      const task = this.task(taskId);
+      if (!task) throw notFound("task", taskId);
+      if (!["completed", "failed", "skipped"].includes(task.status)) {
+        throw invalidPhase(task.status, ["completed", "failed", "skipped"], {
+          subject: `Task ${taskId}`,
+          operation: "product.replayTask",
+        });
+      }
+      const ids = downstreamOf(this.model.state.tasks, taskId);
+      const idSet = new Set(ids);
+      this.stopWorkers("reset", idSet);
+      const events: NewEvent[] = [];
+      for (const id of ids) {
+        const t = this.task(id);
+        if (!t) continue;
+        const fresh: TaskState = { ...t, status: "pending", attempts: 0 };
+        for (const k of ["output", "error", "startedAt", "endedAt", "question", "interruption"] as const) delete fresh[k];
+        events.push({ type: "task", task: fresh });
+      }
+      const wasTerminal = this.phase === "completed" || this.phase === "failed";
+      if (wasTerminal) events.push({ type: "phase", phase: "executing", recovery: null });
+      await this.commit(events, { header: true });
+      for (const e of events) if (e.type === "task") this.notifyTask(e.task);
+      if (this.driving) {
+        this.scheduler?.rebuild(this.model.state.tasks);
+        this.announceTopology();
+        this.pump();
+      } else if (wasTerminal) {
+        this.stopReason = null;
+        this.ctx.defer(() => this.startDriving());
+      }
+      return ids;
+    });
+    return reset;
+  }
+
+  /** `product.mutate` (by the user): validated as a batch, applied atomically, persisted, then announced. */
+  async mutate(mutations: Mutation[]): Promise<{ applied: number; version: number }> {
+    return this.exclusive(async () => {
+      this.requirePhase(["awaiting_confirmation", "executing", "paused"], "product.mutate");
+      const plan = this.model.state.plan;
+      if (!plan) throw invalidPhase(this.phase, ["awaiting_confirmation", "executing", "paused"]);
+      const states = this.phase === "awaiting_confirmation" ? [] : this.model.state.tasks;
+      const outcome = applyMutations(plan, states, mutations);
+      if (!outcome.ok) throw invalidMutation(outcome.index, outcome.reason);
+      await this.applyMutationOutcome(mutations, outcome.plan, "user");
+      this.pump();
+      return { applied: mutations.length, version: outcome.plan.version };
+    });
+  }
+
+  /** Persists an already validated mutation batch and announces it. Inside `exclusive`. */
+  private async applyMutationOutcome(mutations: Mutation[], plan: Plan, by: "leader" | "user"): Promise<void> {
+    if (this.phase === "awaiting_confirmation") {
+      await this.commit([{ type: "planProposed", plan }], { header: true });
+    } else {
+      await this.commit([{ type: "mutated", mutations, by, plan }], { header: true });
+      this.scheduler?.rebuild(this.model.state.tasks);
+    }
+    for (const mutation of mutations) this.ctx.notifier.notify("product.dagMutated", { productId: this.productId, mutation, by });
+    if (this.phase === "awaiting_confirmation") {
+      this.ctx.notifier.notify("product.planReady", { productId: this.productId, plan });
+    } else {
+      this.announceTopology();
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Status
+
+  /** The `product.status` result (PROTOCOL.md section 5), computed from memory; never writes (guarantee 3). */
+  status(): Record<string, unknown> {
+    const s = this.model.state;
+    const used = s.usage.inputTokens + s.usage.outputTokens;
+    const last = s.checkpoints[s.checkpoints.length - 1];
+    const recovery = this.recovery();
+    return {
+      productId: s.productId,
+      projectId: s.projectId,
+      name: s.name,
+      phase: s.phase,
+      ...(s.plan ? { plan: s.plan } : {}),
+      tasks: s.tasks,
+      progress: progressOf(s.tasks),
+      budget: {
+        usedTokens: used,
+        inputTokens: s.usage.inputTokens,
+        outputTokens: s.usage.outputTokens,
+        elapsedMs: this.liveElapsedMs(),
+        ...(s.budget.maxTotalTokens !== undefined ? { maxTotalTokens: s.budget.maxTotalTokens } : {}),
+        ...(s.budget.maxDurationMs !== undefined ? { maxDurationMs: s.budget.maxDurationMs } : {}),
+        tokenSource:
+          used === 0 ? "none" : s.usage.estimatedTokens === 0 ? "reported" : s.usage.estimatedTokens >= used ? "estimated" : "mixed",
+      },
+      checkpoints: s.checkpoints.length,
+      ...(last ? { lastCheckpointAt: last.at } : {}),
+      dropped: this.dropped,
+      ...(recovery ? { recovery } : {}),
+    };
+  }
+
+  /** Guarantee 10: a paused, failed or ownerless run explains its cause and remedy in plain words. */
+  recovery(): { cause: string; resumable: boolean; remediation: string } | undefined {
+    const s = this.model.state;
+    if (s.phase === "paused" || s.phase === "failed") {
+      return (
+        s.recovery ?? {
+          cause: s.phase === "paused" ? "The product is paused." : "The product failed.",
+          resumable: s.phase === "paused",
+          remediation: s.phase === "paused" ? "Call product.resume to continue." : "Replay a failed task or roll back.",
+        }
+      );
+    }
+    if (s.phase === "executing" && !this.driving) {
+      return {
+        cause: "No process is driving this product (the server that ran it stopped).",
+        resumable: true,
+        remediation: "Call product.resume to continue; tasks that were running will run again.",
+      };
+    }
+    const waiting = s.tasks.find((t) => t.status === "waiting");
+    if (s.phase === "executing" && waiting) {
+      return {
+        cause: `Task ${waiting.taskId} is waiting for an answer: ${waiting.question ?? "(no question given)"}`,
+        resumable: true,
+        remediation: "Answer with product.message; the task will then run again.",
+      };
+    }
+    if (s.phase === "planning" && s.planError) {
+      return { cause: s.planError, resumable: true, remediation: "Send product.message to ask the leader to plan again." };
+    }
+    return undefined;
+  }
+}

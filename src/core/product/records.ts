@@ -1,0 +1,165 @@
+/**
+ * Persisted record schemas of a product (DESIGN.md guarantee 4: every record read back is validated against its
+ * versioned schema; `v` is a literal, so a future-version record fails closed).
+ *
+ * Storage layout in the run-state authority (all under the product's `projectId` unless said otherwise):
+ * - event stream `product/<productId>`: every state change, append-only, CAS on the sequence number (guarantee 6);
+ * - record `product/<productId>`: the header used by `product.list` (phase, progress, updatedAt), an index only;
+ * - record `snapshot/<productId>`: the full state at some sequence number, so loading replays only the tail;
+ * - record `product-index/<productId>` in project `_`: which project owns a product (lookups by id alone).
+ *
+ * This file must never contain logic beyond schemas: the reducer is in state.ts.
+ */
+import { z } from "zod";
+import {
+  Budget,
+  Count,
+  Id,
+  Mutation,
+  Phase,
+  Plan,
+  Progress,
+  Recovery,
+  TaskState,
+  Timestamp,
+} from "../../../protocol/common.js";
+
+/** The authority project that holds cross-project indexes. */
+export const INDEX_PROJECT = "_";
+
+export const productStream = (productId: string): string => `product/${productId}`;
+
+export const DialogueEntryRecord = z.object({
+  role: z.enum(["user", "leader"]),
+  text: z.string(),
+  at: Timestamp,
+});
+
+export const CheckpointRef = z.object({
+  checkpointId: Id,
+  at: Timestamp,
+  /** Sequence number of the event stream the checkpoint captures (state after applying events 1..seq). */
+  seq: Count,
+  completed: Count,
+  total: Count,
+});
+export type CheckpointRef = z.infer<typeof CheckpointRef>;
+
+export const Usage = z.object({
+  inputTokens: Count,
+  outputTokens: Count,
+  /** Tokens that came from the 4-characters-per-token estimate rather than from worker reports. */
+  estimatedTokens: Count,
+  elapsedMs: Count,
+});
+export type Usage = z.infer<typeof Usage>;
+
+const base = { v: z.literal(1), at: Timestamp };
+
+export const ProductCreatedEvent = z.object({
+  ...base,
+  type: z.literal("created"),
+  productId: Id,
+  projectId: Id,
+  name: z.string(),
+  goal: z.string(),
+  cwd: z.string(),
+  sessionId: z.string().optional(),
+  leaderAgentId: z.string().optional(),
+  allowedAgents: z.array(z.string()).optional(),
+  budget: Budget.optional(),
+});
+
+export const ProductEvent = z.discriminatedUnion("type", [
+  ProductCreatedEvent,
+  z.object({ ...base, type: z.literal("dialogue"), role: z.enum(["user", "leader"]), text: z.string() }),
+  z.object({ ...base, type: z.literal("planProposed"), plan: Plan }),
+  z.object({ ...base, type: z.literal("planFailed"), error: z.string() }),
+  z.object({
+    ...base,
+    type: z.literal("asked"),
+    askId: Id,
+    questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })),
+  }),
+  z.object({ ...base, type: z.literal("confirmed"), plan: Plan }),
+  z.object({ ...base, type: z.literal("phase"), phase: Phase, recovery: Recovery.nullable() }),
+  z.object({ ...base, type: z.literal("task"), task: TaskState }),
+  z.object({
+    ...base,
+    type: z.literal("mutated"),
+    mutations: z.array(Mutation),
+    by: z.enum(["leader", "user"]),
+    plan: Plan,
+  }),
+  z.object({
+    ...base,
+    type: z.literal("usage"),
+    taskId: Id,
+    inputTokens: Count,
+    outputTokens: Count,
+    estimated: z.boolean(),
+  }),
+  z.object({ ...base, type: z.literal("elapsed"), elapsedMs: Count }),
+  z.object({ ...base, type: z.literal("budgetAdded"), budget: Budget }),
+  z.object({ ...base, type: z.literal("budgetWarned"), reason: z.string() }),
+  z.object({ ...base, type: z.literal("checkpoint"), checkpointId: Id, completed: Count, total: Count }),
+  z.object({
+    ...base,
+    type: z.literal("restored"),
+    checkpointId: Id,
+    plan: Plan.optional(),
+    tasks: z.array(TaskState),
+  }),
+]);
+export type ProductEvent = z.infer<typeof ProductEvent>;
+export type ProductEventType = ProductEvent["type"];
+
+/** The full reduced state of a product; also the body of a snapshot record. */
+export const ProductStateSchema = z.object({
+  v: z.literal(1),
+  /** Sequence number of the last event applied. */
+  seq: Count,
+  productId: Id,
+  projectId: Id,
+  name: z.string(),
+  goal: z.string(),
+  cwd: z.string(),
+  sessionId: z.string().optional(),
+  leaderAgentId: z.string().optional(),
+  allowedAgents: z.array(z.string()).optional(),
+  phase: Phase,
+  recovery: Recovery.optional(),
+  plan: Plan.optional(),
+  /** Task states in plan order. */
+  tasks: z.array(TaskState),
+  dialogue: z.array(DialogueEntryRecord),
+  pendingAsk: z
+    .object({ askId: Id, questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })) })
+    .optional(),
+  planError: z.string().optional(),
+  budget: Budget,
+  usage: Usage,
+  budgetWarned: z.boolean(),
+  /** Newest last; pruned to the newest `checkpointHistory` entries. */
+  checkpoints: z.array(CheckpointRef),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+export type ProductState = z.infer<typeof ProductStateSchema>;
+
+export const SnapshotRecord = z.object({ v: z.literal(1), state: ProductStateSchema });
+
+export const ProductHeaderRecord = z.object({
+  v: z.literal(1),
+  productId: Id,
+  projectId: Id,
+  name: z.string(),
+  phase: Phase,
+  progress: Progress,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  sessionId: z.string().optional(),
+});
+export type ProductHeaderRecord = z.infer<typeof ProductHeaderRecord>;
+
+export const ProductIndexRecord = z.object({ v: z.literal(1), projectId: Id });

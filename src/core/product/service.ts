@@ -1,0 +1,200 @@
+/**
+ * ProductService: the facade behind every `product.*` method (PROTOCOL.md section 5).
+ *
+ * Owns the set of products loaded in this process and routes each operation to its ProductOrchestrator, loading it
+ * from the run-state authority on first use (reading never writes: guarantee 3). It validates nothing that the wire
+ * schema already did, and it never speaks JSON-RPC: errors are DomainErrors mapped by the server.
+ */
+import type { Budget, Instance, Mutation, Phase, Task } from "../../../protocol/common.js";
+import { notFound } from "../errors.js";
+import type { ProductContext } from "./context.js";
+import { ProductOrchestrator } from "./orchestrator.js";
+import type { ProductEvent } from "./records.js";
+
+export interface PlanParams {
+  goal: string;
+  cwd: string;
+  projectId: string;
+  sessionId?: string;
+  name?: string;
+  leaderAgentId?: string;
+  allowedAgents?: string[];
+  budget?: Budget;
+}
+
+export class ProductService {
+  private readonly live = new Map<string, ProductOrchestrator>();
+  private readonly loading = new Map<string, Promise<ProductOrchestrator>>();
+
+  constructor(private readonly ctx: ProductContext) {}
+
+  /** Returns the orchestrator of a product, loading it once. Throws not_found. */
+  async get(productId: string): Promise<ProductOrchestrator> {
+    const live = this.live.get(productId);
+    if (live) return live;
+    let pending = this.loading.get(productId);
+    if (!pending) {
+      pending = this.ctx.store.load(productId).then((loaded) => {
+        const orchestrator = new ProductOrchestrator(loaded.model, this.ctx);
+        orchestrator.dropped = loaded.dropped;
+        this.live.set(productId, orchestrator);
+        return orchestrator;
+      });
+      this.loading.set(productId, pending);
+      pending.then(
+        () => this.loading.delete(productId),
+        () => this.loading.delete(productId),
+      );
+    }
+    return pending;
+  }
+
+  /** `product.plan`: records the product and its goal, then starts the leader after the answer is sent. */
+  async plan(params: PlanParams): Promise<{ productId: string; phase: "planning" }> {
+    const productId = this.ctx.ids("prd");
+    const at = new Date(this.ctx.clock.now()).toISOString();
+    const name = params.name ?? defaultName(params.goal);
+    const created: ProductEvent = {
+      v: 1,
+      at,
+      type: "created",
+      productId,
+      projectId: params.projectId,
+      name,
+      goal: params.goal,
+      cwd: params.cwd,
+      ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
+      ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
+      ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
+      ...(params.budget !== undefined ? { budget: params.budget } : {}),
+    };
+    const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal };
+    const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);
+    const orchestrator = new ProductOrchestrator(model, this.ctx);
+    this.live.set(productId, orchestrator);
+    this.ctx.defer(() => orchestrator.startPlanning());
+    return { productId, phase: "planning" };
+  }
+
+  async message(productId: string, content: string, askId?: string) {
+    return (await this.get(productId)).message(content, askId);
+  }
+
+  async confirm(
+    productId: string,
+    edit: { instances?: Instance[]; tasks?: Task[]; budget?: Budget },
+  ): Promise<{ productId: string; ok: true; phase: "executing" }> {
+    await (await this.get(productId)).confirm(edit);
+    return { productId, ok: true, phase: "executing" };
+  }
+
+  async status(productId: string): Promise<Record<string, unknown>> {
+    return (await this.get(productId)).status();
+  }
+
+  /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */
+  async list(projectId?: string, phase?: Phase) {
+    const { headers } = await this.ctx.store.listHeaders(projectId, phase);
+    const products = headers.map((h) => {
+      const live = this.live.get(h.productId);
+      const progress = live ? (live.status().progress as typeof h.progress) : h.progress;
+      return {
+        productId: h.productId,
+        projectId: h.projectId,
+        name: h.name,
+        phase: live ? live.phase : h.phase,
+        progress,
+        updatedAt: live ? live.model.state.updatedAt : h.updatedAt,
+      };
+    });
+    return { products: phase === undefined ? products : products.filter((p) => p.phase === phase) };
+  }
+
+  async pause(productId: string): Promise<{ productId: string; phase: "paused" }> {
+    await (await this.get(productId)).pause();
+    return { productId, phase: "paused" };
+  }
+
+  async resume(productId: string, additionalBudget?: Budget): Promise<{ productId: string; phase: "executing" }> {
+    await (await this.get(productId)).resume(additionalBudget);
+    return { productId, phase: "executing" };
+  }
+
+  async cancel(productId: string): Promise<{ productId: string; phase: "cancelled" }> {
+    await (await this.get(productId)).cancel();
+    return { productId, phase: "cancelled" };
+  }
+
+  async checkpoint(productId: string) {
+    return (await this.get(productId)).checkpoint();
+  }
+
+  /** `product.checkpoints`: kept checkpoints, oldest first. */
+  async checkpoints(productId: string) {
+    const o = await this.get(productId);
+    return {
+      checkpoints: o.model.state.checkpoints.map((c) => ({
+        checkpointId: c.checkpointId,
+        at: c.at,
+        completed: c.completed,
+        total: c.total,
+      })),
+    };
+  }
+
+  async rollback(productId: string, checkpointId?: string) {
+    const result = await (await this.get(productId)).rollback(checkpointId);
+    return { productId, ...result };
+  }
+
+  async replayTask(productId: string, taskId: string) {
+    const reset = await (await this.get(productId)).replayTask(taskId);
+    return { productId, reset };
+  }
+
+  async mutate(productId: string, mutations: Mutation[]) {
+    const r = await (await this.get(productId)).mutate(mutations);
+    return { productId, ...r };
+  }
+
+  /** `product.delete`: stops a live run first; `deleted: false` when there was nothing to delete. */
+  async delete(productId: string): Promise<{ deleted: boolean }> {
+    let orchestrator: ProductOrchestrator | undefined;
+    try {
+      orchestrator = await this.get(productId);
+    } catch (err) {
+      if (isNotFound(err)) return { deleted: false };
+      throw err;
+    }
+    await orchestrator.shutdown();
+    this.live.delete(productId);
+    const deleted = await this.ctx.store.delete(productId);
+    return { deleted };
+  }
+
+  /** Products loaded in this process (for the session adapter and shutdown). */
+  loaded(): ProductOrchestrator[] {
+    return [...this.live.values()];
+  }
+
+  /**
+   * Stops every product this process drives: scheduling stops, running tasks are persisted as interrupted (pending
+   * with a note), and the persisted phase stays `executing` so `product.resume` continues after a restart.
+   */
+  async shutdown(): Promise<void> {
+    await Promise.all([...this.live.values()].map((o) => o.shutdown().catch(() => undefined)));
+  }
+}
+
+function isNotFound(err: unknown): boolean {
+  return err instanceof Error && (err as { code?: string }).code === "not_found";
+}
+
+/** A short product name from the goal's first line (at most 80 characters). */
+export function defaultName(goal: string): string {
+  const first = goal.trim().split(/\r?\n/)[0]?.trim() ?? "";
+  const clean = first.replace(/^[-*+]\s+|^\d+[.)]\s+/, "");
+  return clean.length > 80 ? `${clean.slice(0, 77)}...` : clean || "Untitled product";
+}
+
+export { notFound };

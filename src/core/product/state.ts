@@ -1,0 +1,207 @@
+/**
+ * The product reducer: how each persisted event changes a product's state.
+ *
+ * `applyEvent` is the only place that interprets events, so live execution, loading from disk and rollback all agree.
+ * It mutates the given `ProductModel` in place (O(1) per task event; a 50,000-task run must not copy arrays per
+ * event). It never performs I/O and never rejects an event: validation happens before an event is appended.
+ */
+import type { Plan, Progress, TaskState } from "../../../protocol/common.js";
+import type { CheckpointRef, ProductEvent, ProductState } from "./records.js";
+
+/** Default number of checkpoints kept (DESIGN.md, Execution model: "History keeps the newest N (default 20)"). */
+export const DEFAULT_CHECKPOINT_HISTORY = 20;
+
+/** A product state plus the derived task index; the index is rebuilt, never persisted. */
+export interface ProductModel {
+  state: ProductState;
+  /** taskId → index into `state.tasks`. */
+  index: Map<string, number>;
+  checkpointHistory: number;
+}
+
+/** Builds a model around a state (e.g. one read from a snapshot). */
+export function modelOf(state: ProductState, checkpointHistory = DEFAULT_CHECKPOINT_HISTORY): ProductModel {
+  const model: ProductModel = { state, index: new Map(), checkpointHistory };
+  reindex(model);
+  return model;
+}
+
+function reindex(model: ProductModel): void {
+  model.index.clear();
+  model.state.tasks.forEach((t, i) => model.index.set(t.taskId, i));
+}
+
+/** Task states for a freshly confirmed plan: every task pending, no attempts. */
+export function initialTaskStates(plan: Plan): TaskState[] {
+  return plan.tasks.map((t) => ({ ...t, dependsOn: [...t.dependsOn], status: "pending" as const, attempts: 0 }));
+}
+
+/** Merges a new plan's task definitions into existing task states, keeping run state of tasks that remain. */
+function mergePlanTasks(plan: Plan, previous: ProductModel): TaskState[] {
+  return plan.tasks.map((t) => {
+    const i = previous.index.get(t.taskId);
+    const old = i === undefined ? undefined : previous.state.tasks[i];
+    if (!old) return { ...t, dependsOn: [...t.dependsOn], status: "pending" as const, attempts: 0 };
+    const merged: TaskState = { ...old, ...t, dependsOn: [...t.dependsOn] };
+    if (t.acceptance === undefined) delete merged.acceptance;
+    if (t.maxAttempts === undefined) delete merged.maxAttempts;
+    return merged;
+  });
+}
+
+/**
+ * The state a product starts with before any event. `created` fills the identity fields.
+ */
+export function emptyState(): ProductState {
+  return {
+    v: 1,
+    seq: 0,
+    productId: "unknown",
+    projectId: "unknown",
+    name: "",
+    goal: "",
+    cwd: "",
+    phase: "planning",
+    tasks: [],
+    dialogue: [],
+    budget: {},
+    usage: { inputTokens: 0, outputTokens: 0, estimatedTokens: 0, elapsedMs: 0 },
+    budgetWarned: false,
+    checkpoints: [],
+    createdAt: new Date(0).toISOString(),
+    updatedAt: new Date(0).toISOString(),
+  };
+}
+
+/**
+ * Applies one event with sequence number `seq` to the model, in place.
+ * Does NOT validate the event (the caller appended or parsed it) and does NOT notify anyone.
+ */
+export function applyEvent(model: ProductModel, event: ProductEvent, seq: number): void {
+  const s = model.state;
+  s.seq = seq;
+  s.updatedAt = event.at;
+  switch (event.type) {
+    case "created":
+      s.productId = event.productId;
+      s.projectId = event.projectId;
+      s.name = event.name;
+      s.goal = event.goal;
+      s.cwd = event.cwd;
+      if (event.sessionId !== undefined) s.sessionId = event.sessionId;
+      if (event.leaderAgentId !== undefined) s.leaderAgentId = event.leaderAgentId;
+      if (event.allowedAgents !== undefined) s.allowedAgents = event.allowedAgents;
+      s.budget = { ...(event.budget ?? {}) };
+      s.phase = "planning";
+      s.createdAt = event.at;
+      break;
+    case "dialogue":
+      s.dialogue.push({ role: event.role, text: event.text, at: event.at });
+      break;
+    case "planProposed":
+      s.plan = event.plan;
+      s.phase = "awaiting_confirmation";
+      delete s.planError;
+      delete s.pendingAsk;
+      if (event.plan.budget) s.budget = { ...s.budget, ...event.plan.budget };
+      break;
+    case "planFailed":
+      s.planError = event.error;
+      break;
+    case "asked":
+      s.pendingAsk = { askId: event.askId, questions: event.questions };
+      break;
+    case "confirmed":
+      s.plan = event.plan;
+      s.tasks = initialTaskStates(event.plan);
+      if (event.plan.budget) s.budget = { ...s.budget, ...event.plan.budget };
+      s.phase = "executing";
+      delete s.pendingAsk;
+      reindex(model);
+      break;
+    case "phase":
+      s.phase = event.phase;
+      if (event.recovery) s.recovery = event.recovery;
+      else delete s.recovery;
+      break;
+    case "task": {
+      const i = model.index.get(event.task.taskId);
+      if (i === undefined) {
+        model.index.set(event.task.taskId, s.tasks.length);
+        s.tasks.push(event.task);
+      } else {
+        s.tasks[i] = event.task;
+      }
+      break;
+    }
+    case "mutated": {
+      s.plan = event.plan;
+      s.tasks = mergePlanTasks(event.plan, model);
+      reindex(model);
+      break;
+    }
+    case "usage":
+      s.usage.inputTokens += event.inputTokens;
+      s.usage.outputTokens += event.outputTokens;
+      if (event.estimated) s.usage.estimatedTokens += event.inputTokens + event.outputTokens;
+      break;
+    case "elapsed":
+      s.usage.elapsedMs = event.elapsedMs;
+      break;
+    case "budgetAdded":
+      s.budget = addBudget(s, event.budget);
+      s.budgetWarned = false;
+      break;
+    case "budgetWarned":
+      s.budgetWarned = true;
+      break;
+    case "checkpoint": {
+      const ref: CheckpointRef = {
+        checkpointId: event.checkpointId,
+        at: event.at,
+        seq,
+        completed: event.completed,
+        total: event.total,
+      };
+      s.checkpoints.push(ref);
+      if (s.checkpoints.length > model.checkpointHistory) {
+        s.checkpoints.splice(0, s.checkpoints.length - model.checkpointHistory);
+      }
+      break;
+    }
+    case "restored":
+      if (event.plan) s.plan = event.plan;
+      else delete s.plan;
+      s.tasks = event.tasks;
+      reindex(model);
+      break;
+  }
+}
+
+/**
+ * Adds budget on resume (DESIGN.md guarantee 9: "Resume may add budget"): limits grow by the given amounts on top of
+ * what was already spent, so spent counters are kept. A limit that was unset stays unset unless given.
+ */
+function addBudget(s: ProductState, extra: { maxTotalTokens?: number; maxDurationMs?: number }): ProductState["budget"] {
+  const out = { ...s.budget };
+  const used = s.usage.inputTokens + s.usage.outputTokens;
+  if (extra.maxTotalTokens !== undefined) {
+    out.maxTotalTokens = Math.max(out.maxTotalTokens ?? used, used) + extra.maxTotalTokens;
+  }
+  if (extra.maxDurationMs !== undefined) {
+    out.maxDurationMs = Math.max(out.maxDurationMs ?? s.usage.elapsedMs, s.usage.elapsedMs) + extra.maxDurationMs;
+  }
+  return out;
+}
+
+/** Counts of tasks by the status groups of `product.status`. `pending` includes waiting tasks. */
+export function progressOf(tasks: readonly TaskState[]): Progress {
+  const p = { total: tasks.length, completed: 0, running: 0, failed: 0, pending: 0 };
+  for (const t of tasks) {
+    if (t.status === "completed") p.completed++;
+    else if (t.status === "running") p.running++;
+    else if (t.status === "failed") p.failed++;
+    else if (t.status === "pending" || t.status === "waiting") p.pending++;
+  }
+  return p;
+}

@@ -1,0 +1,49 @@
+/**
+ * The server's structured logger: pino writing synchronously to stderr (fd 2) or to a log file.
+ *
+ * Owns: building the one pino instance the process uses. Must never write to stdout (fd 1): stdout carries protocol
+ * frames only (PROTOCOL.md section 1).
+ */
+import pino from "pino";
+import type { Logger } from "../core/ports.js";
+
+/** Log levels accepted by `createLogger` (pino's, plus `silent`). */
+export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
+
+export interface LoggerOptions {
+  /** Minimum level written; `silent` writes nothing. */
+  level: LogLevel;
+  /** Absolute or relative path of a log file (appended to, parent directories created). Default: stderr. */
+  file?: string;
+  /** Static fields added to every line, e.g. `{pid}`. */
+  base?: Record<string, unknown>;
+}
+
+/** The logger `createLogger` returns: the core's `Logger` port plus `flush()` for shutdown. */
+export interface ServerLogger extends Logger {
+  /** Writes out anything buffered. With the sync destination used here it is a cheap no-op; call it before exit. */
+  flush(): void;
+  child(bindings: object): ServerLogger;
+}
+
+/**
+ * Creates the process logger: JSON lines through a synchronous pino destination, so nothing is lost when the
+ * process exits right after logging.
+ *
+ * Writes to fd 2 unless `file` is given; never to stdout. Errors under the `err` key are serialised with their stack.
+ * Throws if `file` cannot be opened.
+ */
+export function createLogger(options: LoggerOptions): ServerLogger {
+  const destination =
+    options.file === undefined
+      ? pino.destination({ dest: 2, sync: true })
+      : pino.destination({ dest: options.file, sync: true, mkdir: true, append: true });
+  return pino(
+    {
+      level: options.level,
+      base: options.base ?? null,
+      serializers: { err: pino.stdSerializers.err },
+    },
+    destination,
+  );
+}

@@ -1,0 +1,432 @@
+/**
+ * The JSON-RPC dispatch layer: one vscode-jsonrpc connection, one star request handler and one star notification
+ * handler that route every inbound message through the method table (PROTOCOL.md sections 1-3).
+ *
+ * Owns: method-name resolution (bare and `_`-prefixed extension spellings), the initialize gate, params validation
+ * (`-32602`), error mapping (`ResponseError` passthrough, injected domain mapping, generic `-32603`), cancellation
+ * (`$/cancelRequest` and ACP `$/cancel_request` → `AbortSignal`), outbound notifications and requests with the
+ * client's chosen extension prefix. Must never know what a method does, never validate results at runtime, never
+ * write to stdout other than through the writer, and never let a handler's exception text reach the wire.
+ */
+import {
+  CancellationTokenSource,
+  ParameterStructures,
+  ResponseError,
+  createMessageConnection,
+  type CancellationStrategy,
+  type CancellationToken,
+  type Disposable,
+  type Logger as JsonRpcLogger,
+  type MessageConnection,
+  type MessageReader,
+  type MessageWriter,
+  type RequestMessage,
+} from "vscode-jsonrpc/node";
+import type { z } from "zod";
+import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
+import type { Logger } from "../core/ports.js";
+import {
+  internalError,
+  invalidParams,
+  methodNotFound,
+  notInitialized,
+  requestCancelled,
+  zodIssuesToWire,
+} from "./wire-errors.js";
+
+/** What a request handler gets besides its validated params. */
+export interface RequestContext {
+  /** Aborted by `$/cancelRequest`, ACP `$/cancel_request {requestId}`, or `RpcConnection.dispose()`. */
+  readonly signal: AbortSignal;
+  /** The bare method name (`product.plan`), whichever spelling the client used. */
+  readonly method: string;
+  /** The JSON-RPC id of the request. */
+  readonly requestId: string | number | undefined;
+}
+
+/** What a notification handler gets besides its validated params. */
+export interface NotificationContext {
+  /** The bare method name, whichever spelling the client used. */
+  readonly method: string;
+}
+
+/** A request handler typed from its spec. Its result is sent as is (not validated at runtime). */
+export type RequestHandler<S extends MethodSpec = MethodSpec> = (
+  params: z.infer<S["params"]>,
+  ctx: RequestContext,
+) => Promise<z.infer<S["result"]>> | z.infer<S["result"]>;
+
+/** A client → server notification handler typed from its spec. */
+export type NotificationHandler<S extends NotificationSpec = NotificationSpec> = (
+  params: z.infer<S["params"]>,
+  ctx: NotificationContext,
+) => Promise<void> | void;
+
+/** Maps a domain error thrown by a handler to a wire error; `undefined` means "not mine" (→ `-32603`). */
+export type ErrorMapper = (error: unknown) => ResponseError<unknown> | undefined;
+
+export interface RpcConnectionOptions {
+  reader: MessageReader;
+  /** The writer; when it has `flush()` (the framed writer does), `RpcConnection.flush()` waits for it. */
+  writer: MessageWriter & { flush?(): Promise<void> };
+  /** Every request the server serves. Wire names must be unique across bare and `_` spellings. */
+  methods: readonly MethodSpec[];
+  logger: Logger;
+  /** The product layer's domain-error mapping; consulted for every non-`ResponseError` a handler throws. */
+  mapError?: ErrorMapper;
+}
+
+export interface OutboundRequestOptions {
+  /** Rejects with `RequestTimeoutError` after this many milliseconds without an answer. Default: no timeout. */
+  timeoutMs?: number;
+  /** Aborting rejects the request with the signal's reason and tells the client to cancel it. */
+  signal?: AbortSignal;
+}
+
+/** A server → client request got no answer within its timeout. A local error; never sent on the wire. */
+export class RequestTimeoutError extends Error {
+  override readonly name = "RequestTimeoutError";
+  constructor(
+    readonly method: string,
+    readonly timeoutMs: number,
+  ) {
+    super(`The client did not answer ${method} within ${timeoutMs} ms.`);
+  }
+}
+
+/** Method-name prefixes of standard ACP traffic, which never carries the extension prefix (PROTOCOL.md section 2). */
+const STANDARD_PREFIXES = ["session/", "fs/", "terminal/", "elicitation/", "$/"] as const;
+
+/** ACP's cancellation notification (vscode-jsonrpc's own `$/cancelRequest` is handled by the library). */
+const ACP_CANCEL_REQUEST = "$/cancel_request";
+
+/** The one method allowed before the server is initialized. */
+const INITIALIZE = "initialize";
+
+/**
+ * A JSON-RPC connection that serves a method table (PROTOCOL.md sections 1-3) over any vscode-jsonrpc reader/writer.
+ *
+ * Lifecycle: construct, `handle(...)` every method, `listen()`, later `dispose()`. Requests are served concurrently.
+ * Until `initialize` succeeded, every other request is answered `-32600` and client notifications are ignored.
+ * Unknown requests get `-32601 {method}`, unknown notifications are ignored silently, params that fail their schema
+ * get `-32602 {issues}`. Does NOT validate results, and does NOT abort running handlers when the input ends
+ * (the owner decides what a closed input means; `dispose()` aborts them).
+ */
+export class RpcConnection {
+  private readonly connection: MessageConnection;
+  private readonly writer: RpcConnectionOptions["writer"];
+  private readonly logger: Logger;
+  private readonly mapError: ErrorMapper | undefined;
+  /** Wire spelling (bare or `_`-prefixed) → spec. */
+  private readonly requestSpecs = new Map<string, MethodSpec>();
+  private readonly requestHandlers = new Map<string, RequestHandler>();
+  private readonly notificationSpecs = new Map<string, NotificationSpec>();
+  private readonly notificationHandlers = new Map<string, NotificationHandler>();
+  /** Request id of each inbound request's cancellation token, recorded by the cancellation strategy. */
+  private readonly tokenRequestIds = new WeakMap<CancellationToken, string | number>();
+  /** Running inbound requests by id, for ACP `$/cancel_request` and `dispose()`. */
+  private readonly active = new Map<string | number, AbortController>();
+  private readonly anonymous = new Set<AbortController>();
+  private prefix: "" | "_" = "";
+  private initializedFlag = false;
+  private disposed = false;
+
+  /** Builds the connection and registers the dispatchers. Throws if two specs share a wire name. Does NOT listen. */
+  constructor(options: RpcConnectionOptions) {
+    this.writer = options.writer;
+    this.logger = options.logger;
+    this.mapError = options.mapError;
+    for (const spec of options.methods) {
+      for (const name of wireNames(spec)) {
+        if (this.requestSpecs.has(name)) throw new Error(`Two methods share the wire name ${name}.`);
+        this.requestSpecs.set(name, spec);
+      }
+    }
+    const cancellationStrategy: CancellationStrategy = {
+      receiver: {
+        kind: "request",
+        createCancellationTokenSource: (request: RequestMessage) => {
+          const source = new CancellationTokenSource();
+          // Reading `token` now creates a token unique to this request (a lazily cancelled source shares one).
+          if (request.id !== null) this.tokenRequestIds.set(source.token, request.id);
+          return source;
+        },
+      },
+      sender: {
+        // Tell the client in both dialects: ACP `$/cancel_request` and vscode-jsonrpc `$/cancelRequest`.
+        sendCancellation: async (connection, id) => {
+          await Promise.all([
+            connection.sendNotification(ACP_CANCEL_REQUEST, ParameterStructures.byName, { requestId: id }),
+            connection.sendNotification("$/cancelRequest", ParameterStructures.byName, { id }),
+          ]);
+        },
+        cleanup: () => {},
+      },
+    };
+    this.connection = createMessageConnection(options.reader, options.writer, jsonRpcLogger(options.logger), {
+      cancellationStrategy,
+    });
+    this.connection.onRequest((method, params, token) => this.dispatchRequest(method, params, token));
+    this.connection.onNotification((method, params) => this.dispatchNotification(method, params));
+    this.connection.onError(([error, , count]) => {
+      this.logger.warn({ err: error, count }, "JSON-RPC transport error");
+    });
+  }
+
+  /** True once an `initialize` handler resolved successfully. */
+  get initialized(): boolean {
+    return this.initializedFlag;
+  }
+
+  /**
+   * Registers the handler of one method of the table, by spec (typed) or by bare name. It serves every spelling of
+   * the method. Throws if the method is not in the table or already has a handler.
+   */
+  handle<S extends MethodSpec>(spec: S, handler: RequestHandler<S>): void;
+  handle(method: string, handler: RequestHandler): void;
+  handle(specOrMethod: MethodSpec | string, handler: RequestHandler): void {
+    const method = typeof specOrMethod === "string" ? specOrMethod : specOrMethod.method;
+    const spec = this.requestSpecs.get(method);
+    if (spec === undefined || spec.method !== method)
+      throw new Error(`The method ${method} is not in the method table.`);
+    if (this.requestHandlers.has(method)) throw new Error(`The method ${method} already has a handler.`);
+    this.requestHandlers.set(method, handler);
+  }
+
+  /**
+   * Registers a client → server notification (e.g. `session/cancel`) with its spec: served under its bare name and,
+   * for an extension, with a leading `_`. Params failing the schema are logged and dropped (a notification cannot be
+   * answered). Throws if the wire name is already registered.
+   */
+  handleNotification<S extends NotificationSpec>(spec: S, handler: NotificationHandler<S>): void {
+    for (const name of wireNames(spec)) {
+      if (this.notificationSpecs.has(name)) throw new Error(`The notification ${name} already has a handler.`);
+    }
+    for (const name of wireNames(spec)) this.notificationSpecs.set(name, spec);
+    this.notificationHandlers.set(spec.method, handler as NotificationHandler);
+  }
+
+  /**
+   * Chooses the spelling of outbound extension traffic (PROTOCOL.md section 2): with `"_"`, every notification and
+   * server → client request whose name does not start with `session/`, `fs/`, `terminal/`, `elicitation/` or `$/`
+   * gets a leading underscore. Takes effect for messages sent afterwards.
+   */
+  setNotificationPrefix(prefix: "" | "_"): void {
+    this.prefix = prefix;
+  }
+
+  /**
+   * Sends a notification by its bare name, with the extension prefix applied. Never rejects and never throws: a
+   * closed or failed connection is logged (debug) and the notification dropped. Resolves once the writer accepted it.
+   */
+  notify(method: string, params?: object): Promise<void> {
+    const wire = this.outboundName(method);
+    try {
+      const sent =
+        params === undefined
+          ? this.connection.sendNotification(wire)
+          : this.connection.sendNotification(wire, ParameterStructures.byName, params);
+      return sent.catch((error: unknown) => {
+        this.logger.debug({ err: error, method: wire }, "Notification not delivered");
+      });
+    } catch (error) {
+      this.logger.debug({ err: error, method: wire }, "Notification not delivered");
+      return Promise.resolve();
+    }
+  }
+
+  /**
+   * Sends a server → client request (e.g. `session/request_permission`, `runState/put`) by its bare name, with the
+   * extension prefix applied, and resolves with the client's `result` (unvalidated: the caller parses it).
+   *
+   * Rejects with the client's `ResponseError`, with `RequestTimeoutError` after `timeoutMs`, with the signal's reason
+   * when `signal` aborts (a timeout or abort also sends `$/cancel_request` to the client), or with a connection error
+   * when the connection is not listening, closed or disposed. Requires `listen()` first.
+   */
+  request(method: string, params: object | undefined, options: OutboundRequestOptions = {}): Promise<unknown> {
+    const wire = this.outboundName(method);
+    const { signal, timeoutMs } = options;
+    if (signal?.aborted) return Promise.reject(abortReason(signal));
+    return new Promise<unknown>((resolve, reject) => {
+      const source = new CancellationTokenSource();
+      let settled = false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const settle = (action: () => void) => {
+        if (settled) return;
+        settled = true;
+        if (timer !== undefined) clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        action();
+      };
+      const onAbort = () => {
+        source.cancel();
+        settle(() => reject(abortReason(signal!)));
+      };
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(() => {
+          source.cancel();
+          settle(() => reject(new RequestTimeoutError(wire, timeoutMs)));
+        }, timeoutMs);
+      }
+      signal?.addEventListener("abort", onAbort, { once: true });
+      let pending: Promise<unknown>;
+      try {
+        pending =
+          params === undefined
+            ? this.connection.sendRequest(wire, source.token)
+            : this.connection.sendRequest(wire, ParameterStructures.byName, params, source.token);
+      } catch (error) {
+        settle(() => reject(error));
+        return;
+      }
+      pending.then(
+        (result) => settle(() => resolve(result)),
+        (error: unknown) => settle(() => reject(error)),
+      );
+    });
+  }
+
+  /** Registers `callback` for when the input ends or the output closes. Returns a disposable that unregisters it. */
+  onClose(callback: () => void): Disposable {
+    return this.connection.onClose(callback);
+  }
+
+  /** Starts reading. To be called once. Throws if the connection is closed, disposed or already listening. */
+  listen(): void {
+    this.connection.listen();
+  }
+
+  /** Resolves when every message written so far was accepted by the output (see `FramedMessageWriter.flush`). */
+  async flush(): Promise<void> {
+    await this.writer.flush?.();
+  }
+
+  /**
+   * Aborts every running handler's signal, rejects pending server → client requests, and stops reading and writing.
+   * Does NOT close the underlying streams. Idempotent.
+   */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    for (const controller of [...this.active.values(), ...this.anonymous]) controller.abort();
+    this.active.clear();
+    this.anonymous.clear();
+    this.connection.dispose();
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+
+  private async dispatchRequest(wireMethod: string, params: unknown, token: CancellationToken): Promise<unknown> {
+    const spec = this.requestSpecs.get(wireMethod);
+    if (!this.initializedFlag && spec?.method !== INITIALIZE) return notInitialized();
+    if (spec === undefined) return methodNotFound(wireMethod);
+    const handler = this.requestHandlers.get(spec.method);
+    if (handler === undefined) {
+      this.logger.warn({ method: spec.method }, "A declared method has no handler; answered -32601");
+      return methodNotFound(wireMethod);
+    }
+    const parsed = spec.params.safeParse(params ?? {});
+    if (!parsed.success) return invalidParams(zodIssuesToWire(parsed.error));
+
+    const requestId = this.tokenRequestIds.get(token);
+    const controller = new AbortController();
+    const registered = this.track(requestId, controller);
+    const subscription = token.isCancellationRequested
+      ? undefined
+      : token.onCancellationRequested(() => controller.abort());
+    if (token.isCancellationRequested) controller.abort();
+    try {
+      const result = await handler(parsed.data, { signal: controller.signal, method: spec.method, requestId });
+      if (spec.method === INITIALIZE) this.initializedFlag = true;
+      return result;
+    } catch (error) {
+      return this.toResponseError(error, spec.method, controller.signal);
+    } finally {
+      subscription?.dispose();
+      registered();
+    }
+  }
+
+  private async dispatchNotification(wireMethod: string, params: unknown): Promise<void> {
+    if (wireMethod === ACP_CANCEL_REQUEST) {
+      const requestId = (params as { requestId?: unknown } | undefined)?.requestId;
+      if (typeof requestId === "string" || typeof requestId === "number") this.active.get(requestId)?.abort();
+      return;
+    }
+    if (!this.initializedFlag) {
+      this.logger.debug({ method: wireMethod }, "Notification before initialize ignored");
+      return;
+    }
+    const spec = this.notificationSpecs.get(wireMethod);
+    if (spec === undefined) {
+      this.logger.debug({ method: wireMethod }, "Unknown notification ignored");
+      return;
+    }
+    const parsed = spec.params.safeParse(params ?? {});
+    if (!parsed.success) {
+      this.logger.warn(
+        { method: wireMethod, issues: zodIssuesToWire(parsed.error) },
+        "Notification with invalid params dropped",
+      );
+      return;
+    }
+    try {
+      await this.notificationHandlers.get(spec.method)?.(parsed.data, { method: spec.method });
+    } catch (error) {
+      this.logger.error({ err: error, method: spec.method }, "Notification handler failed");
+    }
+  }
+
+  /** Keeps a running request abortable by id; returns the function that forgets it. */
+  private track(requestId: string | number | undefined, controller: AbortController): () => void {
+    if (requestId === undefined) {
+      this.anonymous.add(controller);
+      return () => this.anonymous.delete(controller);
+    }
+    this.active.set(requestId, controller);
+    return () => {
+      if (this.active.get(requestId) === controller) this.active.delete(requestId);
+    };
+  }
+
+  private toResponseError(error: unknown, method: string, signal: AbortSignal): ResponseError<unknown> {
+    if (error instanceof ResponseError) return error as ResponseError<unknown>;
+    try {
+      const mapped = this.mapError?.(error);
+      if (mapped !== undefined) return mapped;
+    } catch (mappingError) {
+      this.logger.error({ err: mappingError, method }, "The error mapper threw");
+    }
+    if (signal.aborted) return requestCancelled();
+    this.logger.error({ err: error, method }, "Request handler failed; answered -32603");
+    return internalError();
+  }
+
+  private outboundName(method: string): string {
+    if (this.prefix === "" || method.startsWith("_")) return method;
+    return STANDARD_PREFIXES.some((prefix) => method.startsWith(prefix)) ? method : `_${method}`;
+  }
+}
+
+/** The wire spellings of a spec: the bare name, plus `_name` for an extension (PROTOCOL.md section 2). */
+function wireNames(spec: { method: string; extension: boolean }): string[] {
+  return spec.extension ? [spec.method, `_${spec.method}`] : [spec.method];
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new Error("The request was aborted.");
+}
+
+/**
+ * Adapts the project logger to vscode-jsonrpc's `Logger`, so the library never writes to the console (stdout).
+ * Library `log` lines go to debug.
+ */
+export function jsonRpcLogger(logger: Logger): JsonRpcLogger {
+  const bindings = { source: "vscode-jsonrpc" };
+  return {
+    error: (message) => logger.error(bindings, message),
+    warn: (message) => logger.warn(bindings, message),
+    info: (message) => logger.info(bindings, message),
+    log: (message) => logger.debug(bindings, message),
+  };
+}

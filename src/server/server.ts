@@ -1,0 +1,224 @@
+/**
+ * OrchestratorServer: the JSON-RPC surface over one pair of streams (PROTOCOL.md sections 1-5).
+ *
+ * Owns the connection, the `initialize` handshake (version negotiation, capability advertisement, the notification
+ * prefix opt-in), the registration of every method of the table in protocol/methods.ts, and the notification fan-out
+ * from the core to the client and the ACP session adapter. It never decides anything about a product (the core does)
+ * and never writes to stdout except through the framed writer.
+ */
+import type { Readable, Writable } from "node:stream";
+import type { z } from "zod";
+import type { InitializeResult } from "../../protocol/acp.js";
+import { productMethods, productNotifications, serverMethods } from "../../protocol/methods.js";
+import type { ParamsOf } from "../../protocol/methods.js";
+import type { ProductContext, ProductOptions } from "../core/product/context.js";
+import { ProductService } from "../core/product/service.js";
+import { ProductStore } from "../core/product/store.js";
+import type {
+  AgentDirectory,
+  Clock,
+  IdGenerator,
+  LeaderResolver,
+  Logger,
+  Notifier,
+  RunStateAuthority,
+  WorkerPort,
+} from "../core/ports.js";
+import { SessionAdapter } from "./acp-session.js";
+import { mapDomainError } from "./error-mapping.js";
+import { createFramedTransport } from "./framing.js";
+import { RpcConnection } from "./rpc-connection.js";
+
+export interface ServerOptions {
+  input: Readable;
+  output: Writable;
+  logger: Logger;
+  authority: RunStateAuthority;
+  agents: AgentDirectory;
+  workers: WorkerPort;
+  leader: LeaderResolver;
+  clock: Clock;
+  ids: IdGenerator;
+  /** The server's package version, advertised in `initialize`. */
+  version: string;
+  productOptions: ProductOptions;
+  /** The default `projectId` of a workspace (DESIGN.md vocabulary: derived from the workspace path). */
+  projectIdFor(cwd: string): string;
+}
+
+type Handler<M extends string> = M extends keyof HandlerParams ? (p: HandlerParams[M]) => Promise<unknown> : never;
+type HandlerParams = { [M in (typeof serverMethods)[number]["method"]]: ParamsOf<M> };
+
+/** Fans a notification out to the client connection and to in-process listeners (the ACP session adapter). */
+class FanOutNotifier implements Notifier {
+  private readonly listeners: ((method: string, params: Record<string, unknown>) => void)[] = [];
+
+  constructor(
+    private readonly send: (method: string, params: Record<string, unknown>) => void,
+    private readonly logger: Logger,
+  ) {}
+
+  subscribe(listener: (method: string, params: Record<string, unknown>) => void): void {
+    this.listeners.push(listener);
+  }
+
+  notify(method: string, params: Record<string, unknown>): void {
+    this.send(method, params);
+    for (const l of this.listeners) {
+      try {
+        l(method, params);
+      } catch (err) {
+        this.logger.error({ err, method }, "notification listener failed");
+      }
+    }
+  }
+}
+
+export class OrchestratorServer {
+  readonly connection: RpcConnection;
+  readonly products: ProductService;
+  readonly sessions: SessionAdapter;
+  private readonly notifier: FanOutNotifier;
+  private closed: Promise<void>;
+  private resolveClosed!: () => void;
+
+  constructor(private readonly options: ServerOptions) {
+    const { reader, writer } = createFramedTransport(options.input, options.output, { logger: options.logger });
+    this.connection = new RpcConnection({
+      reader,
+      writer,
+      methods: serverMethods,
+      logger: options.logger,
+      mapError: mapDomainError,
+    });
+    this.notifier = new FanOutNotifier((method, params) => {
+      this.connection.notify(method, params).catch((err: unknown) => {
+        options.logger.warn({ err, method }, "could not send a notification");
+      });
+    }, options.logger);
+    const ctx: ProductContext = {
+      store: new ProductStore(options.authority, options.productOptions.checkpointHistory),
+      leader: options.leader,
+      workers: options.workers,
+      agents: options.agents,
+      notifier: this.notifier,
+      clock: options.clock,
+      ids: options.ids,
+      logger: options.logger,
+      defer: (fn) => setImmediate(fn),
+      options: options.productOptions,
+    };
+    this.products = new ProductService(ctx);
+    this.sessions = new SessionAdapter({
+      products: this.products,
+      connection: this.connection,
+      authority: options.authority,
+      logger: options.logger,
+      clock: options.clock,
+      ids: options.ids,
+      projectIdFor: options.projectIdFor,
+    });
+    this.notifier.subscribe((method, params) => this.sessions.onProductNotification(method, params));
+    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.register();
+  }
+
+  private on<M extends keyof HandlerParams>(method: M, handler: Handler<M>): void {
+    this.connection.handle(method, (params) => (handler as (p: unknown) => Promise<unknown>)(params));
+  }
+
+  private initializeResult(): InitializeResult {
+    return {
+      protocolVersion: 1,
+      agentCapabilities: {
+        loadSession: true,
+        promptCapabilities: { image: false, audio: false, embeddedContext: true },
+        mcpCapabilities: { http: false, sse: false },
+        sessionCapabilities: { list: {}, close: {} },
+        _meta: {
+          "acp-orchestrator": {
+            version: this.options.version,
+            methods: productMethods.map((m) => m.method),
+            notifications: productNotifications.map((n) => n.method),
+          },
+        },
+      },
+      agentInfo: { name: "acp-orchestrator", version: this.options.version },
+      authMethods: [],
+    };
+  }
+
+  private register(): void {
+    const p = this.products;
+    this.on("initialize", async (params) => {
+      const meta = params.clientCapabilities?._meta?.["acp-orchestrator"];
+      this.connection.setNotificationPrefix(meta?.extensionPrefix === "_" ? "_" : "");
+      if (meta?.runStateAuthority) {
+        this.options.logger.warn({}, "the client offers a run-state authority; this build persists in its own store");
+      }
+      return this.initializeResult();
+    });
+    this.sessions.register((method, handler) => this.connection.handle(method, handler));
+
+    const projectOf = (params: { projectId?: string | undefined; cwd: string }): string =>
+      params.projectId ?? this.options.projectIdFor(params.cwd);
+    this.on("product.plan", (params) =>
+      p.plan({
+        goal: params.goal,
+        cwd: params.cwd,
+        projectId: projectOf(params),
+        ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
+        ...(params.name !== undefined ? { name: params.name } : {}),
+        ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
+        ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
+        ...(params.budget !== undefined ? { budget: params.budget } : {}),
+      }),
+    );
+    this.on("product.message", (params) => p.message(params.productId, params.content, params.askId));
+    this.on("product.confirm", (params) =>
+      p.confirm(params.productId, {
+        ...(params.instances !== undefined ? { instances: params.instances } : {}),
+        ...(params.tasks !== undefined ? { tasks: params.tasks } : {}),
+        ...(params.budget !== undefined ? { budget: params.budget } : {}),
+      }),
+    );
+    this.on("product.status", (params) => p.status(params.productId));
+    this.on("product.list", (params) => p.list(params.projectId, params.phase));
+    this.on("product.pause", (params) => p.pause(params.productId));
+    this.on("product.resume", (params) => p.resume(params.productId, params.additionalBudget));
+    this.on("product.cancel", (params) => p.cancel(params.productId));
+    this.on("product.checkpoint", (params) => p.checkpoint(params.productId));
+    this.on("product.checkpoints", (params) => p.checkpoints(params.productId));
+    this.on("product.rollback", (params) => p.rollback(params.productId, params.checkpointId));
+    this.on("product.replayTask", (params) => p.replayTask(params.productId, params.taskId));
+    this.on("product.mutate", (params) => p.mutate(params.productId, params.mutations));
+    this.on("product.delete", (params) => p.delete(params.productId));
+  }
+
+  /**
+   * Serves until the input ends, then shuts down gracefully: scheduling stops, in-flight tasks are persisted as
+   * interrupted, workers are stopped, pending writes are flushed (PROTOCOL.md section 1). Resolves when done.
+   */
+  async serve(): Promise<void> {
+    this.connection.onClose(() => this.resolveClosed());
+    this.connection.listen();
+    await this.closed;
+    await this.shutdown();
+  }
+
+  private shuttingDown: Promise<void> | null = null;
+
+  /** Stops everything this server runs. Idempotent. Does NOT close the authority (the owner of it does). */
+  shutdown(): Promise<void> {
+    this.shuttingDown ??= (async () => {
+      this.sessions.shutdown();
+      await this.products.shutdown();
+      await this.options.workers.shutdown();
+      await this.connection.flush().catch(() => undefined);
+      this.connection.dispose();
+    })();
+    return this.shuttingDown;
+  }
+}
+
+export type { z };

@@ -1,0 +1,679 @@
+/**
+ * The run-state authority conformance suite (DESIGN.md, Persistence backends; STYLE.md, LangGraph's
+ * checkpoint-validation): one reusable set of tests that every `RunStateAuthority` backend must pass.
+ *
+ * A backend's spec file calls `runAuthorityConformance` with an initializer (`name`, `create`, `destroy`, optional
+ * `beforeAll`/`afterAll`, optional `deviations`). Each test gets a fresh authority from `create` and hands it to
+ * `destroy` afterwards (also after the test closed it). There is one `describe` per interface method, with success
+ * and failure cases, one expectation focus per test.
+ *
+ * Contract details this suite pins down beyond the docstrings of `src/core/ports.ts`:
+ * - revisions start at 1 and grow by 1 per put; a record recreated after a delete starts again at 1;
+ * - a conflict on an existing record carries `details.revision` = the current revision;
+ * - `delete` of a missing record is `false`, whatever `expectedRevision` says;
+ * - `list` is ordered by Unicode code point (UTF-8 byte order) and `prefix` is literal (`%`, `_` are not wildcards);
+ * - `appendEvents` with no events checks `expectedSeq` and returns it;
+ * - `listProjects` lists projects holding at least one record, sorted, without duplicates;
+ * - invalid arguments (empty ids, revision 0, negative sequence numbers, non-object values) are `AuthorityFailure`;
+ * - after `close`, every call fails with `AuthorityFailure`.
+ *
+ * A known deviation is declared in `deviations` under the key `"<method>: <test title>"` with a reason; that test is
+ * then skipped and its title says "(deviation: reason)". A deviation naming no test fails the suite.
+ * This file must never depend on a particular backend.
+ */
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { AuthorityConflict, AuthorityFailure, type RunStateAuthority } from "../../src/core/ports.js";
+
+/** How a backend plugs into the suite. */
+export interface AuthorityInitializer<A extends RunStateAuthority = RunStateAuthority> {
+  /** Backend name shown in the test titles. */
+  name: string;
+  /** A fresh, empty authority for one test. */
+  create(): Promise<A>;
+  /** Releases one authority and whatever `create` made for it. Called even when the test closed it already. */
+  destroy(authority: A): Promise<void>;
+  beforeAll?(): Promise<void>;
+  afterAll?(): Promise<void>;
+  /** Known deviations: `"<method>: <test title>"` → reason. Each one skips exactly that test. */
+  deviations?: Record<string, string>;
+}
+
+const P = "project-a";
+const Q = "project-b";
+const KIND = "product";
+const OTHER_KIND = "checkpoint";
+const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
+
+/** Awaits a promise that must reject and returns the rejection reason; fails the test when it resolves. */
+async function rejectionOf(promise: Promise<unknown>): Promise<unknown> {
+  try {
+    await promise;
+  } catch (error) {
+    return error;
+  }
+  throw new Error("expected the call to be rejected, but it resolved");
+}
+
+/** Registers the conformance suite for one backend. Call it at the top level of a `*.test.ts` file. */
+export function runAuthorityConformance<A extends RunStateAuthority>(initializer: AuthorityInitializer<A>): void {
+  const deviations = initializer.deviations ?? {};
+  const registered = new Set<string>();
+  let current: A | undefined;
+
+  const authority = (): A => {
+    if (!current) throw new Error("no authority: create() has not run");
+    return current;
+  };
+
+  /** Registers one test under `method`, skipped only when a deviation names it. */
+  const test = (method: string, title: string, body: (a: A) => Promise<void>): void => {
+    const key = `${method}: ${title}`;
+    registered.add(key);
+    const reason = deviations[key];
+    if (reason !== undefined) {
+      it.skip(`${title} (deviation: ${reason})`, () => undefined);
+      return;
+    }
+    it(title, async () => {
+      await body(authority());
+    });
+  };
+
+  describe(`RunStateAuthority conformance: ${initializer.name}`, () => {
+    if (initializer.beforeAll) beforeAll(() => initializer.beforeAll?.());
+    if (initializer.afterAll) afterAll(() => initializer.afterAll?.());
+    beforeEach(async () => {
+      current = await initializer.create();
+    });
+    afterEach(async () => {
+      const done = current;
+      current = undefined;
+      if (done) await initializer.destroy(done);
+    });
+
+    describe("get", () => {
+      test("get", "returns null for a record that does not exist", async (a) => {
+        expect(await a.get(P, KIND, "missing")).toBeNull();
+      });
+
+      test("get", "returns the stored value deep-equal", async (a) => {
+        const value = { name: "build", tasks: [{ id: "t1", dependsOn: [] }], budget: { maxTotalTokens: 1000 } };
+        await a.put(P, KIND, "r1", value, null);
+        expect((await a.get(P, KIND, "r1"))?.value).toEqual(value);
+      });
+
+      test("get", "returns revision 1 for a new record", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect((await a.get(P, KIND, "r1"))?.revision).toBe(1);
+      });
+
+      test("get", "returns updatedAt as an ISO-8601 UTC timestamp", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect((await a.get(P, KIND, "r1"))?.updatedAt).toMatch(ISO_UTC);
+      });
+
+      test("get", "returns the latest value after an update", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        expect(await a.get(P, KIND, "r1")).toMatchObject({ value: { n: 2 }, revision: 2 });
+      });
+
+      test("get", "round-trips JSON edge values (falsy, nested, empty, numbers)", async (a) => {
+        const value = {
+          zero: 0,
+          no: false,
+          empty: "",
+          nothing: null,
+          list: [],
+          obj: {},
+          deep: { a: { b: { c: [1, [2, [3]]] } } },
+          negative: -1.5,
+          big: Number.MAX_SAFE_INTEGER,
+          tiny: 5e-324,
+        };
+        await a.put(P, KIND, "r1", value, null);
+        expect((await a.get(P, KIND, "r1"))?.value).toEqual(value);
+      });
+
+      test("get", "round-trips a 5 MB value", async (a) => {
+        const value = { blob: "x".repeat(5 * 1024 * 1024), items: Array.from({ length: 1000 }, (_, i) => ({ i, s: `é${i}😀` })) };
+        await a.put(P, KIND, "big", value, null);
+        expect((await a.get(P, KIND, "big"))?.value).toEqual(value);
+      });
+
+      test("get", "round-trips unicode in ids and values", async (a) => {
+        const id = "задача/任务/مهمة/😀/e\u0301";
+        const value = { text: "Grüße 你好 שלום 🚀 e\u0301 \u200d", emoji: "👩‍💻" };
+        await a.put(P, KIND, id, value, null);
+        expect((await a.get(P, KIND, id))?.value).toEqual(value);
+      });
+
+      test("get", "round-trips control characters and lone surrogates inside values", async (a) => {
+        const value = { control: "a\u0000b\u0001c\n\t\r", lone: "x\ud800y\udfffz", quote: "\"'\\" };
+        await a.put(P, KIND, "r1", value, null);
+        expect((await a.get(P, KIND, "r1"))?.value).toEqual(value);
+      });
+
+      test("get", "returns a copy: mutating it does not change the stored value", async (a) => {
+        await a.put(P, KIND, "r1", { list: [1, 2] }, null);
+        const first = await a.get(P, KIND, "r1");
+        (first?.value as { list: number[] }).list.push(3);
+        expect((await a.get(P, KIND, "r1"))?.value).toEqual({ list: [1, 2] });
+      });
+
+      test("get", "is not affected by mutating the object passed to put", async (a) => {
+        const value = { list: [1, 2] };
+        await a.put(P, KIND, "r1", value, null);
+        value.list.push(3);
+        expect((await a.get(P, KIND, "r1"))?.value).toEqual({ list: [1, 2] });
+      });
+
+      test("get", "is isolated between projects", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect(await a.get(Q, KIND, "r1")).toBeNull();
+      });
+
+      test("get", "is isolated between kinds", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect(await a.get(P, OTHER_KIND, "r1")).toBeNull();
+      });
+
+      test("get", "does not create the record it looked for", async (a) => {
+        await a.get(P, KIND, "missing");
+        expect(await a.list(P, KIND)).toEqual([]);
+      });
+
+      test("get", "rejects an empty id with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.get(P, KIND, ""))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("put", () => {
+      test("put", "creates a record at revision 1 with expectedRevision null", async (a) => {
+        expect(await a.put(P, KIND, "r1", { n: 1 }, null)).toEqual({ revision: 1 });
+      });
+
+      test("put", "increments the revision by one on each update", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        const second = await a.put(P, KIND, "r1", { n: 2 }, 1);
+        const third = await a.put(P, KIND, "r1", { n: 3 }, 2);
+        expect([second.revision, third.revision]).toEqual([2, 3]);
+      });
+
+      test("put", "rejects expectedRevision null on an existing record with AuthorityConflict", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect(await rejectionOf(a.put(P, KIND, "r1", { n: 2 }, null))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("put", "reports the current revision when expectedRevision null meets an existing record", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        const error = await rejectionOf(a.put(P, KIND, "r1", { n: 3 }, null));
+        expect((error as AuthorityConflict).details.revision).toBe(2);
+      });
+
+      test("put", "rejects a stale expectedRevision with AuthorityConflict", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        expect(await rejectionOf(a.put(P, KIND, "r1", { n: 3 }, 1))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("put", "reports the current revision when expectedRevision is stale", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        await a.put(P, KIND, "r1", { n: 3 }, 2);
+        const error = await rejectionOf(a.put(P, KIND, "r1", { n: 4 }, 1));
+        expect((error as AuthorityConflict).details.revision).toBe(3);
+      });
+
+      test("put", "rejects an expectedRevision ahead of the current one with AuthorityConflict", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect(await rejectionOf(a.put(P, KIND, "r1", { n: 2 }, 5))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("put", "rejects a numeric expectedRevision for a missing record with AuthorityConflict", async (a) => {
+        expect(await rejectionOf(a.put(P, KIND, "missing", { n: 1 }, 1))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("put", "does not create the record when a numeric expectedRevision meets a missing one", async (a) => {
+        await rejectionOf(a.put(P, KIND, "missing", { n: 1 }, 1));
+        expect(await a.get(P, KIND, "missing")).toBeNull();
+      });
+
+      test("put", "leaves the stored record unchanged after a conflict", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await rejectionOf(a.put(P, KIND, "r1", { n: 99 }, null));
+        expect(await a.get(P, KIND, "r1")).toMatchObject({ value: { n: 1 }, revision: 1 });
+      });
+
+      test("put", "lets exactly one of many racing writers with the same expectedRevision win", async (a) => {
+        await a.put(P, KIND, "r1", { writer: -1 }, null);
+        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)));
+        expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+      });
+
+      test("put", "rejects every losing racer with AuthorityConflict", async (a) => {
+        await a.put(P, KIND, "r1", { writer: -1 }, null);
+        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)));
+        const reasons = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
+        expect(reasons.every((reason) => reason instanceof AuthorityConflict)).toBe(true);
+      });
+
+      test("put", "stores the winner's value when racers collide", async (a) => {
+        await a.put(P, KIND, "r1", { writer: -1 }, null);
+        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)));
+        const winner = results.findIndex((r) => r.status === "fulfilled");
+        expect(await a.get(P, KIND, "r1")).toMatchObject({ value: { writer: winner }, revision: 2 });
+      });
+
+      test("put", "lets exactly one of many racing creators win", async (a) => {
+        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "new", { writer: i }, null)));
+        expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+      });
+
+      test("put", "recreates a deleted record at revision 1", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        await a.delete(P, KIND, "r1");
+        expect(await a.put(P, KIND, "r1", { n: 3 }, null)).toEqual({ revision: 1 });
+      });
+
+      test("put", "keeps the same id in two projects independent", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        expect(await a.put(Q, KIND, "r1", { n: 3 }, null)).toEqual({ revision: 1 });
+      });
+
+      test("put", "keeps the same id in two kinds independent", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, OTHER_KIND, "r1", { other: true }, null);
+        expect((await a.get(P, KIND, "r1"))?.value).toEqual({ n: 1 });
+      });
+
+      test("put", "treats ids that differ only by % or _ as distinct records", async (a) => {
+        await a.put(P, KIND, "a%c", { v: "percent" }, null);
+        await a.put(P, KIND, "a_c", { v: "underscore" }, null);
+        await a.put(P, KIND, "abc", { v: "plain" }, null);
+        const values = await Promise.all(["a%c", "a_c", "abc"].map(async (id) => (await a.get(P, KIND, id))?.value));
+        expect(values).toEqual([{ v: "percent" }, { v: "underscore" }, { v: "plain" }]);
+      });
+
+      test("put", "accepts an array as the value", async (a) => {
+        await a.put(P, KIND, "r1", [1, "two", { three: 3 }], null);
+        expect((await a.get(P, KIND, "r1"))?.value).toEqual([1, "two", { three: 3 }]);
+      });
+
+      test("put", "rejects expectedRevision 0 with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.put(P, KIND, "r1", { n: 1 }, 0))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("put", "rejects a non-integer expectedRevision with AuthorityFailure", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect(await rejectionOf(a.put(P, KIND, "r1", { n: 2 }, 1.5))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("put", "rejects a value that is not an object with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.put(P, KIND, "r1", "text" as unknown as object, null))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("put", "rejects an empty project id with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.put("", KIND, "r1", { n: 1 }, null))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("put", "rejects an id with a lone surrogate with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.put(P, KIND, "bad\ud800", { n: 1 }, null))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("delete", () => {
+      test("delete", "returns false for a record that does not exist", async (a) => {
+        expect(await a.delete(P, KIND, "missing")).toBe(false);
+      });
+
+      test("delete", "returns false for a missing record even with expectedRevision", async (a) => {
+        expect(await a.delete(P, KIND, "missing", 3)).toBe(false);
+      });
+
+      test("delete", "returns true when it removes a record", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect(await a.delete(P, KIND, "r1")).toBe(true);
+      });
+
+      test("delete", "removes the record so get returns null", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.delete(P, KIND, "r1");
+        expect(await a.get(P, KIND, "r1")).toBeNull();
+      });
+
+      test("delete", "removes the record when expectedRevision matches", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        expect(await a.delete(P, KIND, "r1", 2)).toBe(true);
+      });
+
+      test("delete", "rejects a stale expectedRevision with AuthorityConflict", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        expect(await rejectionOf(a.delete(P, KIND, "r1", 1))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("delete", "reports the current revision when expectedRevision is stale", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        const error = await rejectionOf(a.delete(P, KIND, "r1", 1));
+        expect((error as AuthorityConflict).details.revision).toBe(2);
+      });
+
+      test("delete", "keeps the record after a conflict", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        await rejectionOf(a.delete(P, KIND, "r1", 1));
+        expect(await a.get(P, KIND, "r1")).toMatchObject({ value: { n: 2 }, revision: 2 });
+      });
+
+      test("delete", "removes only the addressed record (same id in other kinds and projects stays)", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, OTHER_KIND, "r1", { n: 2 }, null);
+        await a.put(Q, KIND, "r1", { n: 3 }, null);
+        await a.delete(P, KIND, "r1");
+        const left = [await a.get(P, OTHER_KIND, "r1"), await a.get(Q, KIND, "r1")].map((r) => r?.value);
+        expect(left).toEqual([{ n: 2 }, { n: 3 }]);
+      });
+
+      test("delete", "does not touch an event stream with the same name", async (a) => {
+        await a.put(P, KIND, "s1", { n: 1 }, null);
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        await a.delete(P, KIND, "s1");
+        expect(await a.readEvents(P, "s1", 0)).toEqual([{ seq: 1, event: { e: 1 } }]);
+      });
+
+      test("delete", "lets exactly one of many racing deleters win", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        const results = await Promise.all(Array.from({ length: 10 }, () => a.delete(P, KIND, "r1", 1)));
+        expect(results.filter((deleted) => deleted)).toHaveLength(1);
+      });
+
+      test("delete", "rejects expectedRevision 0 with AuthorityFailure", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        expect(await rejectionOf(a.delete(P, KIND, "r1", 0))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("list", () => {
+      test("list", "returns an empty array when the kind has no records", async (a) => {
+        expect(await a.list(P, KIND)).toEqual([]);
+      });
+
+      test("list", "orders records by id whatever the insertion order", async (a) => {
+        for (const id of ["delta", "alpha", "charlie", "bravo"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND)).map((r) => r.id)).toEqual(["alpha", "bravo", "charlie", "delta"]);
+      });
+
+      test("list", "orders ids by Unicode code point (UTF-8 byte order)", async (a) => {
+        for (const id of ["😀", "b", "\uff21", "a-1", "é", "a", "A"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND)).map((r) => r.id)).toEqual(["A", "a", "a-1", "b", "é", "\uff21", "😀"]);
+      });
+
+      test("list", "returns each record's revision and updatedAt as get does", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r1", { n: 2 }, 1);
+        const stored = await a.get(P, KIND, "r1");
+        expect(await a.list(P, KIND)).toEqual([{ id: "r1", revision: 2, updatedAt: stored?.updatedAt }]);
+      });
+
+      test("list", "filters by id prefix", async (a) => {
+        for (const id of ["prd_1", "prd_2", "ckp_1", "pr"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND, "prd_")).map((r) => r.id)).toEqual(["prd_1", "prd_2"]);
+      });
+
+      test("list", "returns every record for an empty prefix", async (a) => {
+        for (const id of ["b", "a"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND, "")).map((r) => r.id)).toEqual(["a", "b"]);
+      });
+
+      test("list", "includes an id equal to the prefix", async (a) => {
+        for (const id of ["ab", "abc", "b"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND, "ab")).map((r) => r.id)).toEqual(["ab", "abc"]);
+      });
+
+      test("list", "treats % in the prefix literally", async (a) => {
+        for (const id of ["a%b", "a_b", "axb", "a%", "ab"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND, "a%")).map((r) => r.id)).toEqual(["a%", "a%b"]);
+      });
+
+      test("list", "treats _ in the prefix literally", async (a) => {
+        for (const id of ["a%b", "a_b", "axb", "a%", "ab"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND, "a_")).map((r) => r.id)).toEqual(["a_b"]);
+      });
+
+      test("list", "matches ids that continue the prefix with characters beyond U+FFFF", async (a) => {
+        for (const id of ["a😀", "a\uffff", "a", "b"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND, "a")).map((r) => r.id)).toEqual(["a", "a\uffff", "a😀"]);
+      });
+
+      test("list", "filters by a prefix that is itself beyond U+FFFF", async (a) => {
+        for (const id of ["😀1", "😀2", "😁1", "\uffff"]) await a.put(P, KIND, id, { id }, null);
+        expect((await a.list(P, KIND, "😀")).map((r) => r.id)).toEqual(["😀1", "😀2"]);
+      });
+
+      test("list", "is isolated between kinds", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, OTHER_KIND, "r2", { n: 2 }, null);
+        expect((await a.list(P, KIND)).map((r) => r.id)).toEqual(["r1"]);
+      });
+
+      test("list", "is isolated between projects", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(Q, KIND, "r2", { n: 2 }, null);
+        expect((await a.list(Q, KIND)).map((r) => r.id)).toEqual(["r2"]);
+      });
+
+      test("list", "omits deleted records", async (a) => {
+        for (const id of ["r1", "r2", "r3"]) await a.put(P, KIND, id, { id }, null);
+        await a.delete(P, KIND, "r2");
+        expect((await a.list(P, KIND)).map((r) => r.id)).toEqual(["r1", "r3"]);
+      });
+
+      test("list", "does not change any revision", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.list(P, KIND);
+        expect(await a.put(P, KIND, "r1", { n: 2 }, 1)).toEqual({ revision: 2 });
+      });
+
+      test("list", "rejects an empty kind with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.list(P, ""))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("appendEvents", () => {
+      test("appendEvents", "starts a new stream at expectedSeq 0 and returns the last sequence number", async (a) => {
+        expect(await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }], 0)).toEqual({ lastSeq: 3 });
+      });
+
+      test("appendEvents", "continues the numbering when expectedSeq is the last sequence number", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect(await a.appendEvents(P, "s1", [{ e: 3 }], 2)).toEqual({ lastSeq: 3 });
+      });
+
+      test("appendEvents", "rejects a stale expectedSeq with AuthorityConflict", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect(await rejectionOf(a.appendEvents(P, "s1", [{ e: 3 }], 1))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("appendEvents", "rejects an expectedSeq ahead of the stream with AuthorityConflict", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        expect(await rejectionOf(a.appendEvents(P, "s1", [{ e: 2 }], 5))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("appendEvents", "rejects expectedSeq 0 on an existing stream with AuthorityConflict", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        expect(await rejectionOf(a.appendEvents(P, "s1", [{ e: 2 }], 0))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("appendEvents", "rejects a nonzero expectedSeq on a new stream with AuthorityConflict", async (a) => {
+        expect(await rejectionOf(a.appendEvents(P, "s1", [{ e: 1 }], 1))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("appendEvents", "appends nothing when expectedSeq is wrong", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        await rejectionOf(a.appendEvents(P, "s1", [{ e: 2 }, { e: 3 }], 0));
+        expect(await a.readEvents(P, "s1", 0)).toEqual([{ seq: 1, event: { e: 1 } }]);
+      });
+
+      test("appendEvents", "with no events checks expectedSeq and returns it", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect(await a.appendEvents(P, "s1", [], 2)).toEqual({ lastSeq: 2 });
+      });
+
+      test("appendEvents", "with no events still rejects a wrong expectedSeq with AuthorityConflict", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        expect(await rejectionOf(a.appendEvents(P, "s1", [], 0))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("appendEvents", "lets exactly one of many racing appenders with the same expectedSeq win", async (a) => {
+        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.appendEvents(P, "s1", [{ writer: i }], 0)));
+        expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+      });
+
+      test("appendEvents", "keeps streams of one project independent", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect(await a.appendEvents(P, "s2", [{ e: 1 }], 0)).toEqual({ lastSeq: 1 });
+      });
+
+      test("appendEvents", "keeps the same stream name in two projects independent", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect(await a.appendEvents(Q, "s1", [{ e: 1 }], 0)).toEqual({ lastSeq: 1 });
+      });
+
+      test("appendEvents", "stores copies: mutating an appended event changes nothing", async (a) => {
+        const event = { list: [1] };
+        await a.appendEvents(P, "s1", [event], 0);
+        event.list.push(2);
+        expect(await a.readEvents(P, "s1", 0)).toEqual([{ seq: 1, event: { list: [1] } }]);
+      });
+
+      test("appendEvents", "rejects a negative expectedSeq with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.appendEvents(P, "s1", [{ e: 1 }], -1))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("appendEvents", "rejects an event that is not an object with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.appendEvents(P, "s1", [42 as unknown as object], 0))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("readEvents", () => {
+      test("readEvents", "returns an empty array for an unknown stream", async (a) => {
+        expect(await a.readEvents(P, "missing", 0)).toEqual([]);
+      });
+
+      test("readEvents", "returns every event oldest first with seq 1, 2, … after 0", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: "a" }, { e: "b" }], 0);
+        await a.appendEvents(P, "s1", [{ e: "c" }], 2);
+        expect(await a.readEvents(P, "s1", 0)).toEqual([
+          { seq: 1, event: { e: "a" } },
+          { seq: 2, event: { e: "b" } },
+          { seq: 3, event: { e: "c" } },
+        ]);
+      });
+
+      test("readEvents", "returns only events with seq greater than afterSeq", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }, { e: 4 }], 0);
+        expect((await a.readEvents(P, "s1", 2)).map((e) => e.seq)).toEqual([3, 4]);
+      });
+
+      test("readEvents", "returns an empty array when afterSeq is the last sequence number or beyond", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect([await a.readEvents(P, "s1", 2), await a.readEvents(P, "s1", 10)]).toEqual([[], []]);
+      });
+
+      test("readEvents", "is isolated between streams", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        await a.appendEvents(P, "s2", [{ e: 2 }], 0);
+        expect(await a.readEvents(P, "s2", 0)).toEqual([{ seq: 1, event: { e: 2 } }]);
+      });
+
+      test("readEvents", "is isolated between projects", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        expect(await a.readEvents(Q, "s1", 0)).toEqual([]);
+      });
+
+      test("readEvents", "round-trips unicode and large events", async (a) => {
+        const event = { text: "Grüße 你好 🚀 \ud800", blob: "y".repeat(1024 * 1024) };
+        await a.appendEvents(P, "s1", [event], 0);
+        expect(await a.readEvents(P, "s1", 0)).toEqual([{ seq: 1, event }]);
+      });
+
+      test("readEvents", "returns copies: mutating one does not change the stored event", async (a) => {
+        await a.appendEvents(P, "s1", [{ list: [1] }], 0);
+        const [first] = await a.readEvents(P, "s1", 0);
+        (first?.event as { list: number[] }).list.push(2);
+        expect(await a.readEvents(P, "s1", 0)).toEqual([{ seq: 1, event: { list: [1] } }]);
+      });
+
+      test("readEvents", "does not create the stream it looked for", async (a) => {
+        await a.readEvents(P, "s1", 0);
+        expect(await a.appendEvents(P, "s1", [{ e: 1 }], 0)).toEqual({ lastSeq: 1 });
+      });
+
+      test("readEvents", "rejects a negative afterSeq with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.readEvents(P, "s1", -1))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("listProjects", () => {
+      const listProjects = async (a: A): Promise<string[]> => {
+        if (!a.listProjects) throw new Error(`${initializer.name} does not implement listProjects (declare a deviation)`);
+        return a.listProjects();
+      };
+
+      test("listProjects", "returns an empty array for an empty authority", async (a) => {
+        expect(await listProjects(a)).toEqual([]);
+      });
+
+      test("listProjects", "returns every project with a record, sorted", async (a) => {
+        for (const project of ["zeta", "alpha", "mu"]) await a.put(project, KIND, "r1", { project }, null);
+        expect(await listProjects(a)).toEqual(["alpha", "mu", "zeta"]);
+      });
+
+      test("listProjects", "lists a project once however many records and kinds it holds", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(P, KIND, "r2", { n: 2 }, null);
+        await a.put(P, OTHER_KIND, "r1", { n: 3 }, null);
+        expect(await listProjects(a)).toEqual([P]);
+      });
+
+      test("listProjects", "omits a project whose records were all deleted", async (a) => {
+        await a.put(P, KIND, "r1", { n: 1 }, null);
+        await a.put(Q, KIND, "r1", { n: 1 }, null);
+        await a.delete(P, KIND, "r1");
+        expect(await listProjects(a)).toEqual([Q]);
+      });
+
+      test("listProjects", "does not count a project that only has events", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        expect(await listProjects(a)).toEqual([]);
+      });
+    });
+
+    describe("close", () => {
+      test("close", "makes later calls fail with AuthorityFailure", async (a) => {
+        await a.close();
+        expect(await rejectionOf(a.get(P, KIND, "r1"))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("close", "makes later writes fail with AuthorityFailure", async (a) => {
+        await a.close();
+        expect(await rejectionOf(a.put(P, KIND, "r1", { n: 1 }, null))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("close", "can be called twice", async (a) => {
+        await a.close();
+        await expect(a.close()).resolves.toBeUndefined();
+      });
+    });
+
+    it("declares deviations only for tests that exist", () => {
+      expect(Object.keys(deviations).filter((key) => !registered.has(key))).toEqual([]);
+    });
+  });
+}

@@ -1,0 +1,606 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { PassThrough } from "node:stream";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { ResponseError } from "vscode-jsonrpc/node";
+import { z } from "zod";
+import { AbsolutePath } from "../../protocol/common.js";
+import { InvalidParamsData } from "../../protocol/errors.js";
+import { defineMethod, defineNotification, type MethodSpec } from "../../protocol/method-spec.js";
+import type { Logger } from "../../src/core/ports.js";
+import { createFramedTransport } from "../../src/server/framing.js";
+import { createLogger } from "../../src/server/logger.js";
+import { RequestTimeoutError, RpcConnection, type ErrorMapper } from "../../src/server/rpc-connection.js";
+import { notFound } from "../../src/server/wire-errors.js";
+
+// ---------------------------------------------------------------------------------------------------------------
+// Test method table (the real one lives in protocol/methods.ts; the connection takes any table)
+
+const initialize = defineMethod({
+  method: "initialize",
+  extension: false,
+  params: z.looseObject({ protocolVersion: z.number().int() }),
+  result: z.object({ protocolVersion: z.number() }),
+  summary: "Handshake.",
+});
+const sessionNew = defineMethod({
+  method: "session/new",
+  extension: false,
+  params: z.object({ cwd: AbsolutePath, mcpServers: z.array(z.unknown()) }),
+  result: z.object({ sessionId: z.string() }),
+  summary: "Starts a session.",
+});
+const productPlan = defineMethod({
+  method: "product.plan",
+  extension: true,
+  params: z.object({ goal: z.string().min(1), cwd: AbsolutePath }),
+  result: z.object({ productId: z.string(), phase: z.literal("planning") }),
+  summary: "Starts a product.",
+});
+const wait = defineMethod({
+  method: "test.wait",
+  extension: true,
+  params: z.object({}),
+  result: z.object({ cancelled: z.boolean() }),
+  summary: "Waits until released or cancelled.",
+});
+const fast = defineMethod({
+  method: "test.fast",
+  extension: true,
+  params: z.object({}),
+  result: z.object({ fast: z.literal(true) }),
+  summary: "Answers at once.",
+});
+const fail = defineMethod({
+  method: "test.fail",
+  extension: true,
+  params: z.object({ kind: z.enum(["bug", "domain", "wire", "abort"]) }),
+  result: z.object({}),
+  summary: "Throws.",
+});
+const unhandled = defineMethod({
+  method: "test.unhandled",
+  extension: true,
+  params: z.object({}),
+  result: z.object({}),
+  summary: "Declared without a handler.",
+});
+const sessionCancel = defineNotification({
+  method: "session/cancel",
+  extension: false,
+  params: z.object({ sessionId: z.string() }),
+  summary: "Cancels a turn.",
+});
+const methods: readonly MethodSpec[] = [initialize, sessionNew, productPlan, wait, fast, fail, unhandled];
+
+class UnknownProduct extends Error {
+  constructor(readonly productId: string) {
+    super(`no product ${productId}`);
+  }
+}
+
+const mapError: ErrorMapper = (error) =>
+  error instanceof UnknownProduct ? notFound("product", error.productId) : undefined;
+
+// ---------------------------------------------------------------------------------------------------------------
+// Harness: a server connection over PassThrough pipes, and a raw client speaking NDJSON to it
+
+interface LogEntry {
+  level: string;
+  obj: object;
+  msg: string | undefined;
+}
+
+function memoryLogger(entries: LogEntry[]): Logger {
+  const at =
+    (level: string) =>
+    (obj: object, msg?: string): void => {
+      entries.push({ level, obj, msg });
+    };
+  const logger: Logger = {
+    debug: at("debug"),
+    info: at("info"),
+    warn: at("warn"),
+    error: at("error"),
+    child: () => logger,
+  };
+  return logger;
+}
+
+type Wire = {
+  id?: unknown;
+  method?: string;
+  params?: Record<string, unknown>;
+  result?: unknown;
+  error?: { code: number; message: string; data?: unknown };
+};
+
+interface Harness {
+  connection: RpcConnection;
+  input: PassThrough;
+  output: PassThrough;
+  logs: LogEntry[];
+  send(value: unknown): void;
+  next(): Promise<Wire>;
+  call(id: number, method: string, params?: object): Promise<Wire>;
+  cancelSeen: Set<number>;
+  released: { resolve: () => void };
+}
+
+const harnesses: Harness[] = [];
+
+afterEach(() => {
+  vi.useRealTimers();
+  for (const h of harnesses.splice(0)) h.connection.dispose();
+});
+
+function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
+  const input = new PassThrough();
+  const output = new PassThrough();
+  const logs: LogEntry[] = [];
+  const logger = options.logger ?? memoryLogger(logs);
+  const { reader, writer } = createFramedTransport(input, output, { logger });
+  const connection = new RpcConnection({ reader, writer, methods, logger, mapError });
+  const cancelSeen = new Set<number>();
+  let release: () => void = () => {};
+  const released = { resolve: () => release() };
+
+  if (options.register !== false) {
+    connection.handle(initialize, (params) =>
+      Promise.resolve({ protocolVersion: Math.min(params.protocolVersion, 1) }),
+    );
+    connection.handle(sessionNew, () => Promise.resolve({ sessionId: "ses_1" }));
+    connection.handle(productPlan, (params) =>
+      Promise.resolve({ productId: `prd_${params.goal}`, phase: "planning" as const }),
+    );
+    connection.handle(wait, (_params, ctx) => {
+      return new Promise((resolve) => {
+        release = () => resolve({ cancelled: false });
+        ctx.signal.addEventListener("abort", () => {
+          if (typeof ctx.requestId === "number") cancelSeen.add(ctx.requestId);
+          resolve({ cancelled: true });
+        });
+      });
+    });
+    connection.handle(fast, () => Promise.resolve({ fast: true as const }));
+    connection.handle(fail, (params, ctx) => {
+      if (params.kind === "bug") throw new Error("secret detail: /etc/passwd");
+      if (params.kind === "domain") throw new UnknownProduct("prd_x");
+      if (params.kind === "wire") throw new ResponseError(-32011, "Busy.", { productId: "prd_y" });
+      return new Promise((_resolve, reject) => {
+        ctx.signal.addEventListener("abort", () => reject(new Error("aborted")));
+      });
+    });
+  }
+  connection.listen();
+
+  const lines: string[] = [];
+  const waiters: (() => void)[] = [];
+  let buffer = "";
+  output.setEncoding("utf8");
+  output.on("data", (chunk: string) => {
+    buffer += chunk;
+    let end: number;
+    while ((end = buffer.indexOf("\n")) >= 0) {
+      lines.push(buffer.slice(0, end));
+      buffer = buffer.slice(end + 1);
+    }
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const next = async (): Promise<Wire> => {
+    while (lines.length === 0) await new Promise<void>((resolve) => waiters.push(resolve));
+    return JSON.parse(lines.shift()!) as Wire;
+  };
+  const send = (value: unknown) => {
+    input.write(typeof value === "string" ? value : `${JSON.stringify(value)}\n`);
+  };
+  const harness: Harness = {
+    connection,
+    input,
+    output,
+    logs,
+    send,
+    next,
+    call: async (id, method, params) => {
+      send({ jsonrpc: "2.0", id, method, ...(params === undefined ? {} : { params }) });
+      return next();
+    },
+    cancelSeen,
+    released,
+  };
+  harnesses.push(harness);
+  return harness;
+}
+
+async function initialized(options: { logger?: Logger } = {}): Promise<Harness> {
+  const h = start(options);
+  const reply = await h.call(0, "initialize", { protocolVersion: 1 });
+  expect(reply.result).toEqual({ protocolVersion: 1 });
+  return h;
+}
+
+async function settle(rounds = 5): Promise<void> {
+  for (let i = 0; i < rounds; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+describe("initialize gate", () => {
+  it("answers any request before initialize with -32600, known or unknown", async () => {
+    const h = start();
+    for (const [id, method] of [
+      [1, "session/new"],
+      [2, "product.plan"],
+      [3, "nope"],
+    ] as const) {
+      const reply = await h.call(id, method, {});
+      expect(reply).toEqual({
+        jsonrpc: "2.0",
+        id,
+        error: { code: -32600, message: "The server is not initialized; send initialize first." },
+      });
+    }
+    expect(h.connection.initialized).toBe(false);
+  });
+
+  it("ignores notifications before initialize", async () => {
+    const h = start();
+    const seen: string[] = [];
+    h.connection.handleNotification(sessionCancel, (params) => {
+      seen.push(params.sessionId);
+    });
+    h.send({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: "early" } });
+    await h.call(0, "initialize", { protocolVersion: 1 });
+    h.send({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: "late" } });
+    await h.call(1, "test.fast", {});
+    expect(seen).toEqual(["late"]);
+  });
+
+  it("serves other methods once initialize succeeded, and answers initialize again", async () => {
+    const h = await initialized();
+    expect((await h.call(1, "session/new", { cwd: "/w", mcpServers: [] })).result).toEqual({ sessionId: "ses_1" });
+    expect((await h.call(2, "initialize", { protocolVersion: 7 })).result).toEqual({ protocolVersion: 1 });
+  });
+
+  it("stays uninitialized when initialize fails validation", async () => {
+    const h = start();
+    expect((await h.call(1, "initialize", { protocolVersion: "x" })).error?.code).toBe(-32602);
+    expect((await h.call(2, "test.fast", {})).error?.code).toBe(-32600);
+  });
+});
+
+describe("method resolution", () => {
+  it("answers an unknown method with -32601 and data.method as spelled", async () => {
+    const h = await initialized();
+    const reply = await h.call(1, "product.nope", {});
+    expect(reply.error).toEqual({
+      code: -32601,
+      message: expect.stringMatching(/product\.nope/),
+      data: { method: "product.nope" },
+    });
+  });
+
+  it("serves an extension method under its bare name and with a leading underscore", async () => {
+    const h = await initialized();
+    const bare = await h.call(1, "product.plan", { goal: "g", cwd: "/w" });
+    const underscored = await h.call(2, "_product.plan", { goal: "g", cwd: "/w" });
+    expect(bare.result).toEqual({ productId: "prd_g", phase: "planning" });
+    expect(underscored.result).toEqual(bare.result);
+  });
+
+  it("does not serve an ACP method with a leading underscore", async () => {
+    const h = await initialized();
+    const reply = await h.call(1, "_session/new", { cwd: "/w", mcpServers: [] });
+    expect(reply.error).toMatchObject({ code: -32601, data: { method: "_session/new" } });
+  });
+
+  it("answers a declared method without a handler with -32601", async () => {
+    const h = await initialized();
+    expect((await h.call(1, "test.unhandled", {})).error).toMatchObject({
+      code: -32601,
+      data: { method: "test.unhandled" },
+    });
+  });
+
+  it("refuses a handler for a method that is not in the table, or a second handler", () => {
+    const h = start({ register: false });
+    expect(() => h.connection.handle("product.other", () => Promise.resolve({}))).toThrow(/not in the method table/);
+    h.connection.handle(fast, () => Promise.resolve({ fast: true as const }));
+    expect(() => h.connection.handle("test.fast", () => Promise.resolve({}))).toThrow(/already has a handler/);
+  });
+
+  it("ignores unknown notifications silently", async () => {
+    const h = await initialized();
+    h.send({ jsonrpc: "2.0", method: "product.unknownNote", params: {} });
+    h.send({ jsonrpc: "2.0", method: "_session/cancel", params: { sessionId: "s" } });
+    expect((await h.call(1, "test.fast", {})).id).toBe(1);
+  });
+});
+
+describe("params validation", () => {
+  it("answers params that fail the schema with -32602, a one-sentence message and data.issues", async () => {
+    const h = await initialized();
+    const reply = await h.call(1, "product.plan", { goal: "g", cwd: "relative/dir" });
+    expect(reply.error).toEqual({
+      code: -32602,
+      message: "Invalid params: cwd must be an absolute path.",
+      data: { issues: [{ path: ["cwd"], message: "must be an absolute path" }] },
+    });
+    expect(InvalidParamsData.safeParse(reply.error?.data).success).toBe(true);
+  });
+
+  it("validates missing params as {} and reports every issue", async () => {
+    const h = await initialized();
+    const reply = await h.call(1, "product.plan");
+    const data = InvalidParamsData.parse(reply.error?.data);
+    expect(reply.error?.code).toBe(-32602);
+    expect(data.issues.map((issue) => issue.path)).toEqual([["goal"], ["cwd"]]);
+    expect(reply.error?.message).toMatch(/^Invalid params: goal .*\(and 1 more problem\)\.$/);
+  });
+
+  it("answers by-position params with -32602", async () => {
+    const h = await initialized();
+    expect((await h.call(1, "product.plan", ["g", "/w"])).error?.code).toBe(-32602);
+  });
+});
+
+describe("errors thrown by handlers", () => {
+  it("answers an unexpected exception with a generic -32603 and logs the stack", async () => {
+    const h = await initialized();
+    const reply = await h.call(1, "test.fail", { kind: "bug" });
+    expect(reply.error).toEqual({
+      code: -32603,
+      message: "An internal error occurred; the details are in the server log.",
+    });
+    const entry = h.logs.find((e) => e.level === "error" && (e.obj as { method?: string }).method === "test.fail");
+    expect(((entry?.obj as { err?: Error }).err as Error).stack).toMatch(/secret detail/);
+  });
+
+  it("maps a domain error through mapError", async () => {
+    const h = await initialized();
+    const reply = await h.call(1, "test.fail", { kind: "domain" });
+    expect(reply.error).toMatchObject({ code: -32002, data: { kind: "product", id: "prd_x" } });
+  });
+
+  it("passes a ResponseError through unchanged", async () => {
+    const h = await initialized();
+    expect((await h.call(1, "test.fail", { kind: "wire" })).error).toEqual({
+      code: -32011,
+      message: "Busy.",
+      data: { productId: "prd_y" },
+    });
+  });
+});
+
+describe("concurrency and cancellation", () => {
+  it("answers a fast request while a slow one is still pending", async () => {
+    const h = await initialized();
+    h.send({ jsonrpc: "2.0", id: 1, method: "test.wait", params: {} });
+    h.send({ jsonrpc: "2.0", id: 2, method: "_test.fast", params: {} });
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 2, result: { fast: true } });
+    h.released.resolve();
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 1, result: { cancelled: false } });
+  });
+
+  it("aborts the handler's signal on vscode-jsonrpc $/cancelRequest", async () => {
+    const h = await initialized();
+    h.send({ jsonrpc: "2.0", id: 5, method: "test.wait", params: {} });
+    await settle();
+    h.send({ jsonrpc: "2.0", method: "$/cancelRequest", params: { id: 5 } });
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 5, result: { cancelled: true } });
+    expect([...h.cancelSeen]).toEqual([5]);
+  });
+
+  it("aborts the handler's signal on ACP $/cancel_request and answers -32800 when the handler rejects", async () => {
+    const h = await initialized();
+    h.send({ jsonrpc: "2.0", id: "r-6", method: "test.fail", params: { kind: "abort" } });
+    await settle();
+    h.send({ jsonrpc: "2.0", method: "$/cancel_request", params: { requestId: "r-6" } });
+    expect(await h.next()).toEqual({
+      jsonrpc: "2.0",
+      id: "r-6",
+      error: { code: -32800, message: "The request was cancelled." },
+    });
+  });
+
+  it("aborts running handlers on dispose", async () => {
+    const h = await initialized();
+    h.send({ jsonrpc: "2.0", id: 9, method: "test.wait", params: {} });
+    await settle();
+    h.connection.dispose();
+    expect([...h.cancelSeen]).toEqual([9]);
+  });
+});
+
+describe("robustness", () => {
+  it("keeps serving after malformed input of every kind", async () => {
+    const h = await initialized();
+    const bad = [
+      "{bad json\n",
+      "[]\n",
+      `[${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "test.fast" })}]\n`,
+      '{"foo":1}\n',
+      '{"jsonrpc":"1.0","id":2,"method":"test.fast"}\n',
+      '{"jsonrpc":"2.0","method":5}\n',
+    ];
+    const expected = [-32700, -32600, -32600, -32600, -32600, -32600];
+    for (const [i, text] of bad.entries()) {
+      h.send(text);
+      expect((await h.next()).error?.code).toBe(expected[i]);
+      expect((await h.call(100 + i, "test.fast", {})).result).toEqual({ fast: true });
+    }
+  });
+
+  it("routes vscode-jsonrpc's own log lines to the injected logger, not the console", async () => {
+    const spy = vi.spyOn(console, "error");
+    const h = await initialized();
+    h.send({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "client could not parse" } });
+    await h.call(1, "test.fast", {});
+    expect(h.logs.some((e) => e.level === "error" && (e.obj as { source?: string }).source === "vscode-jsonrpc")).toBe(
+      true,
+    );
+    expect(spy).not.toHaveBeenCalled();
+    spy.mockRestore();
+  });
+
+  it("speaks Content-Length framing to a client that uses it", async () => {
+    const h = start();
+    const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } });
+    h.input.write(`Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    let raw = "";
+    h.output.on("data", (chunk: string) => {
+      raw += chunk;
+    });
+    await vi.waitFor(() => expect(raw).toMatch(/\}$/));
+    const reply = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { protocolVersion: 1 } });
+    expect(raw).toBe(`Content-Length: ${Buffer.byteLength(reply)}\r\n\r\n${reply}`);
+  });
+
+  it("fires onClose when the input ends", async () => {
+    const h = await initialized();
+    const closed = new Promise<void>((resolve) => h.connection.onClose(resolve));
+    h.input.end();
+    await closed;
+    expect(h.connection.initialized).toBe(true);
+  });
+});
+
+describe("client notifications", () => {
+  it("dispatches a registered notification with validated params and drops invalid ones", async () => {
+    const h = await initialized();
+    const seen: string[] = [];
+    h.connection.handleNotification(sessionCancel, (params, ctx) => {
+      seen.push(`${ctx.method}:${params.sessionId}`);
+    });
+    h.send({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: "s1" } });
+    h.send({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: 42 } });
+    await h.call(1, "test.fast", {});
+    expect(seen).toEqual(["session/cancel:s1"]);
+    expect(h.logs.some((e) => e.level === "warn" && e.msg?.includes("invalid params"))).toBe(true);
+  });
+});
+
+describe("server → client traffic", () => {
+  it("sends notifications under the bare name, or with the prefix the client asked for", async () => {
+    const h = await initialized();
+    await h.connection.notify("product.taskStatus", { productId: "p", taskId: "t" });
+    expect(await h.next()).toEqual({
+      jsonrpc: "2.0",
+      method: "product.taskStatus",
+      params: { productId: "p", taskId: "t" },
+    });
+    h.connection.setNotificationPrefix("_");
+    for (const method of [
+      "product.taskStatus",
+      "x/goal.started",
+      "session/update",
+      "fs/read_text_file",
+      "$/progress",
+      "_already",
+    ]) {
+      await h.connection.notify(method, { n: 1 });
+    }
+    const sent: string[] = [];
+    for (let i = 0; i < 6; i++) sent.push((await h.next()).method!);
+    expect(sent).toEqual([
+      "_product.taskStatus",
+      "_x/goal.started",
+      "session/update",
+      "fs/read_text_file",
+      "$/progress",
+      "_already",
+    ]);
+  });
+
+  it("never throws from notify once the connection is disposed", async () => {
+    const h = await initialized();
+    h.connection.dispose();
+    await expect(h.connection.notify("product.taskStatus", {})).resolves.toBeUndefined();
+  });
+
+  it("round-trips a server → client request, prefixed when asked", async () => {
+    const h = await initialized();
+    h.connection.setNotificationPrefix("_");
+    const pending = h.connection.request(
+      "runState/get",
+      { projectId: "p", kind: "product", id: "x" },
+      { timeoutMs: 5000 },
+    );
+    const outbound = await h.next();
+    expect(outbound).toMatchObject({ method: "_runState/get", params: { projectId: "p", kind: "product", id: "x" } });
+    h.send({ jsonrpc: "2.0", id: outbound.id, result: { record: null } });
+    await expect(pending).resolves.toEqual({ record: null });
+
+    const permission = h.connection.request("session/request_permission", { sessionId: "s" });
+    const asked = await h.next();
+    expect(asked.method).toBe("session/request_permission");
+    h.send({ jsonrpc: "2.0", id: asked.id, error: { code: -32012, message: "Conflict.", data: { revision: 3 } } });
+    await expect(permission).rejects.toMatchObject({ code: -32012, data: { revision: 3 } });
+  });
+
+  it("rejects a request the client does not answer in time and tells the client to cancel it", async () => {
+    const h = await initialized();
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
+    const pending = h.connection.request("runState/put", { projectId: "p" }, { timeoutMs: 30_000 });
+    const rejection = expect(pending).rejects.toBeInstanceOf(RequestTimeoutError);
+    const outbound = await h.next();
+    vi.advanceTimersByTime(30_000);
+    await rejection;
+    const cancels = [await h.next(), await h.next()];
+    expect(cancels).toEqual(
+      expect.arrayContaining([
+        { jsonrpc: "2.0", method: "$/cancel_request", params: { requestId: outbound.id } },
+        { jsonrpc: "2.0", method: "$/cancelRequest", params: { id: outbound.id } },
+      ]),
+    );
+  });
+
+  it("rejects with the signal's reason when aborted, and at once when already aborted", async () => {
+    const h = await initialized();
+    const controller = new AbortController();
+    const pending = h.connection.request(
+      "session/request_permission",
+      { sessionId: "s" },
+      { signal: controller.signal },
+    );
+    await h.next();
+    controller.abort(new Error("turn cancelled"));
+    await expect(pending).rejects.toThrow("turn cancelled");
+    await expect(h.connection.request("x", {}, { signal: AbortSignal.abort(new Error("already")) })).rejects.toThrow(
+      "already",
+    );
+  });
+
+  it("flush resolves once everything written was accepted", async () => {
+    const h = await initialized();
+    void h.connection.notify("product.budgetUpdate", { productId: "p" });
+    await h.connection.flush();
+    expect((await h.next()).method).toBe("product.budgetUpdate");
+  });
+});
+
+describe("createLogger", () => {
+  it("writes JSON lines to the given file (never stdout), including vscode-jsonrpc's own lines", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "rpc-log-"));
+    try {
+      const file = join(dir, "nested", "server.log");
+      const stdout = vi.spyOn(process.stdout, "write");
+      const logger = createLogger({ level: "debug", file });
+      const h = await initialized({ logger });
+      h.send({ jsonrpc: "2.0", id: null, error: { code: -32700, message: "client could not parse" } });
+      await h.call(1, "test.fail", { kind: "bug" });
+      logger.flush();
+      const entries = readFileSync(file, "utf8")
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as { level: number; msg: string; source?: string; err?: { stack: string } });
+      expect(entries.some((e) => e.source === "vscode-jsonrpc" && e.level === 50)).toBe(true);
+      expect(entries.find((e) => e.err !== undefined)?.err?.stack).toMatch(/secret detail/);
+      expect(stdout).not.toHaveBeenCalled();
+      stdout.mockRestore();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
