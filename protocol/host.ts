@@ -81,6 +81,9 @@ export const RunStateReadEventsParams = z.strictObject({ projectId: Id, stream: 
 export type RunStateReadEventsParams = z.infer<typeof RunStateReadEventsParams>;
 
 /** `seq` is 1-based within the stream. */
-export const StoredEventWire = z.object({ seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER), event: z.unknown() });
+export const StoredEventWire = z.object({
+  seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  event: z.unknown(),
+});
 export const RunStateReadEventsResult = z.object({ events: z.array(StoredEventWire) });
 export type RunStateReadEventsResult = z.infer<typeof RunStateReadEventsResult>;

@@ -439,7 +439,9 @@ export type ProductMethodName = (typeof productMethods)[number]["method"];
 /** Parsed params a handler of `M` receives. */
 export type ParamsOf<M extends ServerMethodName> = z.output<Extract<ServerMethod, { readonly method: M }>["params"]>;
 /** Params of `M` as a client writes them (before defaults and transforms). */
-export type ParamsInputOf<M extends ServerMethodName> = z.input<Extract<ServerMethod, { readonly method: M }>["params"]>;
+export type ParamsInputOf<M extends ServerMethodName> = z.input<
+  Extract<ServerMethod, { readonly method: M }>["params"]
+>;
 /** The result a handler of `M` returns. */
 export type ResultOf<M extends ServerMethodName> = z.output<Extract<ServerMethod, { readonly method: M }>["result"]>;
 
@@ -511,33 +513,77 @@ export interface NamedSchema {
 
 /** Shared shapes referenced by name from the method definitions, in reference order. */
 export const namedSchemas: readonly NamedSchema[] = [
-  { id: "AbsolutePath", schema: AbsolutePath, description: "An absolute filesystem path (POSIX, drive or UNC); a relative one is -32602." },
+  {
+    id: "AbsolutePath",
+    schema: AbsolutePath,
+    description: "An absolute filesystem path (POSIX, drive or UNC); a relative one is -32602.",
+  },
   { id: "Id", schema: Id, description: "An identifier: 1-200 characters, no control characters." },
   { id: "Timestamp", schema: Timestamp, description: "An ISO-8601 UTC timestamp string." },
   { id: "Count", schema: Count, description: "A non-negative integer." },
   { id: "Phase", schema: Phase, description: "The phase of a product." },
   { id: "TaskStatus", schema: TaskStatus, description: "The status of a task." },
   { id: "Instance", schema: Instance, description: "One worker seat in a product." },
-  { id: "InstanceInput", schema: product.InstanceInput, description: "`Instance` as a client sends it; unknown keys are -32602." },
+  {
+    id: "InstanceInput",
+    schema: product.InstanceInput,
+    description: "`Instance` as a client sends it; unknown keys are -32602.",
+  },
   { id: "Task", schema: Task, description: "One DAG node." },
   { id: "TaskInput", schema: product.TaskInput, description: "`Task` as a client sends it; unknown keys are -32602." },
   { id: "TaskPatch", schema: TaskPatch, description: "The fields an `updateTask` mutation may change." },
-  { id: "Budget", schema: Budget, description: "Token and wall-time limits (tokens: integers; durations: milliseconds)." },
-  { id: "BudgetInput", schema: product.BudgetInput, description: "`Budget` as a client sends it; unknown keys are -32602." },
+  {
+    id: "Budget",
+    schema: Budget,
+    description: "Token and wall-time limits (tokens: integers; durations: milliseconds).",
+  },
+  {
+    id: "BudgetInput",
+    schema: product.BudgetInput,
+    description: "`Budget` as a client sends it; unknown keys are -32602.",
+  },
   { id: "Plan", schema: Plan, description: "A plan: the team (instances) and the DAG (tasks)." },
   { id: "TaskState", schema: TaskState, description: "A task with its run state." },
   { id: "Mutation", schema: Mutation, description: "One change to the DAG, discriminated by `op`." },
-  { id: "MutationInput", schema: product.MutationInput, description: "`Mutation` as a client sends it; unknown keys are -32602." },
+  {
+    id: "MutationInput",
+    schema: product.MutationInput,
+    description: "`Mutation` as a client sends it; unknown keys are -32602.",
+  },
   { id: "Recovery", schema: Recovery, description: "How to recover a paused or failed run, in plain words." },
   { id: "Progress", schema: Progress, description: "Task counts by state." },
   { id: "BudgetStatus", schema: BudgetStatus, description: "Budget use so far and the limits in force." },
-  { id: "ContentBlock", schema: acp.ContentBlock, description: "ACP content: text, image, audio, resource_link or resource." },
+  {
+    id: "ContentBlock",
+    schema: acp.ContentBlock,
+    description: "ACP content: text, image, audio, resource_link or resource.",
+  },
   { id: "McpServer", schema: acp.McpServer, description: "ACP MCP server configuration (stdio has no `type`)." },
-  { id: "ClientCapabilities", schema: acp.ClientCapabilities, description: "ACP client capabilities, with this server's `_meta[\"acp-orchestrator\"]` flags." },
+  {
+    id: "ClientCapabilities",
+    schema: acp.ClientCapabilities,
+    description: 'ACP client capabilities, with this server\'s `_meta["acp-orchestrator"]` flags.',
+  },
   { id: "SessionInfo", schema: acp.SessionInfo, description: "ACP session summary." },
   { id: "StopReason", schema: acp.StopReason, description: "Why an ACP prompt turn ended." },
-  { id: "SessionUpdate", schema: acp.SessionUpdate, description: "ACP session update, discriminated by `sessionUpdate`." },
-  { id: "ToolCallContent", schema: acp.ToolCallContent, description: "ACP tool call content, discriminated by `type`." },
-  { id: "ToolCallUpdate", schema: acp.ToolCallUpdate, description: "ACP tool call fields; only `toolCallId` is required." },
-  { id: "PermissionOption", schema: acp.PermissionOption, description: "One answer offered by `session/request_permission`." },
+  {
+    id: "SessionUpdate",
+    schema: acp.SessionUpdate,
+    description: "ACP session update, discriminated by `sessionUpdate`.",
+  },
+  {
+    id: "ToolCallContent",
+    schema: acp.ToolCallContent,
+    description: "ACP tool call content, discriminated by `type`.",
+  },
+  {
+    id: "ToolCallUpdate",
+    schema: acp.ToolCallUpdate,
+    description: "ACP tool call fields; only `toolCallId` is required.",
+  },
+  {
+    id: "PermissionOption",
+    schema: acp.PermissionOption,
+    description: "One answer offered by `session/request_permission`.",
+  },
 ];

@@ -65,11 +65,11 @@ export const MutationInput = z.discriminatedUnion("op", [
 ]);
 export type MutationInput = z.infer<typeof MutationInput>;
 
-/** A non-empty text that is not only whitespace. */
+/** A non-empty text that is not only whitespace; an empty one reports one issue, not two. */
 const Text = (max: number) =>
   z
     .string()
-    .min(1)
+    .min(1, { abort: true })
     .max(max)
     .refine((s) => s.trim().length > 0, { message: "must not be blank" });
 

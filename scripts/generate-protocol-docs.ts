@@ -329,7 +329,12 @@ function renderMethodsMd({ sections, defs }: Registered): string {
     out.push(`## ${section.title}`, "", `Direction: ${section.direction}.`, "");
     for (const entry of section.entries) {
       out.push(`### \`${entry.method}\``, "");
-      out.push(`Spelling${entry.extension ? "s" : ""}: ${spellings(entry).map((n) => `\`${n}\``).join(", ")}`, "");
+      out.push(
+        `Spelling${entry.extension ? "s" : ""}: ${spellings(entry)
+          .map((n) => `\`${n}\``)
+          .join(", ")}`,
+        "",
+      );
       out.push(entry.summary, "");
       const allowed = renderAllowedIn(entry);
       if (allowed !== undefined) out.push(allowed, "");
@@ -358,7 +363,10 @@ function renderMethodsMd({ sections, defs }: Registered): string {
     out.push(`| ${entry.code} | ${entry.name} | ${cell(entry.when)} | ${dataText} |`);
   }
   out.push("");
-  return `${out.join("\n").replace(/\n{3,}/g, "\n\n").trimEnd()}\n`;
+  return `${out
+    .join("\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .trimEnd()}\n`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -112,7 +112,7 @@ async function serve(values: { config?: string; state?: string; "log-level"?: st
     },
     projectIdFor: (cwd) => defaultProjectId(cwd),
   });
-  logger.info({ statePath, pid: process.pid }, "acp-orchestrator serving on stdio");
+  logger.info({ statePath }, "acp-orchestrator serving on stdio");
   const stop = (signal: string) => {
     logger.info({ signal }, "stopping");
     void server.shutdown().finally(() => {

@@ -53,7 +53,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     new Promise((resolve) => waiters.push({ match, resolve }));
   const titles = new Map<string, string>();
 
-  const app = client({ name: "acp-orchestrator-demo" }).onNotification("*", ({ method, params }: { method: string; params: unknown }) => {
+  const app = client({ name: "acp-orchestrator-demo" }).onNotification("*", ({ method, params }) => {
     const p = (params ?? {}) as Params;
     if (method === "product.taskStatus") {
       const id = String(p.taskId);
@@ -70,7 +70,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
         w.resolve(p);
       }
     }
-  } as never);
+  });
 
   const stream = ndJsonStream(
     Writable.toWeb(child.stdin) as WritableStream<Uint8Array>,

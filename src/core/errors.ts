@@ -81,7 +81,8 @@ export function invalidPhase(
 ): DomainError<"invalid_phase"> {
   const subject = context.subject ?? "The product";
   const operation = context.operation ?? "this operation";
-  const where = allowed.length === 0 ? "never allowed here" : `allowed only while ${joinWords(allowed.map(humanise), "or")}`;
+  const where =
+    allowed.length === 0 ? "never allowed here" : `allowed only while ${joinWords(allowed.map(humanise), "or")}`;
   return new DomainError("invalid_phase", `${subject} is ${humanise(phase)}; ${operation} is ${where}.`, {
     phase,
     allowed: [...allowed],
@@ -101,7 +102,10 @@ export function busy(productId: string): DomainError<"busy"> {
  * A revision or lease held by someone else (DESIGN.md guarantee 6). `subject` names the record ("Product prd_x";
  * default "The record"). The message says to reload rather than retry blindly.
  */
-export function conflict(details: { owner?: string; revision?: number }, subject = "The record"): DomainError<"conflict"> {
+export function conflict(
+  details: { owner?: string; revision?: number },
+  subject = "The record",
+): DomainError<"conflict"> {
   const clean: { owner?: string; revision?: number } = {};
   if (details.owner !== undefined) clean.owner = details.owner;
   if (details.revision !== undefined) clean.revision = details.revision;

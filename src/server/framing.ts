@@ -11,6 +11,7 @@ import type { Writable } from "node:stream";
 import { AbstractMessageReader, AbstractMessageWriter, ErrorCodes } from "vscode-jsonrpc/node";
 import type { DataCallback, Disposable, Message, MessageWriter, ResponseMessage } from "vscode-jsonrpc/node";
 import type { Logger } from "../core/ports.js";
+import { INTERNAL_ERROR_MESSAGE } from "./wire-errors.js";
 
 /** The two framings of PROTOCOL.md section 1. */
 export type Framing = "ndjson" | "content-length";
@@ -549,7 +550,7 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
           id,
           error: {
             code: ErrorCodes.InternalError,
-            message: "An internal error occurred; the details are in the server log.",
+            message: INTERNAL_ERROR_MESSAGE,
           },
         } as ResponseMessage);
       }

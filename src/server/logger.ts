@@ -15,7 +15,7 @@ export interface LoggerOptions {
   level: LogLevel;
   /** Absolute or relative path of a log file (appended to, parent directories created). Default: stderr. */
   file?: string;
-  /** Static fields added to every line, e.g. `{pid}`. */
+  /** Static fields added to every line. Default: `{pid}`. */
   base?: Record<string, unknown>;
 }
 
@@ -41,7 +41,7 @@ export function createLogger(options: LoggerOptions): ServerLogger {
   return pino(
     {
       level: options.level,
-      base: options.base ?? null,
+      base: options.base ?? { pid: process.pid },
       serializers: { err: pino.stdSerializers.err },
     },
     destination,

@@ -10,6 +10,7 @@
  */
 import {
   CancellationTokenSource,
+  Message,
   ParameterStructures,
   ResponseError,
   createMessageConnection,
@@ -36,7 +37,7 @@ import {
 
 /** What a request handler gets besides its validated params. */
 export interface RequestContext {
-  /** Aborted by `$/cancelRequest`, ACP `$/cancel_request {requestId}`, or `RpcConnection.dispose()`. */
+  /** Aborted by `$/cancelRequest`, ACP `$/cancel_request {requestId}`, `abortInFlight()` or `dispose()`. */
   readonly signal: AbortSignal;
   /** The bare method name (`product.plan`), whichever spelling the client used. */
   readonly method: string;
@@ -94,6 +95,14 @@ export class RequestTimeoutError extends Error {
   }
 }
 
+/** The input ended (or the connection was disposed) before the client answered a server → client request. */
+export class ConnectionClosedError extends Error {
+  override readonly name = "ConnectionClosedError";
+  constructor(readonly method: string) {
+    super(`The connection closed before the client answered ${method}.`);
+  }
+}
+
 /** Method-name prefixes of standard ACP traffic, which never carries the extension prefix (PROTOCOL.md section 2). */
 const STANDARD_PREFIXES = ["session/", "fs/", "terminal/", "elicitation/", "$/"] as const;
 
@@ -107,6 +116,9 @@ const INITIALIZE = "initialize";
  * A JSON-RPC connection that serves a method table (PROTOCOL.md sections 1-3) over any vscode-jsonrpc reader/writer.
  *
  * Lifecycle: construct, `handle(...)` every method, `listen()`, later `dispose()`. Requests are served concurrently.
+ * Shutdown when the input ends (`onClose`): stop the product layer, `abortInFlight()`, `await idle()` (every request
+ * received is answered), `await flush()`, exit. After the input ended, requests already received are still answered,
+ * notifications are dropped and server → client requests reject with `ConnectionClosedError`.
  * Until `initialize` succeeded, every other request is answered `-32600` and client notifications are ignored.
  * Unknown requests get `-32601 {method}`, unknown notifications are ignored silently, params that fail their schema
  * get `-32602 {issues}`. Does NOT validate results, and does NOT abort running handlers when the input ends
@@ -127,6 +139,11 @@ export class RpcConnection {
   /** Running inbound requests by id, for ACP `$/cancel_request` and `dispose()`. */
   private readonly active = new Map<string | number, AbortController>();
   private readonly anonymous = new Set<AbortController>();
+  /** Inbound requests received (even if still queued in vscode-jsonrpc) and not yet answered, by id key. */
+  private readonly unanswered = new Map<string, number>();
+  private idleWaiters: (() => void)[] = [];
+  /** Rejecters of outbound requests awaiting an answer, for when the input ends. */
+  private readonly outbound = new Set<() => void>();
   private prefix: "" | "_" = "";
   private initializedFlag = false;
   private disposed = false;
@@ -163,8 +180,14 @@ export class RpcConnection {
         cleanup: () => {},
       },
     };
-    this.connection = createMessageConnection(options.reader, options.writer, jsonRpcLogger(options.logger), {
-      cancellationStrategy,
+    this.connection = createMessageConnection(
+      this.countingReader(options.reader),
+      this.countingWriter(options.writer),
+      jsonRpcLogger(options.logger),
+      { cancellationStrategy },
+    );
+    this.connection.onClose(() => {
+      for (const close of [...this.outbound]) close();
     });
     this.connection.onRequest((method, params, token) => this.dispatchRequest(method, params, token));
     this.connection.onNotification((method, params) => this.dispatchNotification(method, params));
@@ -256,12 +279,15 @@ export class RpcConnection {
         settled = true;
         if (timer !== undefined) clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
+        this.outbound.delete(onClosed);
         action();
       };
       const onAbort = () => {
         source.cancel();
         settle(() => reject(abortReason(signal!)));
       };
+      const onClosed = () => settle(() => reject(new ConnectionClosedError(wire)));
+      this.outbound.add(onClosed);
       if (timeoutMs !== undefined) {
         timer = setTimeout(() => {
           source.cancel();
@@ -286,6 +312,23 @@ export class RpcConnection {
     });
   }
 
+  /**
+   * Aborts the signal of every running request handler, without closing anything: their answers are still written.
+   * Used at shutdown so long requests (`session/prompt`) answer promptly.
+   */
+  abortInFlight(): void {
+    for (const controller of [...this.active.values(), ...this.anonymous]) controller.abort();
+  }
+
+  /**
+   * Resolves when every request received so far (including ones still queued for dispatch) has been answered and
+   * its response accepted by the writer. Does NOT wait for outbound requests. Resolves at once after `dispose()`.
+   */
+  idle(): Promise<void> {
+    if (this.unanswered.size === 0 || this.disposed) return Promise.resolve();
+    return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
   /** Registers `callback` for when the input ends or the output closes. Returns a disposable that unregisters it. */
   onClose(callback: () => void): Disposable {
     return this.connection.onClose(callback);
@@ -308,10 +351,13 @@ export class RpcConnection {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    for (const controller of [...this.active.values(), ...this.anonymous]) controller.abort();
+    this.abortInFlight();
     this.active.clear();
     this.anonymous.clear();
     this.connection.dispose();
+    for (const close of [...this.outbound]) close();
+    this.unanswered.clear();
+    for (const wake of this.idleWaiters.splice(0)) wake();
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -325,7 +371,14 @@ export class RpcConnection {
       this.logger.warn({ method: spec.method }, "A declared method has no handler; answered -32601");
       return methodNotFound(wireMethod);
     }
-    const parsed = spec.params.safeParse(params ?? {});
+    let parsed: ReturnType<typeof spec.params.safeParse>;
+    try {
+      parsed = spec.params.safeParse(params ?? {});
+    } catch (error) {
+      // e.g. an async refinement in a schema: a bug of the table, never the client's fault.
+      this.logger.error({ err: error, method: spec.method }, "Params schema threw; answered -32603");
+      return internalError();
+    }
     if (!parsed.success) return invalidParams(zodIssuesToWire(parsed.error));
 
     const requestId = this.tokenRequestIds.get(token);
@@ -402,6 +455,61 @@ export class RpcConnection {
     return internalError();
   }
 
+  /** Wraps the reader to count inbound requests as they arrive (before vscode-jsonrpc queues them). */
+  private countingReader(inner: MessageReader): MessageReader {
+    return {
+      get onError() {
+        return inner.onError;
+      },
+      get onClose() {
+        return inner.onClose;
+      },
+      get onPartialMessage() {
+        return inner.onPartialMessage;
+      },
+      listen: (callback) =>
+        inner.listen((message) => {
+          if (Message.isRequest(message)) {
+            const key = idKey(message.id);
+            this.unanswered.set(key, (this.unanswered.get(key) ?? 0) + 1);
+          }
+          callback(message);
+        }),
+      dispose: () => inner.dispose(),
+    };
+  }
+
+  /** Wraps the writer to see each response accepted, for `idle()`. */
+  private countingWriter(inner: MessageWriter): MessageWriter {
+    return {
+      get onError() {
+        return inner.onError;
+      },
+      get onClose() {
+        return inner.onClose;
+      },
+      write: (message) => {
+        const written = inner.write(message);
+        if (Message.isResponse(message) && message.id !== null) {
+          const key = idKey(message.id);
+          const settled = () => this.answered(key);
+          written.then(settled, settled);
+        }
+        return written;
+      },
+      end: () => inner.end(),
+      dispose: () => inner.dispose(),
+    };
+  }
+
+  private answered(key: string): void {
+    const count = this.unanswered.get(key);
+    if (count === undefined) return;
+    if (count > 1) this.unanswered.set(key, count - 1);
+    else this.unanswered.delete(key);
+    if (this.unanswered.size === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+  }
+
   private outboundName(method: string): string {
     if (this.prefix === "" || method.startsWith("_")) return method;
     return STANDARD_PREFIXES.some((prefix) => method.startsWith(prefix)) ? method : `_${method}`;
@@ -411,6 +519,11 @@ export class RpcConnection {
 /** The wire spellings of a spec: the bare name, plus `_name` for an extension (PROTOCOL.md section 2). */
 function wireNames(spec: { method: string; extension: boolean }): string[] {
   return spec.extension ? [spec.method, `_${spec.method}`] : [spec.method];
+}
+
+/** A map key that keeps the string id "1" apart from the number id 1. */
+function idKey(id: string | number | null): string {
+  return `${typeof id}:${String(id)}`;
 }
 
 function abortReason(signal: AbortSignal): unknown {

@@ -214,6 +214,9 @@ export class OrchestratorServer {
       this.sessions.shutdown();
       await this.products.shutdown();
       await this.options.workers.shutdown();
+      // Requests that arrived before stdin closed are still answered (e.g. `initialize` piped then EOF).
+      this.connection.abortInFlight();
+      await this.connection.idle();
       await this.connection.flush().catch(() => undefined);
       this.connection.dispose();
     })();

@@ -136,7 +136,10 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
       });
 
       test("get", "round-trips a 5 MB value", async (a) => {
-        const value = { blob: "x".repeat(5 * 1024 * 1024), items: Array.from({ length: 1000 }, (_, i) => ({ i, s: `é${i}😀` })) };
+        const value = {
+          blob: "x".repeat(5 * 1024 * 1024),
+          items: Array.from({ length: 1000 }, (_, i) => ({ i, s: `é${i}😀` })),
+        };
         await a.put(P, KIND, "big", value, null);
         expect((await a.get(P, KIND, "big"))?.value).toEqual(value);
       });
@@ -248,26 +251,34 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
 
       test("put", "lets exactly one of many racing writers with the same expectedRevision win", async (a) => {
         await a.put(P, KIND, "r1", { writer: -1 }, null);
-        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)));
+        const results = await Promise.allSettled(
+          Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)),
+        );
         expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
       });
 
       test("put", "rejects every losing racer with AuthorityConflict", async (a) => {
         await a.put(P, KIND, "r1", { writer: -1 }, null);
-        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)));
+        const results = await Promise.allSettled(
+          Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)),
+        );
         const reasons = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
         expect(reasons.every((reason) => reason instanceof AuthorityConflict)).toBe(true);
       });
 
       test("put", "stores the winner's value when racers collide", async (a) => {
         await a.put(P, KIND, "r1", { writer: -1 }, null);
-        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)));
+        const results = await Promise.allSettled(
+          Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "r1", { writer: i }, 1)),
+        );
         const winner = results.findIndex((r) => r.status === "fulfilled");
         expect(await a.get(P, KIND, "r1")).toMatchObject({ value: { writer: winner }, revision: 2 });
       });
 
       test("put", "lets exactly one of many racing creators win", async (a) => {
-        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "new", { writer: i }, null)));
+        const results = await Promise.allSettled(
+          Array.from({ length: 25 }, (_, i) => a.put(P, KIND, "new", { writer: i }, null)),
+        );
         expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
       });
 
@@ -313,7 +324,9 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
       });
 
       test("put", "rejects a value that is not an object with AuthorityFailure", async (a) => {
-        expect(await rejectionOf(a.put(P, KIND, "r1", "text" as unknown as object, null))).toBeInstanceOf(AuthorityFailure);
+        expect(await rejectionOf(a.put(P, KIND, "r1", "text" as unknown as object, null))).toBeInstanceOf(
+          AuthorityFailure,
+        );
       });
 
       test("put", "rejects an empty project id with AuthorityFailure", async (a) => {
@@ -531,7 +544,9 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
       });
 
       test("appendEvents", "lets exactly one of many racing appenders with the same expectedSeq win", async (a) => {
-        const results = await Promise.allSettled(Array.from({ length: 25 }, (_, i) => a.appendEvents(P, "s1", [{ writer: i }], 0)));
+        const results = await Promise.allSettled(
+          Array.from({ length: 25 }, (_, i) => a.appendEvents(P, "s1", [{ writer: i }], 0)),
+        );
         expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
       });
 
@@ -557,7 +572,9 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
       });
 
       test("appendEvents", "rejects an event that is not an object with AuthorityFailure", async (a) => {
-        expect(await rejectionOf(a.appendEvents(P, "s1", [42 as unknown as object], 0))).toBeInstanceOf(AuthorityFailure);
+        expect(await rejectionOf(a.appendEvents(P, "s1", [42 as unknown as object], 0))).toBeInstanceOf(
+          AuthorityFailure,
+        );
       });
     });
 
@@ -622,7 +639,8 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
 
     describe("listProjects", () => {
       const listProjects = async (a: A): Promise<string[]> => {
-        if (!a.listProjects) throw new Error(`${initializer.name} does not implement listProjects (declare a deviation)`);
+        if (!a.listProjects)
+          throw new Error(`${initializer.name} does not implement listProjects (declare a deviation)`);
         return a.listProjects();
       };
 

@@ -1,4 +1,8 @@
 import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority.js";
 import { runAuthorityConformance } from "./conformance.js";
 
-runAuthorityConformance({ name: "memory", create: async () => new MemoryAuthority(), destroy: (authority) => authority.close() });
+runAuthorityConformance({
+  name: "memory",
+  create: async () => new MemoryAuthority(),
+  destroy: (authority) => authority.close(),
+});

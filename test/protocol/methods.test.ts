@@ -91,7 +91,15 @@ const ALLOWED_IN: Record<string, readonly Phase[] | undefined> = {
   "product.resume": ["paused", "executing"],
   "product.cancel": ["planning", "awaiting_confirmation", "executing", "paused"],
   "product.checkpoint": ["executing", "paused", "completed", "failed"],
-  "product.checkpoints": ["planning", "awaiting_confirmation", "executing", "paused", "completed", "failed", "cancelled"],
+  "product.checkpoints": [
+    "planning",
+    "awaiting_confirmation",
+    "executing",
+    "paused",
+    "completed",
+    "failed",
+    "cancelled",
+  ],
   "product.rollback": ["executing", "paused", "completed", "failed"],
   "product.replayTask": ["executing", "paused", "completed", "failed"],
   "product.mutate": ["awaiting_confirmation", "executing", "paused"],
@@ -129,7 +137,13 @@ describe("method table", () => {
   });
 
   it("gives every entry a one-sentence-or-more summary", () => {
-    const all = [...serverMethods, ...clientNotifications, ...acpServerNotifications, ...productNotifications, ...hostRequests];
+    const all = [
+      ...serverMethods,
+      ...clientNotifications,
+      ...acpServerNotifications,
+      ...productNotifications,
+      ...hostRequests,
+    ];
     expect(all.filter((m) => m.summary.trim().length < 10).map((m) => m.method)).toEqual([]);
   });
 

@@ -11,7 +11,12 @@ import { defineMethod, defineNotification, type MethodSpec } from "../../protoco
 import type { Logger } from "../../src/core/ports.js";
 import { createFramedTransport } from "../../src/server/framing.js";
 import { createLogger } from "../../src/server/logger.js";
-import { RequestTimeoutError, RpcConnection, type ErrorMapper } from "../../src/server/rpc-connection.js";
+import {
+  ConnectionClosedError,
+  RequestTimeoutError,
+  RpcConnection,
+  type ErrorMapper,
+} from "../../src/server/rpc-connection.js";
 import { notFound } from "../../src/server/wire-errors.js";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -66,13 +71,20 @@ const unhandled = defineMethod({
   result: z.object({}),
   summary: "Declared without a handler.",
 });
+const asyncSchema = defineMethod({
+  method: "test.asyncSchema",
+  extension: true,
+  params: z.object({}).refine(async () => Promise.resolve(true)),
+  result: z.object({}),
+  summary: "A table bug: a schema that cannot be parsed synchronously.",
+});
 const sessionCancel = defineNotification({
   method: "session/cancel",
   extension: false,
   params: z.object({ sessionId: z.string() }),
   summary: "Cancels a turn.",
 });
-const methods: readonly MethodSpec[] = [initialize, sessionNew, productPlan, wait, fast, fail, unhandled];
+const methods: readonly MethodSpec[] = [initialize, sessionNew, productPlan, wait, fast, fail, unhandled, asyncSchema];
 
 class UnknownProduct extends Error {
   constructor(readonly productId: string) {
@@ -164,6 +176,7 @@ function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
       });
     });
     connection.handle(fast, () => Promise.resolve({ fast: true as const }));
+    connection.handle(asyncSchema, () => Promise.resolve({}));
     connection.handle(fail, (params, ctx) => {
       if (params.kind === "bug") throw new Error("secret detail: /etc/passwd");
       if (params.kind === "domain") throw new UnknownProduct("prd_x");
@@ -363,6 +376,12 @@ describe("errors thrown by handlers", () => {
     expect(reply.error).toMatchObject({ code: -32002, data: { kind: "product", id: "prd_x" } });
   });
 
+  it("answers -32603 when a params schema itself throws (a bug of the table), and logs it", async () => {
+    const h = await initialized();
+    expect((await h.call(1, "test.asyncSchema", {})).error?.code).toBe(-32603);
+    expect(h.logs.some((e) => e.level === "error" && e.msg?.includes("Params schema threw"))).toBe(true);
+  });
+
   it("passes a ResponseError through unchanged", async () => {
     const h = await initialized();
     expect((await h.call(1, "test.fail", { kind: "wire" })).error).toEqual({
@@ -455,6 +474,35 @@ describe("robustness", () => {
     await vi.waitFor(() => expect(raw).toMatch(/\}$/));
     const reply = JSON.stringify({ jsonrpc: "2.0", id: 1, result: { protocolVersion: 1 } });
     expect(raw).toBe(`Content-Length: ${Buffer.byteLength(reply)}\r\n\r\n${reply}`);
+  });
+
+  it("still answers requests that arrived just before the input ended; idle() resolves once they are written", async () => {
+    const h = await initialized();
+    const closed = new Promise<void>((resolve) => h.connection.onClose(resolve));
+    h.input.end(
+      `${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "test.wait", params: {} })}\n` +
+        `${JSON.stringify({ jsonrpc: "2.0", id: 2, method: "test.fast", params: {} })}\n`,
+    );
+    await closed;
+    let idle = false;
+    const idling = h.connection.idle().then(() => {
+      idle = true;
+    });
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 2, result: { fast: true } });
+    await settle();
+    expect(idle).toBe(false);
+    h.connection.abortInFlight();
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 1, result: { cancelled: true } });
+    await idling;
+    expect(idle).toBe(true);
+  });
+
+  it("rejects a pending server → client request with ConnectionClosedError when the input ends", async () => {
+    const h = await initialized();
+    const pending = h.connection.request("session/request_permission", { sessionId: "s" });
+    await h.next();
+    h.input.end();
+    await expect(pending).rejects.toBeInstanceOf(ConnectionClosedError);
   });
 
   it("fires onClose when the input ends", async () => {

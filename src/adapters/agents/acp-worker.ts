@@ -188,6 +188,7 @@ interface AttemptOptions {
   taskTimeoutMs: number | undefined;
   permissions: PermissionPolicy;
   clientName: string;
+  clientVersion: string;
 }
 
 function describeError(error: unknown): string {
@@ -242,6 +243,7 @@ class TaskAttempt {
   private child: ChildProcess | undefined;
   private exited: Promise<Exit> | undefined;
   private closed: Promise<void> | undefined;
+  private spawnError: Promise<Error> | undefined;
   private stderrTail = "";
   private stderrLine = "";
   private output = "";
@@ -308,16 +310,22 @@ class TaskAttempt {
     } catch (error) {
       return { outcome: "failed", error: describeError(error) };
     }
-    const child = spawn(spec.command, spec.args, {
-      cwd: spec.cwd ?? this.request.cwd,
-      env: { ...process.env, ...spec.env },
-      stdio: ["pipe", "pipe", "pipe"],
-      detached: false,
-      windowsHide: true,
-    });
+    let child: ChildProcess;
+    try {
+      child = spawn(spec.command, spec.args, {
+        cwd: spec.cwd ?? this.request.cwd,
+        env: { ...process.env, ...spec.env },
+        stdio: ["pipe", "pipe", "pipe"],
+        detached: false,
+        windowsHide: true,
+      });
+    } catch (error) {
+      return this.failed(`could not start agent "${agentId}" (${spec.command}): ${describeError(error)}`);
+    }
     this.child = child;
     trackChild(child);
     const spawnError = new Promise<Error>((resolve) => child.once("error", resolve));
+    this.spawnError = spawnError;
     this.exited = new Promise<Exit>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
     this.closed = new Promise<void>((resolve) => {
       child.once("close", () => resolve());
@@ -374,7 +382,7 @@ class TaskAttempt {
       const init = await ctx.request(methods.agent.initialize, {
         protocolVersion: PROTOCOL_VERSION,
         clientCapabilities: {},
-        clientInfo: { name: this.options.clientName, version: "1" },
+        clientInfo: { name: this.options.clientName, version: this.options.clientVersion },
       });
       if (init.protocolVersion !== PROTOCOL_VERSION) {
         throw new Error(`agent speaks ACP protocol version ${init.protocolVersion}, not ${PROTOCOL_VERSION}`);
@@ -490,8 +498,12 @@ class TaskAttempt {
     if (error instanceof RequestError) {
       return this.failed(`agent "${agentId}" answered with ${describeError(error)}`);
     }
-    // The connection closed: most likely the process died. Give it a moment to report its exit.
-    const exit = await Promise.race([this.exited, delay(this.options.graceMs).then(() => undefined)]);
+    // The connection closed: most likely the process died or never started. Give it a moment to say which.
+    const spawnFailure = this.spawnError?.then((e) => ({ spawnError: e }));
+    const exit = await Promise.race([this.exited, spawnFailure, delay(this.options.graceMs).then(() => undefined)]);
+    if (exit !== undefined && "spawnError" in exit) {
+      return this.failed(`could not start agent "${agentId}": ${exit.spawnError.message}`);
+    }
     if (exit !== undefined) {
       await this.settleStdio();
       return this.failed(`agent "${agentId}" ${this.describeExit(exit)} before the turn ended`);
@@ -608,8 +620,10 @@ export interface AcpWorkerPoolOptions {
   taskTimeoutMs?: number;
   /** Answer to worker `session/request_permission`: `deny` (default) picks the first reject option, `allow` the first allow one. */
   permissions?: PermissionPolicy;
-  /** Name this client gives itself in `initialize`. Default `acp-orchestrator`. */
+  /** Name this client gives itself in `initialize` (`clientInfo.name`). Default `acp-orchestrator`. */
   clientName?: string;
+  /** Version this client gives in `initialize` (`clientInfo.version`); the composition root passes the package's. Default `dev`. */
+  clientVersion?: string;
 }
 
 /**
@@ -643,6 +657,7 @@ export class AcpWorkerPool implements WorkerPort {
       taskTimeoutMs: options.taskTimeoutMs,
       permissions: options.permissions ?? "deny",
       clientName: options.clientName ?? "acp-orchestrator",
+      clientVersion: options.clientVersion ?? "dev",
     };
   }
 

@@ -8,11 +8,11 @@
  * sanitised, the real path is checked, symlinks are not followed), never write anything but ACP messages to stdout
  * (logs go to stderr), and always answer a cancelled prompt with `stopReason: "cancelled"`.
  */
-import { constants } from "node:fs";
+import { constants, realpathSync } from "node:fs";
 import { mkdir, open, realpath, stat } from "node:fs/promises";
 import { isAbsolute, join, relative, sep } from "node:path";
 import { Readable, Writable } from "node:stream";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { agent, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
 import type { AgentApp, AgentContext, ContentBlock, PromptRequest } from "@agentclientprotocol/sdk";
 import pino from "pino";
@@ -212,7 +212,7 @@ export function createBuiltinWorkerAgent(options: {
     signal: AbortSignal,
   ) {
     const say = async (text: string): Promise<void> => {
-      await pause(stepDelayMs, signal);
+      if (signal.aborted) throw new TurnCancelled();
       await ctx.notify(methods.client.session.update, {
         sessionId,
         update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } },
@@ -236,11 +236,13 @@ export function createBuiltinWorkerAgent(options: {
       },
     });
     const deps = facts.dependencies.length;
+    await pause(stepDelayMs, signal);
     await say(
       `Wrote a note with the task's description${facts.acceptance !== undefined ? ", its acceptance criteria" : ""} and ` +
         `${deps === 0 ? "no dependency outputs (there are none)" : `a summary of what its ${deps} dependenc${deps === 1 ? "y" : "ies"} produced`} ` +
         `to ${relativePath} (${file}).\n`,
     );
+    await pause(stepDelayMs, signal);
     await say("Done.\n");
   }
 
@@ -295,8 +297,18 @@ async function main(): Promise<void> {
   process.exit(0);
 }
 
-const entry = process.argv[1];
-if (entry !== undefined && import.meta.url === pathToFileURL(entry).href) {
+/** True when this module is the process's entry point (also when started through a symlink). */
+function isEntryPoint(): boolean {
+  const entry = process.argv[1];
+  if (entry === undefined) return false;
+  try {
+    return realpathSync(fileURLToPath(import.meta.url)) === realpathSync(entry);
+  } catch {
+    return false;
+  }
+}
+
+if (isEntryPoint()) {
   main().catch((error: unknown) => {
     process.stderr.write(
       `${BUILTIN_WORKER_AGENT_NAME}: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,

@@ -137,7 +137,11 @@ export class MemoryAuthority implements RunStateAuthority {
     checkRevisionMatches(projectId, kind, id, current?.revision, expectedRevision);
     const revision = current ? current.revision + 1 : 1;
     const entry: StoredEntry = { value: copy, revision, updatedAt: new Date(this.#now()).toISOString() };
-    getOrCreate(getOrCreate(this.#records, projectId, () => new Map()), kind, () => new Map()).set(id, entry);
+    getOrCreate(
+      getOrCreate(this.#records, projectId, () => new Map()),
+      kind,
+      () => new Map(),
+    ).set(id, entry);
     this.#writeCount += 1;
     return { revision };
   }
@@ -188,7 +192,12 @@ export class MemoryAuthority implements RunStateAuthority {
    * and returns `expectedSeq` once the check passes. Throws `AuthorityConflict` on a mismatch (nothing appended),
    * `AuthorityFailure` on an invalid argument or an injected failure. Events are deep-copied.
    */
-  async appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }> {
+  async appendEvents(
+    projectId: string,
+    stream: string,
+    events: object[],
+    expectedSeq: number,
+  ): Promise<{ lastSeq: number }> {
     this.#enter({ op: "appendEvents", projectId, stream });
     checkStream(projectId, stream);
     checkSeq(expectedSeq, "expectedSeq");
@@ -203,7 +212,13 @@ export class MemoryAuthority implements RunStateAuthority {
       );
     }
     if (copies.length === 0) return { lastSeq };
-    const target = existing ?? getOrCreate(getOrCreate(this.#streams, projectId, () => new Map()), stream, () => []);
+    const target =
+      existing ??
+      getOrCreate(
+        getOrCreate(this.#streams, projectId, () => new Map()),
+        stream,
+        () => [],
+      );
     target.push(...copies);
     this.#writeCount += 1;
     return { lastSeq: target.length };
@@ -313,7 +328,8 @@ function checkRevisionMatches(
 // AuthorityFailure, so they are reported as one (and change nothing).
 
 function checkName(value: unknown, what: string): void {
-  if (typeof value !== "string" || value.length === 0) throw new AuthorityFailure(`${what} must be a non-empty string.`);
+  if (typeof value !== "string" || value.length === 0)
+    throw new AuthorityFailure(`${what} must be a non-empty string.`);
   if (/\p{Cs}/u.test(value)) throw new AuthorityFailure(`${what} must be well-formed Unicode (no lone surrogates).`);
 }
 
@@ -334,7 +350,8 @@ function checkStream(projectId: string, stream: string): void {
 }
 
 function checkValue(value: unknown, what: string): void {
-  if (typeof value !== "object" || value === null) throw new AuthorityFailure(`${what} must be a JSON object or array.`);
+  if (typeof value !== "object" || value === null)
+    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
 }
 
 function checkRevision(revision: number): void {
@@ -344,5 +361,6 @@ function checkRevision(revision: number): void {
 }
 
 function checkSeq(seq: number, what: string): void {
-  if (!Number.isSafeInteger(seq) || seq < 0) throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
+  if (!Number.isSafeInteger(seq) || seq < 0)
+    throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
 }

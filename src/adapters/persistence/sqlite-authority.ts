@@ -212,7 +212,9 @@ export class SqliteAuthority implements RunStateAuthority {
     } catch (error) {
       db?.close();
       if (error instanceof AuthorityFailure) throw error;
-      throw new AuthorityFailure(`Cannot open the SQLite state file ${location}: ${messageOf(error)}`, { cause: error });
+      throw new AuthorityFailure(`Cannot open the SQLite state file ${location}: ${messageOf(error)}`, {
+        cause: error,
+      });
     }
   }
 
@@ -287,7 +289,12 @@ export class SqliteAuthority implements RunStateAuthority {
    * An empty `events` array appends nothing and returns `expectedSeq` once the check passes. Throws
    * `AuthorityConflict` on a mismatch (nothing appended), `AuthorityFailure` on an invalid argument or SQLite error.
    */
-  async appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }> {
+  async appendEvents(
+    projectId: string,
+    stream: string,
+    events: object[],
+    expectedSeq: number,
+  ): Promise<{ lastSeq: number }> {
     return this.#run("appendEvents", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
@@ -379,7 +386,9 @@ function migrate(db: Database.Database): void {
     db.exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT");
     const current = readSchemaVersion(db);
     if (current > SQLITE_SCHEMA_VERSION) throw tooNew(current);
-    const setVersion = db.prepare("INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value");
+    const setVersion = db.prepare(
+      "INSERT INTO meta (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+    );
     for (const migration of MIGRATIONS) {
       if (migration.version <= current) continue;
       db.exec(migration.sql);
@@ -391,10 +400,15 @@ function migrate(db: Database.Database): void {
 
 function prepareStatements(db: Database.Database): Statements {
   return {
-    getRecord: db.prepare("SELECT value, revision, updated_at FROM records WHERE project_id = ? AND kind = ? AND id = ?"),
-    getRevision: db.prepare<[string, string, string], number>(
-      "SELECT revision FROM records WHERE project_id = ? AND kind = ? AND id = ?",
-    ).pluck(),
+    getRecord: db.prepare(
+      "SELECT value, revision, updated_at FROM records WHERE project_id = ? AND kind = ? AND id = ?",
+    ),
+    getRevision: db
+      .prepare<
+        [string, string, string],
+        number
+      >("SELECT revision FROM records WHERE project_id = ? AND kind = ? AND id = ?")
+      .pluck(),
     insertRecord: db.prepare(
       "INSERT INTO records (project_id, kind, id, value, revision, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
     ),
@@ -408,11 +422,13 @@ function prepareStatements(db: Database.Database): Statements {
       "SELECT id, revision, updated_at FROM records WHERE project_id = ? AND kind = ? AND id >= ? AND id < (? || CAST(X'FF' AS TEXT)) ORDER BY id",
     ),
     listProjects: db.prepare<[], string>("SELECT DISTINCT project_id FROM records ORDER BY project_id").pluck(),
-    lastSeq: db.prepare<[string, string], number | null>(
-      "SELECT MAX(seq) FROM events WHERE project_id = ? AND stream = ?",
-    ).pluck(),
+    lastSeq: db
+      .prepare<[string, string], number | null>("SELECT MAX(seq) FROM events WHERE project_id = ? AND stream = ?")
+      .pluck(),
     insertEvent: db.prepare("INSERT INTO events (project_id, stream, seq, event) VALUES (?, ?, ?, ?)"),
-    readEvents: db.prepare("SELECT seq, event FROM events WHERE project_id = ? AND stream = ? AND seq > ? ORDER BY seq"),
+    readEvents: db.prepare(
+      "SELECT seq, event FROM events WHERE project_id = ? AND stream = ? AND seq > ? ORDER BY seq",
+    ),
   };
 }
 
@@ -426,7 +442,8 @@ function parseStored(text: string): unknown {
 }
 
 function toJson(value: unknown, what: string): string {
-  if (typeof value !== "object" || value === null) throw new AuthorityFailure(`${what} must be a JSON object or array.`);
+  if (typeof value !== "object" || value === null)
+    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
   let json: unknown;
   try {
     json = JSON.stringify(value);
@@ -463,7 +480,8 @@ function checkRevisionMatches(
 // and two different ids could then collide.
 
 function checkName(value: unknown, what: string): void {
-  if (typeof value !== "string" || value.length === 0) throw new AuthorityFailure(`${what} must be a non-empty string.`);
+  if (typeof value !== "string" || value.length === 0)
+    throw new AuthorityFailure(`${what} must be a non-empty string.`);
   if (/\p{Cs}/u.test(value)) throw new AuthorityFailure(`${what} must be well-formed Unicode (no lone surrogates).`);
 }
 
@@ -485,5 +503,6 @@ function checkRevision(revision: number): void {
 }
 
 function checkSeq(seq: number, what: string): void {
-  if (!Number.isSafeInteger(seq) || seq < 0) throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
+  if (!Number.isSafeInteger(seq) || seq < 0)
+    throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
 }

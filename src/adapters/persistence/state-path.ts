@@ -36,7 +36,8 @@ export function defaultStatePath(
   const xdg = env.XDG_STATE_HOME;
   if (xdg && p.isAbsolute(xdg)) return p.join(xdg, APP_DIR, STATE_FILE);
   if (platform === "win32") {
-    const localAppData = env.LOCALAPPDATA && p.isAbsolute(env.LOCALAPPDATA) ? env.LOCALAPPDATA : p.join(homeDir, "AppData", "Local");
+    const localAppData =
+      env.LOCALAPPDATA && p.isAbsolute(env.LOCALAPPDATA) ? env.LOCALAPPDATA : p.join(homeDir, "AppData", "Local");
     return p.join(localAppData, APP_DIR, STATE_FILE);
   }
   if (platform === "darwin") return p.join(homeDir, "Library", "Application Support", APP_DIR, STATE_FILE);

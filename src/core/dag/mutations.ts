@@ -157,7 +157,8 @@ export function applyMutations(plan: Plan, states: TaskStatuses, mutations: read
         if (!working.has(m.dependsOn)) {
           return fail(index, `Task ${m.taskId} cannot depend on unknown task ${m.dependsOn}.`);
         }
-        if (LOCKED.has(entry.status)) return fail(index, lockedReason(m.taskId, entry.status, "given a new dependency"));
+        if (LOCKED.has(entry.status))
+          return fail(index, lockedReason(m.taskId, entry.status, "given a new dependency"));
         if (m.dependsOn === m.taskId) return fail(index, `Task ${m.taskId} cannot depend on itself.`);
         if (entry.task.dependsOn.includes(m.dependsOn)) {
           return fail(index, `Task ${m.taskId} already depends on ${m.dependsOn}.`);

@@ -193,7 +193,9 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
     const next = CODE[status];
     if (prev === next) return;
     if (prev === COMPLETED) {
-      throw invalidInput(`Task ${taskId} is already completed and cannot become ${status}; rebuild the scheduler to reset it`);
+      throw invalidInput(
+        `Task ${taskId} is already completed and cannot become ${status}; rebuild the scheduler to reset it`,
+      );
     }
     const wasReady = this.isReady(i);
     if (prev === RUNNING) this.release(this.instanceOf[i] as number);

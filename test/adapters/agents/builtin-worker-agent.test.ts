@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, symlink } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { client, methods, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
@@ -159,6 +159,5 @@ describe("built-in worker agent", () => {
         /absolute/,
       );
     });
-    await mkdir(join(cwd, "unused"));
   });
 });

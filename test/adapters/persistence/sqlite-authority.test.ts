@@ -79,7 +79,9 @@ describe("SqliteAuthority.open", () => {
 
   it("records the schema version in the meta table", async () => {
     await open().close();
-    expect(raw().prepare("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get()).toBe(String(SQLITE_SCHEMA_VERSION));
+    expect(raw().prepare("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get()).toBe(
+      String(SQLITE_SCHEMA_VERSION),
+    );
   });
 
   it("honours a custom busy timeout", () => {
@@ -223,7 +225,9 @@ function putFromChild(dbPath: string, expectedRevision: number): Promise<string>
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
     child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
     child.on("error", reject);
-    child.on("close", (code) => (code === 0 ? resolve(stdout) : reject(new Error(`child exited with ${code}: ${stderr}`))));
+    child.on("close", (code) =>
+      code === 0 ? resolve(stdout) : reject(new Error(`child exited with ${code}: ${stderr}`)),
+    );
   });
 }
 
@@ -250,7 +254,7 @@ async function hammer(authority: SqliteAuthority, label: string, rounds: number)
     }
     for (;;) {
       const events = await authority.readEvents("p", "log", 0);
-        try {
+      try {
         result.seqs.push((await authority.appendEvents("p", "log", [{ label, i }], events.length)).lastSeq);
         break;
       } catch (error) {
@@ -266,7 +270,18 @@ async function hammer(authority: SqliteAuthority, label: string, rounds: number)
 function startChild(dbPath: string, rounds: number): { go(): void; ready: Promise<void>; done: Promise<HammerResult> } {
   const child = spawn(
     process.execPath,
-    ["--import", "tsx", "--input-type=module", "-e", CHILD_SOURCE, MODULE_PATH, PORTS_PATH, dbPath, "child", String(rounds)],
+    [
+      "--import",
+      "tsx",
+      "--input-type=module",
+      "-e",
+      CHILD_SOURCE,
+      MODULE_PATH,
+      PORTS_PATH,
+      dbPath,
+      "child",
+      String(rounds),
+    ],
     { cwd: REPO_ROOT, stdio: ["pipe", "pipe", "pipe"] },
   );
   let stdout = "";
@@ -298,7 +313,7 @@ describe("two processes on one file", () => {
     expect(error).toMatchObject({ name: "AuthorityConflict", details: { revision: 2 } });
   });
 
-  const rounds = 150;
+  const rounds = 60;
   let sharedDir: string;
   let sharedFile: string;
   let parent: HammerResult;
@@ -309,6 +324,7 @@ describe("two processes on one file", () => {
     sharedDir = mkdtempSync(join(tmpdir(), "acp-sqlite-race-"));
     sharedFile = join(sharedDir, "state.db");
     const authority = SqliteAuthority.open(sharedFile);
+    const started = performance.now();
     try {
       await authority.put("p", "k", "counter", { count: 0 }, null);
       const writer = startChild(sharedFile, rounds);
@@ -316,7 +332,10 @@ describe("two processes on one file", () => {
       writer.go();
       parent = await hammer(authority, "parent", rounds);
       child = await writer.done;
-      console.log(`two-process race: ${parent.conflicts} parent and ${child.conflicts} child CAS conflicts retried`);
+      const elapsedMs = (performance.now() - started).toFixed(0);
+      console.log(
+        `two-process race: ${parent.conflicts} parent and ${child.conflicts} child CAS conflicts retried, ${elapsedMs} ms`,
+      );
     } finally {
       await authority.close();
     }
@@ -363,7 +382,9 @@ describe("corrupted rows (guarantee 4: the caller fails closed)", () => {
     await authority.put("p", "product", "good-2", { v: 1, name: "two" }, null);
     await authority.appendEvents("p", "log", [{ v: 1 }, { v: 1 }], 0);
     const db = raw();
-    db.prepare("INSERT INTO records VALUES ('p', 'product', 'bad', '{\"v\":1, \"name\": trunc', 1, '2030-01-01T00:00:00.000Z')").run();
+    db.prepare(
+      "INSERT INTO records VALUES ('p', 'product', 'bad', '{\"v\":1, \"name\": trunc', 1, '2030-01-01T00:00:00.000Z')",
+    ).run();
     db.prepare("UPDATE events SET event = 'not json' WHERE seq = 1").run();
   });
 
@@ -493,15 +514,35 @@ describe("failures surface as AuthorityFailure (guarantee 2)", () => {
 });
 
 describe("micro-measure", () => {
-  it("appends 10,000 single events, one durable transaction each", async () => {
-    const authority = open();
+  /** Appends single events until `count` are written or `deadlineMs` has passed; returns what it did. */
+  async function appendSingles(authority: SqliteAuthority, count: number, deadlineMs: number) {
     const started = performance.now();
     let lastSeq = 0;
-    for (let i = 0; i < 10_000; i++) {
-      lastSeq = (await authority.appendEvents("p", "bench", [{ type: "taskStatus", taskId: `t${i}` }], lastSeq)).lastSeq;
+    while (lastSeq < count && performance.now() - started < deadlineMs) {
+      lastSeq = (await authority.appendEvents("p", "bench", [{ type: "taskStatus", taskId: `t${lastSeq}` }], lastSeq))
+        .lastSeq;
     }
     const elapsedMs = performance.now() - started;
-    console.log(`sqlite appendEvents: 10000 single-event appends in ${elapsedMs.toFixed(0)} ms (${((elapsedMs * 1000) / 10_000).toFixed(0)} µs each)`);
-    expect(lastSeq).toBe(10_000);
+    return { lastSeq, elapsedMs, perAppendUs: (elapsedMs * 1000) / Math.max(lastSeq, 1) };
+  }
+
+  it("appends 10,000 single events in memory, one transaction each (the cost of the code path)", async () => {
+    const result = await appendSingles(open(":memory:"), 10_000, Number.POSITIVE_INFINITY);
+    console.log(
+      `sqlite appendEvents (:memory:, no fsync): 10000 appends in ${result.elapsedMs.toFixed(0)} ms, ${result.perAppendUs.toFixed(0)} µs each`,
+    );
+    expect(result.lastSeq).toBe(10_000);
+  });
+
+  // Each append is a committed, fsynced transaction, so the time is the disk's fsync latency: about 2 s for 10,000
+  // on a quiet SSD, ten times that on a busy shared disk. The loop stops at 3 s to keep the file fast; the printed
+  // rate is the measure.
+  it("appends up to 10,000 single events to a file, each committed with fsync", async () => {
+    const result = await appendSingles(open(), 10_000, 3_000);
+    console.log(
+      `sqlite appendEvents (file, synchronous=FULL): ${result.lastSeq} appends in ${result.elapsedMs.toFixed(0)} ms, ` +
+        `${result.perAppendUs.toFixed(0)} µs each (10000 would take ~${((result.perAppendUs * 10_000) / 1000).toFixed(0)} ms)`,
+    );
+    expect((await open().readEvents("p", "bench", result.lastSeq - 1)).map((e) => e.seq)).toEqual([result.lastSeq]);
   });
 });

@@ -54,7 +54,10 @@ describe("domain errors", () => {
     expect(invalidMutation(2, "Task t9 does not exist in the plan.").message).toBe(
       "Mutation 2 was rejected: task t9 does not exist in the plan.",
     );
-    expect(invalidPlan("Task b depends on itself.", 1).details).toEqual({ reason: "Task b depends on itself.", index: 1 });
+    expect(invalidPlan("Task b depends on itself.", 1).details).toEqual({
+      reason: "Task b depends on itself.",
+      index: 1,
+    });
     expect(invalidInput("Goal is empty").message).toBe("Goal is empty.");
   });
 

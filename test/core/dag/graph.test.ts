@@ -4,11 +4,17 @@ import type { GraphTask } from "../../../src/core/dag/graph.js";
 import { DomainError, isDomainError } from "../../../src/core/errors.js";
 
 const inst = [{ instanceId: "i1" }, { instanceId: "i2" }];
-const t = (taskId: string, dependsOn: string[] = [], instanceId = "i1"): GraphTask => ({ taskId, instanceId, dependsOn });
+const t = (taskId: string, dependsOn: string[] = [], instanceId = "i1"): GraphTask => ({
+  taskId,
+  instanceId,
+  dependsOn,
+});
 
 describe("validatePlanGraph", () => {
   it("accepts a diamond", () => {
-    expect(validatePlanGraph(inst, [t("a"), t("b", ["a"]), t("c", ["a"], "i2"), t("d", ["b", "c"])])).toEqual({ ok: true });
+    expect(validatePlanGraph(inst, [t("a"), t("b", ["a"]), t("c", ["a"], "i2"), t("d", ["b", "c"])])).toEqual({
+      ok: true,
+    });
   });
 
   it("accepts an empty plan", () => {
@@ -17,7 +23,12 @@ describe("validatePlanGraph", () => {
 
   it("rejects a duplicate instance id with the instance's index", () => {
     const r = validatePlanGraph([...inst, { instanceId: "i1" }], [t("a")]);
-    expect(r).toEqual({ ok: false, list: "instances", index: 2, reason: "Instance i1 appears twice (entries 1 and 3)." });
+    expect(r).toEqual({
+      ok: false,
+      list: "instances",
+      index: 2,
+      reason: "Instance i1 appears twice (entries 1 and 3).",
+    });
   });
 
   it("rejects a duplicate task id at the second occurrence", () => {
@@ -36,7 +47,11 @@ describe("validatePlanGraph", () => {
   });
 
   it("rejects a self-dependency", () => {
-    expect(validatePlanGraph(inst, [t("a", ["a"])])).toMatchObject({ ok: false, index: 0, reason: "Task a depends on itself." });
+    expect(validatePlanGraph(inst, [t("a", ["a"])])).toMatchObject({
+      ok: false,
+      index: 0,
+      reason: "Task a depends on itself.",
+    });
   });
 
   it("rejects an unknown instance", () => {

@@ -29,7 +29,11 @@ function basePlan(): Plan {
 const states = (statuses: Record<string, TaskStatus>): TaskState[] =>
   basePlan().tasks.map((t) => ({ ...t, status: statuses[t.taskId] ?? "pending", attempts: 0 }));
 
-function rejected(plan: Plan, st: TaskState[] | Map<string, TaskState>, ms: Mutation[]): { index: number; reason: string } {
+function rejected(
+  plan: Plan,
+  st: TaskState[] | Map<string, TaskState>,
+  ms: Mutation[],
+): { index: number; reason: string } {
   const r = applyMutations(plan, st, ms);
   if (r.ok) throw new Error("expected a rejection");
   return { index: r.index, reason: r.reason };
@@ -61,11 +65,15 @@ describe("applyMutations: success", () => {
   });
 
   it("lets a later mutation refer to a task added earlier in the batch", () => {
-    const r = applyMutations(basePlan(), [], [
-      { op: "addTask", task: task("x", ["c"]) },
-      { op: "addTask", task: task("y", ["x"]) },
-      { op: "updateTask", taskId: "x", patch: { description: "changed" } },
-    ]);
+    const r = applyMutations(
+      basePlan(),
+      [],
+      [
+        { op: "addTask", task: task("x", ["c"]) },
+        { op: "addTask", task: task("y", ["x"]) },
+        { op: "updateTask", taskId: "x", patch: { description: "changed" } },
+      ],
+    );
     expect(r.ok && r.added.map((t) => [t.taskId, t.description])).toEqual([
       ["x", "changed"],
       ["y", "Do y"],
@@ -136,10 +144,14 @@ describe("applyMutations: rejections name the mutation and the task", () => {
 
   it("rejects a duplicate id on addTask, including an id removed earlier in the batch", () => {
     expect(rejected(basePlan(), [], [{ op: "addTask", task: task("b") }]).reason).toBe("Task b already exists.");
-    const r = rejected(basePlan(), [], [
-      { op: "removeTask", taskId: "c" },
-      { op: "addTask", task: task("c") },
-    ]);
+    const r = rejected(
+      basePlan(),
+      [],
+      [
+        { op: "removeTask", taskId: "c" },
+        { op: "addTask", task: task("c") },
+      ],
+    );
     expect(r.index).toBe(1);
     expect(r.reason).toContain("removed earlier in this batch");
   });
@@ -153,10 +165,14 @@ describe("applyMutations: rejections name the mutation and the task", () => {
   });
 
   it("rejects a cycle through a task added earlier in the batch", () => {
-    const r = rejected(basePlan(), [], [
-      { op: "addTask", task: task("x", ["c"]) },
-      { op: "addDependency", taskId: "a", dependsOn: "x" },
-    ]);
+    const r = rejected(
+      basePlan(),
+      [],
+      [
+        { op: "addTask", task: task("x", ["c"]) },
+        { op: "addDependency", taskId: "a", dependsOn: "x" },
+      ],
+    );
     expect(r.index).toBe(1);
   });
 
@@ -211,11 +227,15 @@ describe("applyMutations: rejections name the mutation and the task", () => {
   it("leaves the plan untouched when a later mutation fails", () => {
     const plan = basePlan();
     const frozen = structuredClone(plan);
-    rejected(plan, [], [
-      { op: "updateTask", taskId: "a", patch: { title: "changed" } },
-      { op: "removeDependency", taskId: "b", dependsOn: "a" },
-      { op: "removeTask", taskId: "zz" },
-    ]);
+    rejected(
+      plan,
+      [],
+      [
+        { op: "updateTask", taskId: "a", patch: { title: "changed" } },
+        { op: "removeDependency", taskId: "b", dependsOn: "a" },
+        { op: "removeTask", taskId: "zz" },
+      ],
+    );
     expect(plan).toEqual(frozen);
   });
 });

@@ -4,7 +4,12 @@ import { Scheduler } from "../../../src/core/dag/scheduler.js";
 import type { SchedulerTask } from "../../../src/core/dag/scheduler.js";
 import { isDomainError } from "../../../src/core/errors.js";
 
-const task = (taskId: string, dependsOn: string[] = [], instanceId = "i1", status: TaskStatus = "pending"): SchedulerTask => ({
+const task = (
+  taskId: string,
+  dependsOn: string[] = [],
+  instanceId = "i1",
+  status: TaskStatus = "pending",
+): SchedulerTask => ({
   taskId,
   title: taskId,
   description: "",
@@ -54,7 +59,10 @@ describe("Scheduler basics", () => {
   });
 
   it("honours maxParallelTasks and FIFO order of readiness", () => {
-    const s = new Scheduler(["a", "b", "c", "d"].map((x, i) => task(x, [], `i${i}`)), 2);
+    const s = new Scheduler(
+      ["a", "b", "c", "d"].map((x, i) => task(x, [], `i${i}`)),
+      2,
+    );
     expect(ids(s.next())).toEqual(["a", "b"]);
     s.settle("b", "completed");
     expect(ids(s.next())).toEqual(["c"]);
@@ -73,7 +81,14 @@ describe("Scheduler basics", () => {
 
   it("skips every transitive pending dependent of a failed task, and nothing else", () => {
     const s = new Scheduler(
-      [task("a"), task("b", ["a"]), task("c", ["b"]), task("d", ["c", "x"]), task("x", [], "i2"), task("y", ["x"], "i2")],
+      [
+        task("a"),
+        task("b", ["a"]),
+        task("c", ["b"]),
+        task("d", ["c", "x"]),
+        task("x", [], "i2"),
+        task("y", ["x"], "i2"),
+      ],
       5,
     );
     expect(ids(s.next())).toEqual(["a", "x"]);
@@ -105,7 +120,12 @@ describe("Scheduler basics", () => {
 
   it("builds from persisted statuses: completed deps count, running tasks keep their instance busy", () => {
     const s = new Scheduler(
-      [task("a", [], "i1", "completed"), task("b", ["a"], "i1"), task("c", [], "i2", "running"), task("d", ["c"], "i3")],
+      [
+        task("a", [], "i1", "completed"),
+        task("b", ["a"], "i1"),
+        task("c", [], "i2", "running"),
+        task("d", ["c"], "i3"),
+      ],
       5,
     );
     expect(s.counts()).toMatchObject({ running: 1, completed: 1, ready: 1 });
@@ -136,7 +156,9 @@ describe("Scheduler basics", () => {
   });
 
   it("refuses bad input with domain errors", () => {
-    expect(() => new Scheduler([task("a", ["q"])], 1)).toThrow("The plan is invalid: task a depends on unknown task q.");
+    expect(() => new Scheduler([task("a", ["q"])], 1)).toThrow(
+      "The plan is invalid: task a depends on unknown task q.",
+    );
     expect(() => new Scheduler([task("a"), task("a")], 1)).toThrow(/used twice/);
     expect(() => new Scheduler([], 0)).toThrow(/maxParallelTasks/);
     const s = new Scheduler([task("a", [], "i1", "completed")], Infinity);

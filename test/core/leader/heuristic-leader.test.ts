@@ -1,0 +1,534 @@
+import { describe, expect, it } from "vitest";
+import { Plan as PlanSchema } from "../../../protocol/common.js";
+import type { Plan, Task, TaskState, TaskStatus } from "../../../protocol/common.js";
+import { validatePlanGraph } from "../../../src/core/dag/graph.js";
+import { applyMutations } from "../../../src/core/dag/mutations.js";
+import { HeuristicLeader, makeTitle, splitGoal } from "../../../src/core/leader/heuristic-leader.js";
+import type { AgentInfo, DialogueEntry, DraftPlan, PlanRequest } from "../../../src/core/ports.js";
+
+const leader = new HeuristicLeader();
+const signal = new AbortController().signal;
+const ROSTER: AgentInfo[] = [
+  { agentId: "claude", name: "Claude", role: "coder", strengths: [] },
+  { agentId: "gemini", name: "Gemini", role: "reviewer", strengths: [] },
+];
+
+function request(
+  goal: string,
+  revisions: string[] = [],
+  roster: AgentInfo[] = ROSTER,
+): PlanRequest & { chunks: string[] } {
+  const dialogue: DialogueEntry[] = [{ role: "user", text: goal, at: "2026-01-01T00:00:00Z" }];
+  for (const text of revisions) {
+    dialogue.push({ role: "leader", text: "Here is the plan.", at: "2026-01-01T00:00:01Z" });
+    dialogue.push({ role: "user", text, at: "2026-01-01T00:00:02Z" });
+  }
+  const chunks: string[] = [];
+  return { productId: "prd_1", goal, cwd: "/work", roster, dialogue, signal, onText: (t) => chunks.push(t), chunks };
+}
+
+async function planOf(
+  goal: string,
+  revisions: string[] = [],
+  roster: AgentInfo[] = ROSTER,
+): Promise<DraftPlan & { message: string }> {
+  const result = await leader.plan(request(goal, revisions, roster));
+  if (result.kind !== "plan") throw new Error("expected a plan");
+  return { ...result.plan, message: result.message };
+}
+
+/** Asserts the draft is a valid wire plan and a valid DAG, and returns `[id, title, deps]` rows. */
+function rows(plan: DraftPlan): [string, string, string[]][] {
+  expect(PlanSchema.safeParse({ ...plan, productId: "prd_1", version: 1 }).success).toBe(true);
+  expect(validatePlanGraph(plan.instances, plan.tasks)).toEqual({ ok: true });
+  return plan.tasks.map((t) => [t.taskId, t.title, t.dependsOn]);
+}
+
+describe("HeuristicLeader.plan: goal → tasks", () => {
+  it("turns a one-line goal into analyse → implement → review, round-robin over the roster", async () => {
+    const plan = await planOf("Fix the login bug");
+    expect(rows(plan)).toEqual([
+      ["t1", "Analyse: Fix the login bug", []],
+      ["t2", "Implement: Fix the login bug", ["t1"]],
+      ["t3", "Review: Fix the login bug", ["t2"]],
+    ]);
+    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i1", "i2", "i1"]);
+    expect(plan.instances).toEqual([
+      { instanceId: "i1", agentId: "claude", role: "coder", name: "Claude" },
+      { instanceId: "i2", agentId: "gemini", role: "reviewer", name: "Gemini" },
+    ]);
+    expect(plan.name).toBe("Fix the login bug");
+    expect(plan.tasks[1]?.description).toContain("Fix the login bug");
+  });
+
+  it("reads bullets with 'then' and 'finally' as dependencies, other bullets as independent", async () => {
+    const plan = await planOf(
+      "Build a todo app:\n- design the data model\n- then implement the REST API\n- write the React UI\n- finally, write end-to-end tests",
+    );
+    expect(rows(plan)).toEqual([
+      ["t1", "Design the data model", []],
+      ["t2", "Implement the REST API", ["t1"]],
+      ["t3", "Write the React UI", []],
+      ["t4", "Write end-to-end tests", ["t1", "t2", "t3"]],
+    ]);
+    expect(plan.name).toBe("Build a todo app");
+    expect(plan.tasks[0]?.description).toMatch(/^design the data model\n\nOverall goal:\nBuild a todo app:/);
+  });
+
+  it("keeps a numbered list independent unless an item uses ordering words", async () => {
+    const plain = await planOf("1. Set up the repo\n2. Write the parser\n3. Write the docs");
+    expect(rows(plain).map((r) => r[2])).toEqual([[], [], []]);
+    const ordered = await planOf(
+      "1) Set up the repo\n2) Write the parser\n3) After step 2, write the tests\n4) Lastly, deploy",
+    );
+    expect(rows(ordered)).toEqual([
+      ["t1", "Set up the repo", []],
+      ["t2", "Write the parser", []],
+      ["t3", "Write the tests", ["t2"]],
+      ["t4", "Deploy", ["t1", "t2", "t3"]],
+    ]);
+  });
+
+  it("understands 'Step N:' items, nested bullets and wrapped lines", async () => {
+    const plan = await planOf("Step 1: collect the logs\n  - from prod\nand staging\nStep 2: then find the cause");
+    expect(rows(plan)).toEqual([
+      ["t1", "Collect the logs; from prod and staging", []],
+      ["t2", "Find the cause", ["t1"]],
+    ]);
+  });
+
+  it("splits prose into sentences and ordering clauses; 'meanwhile' adds no dependency", async () => {
+    const plan = await planOf(
+      "Analyse the codebase. Then refactor the parser, and then add tests. Meanwhile update the docs. Finally, release version 2.0.",
+    );
+    expect(rows(plan)).toEqual([
+      ["t1", "Analyse the codebase", []],
+      ["t2", "Refactor the parser", ["t1"]],
+      ["t3", "Add tests", ["t2"]],
+      ["t4", "Update the docs", []],
+      ["t5", "Release version 2.0", ["t1", "t2", "t3", "t4"]],
+    ]);
+    expect(plan.name).toBe("Analyse the codebase");
+  });
+
+  it("matches 'once the X is done' and 'based on X' to the item they name", async () => {
+    const plan = await planOf(
+      "Write the API spec; set up CI; once the spec is done, implement the server; build the client based on the spec",
+      [],
+      [],
+    );
+    expect(rows(plan)).toEqual([
+      ["t1", "Write the API spec", []],
+      ["t2", "Set up CI", []],
+      ["t3", "Implement the server", ["t1"]],
+      ["t4", "Build the client based on the spec", ["t1"]],
+    ]);
+  });
+
+  it("uses a single leader instance when the roster is empty", async () => {
+    const plan = await planOf("- a thing\n- another thing", [], []);
+    expect(plan.instances).toEqual([{ instanceId: "leader", agentId: "leader", role: "leader" }]);
+    expect(plan.tasks.every((t) => t.instanceId === "leader")).toBe(true);
+  });
+
+  it("creates instances only for roster agents it uses", async () => {
+    const roster = [...ROSTER, { agentId: "codex", name: "Codex", role: "tester", strengths: [] }];
+    const plan = await planOf("- one\n- two", [], roster);
+    expect(plan.instances.map((i) => i.agentId)).toEqual(["claude", "gemini"]);
+  });
+
+  it("handles Chinese ordering words", async () => {
+    const plan = await planOf("重构解析器。然后添加测试。最后发布。");
+    expect(rows(plan)).toEqual([
+      ["t1", "重构解析器", []],
+      ["t2", "添加测试", ["t1"]],
+      ["t3", "发布", ["t1", "t2"]],
+    ]);
+  });
+
+  it("makes a plan from an empty-ish goal", async () => {
+    for (const goal of ["", "   ", "-", "...", "\n\n*\n"]) {
+      const plan = await planOf(goal);
+      expect(rows(plan).length).toBeGreaterThanOrEqual(1);
+      expect(plan.name).toBe("Untitled goal");
+    }
+  });
+
+  it("groups a very long list into at most 40 tasks, quickly", async () => {
+    const goal = Array.from(
+      { length: 5_000 },
+      (_, i) => `- ${i % 7 === 0 ? "then " : ""}item number ${i} ${"x".repeat(i % 50)}`,
+    ).join("\n");
+    const started = performance.now();
+    const plan = await planOf(`${goal}\n- finally ship it`);
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(rows(plan)).toHaveLength(40);
+    expect(plan.tasks[1]?.title).toMatch(/\(\+125 more\)$/u);
+    expect(plan.tasks[39]?.dependsOn).toHaveLength(39);
+  });
+
+  it("streams the message in a few chunks that join to the message, and is deterministic", async () => {
+    const goal = "- plan the work\n- then do the work";
+    const req = request(goal, ["add a review step at the end"]);
+    const first = await leader.plan(req);
+    const again = await leader.plan(request(goal, ["add a review step at the end"]));
+    expect(again).toEqual(first);
+    expect(first.kind === "plan" && first.message).toBe(req.chunks.join(""));
+    expect(req.chunks.length).toBeGreaterThanOrEqual(2);
+    expect(req.chunks.length).toBeLessThanOrEqual(4);
+  });
+
+  it("rejects when the signal is already aborted", async () => {
+    const controller = new AbortController();
+    controller.abort(new Error("stop"));
+    await expect(leader.plan({ ...request("x"), signal: controller.signal })).rejects.toThrow("stop");
+  });
+});
+
+describe("HeuristicLeader.plan: revision messages", () => {
+  const base = "- write the parser\n- write the tests\n- write the docs";
+
+  it("adds tasks, with 'after task N' and 'at the end'", async () => {
+    const plan = await planOf(base, [
+      "add a task to benchmark the parser after task 1",
+      "also: publish a release at the end",
+    ]);
+    expect(rows(plan).slice(3)).toEqual([
+      ["t4", "Benchmark the parser", ["t1"]],
+      ["t5", "Publish a release", ["t1", "t2", "t3", "t4"]],
+    ]);
+    expect(plan.message).toContain('Added t4 "Benchmark the parser" after t1.');
+  });
+
+  it("removes by number or by title words, keeping the order around the removed task", async () => {
+    const plan = await planOf(base, ["make 3 depend on 2", "make 2 depend on 1", "remove the tests task"]);
+    expect(rows(plan)).toEqual([
+      ["t1", "Write the parser", []],
+      ["t2", "Write the docs", ["t1"]],
+    ]);
+    const two = await planOf(base, ["drop tasks 1 and 3"]);
+    expect(rows(two)).toEqual([["t1", "Write the tests", []]]);
+  });
+
+  it("renames, splits, chains and un-chains", async () => {
+    const renamed = await planOf(base, ["rename task 2 to Write unit tests"]);
+    expect(renamed.tasks[1]?.title).toBe("Write unit tests");
+
+    const split = await planOf(base, ["make 3 depend on 1", "split task 1 into design and build"]);
+    expect(rows(split)).toEqual([
+      ["t1", "Design", []],
+      ["t2", "Build", ["t1"]],
+      ["t3", "Write the tests", []],
+      ["t4", "Write the docs", ["t2"]],
+    ]);
+
+    const chained = await planOf(base, ["please run them one after another"]);
+    expect(rows(chained).map((r) => r[2])).toEqual([[], ["t1"], ["t2"]]);
+    const parallel = await planOf(base, ["run them in order", "actually, all in parallel"]);
+    expect(rows(parallel).map((r) => r[2])).toEqual([[], [], []]);
+  });
+
+  it("refuses a dependency that would close a cycle and says so", async () => {
+    const plan = await planOf(base, ["make 2 depend on 1", "make 1 depend on 2"]);
+    expect(rows(plan).map((r) => r[2])).toEqual([[], ["t1"], []]);
+    expect(plan.message).toContain("which would be a cycle");
+  });
+
+  it("assigns a task to a named agent", async () => {
+    const plan = await planOf(base, ["assign task 1 to the reviewer"]);
+    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i2", "i2", "i1"]);
+    expect(plan.instances[1]?.agentId).toBe("gemini");
+  });
+
+  it("appends anything it does not understand as a constraint to every task, and mentions it", async () => {
+    const plan = await planOf(base, ["Use TypeScript strict mode everywhere.", "remove the kubernetes stuff"]);
+    expect(rows(plan)).toHaveLength(3);
+    for (const task of plan.tasks) {
+      expect(task.description).toContain(
+        "Constraints from the user:\n- Use TypeScript strict mode everywhere.\n- remove the kubernetes stuff",
+      );
+    }
+    expect(plan.message).toContain("as a constraint to every task");
+    expect(plan.message).toContain('I found no task matching "kubernetes stuff"');
+  });
+
+  it("replays revisions from the dialogue even when the goal is not recorded in it", async () => {
+    const req = request(base, []);
+    req.dialogue = [{ role: "user", text: "remove task 3", at: "2026-01-01T00:00:00Z" }];
+    const result = await leader.plan(req);
+    expect(result.kind === "plan" && result.plan.tasks).toHaveLength(2);
+  });
+});
+
+describe("HeuristicLeader.plan: every plan is a valid DAG", () => {
+  const goals = [
+    "Fix the login bug",
+    "- a\n- b\n- c",
+    "1. x\n2. y after step 3\n3. z after step 2",
+    "1. one\n2. two\n3. three\n4. after step 9, four\n5. after step 0, five",
+    "Do A. Then B. Then C. Finally D. Meanwhile E. Also F.",
+    "Once everything else is done, celebrate. Write code. Test code.",
+    "* emoji 🚀 rocket\n* ünïcödé ✓\n* 日本語のタスク\n* مهمة عربية",
+    "🚀".repeat(500),
+    "word ".repeat(10_000),
+    "- [ ] todo one\n- [x] done two\n+ plus three\n• dot four",
+    "# Heading\n\nSome prose.\n\n- item\n\nMore prose after.",
+    "a;b;c;d;e;f;g;h;i;j;k;l;m;n;o;p;q;r;s;t;u;v;w;x;y;z;aa;bb;cc;dd;ee;ff;gg;hh;ii;jj;kk;ll;mm;nn;oo;pp",
+    "Refactor the parser:\n- keep the API stable",
+    "Next.js app: set up routing. Then add pages.",
+    "\u0000\u0001 control \u0007 chars",
+  ];
+
+  it.each(goals.map((g) => [JSON.stringify(g).slice(0, 40), g]))("%s", async (_name, goal) => {
+    const plan = await planOf(goal);
+    rows(plan);
+    for (const t of plan.tasks) expect(Array.from(t.title).length).toBeLessThanOrEqual(80);
+  });
+
+  it("accepts 300 random goals with random revisions", async () => {
+    let seed = 7;
+    const random = (): number => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return seed / 2147483648;
+    };
+    const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T;
+    const words = [
+      "build",
+      "then",
+      "finally",
+      "after step 2",
+      "once the api is done",
+      "meanwhile",
+      "test",
+      "api",
+      "docs",
+      "ünï",
+      "🚀",
+    ];
+    const markers = ["- ", "* ", "1. ", "Step 3: ", "", "  - "];
+    const revisions = [
+      "add docs after task 2",
+      "remove task 1",
+      "make 2 depend on 3",
+      "make 3 depend on 2",
+      "split task 1",
+      "sequential",
+      "parallel",
+      "rename task 1 to X",
+      "assign task 2 to coder",
+      "drop the api task",
+      "add a first step to prepare",
+      "random words here",
+    ];
+    for (let n = 0; n < 300; n += 1) {
+      const lines = Array.from(
+        { length: 1 + Math.floor(random() * 8) },
+        () =>
+          `${pick(markers)}${Array.from({ length: 1 + Math.floor(random() * 6) }, () => pick(words)).join(" ")}${pick([".", "", ";", "\n"])}`,
+      );
+      const revs = Array.from({ length: Math.floor(random() * 4) }, () => pick(revisions));
+      const plan = await planOf(lines.join("\n"), revs, random() < 0.2 ? [] : ROSTER);
+      expect(PlanSchema.safeParse({ ...plan, productId: "p", version: 1 }).success).toBe(true);
+      expect(validatePlanGraph(plan.instances, plan.tasks)).toEqual({ ok: true });
+    }
+  });
+});
+
+describe("splitGoal and makeTitle", () => {
+  it("splits bullets, numbers and prose", () => {
+    expect(splitGoal("- a\n- b").map((i) => i.text)).toEqual(["a", "b"]);
+    expect(splitGoal("1. a\n2) b\nStep 3: c")).toEqual([
+      { text: "a", number: 1 },
+      { text: "b", number: 2 },
+      { text: "c", number: 3 },
+    ]);
+    expect(splitGoal("Do x, then y and then z; write w").map((i) => i.text)).toEqual([
+      "Do x",
+      "then y",
+      "and then z",
+      "write w",
+    ]);
+  });
+
+  it("keeps titles short: first clause, else a cut at a word boundary", () => {
+    expect(makeTitle("then, write the tests.", "x")).toBe("Write the tests");
+    const long = `Implement the caching layer, ${"with many details ".repeat(10)}`;
+    expect(makeTitle(long, "x")).toBe("Implement the caching layer");
+    const title = makeTitle("word ".repeat(40), "x");
+    expect(title.endsWith("…")).toBe(true);
+    expect(Array.from(title).length).toBeLessThanOrEqual(80);
+    expect(makeTitle("...", "Fallback")).toBe("Fallback");
+  });
+});
+
+// -------------------------------------------------------------------------------------------------------------
+
+function livePlan(): { plan: Plan; tasks: TaskState[] } {
+  const instances = [
+    { instanceId: "i1", agentId: "claude", role: "coder", name: "Claude" },
+    { instanceId: "i2", agentId: "gemini", role: "reviewer", name: "Gemini" },
+  ];
+  const task = (taskId: string, title: string, dependsOn: string[], instanceId: string): Task => ({
+    taskId,
+    title,
+    description: title,
+    instanceId,
+    dependsOn,
+  });
+  const tasks = [
+    task("t1", "Write the parser", [], "i1"),
+    task("t2", "Write the tests", ["t1"], "i2"),
+    task("t3", "Write the docs", ["t2"], "i1"),
+  ];
+  const status: Record<string, TaskStatus> = { t1: "completed", t2: "running", t3: "pending" };
+  return {
+    plan: { productId: "prd_1", version: 2, name: "n", summary: "s", instances, tasks },
+    tasks: tasks.map((t) => ({ ...t, status: status[t.taskId] ?? "pending", attempts: 1 })),
+  };
+}
+
+async function send(content: string, live = livePlan()) {
+  const chunks: string[] = [];
+  const result = await leader.message({
+    productId: "prd_1",
+    goal: "Build a parser",
+    content,
+    plan: live.plan,
+    tasks: live.tasks,
+    roster: ROSTER,
+    signal,
+    onText: (t) => chunks.push(t),
+  });
+  expect(chunks.join("")).toBe(result.response);
+  if (result.mutations) expect(applyMutations(live.plan, live.tasks, result.mutations).ok).toBe(true);
+  return result;
+}
+
+describe("HeuristicLeader.message", () => {
+  it("turns 'add task: …' into an addTask mutation with the next free id", async () => {
+    const result = await send("add task: write a changelog");
+    expect(result.mutations).toEqual([
+      {
+        op: "addTask",
+        task: {
+          taskId: "t4",
+          title: "Write a changelog",
+          description: "write a changelog\n\nOverall goal:\nBuild a parser",
+          instanceId: "i2",
+          dependsOn: [],
+        },
+      },
+    ]);
+    expect(result.response).toContain('Added t4 "Write a changelog".');
+    expect(result.response).toContain("Progress: 1 of 3 tasks completed, 1 running.");
+  });
+
+  it("adds a task after another one named by id or title words", async () => {
+    const byId = await send("add task: benchmark it after t3");
+    expect(byId.mutations?.[0]).toMatchObject({ op: "addTask", task: { dependsOn: ["t3"] } });
+    const byWords = await send("add a task to publish the docs after the docs");
+    expect(byWords.mutations?.[0]).toMatchObject({
+      op: "addTask",
+      task: { title: "Publish the docs", dependsOn: ["t3"] },
+    });
+  });
+
+  it("removes a pending task", async () => {
+    const result = await send("remove task t3");
+    expect(result.mutations).toEqual([{ op: "removeTask", taskId: "t3" }]);
+  });
+
+  it("re-points dependents when removing a task in the middle", async () => {
+    const live = livePlan();
+    live.tasks = live.tasks.map((t) => ({ ...t, status: t.taskId === "t1" ? "completed" : "pending" }));
+    const result = await send("remove task 2", live);
+    expect(result.mutations).toEqual([
+      { op: "removeDependency", taskId: "t3", dependsOn: "t2" },
+      { op: "addDependency", taskId: "t3", dependsOn: "t1" },
+      { op: "removeTask", taskId: "t2" },
+    ]);
+  });
+
+  it("drops a change that applyMutations rejects and says why", async () => {
+    const result = await send("remove task t2");
+    expect(result.mutations).toBeUndefined();
+    expect(result.response).toContain(
+      'I did not remove t2 "Write the tests": Task t2 is running and cannot be removed.',
+    );
+    const running = await send("rename t2 to Something else");
+    expect(running.mutations).toBeUndefined();
+    expect(running.response).toContain("Task t2 is running and cannot be updated.");
+  });
+
+  it("keeps the valid commands of a mixed message", async () => {
+    const result = await send("add task: write a changelog\nremove task t1\nmake t3 depend on t4");
+    expect(result.mutations).toEqual([
+      expect.objectContaining({ op: "addTask" }),
+      { op: "addDependency", taskId: "t3", dependsOn: "t4" },
+    ]);
+    expect(result.response).toContain("I did not remove t1");
+  });
+
+  it("acknowledges anything else without mutations", async () => {
+    const result = await send("How is it going?");
+    expect(result.mutations).toBeUndefined();
+    expect(result.response).toBe(
+      'Noted: "How is it going?". That does not change the plan.\nProgress: 1 of 3 tasks completed, 1 running.',
+    );
+  });
+});
+
+describe("HeuristicLeader.consultOnFailure", () => {
+  function failed(taskId: string, live = livePlan()) {
+    const tasks = live.tasks.map((t) =>
+      t.taskId === taskId ? { ...t, status: "failed" as const, attempts: 2, error: "tsc: 3 errors" } : t,
+    );
+    const failedTask = tasks.find((t) => t.taskId === taskId) as TaskState;
+    return { productId: "prd_1", goal: "g", failedTask, plan: live.plan, tasks, roster: ROSTER, signal };
+  }
+
+  it("adds one fix-up task on the same instance and re-points pending dependents to it", async () => {
+    const req = failed("t2");
+    const decision = await leader.consultOnFailure(req);
+    expect(decision.kind).toBe("mutate");
+    if (decision.kind !== "mutate") return;
+    expect(decision.mutations[0]).toMatchObject({
+      op: "addTask",
+      task: { taskId: "t2-fix", title: "Fix: Write the tests", instanceId: "i2", dependsOn: ["t1"] },
+    });
+    expect(decision.mutations.slice(1)).toEqual([
+      { op: "removeDependency", taskId: "t3", dependsOn: "t2" },
+      { op: "addDependency", taskId: "t3", dependsOn: "t2-fix" },
+    ]);
+    expect(applyMutations(req.plan, req.tasks, decision.mutations).ok).toBe(true);
+    expect(decision.message).toBe(
+      'Task t2 "Write the tests" failed after 2 attempts (tsc: 3 errors). I added a fix-up task t2-fix "Fix: Write the tests" on the same instance; t3 now waits for the fix-up instead.',
+    );
+  });
+
+  it("gives up when the failed task is itself a fix-up", async () => {
+    const live = livePlan();
+    const fix: Task = {
+      taskId: "t2-fix",
+      title: "Fix: Write the tests",
+      description: "",
+      instanceId: "i2",
+      dependsOn: ["t1"],
+    };
+    live.plan = { ...live.plan, tasks: [...live.plan.tasks, fix] };
+    live.tasks = [...live.tasks, { ...fix, status: "running", attempts: 1 }];
+    const decision = await leader.consultOnFailure(failed("t2-fix", live));
+    expect(decision.kind).toBe("giveUp");
+    expect(decision.message).toContain("was already a fix-up");
+  });
+
+  it("gives up when the task already had a fix-up", async () => {
+    const live = livePlan();
+    const fix: Task = { taskId: "t2-fix", title: "Fix", description: "", instanceId: "i2", dependsOn: [] };
+    live.plan = { ...live.plan, tasks: [...live.plan.tasks, fix] };
+    live.tasks = [...live.tasks, { ...fix, status: "completed", attempts: 1 }];
+    const decision = await leader.consultOnFailure(failed("t2", live));
+    expect(decision).toMatchObject({ kind: "giveUp" });
+    expect(decision.message).toContain("already had a fix-up (t2-fix)");
+  });
+});

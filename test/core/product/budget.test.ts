@@ -1,0 +1,74 @@
+/**
+ * Behaviour of budgets (DESIGN.md guarantee 9: a warning at 80 %, and on exceed the product pauses, not fails, and
+ * says which limit tripped; resume may add budget) and of the 4-characters-per-token estimate.
+ */
+import { describe, expect, it } from "vitest";
+import { createHarness, draftPlan, type TaskSpec } from "../../support/fakes.js";
+
+/** t1 → … → t6, each reporting 300 tokens (200 in, 100 out): 900 after t3 (≥ 80 %), 1200 after t4 (> 1000). */
+const CHAIN: TaskSpec[] = Array.from({ length: 6 }, (_, i) => ({ id: `t${i + 1}`, ...(i > 0 ? { deps: [`t${i}`] } : {}) }));
+
+async function overBudget() {
+  const h = createHarness({ plan: draftPlan(CHAIN) });
+  for (const t of CHAIN) h.worker.script(t.id, { kind: "complete", usage: { inputTokens: 200, outputTokens: 100 } });
+  const productId = await h.started({ budget: { maxTotalTokens: 1000 } });
+  await h.notifier.next("product.budgetExceeded");
+  await h.notifier.next("product.taskStatus", (p) => p.taskId === "t4" && p.status === "completed");
+  return { h, productId };
+}
+
+describe("token budget", () => {
+  it("warns once at 80 % and then reports the exceeded limit", async () => {
+    const { h, productId } = await overBudget();
+    const methods = h.notifier.sent.map((s) => s.method);
+
+    expect(h.notifier.of("product.budgetWarning", productId)).toEqual([
+      { productId, usedTokens: 900, maxTotalTokens: 1000, reason: expect.stringContaining("90 %") },
+    ]);
+    expect(h.notifier.of("product.budgetExceeded", productId)).toEqual([
+      { productId, usedTokens: 1200, maxTotalTokens: 1000, reason: expect.stringContaining("token budget") },
+    ]);
+    expect(methods.indexOf("product.budgetWarning")).toBeLessThan(methods.indexOf("product.budgetExceeded"));
+  });
+
+  it("pauses (not fails) on exceed, with a resumable recovery, and starts nothing more", async () => {
+    const { h, productId } = await overBudget();
+    const status = await h.service.status(productId);
+
+    expect(status.phase).toBe("paused");
+    expect(status.recovery).toMatchObject({ resumable: true, cause: expect.stringContaining("1200 of 1000") });
+    expect(h.worker.started).toEqual(["t1", "t2", "t3", "t4"]);
+    expect(h.notifier.of("product.completed", productId)).toEqual([]);
+  });
+
+  it("continues from there on resume with additionalBudget, keeping the used counters, and completes", async () => {
+    const { h, productId } = await overBudget();
+    expect(await h.service.resume(productId, { maxTotalTokens: 2000 })).toEqual({ productId, phase: "executing" });
+    const done = await h.finished(productId);
+    const status = await h.service.status(productId);
+
+    expect(done.phase).toBe("completed");
+    expect(h.worker.started).toEqual(["t1", "t2", "t3", "t4", "t5", "t6"]);
+    expect(status.budget).toMatchObject({
+      usedTokens: 1800,
+      inputTokens: 1200,
+      outputTokens: 600,
+      maxTotalTokens: 3200,
+      tokenSource: "reported",
+    });
+    expect(h.notifier.of("product.budgetExceeded", productId)).toHaveLength(1);
+  });
+});
+
+describe("token estimate", () => {
+  it("counts 4 characters per token of brief and output when the worker reports no usage", async () => {
+    // Brief: title "Write" (5) + description "Write the thing" (15) = 20 chars = 5 tokens; output 40 chars = 10 tokens.
+    const h = createHarness({ plan: draftPlan([{ id: "w", title: "Write", description: "Write the thing" }]) });
+    h.worker.script("w", { kind: "complete", output: "x".repeat(40) });
+    const productId = await h.started();
+    await h.finished(productId);
+    const status = await h.service.status(productId);
+
+    expect(status.budget).toMatchObject({ usedTokens: 15, inputTokens: 5, outputTokens: 10, tokenSource: "estimated" });
+  });
+});

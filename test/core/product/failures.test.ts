@@ -1,0 +1,183 @@
+/**
+ * Behaviour of a product when work goes wrong: retries, leader consultation after a final failure (give up or a
+ * fix-up mutation), a worker that asks a question (DESIGN.md guarantee 8: waiting is not failing), and a run-state
+ * authority that fails a write (guarantee 2: persistence failure is a barrier).
+ */
+import { describe, expect, it } from "vitest";
+import type { Mutation } from "../../../protocol/common.js";
+import { Gate, createHarness, drain, draftPlan, taskOf, waitUntil } from "../../support/fakes.js";
+
+describe("retries", () => {
+  it("completes a task on attempt 2 after one failed attempt when maxAttempts is 2", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "a", maxAttempts: 2 }]) });
+    h.worker.script("a", { kind: "fail", error: "flaky" }, { kind: "complete" });
+    const productId = await h.started();
+    const done = await h.finished(productId);
+
+    expect(done.phase).toBe("completed");
+    expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2]);
+    expect(h.notifier.taskTrail("a")).toEqual(["running@1", "pending@1", "running@2", "completed@2"]);
+    expect(h.notifier.of("product.taskStatus", productId, (p) => p.status === "pending")).toEqual([
+      { productId, taskId: "a", status: "pending", attempt: 1, error: "flaky" },
+    ]);
+    expect(h.leader.consultCalls).toEqual([]);
+  });
+});
+
+describe("leader consultation after a final failure", () => {
+  /** a fails every attempt; b and c depend on it (c through b); x is independent. */
+  const PLAN = draftPlan([
+    { id: "a" },
+    { id: "b", deps: ["a"] },
+    { id: "c", deps: ["b"] },
+    { id: "x", instance: "i2" },
+  ]);
+
+  it("consults the leader exactly once, with the failed task, after the last attempt", async () => {
+    const h = createHarness({ plan: PLAN });
+    h.worker.script("a", { kind: "fail", error: "broken build" });
+    const productId = await h.started();
+    await h.finished(productId);
+
+    expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2]);
+    expect(h.leader.consultCalls).toHaveLength(1);
+    expect(h.leader.consultCalls[0]?.failedTask).toMatchObject({ taskId: "a", status: "failed", attempts: 2, error: "broken build" });
+  });
+
+  it("on giveUp skips the dependents, completes independent tasks and ends failed with a recovery", async () => {
+    const h = createHarness({ plan: PLAN });
+    h.worker.script("a", { kind: "fail", error: "broken build" });
+    h.leader.decisions.push({ kind: "giveUp", message: "Cannot fix the build." });
+    const productId = await h.started();
+    const done = await h.finished(productId);
+    const status = await h.service.status(productId);
+
+    expect(done).toMatchObject({ productId, phase: "failed" });
+    expect((await h.tasks(productId)).map((t) => [t.taskId, t.status])).toEqual([
+      ["a", "failed"],
+      ["b", "skipped"],
+      ["c", "skipped"],
+      ["x", "completed"],
+    ]);
+    expect(h.worker.started.filter((id) => id === "b" || id === "c")).toEqual([]);
+    expect(status.phase).toBe("failed");
+    expect(status.recovery).toMatchObject({ resumable: false, cause: expect.stringContaining("a failed") });
+    expect(h.notifier.of("product.leaderMessage", productId, (p) => p.message === "Cannot fix the build.")).toHaveLength(1);
+  });
+
+  it("on a fix-up mutation runs the fix-up, then the re-pointed dependents, and completes", async () => {
+    const h = createHarness({ plan: PLAN });
+    h.worker.script("a", { kind: "fail" });
+    const fix: Mutation[] = [
+      { op: "addTask", task: taskOf({ id: "a_fix", title: "Fix a" }) },
+      { op: "removeDependency", taskId: "b", dependsOn: "a" },
+      { op: "addDependency", taskId: "b", dependsOn: "a_fix" },
+      { op: "removeTask", taskId: "a" },
+    ];
+    h.leader.decisions.push({ kind: "mutate", mutations: fix, message: "Replacing a with a fix-up." });
+    const productId = await h.started();
+    const done = await h.finished(productId);
+
+    expect(done.phase).toBe("completed");
+    expect(h.leader.consultCalls).toHaveLength(1);
+    const fixRun = h.worker.runsOf("a_fix")[0];
+    const bRun = h.worker.runsOf("b")[0];
+    expect(fixRun && bRun && fixRun.endSeq !== undefined && fixRun.endSeq < bRun.startSeq).toBe(true);
+    expect(bRun?.request.dependencyOutputs).toEqual([{ taskId: "a_fix", title: "Fix a", output: "out:a_fix" }]);
+    expect(h.worker.runsOf("c")).toHaveLength(1);
+    expect((await h.tasks(productId)).map((t) => [t.taskId, t.status])).toEqual([
+      ["b", "completed"],
+      ["c", "completed"],
+      ["x", "completed"],
+      ["a_fix", "completed"],
+    ]);
+    expect(h.notifier.of("product.dagMutated", productId).map((p) => p.by)).toEqual(["leader", "leader", "leader", "leader"]);
+  });
+});
+
+describe("waiting is not failing (guarantee 8)", () => {
+  const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }, { id: "x", instance: "i2" }]);
+
+  async function waitingProduct() {
+    const h = createHarness({ plan: PLAN });
+    h.worker.script("a", { kind: "wait", question: "Which database?" }, { kind: "complete" });
+    const productId = await h.started();
+    await h.notifier.next("product.taskStatus", (p) => p.taskId === "a" && p.status === "waiting");
+    await h.notifier.next("product.taskStatus", (p) => p.taskId === "x" && p.status === "completed");
+    await drain();
+    return { h, productId };
+  }
+
+  it("keeps the asking task waiting, its dependents pending and the product executing, and says why", async () => {
+    const { h, productId } = await waitingProduct();
+    const status = await h.service.status(productId);
+
+    expect(status.phase).toBe("executing");
+    expect((await h.tasks(productId)).map((t) => [t.taskId, t.status, t.question])).toEqual([
+      ["a", "waiting", "Which database?"],
+      ["b", "pending", undefined],
+      ["x", "completed", undefined],
+    ]);
+    expect(h.worker.hasStarted("b")).toBe(false);
+    expect(h.notifier.of("product.completed", productId)).toEqual([]);
+    expect(status.recovery).toMatchObject({ resumable: true, cause: expect.stringContaining("Which database?") });
+    expect(h.notifier.of("product.taskStatus", productId, (p) => p.status === "waiting")).toEqual([
+      { productId, taskId: "a", status: "waiting", attempt: 1, question: "Which database?" },
+    ]);
+  });
+
+  it("runs the task again with the answer from product.message, then its dependents, and completes", async () => {
+    const { h, productId } = await waitingProduct();
+    const answer = await h.service.message(productId, "PostgreSQL");
+    const done = await h.finished(productId);
+
+    expect(answer.response).toContain("a");
+    expect(done.phase).toBe("completed");
+    expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2]);
+    expect(h.worker.runsOf("a")[1]?.request.task.description).toContain("PostgreSQL");
+    expect(h.worker.runsOf("b")).toHaveLength(1);
+    expect(h.leader.messageCalls).toEqual([]);
+  });
+});
+
+describe("persistence failure is a barrier (guarantee 2)", () => {
+  /** a completes; b is held running; the write of b's completion fails. */
+  async function failedWrite() {
+    const h = createHarness({ plan: draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }, { id: "c", deps: ["b"] }]) });
+    const gate = new Gate();
+    h.worker.script("b", { kind: "complete", gate }, { kind: "complete" });
+    const productId = await h.started();
+    await waitUntil(() => h.worker.hasStarted("b"), "b to start");
+    await drain();
+    h.authority.failNext("appendEvents");
+    gate.release();
+    await h.notifier.next("product.persistenceError");
+    await drain();
+    return { h, productId };
+  }
+
+  it("pauses, tells the client and starts no further task", async () => {
+    const { h, productId } = await failedWrite();
+    const status = await h.service.status(productId);
+
+    expect(h.notifier.of("product.persistenceError", productId)).toEqual([
+      { productId, projectId: "proj", error: expect.stringContaining("Injected failure on appendEvents") },
+    ]);
+    expect(status.phase).toBe("paused");
+    expect((status.recovery as { cause: string }).cause).toContain("Injected failure on appendEvents");
+    expect(h.worker.started).toEqual(["a", "b"]);
+    expect(h.notifier.of("product.completed", productId)).toEqual([]);
+  });
+
+  it("after the authority recovers, resume finishes without re-running persisted completed work", async () => {
+    const { h, productId } = await failedWrite();
+    await h.service.resume(productId);
+    const done = await h.finished(productId);
+
+    expect(done.phase).toBe("completed");
+    expect(h.worker.runsOf("a")).toHaveLength(1);
+    // b's result never reached the authority, so it is the one task that runs again (its attempt counted).
+    expect(h.worker.runsOf("b").map((e) => e.attempt)).toEqual([1, 2]);
+    expect(h.worker.runsOf("c")).toHaveLength(1);
+  });
+});

@@ -1,0 +1,78 @@
+/**
+ * Behaviour of rollback to a checkpoint and replay of a task (DESIGN.md, Execution model: rollback restores a
+ * checkpoint and resumes through the normal resume path; replay resets a task and everything downstream of it).
+ */
+import { describe, expect, it } from "vitest";
+import { createHarness, draftPlan, type TaskSpec } from "../../support/fakes.js";
+
+describe("product.rollback", () => {
+  const CHAIN: TaskSpec[] = [{ id: "a" }, { id: "b", deps: ["a"] }, { id: "c", deps: ["b"] }, { id: "d", deps: ["c"] }];
+
+  it("re-runs exactly the tasks completed after the chosen checkpoint and completes again", async () => {
+    const h = createHarness({ plan: draftPlan(CHAIN) });
+    const productId = await h.started();
+    await h.finished(productId);
+    const { checkpoints } = await h.service.checkpoints(productId);
+    const second = checkpoints.find((c) => c.completed === 2);
+    expect(second).toBeDefined();
+    const runsBefore = h.worker.executions.length;
+
+    const result = await h.service.rollback(productId, second?.checkpointId);
+    const done = await h.finished(productId, 2);
+
+    expect(result).toEqual({ productId, checkpointId: second?.checkpointId, phase: "executing" });
+    expect(done.phase).toBe("completed");
+    expect(h.worker.executions.slice(runsBefore).map((e) => e.taskId)).toEqual(["c", "d"]);
+    expect((await h.tasks(productId)).every((t) => t.status === "completed")).toBe(true);
+  });
+
+  it("announces the restored topology with the tasks after the checkpoint pending", async () => {
+    const h = createHarness({ plan: draftPlan(CHAIN) });
+    const productId = await h.started();
+    await h.finished(productId);
+    const { checkpoints } = await h.service.checkpoints(productId);
+    const mark = h.notifier.sent.length;
+
+    await h.service.rollback(productId, checkpoints.find((c) => c.completed === 2)?.checkpointId);
+    await h.finished(productId, 2);
+
+    const topology = h.notifier.sent.slice(mark).find((s) => s.method === "product.dagTopology");
+    expect((topology?.params.nodes as { id: string; status: string }[]).map((n) => [n.id, n.status])).toEqual([
+      ["a", "completed"],
+      ["b", "completed"],
+      ["c", "pending"],
+      ["d", "pending"],
+    ]);
+  });
+});
+
+describe("product.replayTask", () => {
+  /** a → b → c; a → d; e independent. */
+  const PLAN = draftPlan([
+    { id: "a" },
+    { id: "b", deps: ["a"] },
+    { id: "c", deps: ["b"] },
+    { id: "d", deps: ["a"], instance: "i2" },
+    { id: "e", instance: "i3" },
+  ]);
+
+  it("resets the task and its transitive dependents only, and re-runs exactly them", async () => {
+    const h = createHarness({ plan: PLAN });
+    const productId = await h.started();
+    await h.finished(productId);
+    const runsBefore = h.worker.executions.length;
+
+    expect(await h.service.replayTask(productId, "b")).toEqual({ productId, reset: ["b", "c"] });
+    const done = await h.finished(productId, 2);
+
+    expect(done.phase).toBe("completed");
+    expect(h.worker.executions.slice(runsBefore).map((e) => `${e.taskId}@${e.attempt}`)).toEqual(["b@1", "c@1"]);
+    expect((await h.tasks(productId)).map((t) => [t.taskId, t.status, t.attempts])).toEqual([
+      ["a", "completed", 1],
+      ["b", "completed", 1],
+      ["c", "completed", 1],
+      ["d", "completed", 1],
+      ["e", "completed", 1],
+    ]);
+  });
+});
