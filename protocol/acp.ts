@@ -145,7 +145,7 @@ export type ClientCapabilities = z.infer<typeof ClientCapabilities>;
 
 export const InitializeParams = z.looseObject({
   protocolVersion: ProtocolVersion,
-  clientCapabilities: ClientCapabilities.optional(),
+  clientCapabilities: ClientCapabilities.nullish(),
   clientInfo: Implementation.nullish(),
   _meta: AcpMeta,
 });

@@ -239,6 +239,9 @@ export function choosePermission(options: PermissionOption[], policy: Permission
   return { outcome: { outcome: "selected", optionId: chosen.optionId } };
 }
 
+/** An attempt's result before the child has exited: failures get their stderr tail only at the very end. */
+type Draft = WorkerResult | { outcome: "failedWithTail"; what: string };
+
 class TaskAttempt {
   private child: ChildProcess | undefined;
   private exited: Promise<Exit> | undefined;
@@ -290,19 +293,25 @@ class TaskAttempt {
     if (this.options.taskTimeoutMs !== undefined) {
       timer = setTimeout(() => this.stop("timeout"), this.options.taskTimeoutMs);
     }
+    let draft: Draft;
     try {
-      return await this.runInner();
+      draft = await this.runInner();
     } catch (error) {
       this.log.error({ err: error }, "worker attempt failed unexpectedly");
-      return this.failed(`internal error while running the agent: ${describeError(error)}`);
+      draft = this.failed(`internal error while running the agent: ${describeError(error)}`);
     } finally {
       if (timer !== undefined) clearTimeout(timer);
       this.request.signal.removeEventListener("abort", onAbort);
-      await this.terminate();
     }
+    await this.terminate();
+    if (draft.outcome !== "failedWithTail") return draft;
+    // The child is gone now, so its stderr is complete: quote the end of it.
+    await this.settleStdio();
+    const tail = this.stderrTail.trim().slice(-STDERR_TAIL_CHARS);
+    return { outcome: "failed", error: `${draft.what} — stderr tail: ${tail === "" ? "(empty)" : tail}` };
   }
 
-  private async runInner(): Promise<WorkerResult> {
+  private async runInner(): Promise<Draft> {
     const agentId = this.request.instance.agentId;
     let spec;
     try {
@@ -357,7 +366,6 @@ class TaskAttempt {
       case "spawnError":
         return this.failed(`could not start agent "${agentId}" (${spec.command}): ${settled.error.message}`);
       case "exited":
-        await this.settleStdio();
         return this.failed(`agent "${agentId}" ${this.describeExit(settled.exit)} before the turn ended`);
       case "error":
         return this.conversationFailed(settled.error);
@@ -457,7 +465,7 @@ class TaskAttempt {
     return answer;
   }
 
-  private answered(response: PromptResponse | undefined): WorkerResult {
+  private answered(response: PromptResponse | undefined): Draft {
     if (response === undefined) return this.failed("agent session ended without a prompt response");
     const usage = usageOf(response);
     if (usage !== undefined) {
@@ -492,7 +500,7 @@ class TaskAttempt {
     }
   }
 
-  private async conversationFailed(error: unknown): Promise<WorkerResult> {
+  private async conversationFailed(error: unknown): Promise<Draft> {
     if (this.stopKind !== undefined) return this.stopResult(this.stopKind);
     const agentId = this.request.instance.agentId;
     if (error instanceof RequestError) {
@@ -505,17 +513,13 @@ class TaskAttempt {
       return this.failed(`could not start agent "${agentId}": ${exit.spawnError.message}`);
     }
     if (exit !== undefined) {
-      await this.settleStdio();
       return this.failed(`agent "${agentId}" ${this.describeExit(exit)} before the turn ended`);
     }
     return this.failed(`agent "${agentId}" connection failed: ${describeError(error)}`);
   }
 
   /** Cancellation/timeout/shutdown: session/cancel, then wait up to `graceMs` for the prompt to answer. */
-  private async stopAndSettle(
-    kind: StopKind,
-    conversation: Promise<PromptResponse | undefined>,
-  ): Promise<WorkerResult> {
+  private async stopAndSettle(kind: StopKind, conversation: Promise<PromptResponse | undefined>): Promise<Draft> {
     this.log.info({ reason: kind }, "stopping worker");
     if (this.ctx !== undefined && this.sessionId !== undefined) {
       const sessionId = this.sessionId;
@@ -536,7 +540,7 @@ class TaskAttempt {
     return this.stopResult(kind);
   }
 
-  private stopResult(kind: StopKind): WorkerResult {
+  private stopResult(kind: StopKind): Draft {
     if (kind === "timeout") return this.failed(`timed out after ${this.options.taskTimeoutMs ?? 0} ms`);
     return { outcome: "cancelled" };
   }
@@ -593,9 +597,9 @@ class TaskAttempt {
     this.stderrLine = "";
   }
 
-  private failed(what: string): WorkerResult {
-    const tail = this.stderrTail.trim().slice(-STDERR_TAIL_CHARS);
-    return { outcome: "failed", error: `${what} — stderr tail: ${tail === "" ? "(empty)" : tail}` };
+  /** A failure whose message gets the stderr tail appended once the child has exited (see `run`). */
+  private failed(what: string): Draft {
+    return { outcome: "failedWithTail", what };
   }
 
   private safely(fn: () => void): void {

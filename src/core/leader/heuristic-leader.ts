@@ -43,7 +43,7 @@ const LEADER_INSTANCE: Instance = { instanceId: "leader", agentId: "leader", rol
  * - `consultOnFailure` adds one fix-up task per failed task and re-points its pending dependents; gives up when the
  *   failed task is itself a fix-up or already had one.
  *
- * Every method throws the signal's reason if `signal` is already aborted, and never throws otherwise.
+ * Every method rejects with the signal's reason if `signal` is already aborted, and never rejects otherwise.
  */
 export class HeuristicLeader implements LeaderPort {
   /**
@@ -252,6 +252,7 @@ export function splitGoal(goal: string): GoalItem[] {
 function splitProse(goal: string): string[] {
   const sentences = goal
     .replace(/\r\n?/gu, "\n")
+    .replace(/[^\S\n]+/gu, " ")
     .split(/\n+|;\s*|(?<=[.!?])\s+(?=[^\p{Ll}\s])|(?<=[。！？])/u)
     .map((s) => s.trim());
   const clauses: string[] = [];
@@ -482,8 +483,12 @@ function parseCommands(message: string): Command[] {
   return clauses.map(parseCommand);
 }
 
+/** Clauses longer than this are never commands; they are kept as constraints (and the regexes stay cheap). */
+const MAX_COMMAND_LENGTH = 500;
+
 function parseCommand(clause: string): Command {
   const source = clause;
+  if (clause.length > MAX_COMMAND_LENGTH) return { kind: "constraint", text: source };
   let c = clause.replace(/[\s.!?]+$/u, "");
   for (let k = 0; k < 3 && POLITE.test(c); k += 1) c = c.replace(POLITE, "");
   c = c.replace(/,?\s+please$/iu, "").trim();

@@ -3,7 +3,7 @@
  * says which limit tripped; resume may add budget) and of the 4-characters-per-token estimate.
  */
 import { describe, expect, it } from "vitest";
-import { createHarness, draftPlan, type TaskSpec } from "../../support/fakes.js";
+import { createHarness, drain, draftPlan, type TaskSpec } from "../../support/fakes.js";
 
 /** t1 → … → t6, each reporting 300 tokens (200 in, 100 out): 900 after t3 (≥ 80 %), 1200 after t4 (> 1000). */
 const CHAIN: TaskSpec[] = Array.from({ length: 6 }, (_, i) => ({ id: `t${i + 1}`, ...(i > 0 ? { deps: [`t${i}`] } : {}) }));
@@ -14,6 +14,7 @@ async function overBudget() {
   const productId = await h.started({ budget: { maxTotalTokens: 1000 } });
   await h.notifier.next("product.budgetExceeded");
   await h.notifier.next("product.taskStatus", (p) => p.taskId === "t4" && p.status === "completed");
+  await drain();
   return { h, productId };
 }
 
