@@ -5,7 +5,7 @@ import tseslint from "typescript-eslint";
 import importX from "eslint-plugin-import-x";
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "coverage/**", "**/*.js", "**/*.cjs", "**/*.mjs"] },
+  { ignores: ["vitest.config.ts", "dist/**", "node_modules/**", "coverage/**", "**/*.js", "**/*.cjs", "**/*.mjs"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

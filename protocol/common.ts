@@ -19,7 +19,7 @@ export const Id = z
   .string()
   .min(1)
   .max(200)
-  .regex(/^[^\u0000-\u001f]+$/, "must not contain control characters");
+  .refine((s) => ![...s].some((c) => c.charCodeAt(0) < 0x20), "must not contain control characters");
 
 /** ISO-8601 UTC timestamp string. */
 export const Timestamp = z.string().min(1);

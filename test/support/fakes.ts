@@ -219,13 +219,15 @@ export class RecordingNotifier implements Notifier {
 /**
  * A leader whose answers are scripted. `plan` returns the given plan (or result); `message` returns the queued
  * answers in order (default `{response: "ok"}`); `consultOnFailure` returns the queued decisions in order (default
- * give up). Every call is recorded. `planGate`, when set, holds `plan()` until released.
+ * give up). Every call is recorded. `planGate` / `consultGate`, when set, hold `plan()` / `consultOnFailure()` until
+ * released.
  */
 export class ScriptedLeader implements LeaderPort {
   readonly planCalls: PlanRequest[] = [];
   readonly messageCalls: MessageRequest[] = [];
   readonly consultCalls: FailureConsultation[] = [];
   planGate: Gate | null = null;
+  consultGate: Gate | null = null;
   readonly messageAnswers: MessageResult[] = [];
   readonly decisions: FailureDecision[] = [];
 
@@ -245,6 +247,7 @@ export class ScriptedLeader implements LeaderPort {
 
   async consultOnFailure(request: FailureConsultation): Promise<FailureDecision> {
     this.consultCalls.push({ ...request, failedTask: structuredClone(request.failedTask) });
+    if (this.consultGate) await this.consultGate.promise;
     return this.decisions.shift() ?? { kind: "giveUp", message: "Giving up." };
   }
 }
@@ -252,7 +255,7 @@ export class ScriptedLeader implements LeaderPort {
 // ---------------------------------------------------------------------------------------------------------------
 // Worker
 
-/** What one attempt of a task does. Every step honours `request.signal`: an abort settles it as `cancelled`. */
+/** What one execution of a task does. Every step honours `request.signal`: an abort settles it as `cancelled`. */
 export type WorkerStep =
   | {
       kind: "complete";
@@ -283,8 +286,9 @@ export interface Execution {
 }
 
 /**
- * A worker whose behaviour per task id is scripted per attempt (`script`); attempt n uses step n, the last step
- * repeats; unscripted tasks complete with `out:<taskId>`. Logs every execution with start/end sequence numbers.
+ * A worker whose behaviour per task id is scripted per execution (`script`): the nth execution of a task uses step n
+ * (whatever attempt number the orchestrator gives it; rollback and replay restart attempts), the last step repeats;
+ * unscripted tasks complete with `out:<taskId>`. Logs every execution with start/end sequence numbers.
  */
 export class FakeWorker implements WorkerPort {
   readonly executions: Execution[] = [];
@@ -296,7 +300,7 @@ export class FakeWorker implements WorkerPort {
 
   constructor(private readonly clock?: Clock) {}
 
-  /** Scripts the attempts of `taskId`. */
+  /** Scripts the executions of `taskId`, in order. */
   script(taskId: string, ...steps: WorkerStep[]): this {
     this.#scripts.set(taskId, steps);
     return this;
@@ -323,7 +327,8 @@ export class FakeWorker implements WorkerPort {
     this.executions.push(execution);
     if (this.onStart) await this.onStart(request);
     const steps = this.#scripts.get(taskId) ?? [];
-    const step: WorkerStep = steps[Math.min(request.attempt, steps.length) - 1] ?? { kind: "complete" };
+    const nth = this.executions.filter((e) => e.taskId === taskId).length;
+    const step: WorkerStep = steps[Math.min(nth, steps.length) - 1] ?? { kind: "complete" };
     const result = await this.#run(step, request, events);
     execution.endSeq = this.#seq++;
     execution.result = result;

@@ -40,7 +40,8 @@ const LEADER_INSTANCE: Instance = { instanceId: "leader", agentId: "leader", rol
  *   roster, then replays the user's revision messages from the dialogue. Never asks questions.
  * - `message` turns "add task: …", "remove task N", "rename …", "make N depend on M", "assign N to …" into mutations
  *   that pass `applyMutations`; anything else is acknowledged.
- * - `consultOnFailure` adds one fix-up task per failed task and re-points its pending dependents; gives up when the
+ * - `consultOnFailure` adds one fix-up task per failed task, re-points its pending dependents and removes the failed
+ *   task when nothing else depends on it (the fix-up replaces it); gives up when the
  *   failed task is itself a fix-up or already had one.
  *
  * Every method rejects with the signal's reason if `signal` is already aborted, and never rejects otherwise.
@@ -152,6 +153,12 @@ export class HeuristicLeader implements LeaderPort {
       mutations.push({ op: "addDependency", taskId: state.taskId, dependsOn: fixId });
       repointed.push(state.taskId);
     }
+    // The fix-up replaces the failed task (its failure stays in the dialogue), so a successful fix can complete the
+    // product. Only possible when no other task still depends on the failed one.
+    const stillDepended = request.tasks.some(
+      (t) => t.dependsOn.includes(failed.taskId) && !repointed.includes(t.taskId),
+    );
+    if (!stillDepended) mutations.push({ op: "removeTask", taskId: failed.taskId });
     const outcome = applyMutations(request.plan, request.tasks, mutations);
     if (!outcome.ok) {
       return {
@@ -166,7 +173,9 @@ export class HeuristicLeader implements LeaderPort {
     return {
       kind: "mutate",
       mutations,
-      message: `${label} failed after ${attempts}${error}. I added a fix-up task ${fixId} "${fix.title}" on the same instance; ${after}`,
+      message:
+        `${label} failed after ${attempts}${error}. I added a fix-up task ${fixId} "${fix.title}" on the same instance` +
+        `${stillDepended ? "" : ` to replace it`}; ${after}`,
     };
   }
 }
@@ -888,6 +897,9 @@ function matchAgent(words: string, roster: readonly AgentInfo[]): number | undef
 }
 
 /** Assigns ids `t1…`, instances round-robin (or as pinned), descriptions with goal context and constraints. */
+/** At least this many instances (seats) when the roster is smaller and the plan has enough tasks. */
+const MIN_PARALLEL_SEATS = 3;
+
 function finishDraft(
   goal: string,
   draft: readonly DraftTask[],
@@ -895,25 +907,30 @@ function finishDraft(
   constraints: string[],
 ): DraftPlan {
   const id = new Map(draft.map((t, i) => [t, `t${i + 1}`]));
+  // Seats: one instance per roster agent, plus extra instances of the same agents (round-robin) up to
+  // MIN_PARALLEL_SEATS, so independent tasks can run side by side even with a single agent.
+  const seatCount = roster.length === 0 ? 0 : Math.max(roster.length, Math.min(MIN_PARALLEL_SEATS, draft.length));
   const used = new Set<number>();
-  const agentOf = draft.map((t, i) => {
-    if (roster.length === 0) return -1;
-    const a = t.agent !== undefined && t.agent < roster.length ? t.agent : i % roster.length;
-    used.add(a);
-    return a;
+  const seatOf = draft.map((t, i) => {
+    if (seatCount === 0) return -1;
+    const seat = t.agent !== undefined && t.agent < roster.length ? t.agent : i % seatCount;
+    used.add(seat);
+    return seat;
   });
   const order = [...used].sort((a, b) => a - b);
-  const instanceIdOf = new Map(order.map((a, k) => [a, `i${k + 1}`]));
+  const instanceIdOf = new Map(order.map((seat, k) => [seat, `i${k + 1}`]));
   const instances: Instance[] =
     roster.length === 0
       ? [{ ...LEADER_INSTANCE }]
-      : order.map((a) => {
-          const info = roster[a] as AgentInfo;
+      : order.map((seat) => {
+          const info = roster[seat % roster.length] as AgentInfo;
+          const copy = Math.floor(seat / roster.length);
+          const name = info.name ? (copy === 0 ? info.name : `${info.name} #${copy + 1}`) : undefined;
           return {
-            instanceId: instanceIdOf.get(a) as string,
+            instanceId: instanceIdOf.get(seat) as string,
             agentId: info.agentId,
             role: clip(info.role || "worker", 200),
-            ...(info.name ? { name: clip(info.name, 200) } : {}),
+            ...(name ? { name: clip(name, 200) } : {}),
           };
         });
   const context = goalContext(goal, constraints);
@@ -921,7 +938,7 @@ function finishDraft(
     taskId: id.get(t) as string,
     title: clip(t.title, 500) || `Step ${i + 1}`,
     description: clip(`${t.text.trim()}${context}`, MAX_DESCRIPTION),
-    instanceId: roster.length === 0 ? LEADER_INSTANCE.instanceId : (instanceIdOf.get(agentOf[i] as number) as string),
+    instanceId: roster.length === 0 ? LEADER_INSTANCE.instanceId : (instanceIdOf.get(seatOf[i] as number) as string),
     dependsOn: [...new Set(t.deps)].filter((d) => id.has(d)).map((d) => id.get(d) as string),
   }));
   if (!validatePlanGraph(instances, tasks).ok) {

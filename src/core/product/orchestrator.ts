@@ -78,6 +78,7 @@ export class ProductOrchestrator {
   private readonly settled: SettledResult[] = [];
   private pumpScheduled = false;
   private consultations = 0;
+  private consultQueue: Promise<void> = Promise.resolve();
   private executingSinceMs: number | null = null;
   private cancelTimers: (() => void)[] = [];
   private lock: Promise<unknown> = Promise.resolve();
@@ -789,7 +790,7 @@ export class ProductOrchestrator {
           productId: s.productId,
           goal: s.goal,
           failedTask: { ...failedTask },
-          plan,
+          plan: s.plan ?? plan,
           tasks: s.tasks,
           roster: this.roster(),
           signal: new AbortController().signal,
@@ -814,7 +815,11 @@ export class ProductOrchestrator {
       }
       await skip(decision.message);
     };
-    run()
+    // Consultations run one at a time: a failure that arrives while another is being discussed waits its turn
+    // instead of finding the leader busy and being given up unheard.
+    const turn = this.consultQueue.then(run);
+    this.consultQueue = turn.catch(() => undefined);
+    turn
       .catch((err: unknown) => this.ctx.logger.warn({ productId: this.productId, err }, "leader consultation failed"))
       .finally(done);
   }
@@ -867,13 +872,17 @@ export class ProductOrchestrator {
       { type: "dialogue", role: "leader", text: summary },
     ]);
     this.stopDriving();
-    await this.writeHeader();
-    this.ctx.notifier.notify("product.completed", {
-      productId: this.productId,
-      projectId: this.model.state.projectId,
-      phase,
-      summary,
-    });
+    try {
+      await this.writeHeader();
+    } finally {
+      // The terminal phase is already in the event stream; a failed header (an index) must not hide the outcome.
+      this.ctx.notifier.notify("product.completed", {
+        productId: this.productId,
+        projectId: this.model.state.projectId,
+        phase,
+        summary,
+      });
+    }
   }
 
   // -------------------------------------------------------------------------------------------------------------

@@ -45,17 +45,19 @@ function rows(plan: DraftPlan): [string, string, string[]][] {
 }
 
 describe("HeuristicLeader.plan: goal → tasks", () => {
-  it("turns a one-line goal into analyse → implement → review, round-robin over the roster", async () => {
+  it("turns a one-line goal into analyse → implement → review, round-robin over seats of the roster", async () => {
     const plan = await planOf("Fix the login bug");
     expect(rows(plan)).toEqual([
       ["t1", "Analyse: Fix the login bug", []],
       ["t2", "Implement: Fix the login bug", ["t1"]],
       ["t3", "Review: Fix the login bug", ["t2"]],
     ]);
-    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i1", "i2", "i1"]);
+    // Two agents, three tasks: a third seat (a second instance of the first agent) lets independent work run in parallel.
+    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i1", "i2", "i3"]);
     expect(plan.instances).toEqual([
       { instanceId: "i1", agentId: "claude", role: "coder", name: "Claude" },
       { instanceId: "i2", agentId: "gemini", role: "reviewer", name: "Gemini" },
+      { instanceId: "i3", agentId: "claude", role: "coder", name: "Claude #2" },
     ]);
     expect(plan.name).toBe("Fix the login bug");
     expect(plan.tasks[1]?.description).toContain("Fix the login bug");
@@ -236,8 +238,8 @@ describe("HeuristicLeader.plan: revision messages", () => {
 
   it("assigns a task to a named agent", async () => {
     const plan = await planOf(base, ["assign task 1 to the reviewer"]);
-    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i2", "i2", "i1"]);
-    expect(plan.instances[1]?.agentId).toBe("gemini");
+    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i1", "i1", "i2"]);
+    expect(plan.instances[0]?.agentId).toBe("gemini");
   });
 
   it("appends anything it does not understand as a constraint to every task, and mentions it", async () => {
@@ -487,7 +489,7 @@ describe("HeuristicLeader.consultOnFailure", () => {
     return { productId: "prd_1", goal: "g", failedTask, plan: live.plan, tasks, roster: ROSTER, signal };
   }
 
-  it("adds one fix-up task on the same instance and re-points pending dependents to it", async () => {
+  it("adds one fix-up task on the same instance, re-points pending dependents to it and removes the failed task", async () => {
     const req = failed("t2");
     const decision = await leader.consultOnFailure(req);
     expect(decision.kind).toBe("mutate");
@@ -499,10 +501,11 @@ describe("HeuristicLeader.consultOnFailure", () => {
     expect(decision.mutations.slice(1)).toEqual([
       { op: "removeDependency", taskId: "t3", dependsOn: "t2" },
       { op: "addDependency", taskId: "t3", dependsOn: "t2-fix" },
+      { op: "removeTask", taskId: "t2" },
     ]);
     expect(applyMutations(req.plan, req.tasks, decision.mutations).ok).toBe(true);
     expect(decision.message).toBe(
-      'Task t2 "Write the tests" failed after 2 attempts (tsc: 3 errors). I added a fix-up task t2-fix "Fix: Write the tests" on the same instance; t3 now waits for the fix-up instead.',
+      'Task t2 "Write the tests" failed after 2 attempts (tsc: 3 errors). I added a fix-up task t2-fix "Fix: Write the tests" on the same instance to replace it; t3 now waits for the fix-up instead.',
     );
   });
 

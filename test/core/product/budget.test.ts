@@ -3,7 +3,7 @@
  * says which limit tripped; resume may add budget) and of the 4-characters-per-token estimate.
  */
 import { describe, expect, it } from "vitest";
-import { createHarness, drain, draftPlan, type TaskSpec } from "../../support/fakes.js";
+import { Gate, createHarness, drain, draftPlan, waitUntil, type TaskSpec } from "../../support/fakes.js";
 
 /** t1 → … → t6, each reporting 300 tokens (200 in, 100 out): 900 after t3 (≥ 80 %), 1200 after t4 (> 1000). */
 const CHAIN: TaskSpec[] = Array.from({ length: 6 }, (_, i) => ({ id: `t${i + 1}`, ...(i > 0 ? { deps: [`t${i}`] } : {}) }));
@@ -71,5 +71,51 @@ describe("token estimate", () => {
     const status = await h.service.status(productId);
 
     expect(status.budget).toMatchObject({ usedTokens: 15, inputTokens: 5, outputTokens: 10, tokenSource: "estimated" });
+  });
+});
+
+describe("time budget", () => {
+  /** One task held running while the fake clock moves; maxDurationMs 10 s. */
+  async function heldUnderTimeBudget() {
+    const h = createHarness({ plan: draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }]) });
+    h.worker.script("a", { kind: "complete", gate: new Gate() }, { kind: "complete" });
+    const productId = await h.started({ budget: { maxDurationMs: 10_000 } });
+    await waitUntil(() => h.worker.hasStarted("a"), "a to start");
+    await drain();
+    return { h, productId };
+  }
+
+  it("warns once when 80 % of the wall time has elapsed", async () => {
+    const { h, productId } = await heldUnderTimeBudget();
+    h.clock.advance(7_000);
+    await drain();
+    expect(h.notifier.of("product.budgetWarning", productId)).toEqual([]);
+
+    h.clock.advance(1_500);
+    const warning = await h.notifier.next("product.budgetWarning");
+    expect(warning.reason).toContain("time budget");
+    expect((await h.service.status(productId)).phase).toBe("executing");
+  });
+
+  it("pauses when the wall time is spent, interrupting the running task, and resumes with more time", async () => {
+    const { h, productId } = await heldUnderTimeBudget();
+    h.clock.advance(8_500);
+    await h.notifier.next("product.budgetWarning");
+    h.clock.advance(2_000);
+    const exceeded = await h.notifier.next("product.budgetExceeded");
+    await waitUntil(() => h.worker.runsOf("a")[0]?.result !== undefined, "a's worker to stop");
+    await drain();
+
+    expect(exceeded.reason).toContain("time budget");
+    const status = await h.service.status(productId);
+    expect(status.phase).toBe("paused");
+    expect(status.recovery).toMatchObject({ resumable: true, cause: expect.stringContaining("time budget") });
+    expect((await h.tasks(productId))[0]).toMatchObject({ taskId: "a", status: "pending", attempts: 1 });
+
+    await h.service.resume(productId, { maxDurationMs: 60_000 });
+    const done = await h.finished(productId);
+    expect(done.phase).toBe("completed");
+    expect(h.worker.executions.map((e) => `${e.taskId}@${e.attempt}`)).toEqual(["a@1", "a@2", "b@1"]);
+    expect((await h.service.status(productId)).budget).toMatchObject({ maxDurationMs: 70_500 });
   });
 });

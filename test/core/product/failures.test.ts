@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Mutation } from "../../../protocol/common.js";
+import { ProductStore } from "../../../src/core/product/store.js";
 import { Gate, createHarness, drain, draftPlan, taskOf, waitUntil } from "../../support/fakes.js";
 
 describe("retries", () => {
@@ -95,6 +96,35 @@ describe("leader consultation after a final failure", () => {
   });
 });
 
+describe("two final failures", () => {
+  it("consults the leader about a task that fails while another consultation is in flight", async () => {
+    // Regression: the second failure found the leader turn taken by the first consultation and its dependents were
+    // skipped without the leader ever hearing of it.
+    const h = createHarness({
+      plan: draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }, { id: "x", instance: "i2" }, { id: "y", deps: ["x"], instance: "i2" }]),
+    });
+    const xGate = new Gate();
+    h.worker.script("a", { kind: "fail" }).script("x", { kind: "fail", gate: xGate });
+    h.leader.consultGate = new Gate();
+    const productId = await h.started();
+    await waitUntil(() => h.leader.consultCalls.length === 1, "the consultation about a");
+    xGate.release();
+    await waitUntil(() => h.worker.runsOf("x").length === 2 && h.worker.runsOf("x")[1]?.result !== undefined, "x to fail twice");
+    await drain();
+    h.leader.consultGate.release();
+    const done = await h.finished(productId);
+
+    expect(h.leader.consultCalls.map((c) => c.failedTask.taskId)).toEqual(["a", "x"]);
+    expect(done.phase).toBe("failed");
+    expect((await h.tasks(productId)).map((t) => [t.taskId, t.status])).toEqual([
+      ["a", "failed"],
+      ["b", "skipped"],
+      ["x", "failed"],
+      ["y", "skipped"],
+    ]);
+  });
+});
+
 describe("waiting is not failing (guarantee 8)", () => {
   const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }, { id: "x", instance: "i2" }]);
 
@@ -179,5 +209,23 @@ describe("persistence failure is a barrier (guarantee 2)", () => {
     // b's result never reached the authority, so it is the one task that runs again (its attempt counted).
     expect(h.worker.runsOf("b").map((e) => e.attempt)).toEqual([1, 2]);
     expect(h.worker.runsOf("c")).toHaveLength(1);
+  });
+
+  it("still announces product.completed when the header write after the final commit fails", async () => {
+    // Regression: the terminal phase was committed to the event stream, then the header write failed and the client
+    // was never told the product had completed (nor sent a persistenceError, the product being terminal).
+    const h = createHarness({ plan: draftPlan([{ id: "a" }]) });
+    const gate = new Gate();
+    h.worker.script("a", { kind: "complete", gate });
+    const productId = await h.started();
+    await waitUntil(() => h.worker.hasStarted("a"), "a to start");
+    await drain();
+    h.authority.failNext("put");
+    gate.release();
+    const done = await h.finished(productId);
+
+    expect(done.phase).toBe("completed");
+    const { model } = await new ProductStore(h.authority, 20).load(productId);
+    expect(model.state.phase).toBe("completed");
   });
 });

@@ -3,7 +3,7 @@
  * checkpoint and resumes through the normal resume path; replay resets a task and everything downstream of it).
  */
 import { describe, expect, it } from "vitest";
-import { createHarness, draftPlan, type TaskSpec } from "../../support/fakes.js";
+import { createHarness, drain, draftPlan, waitUntil, type TaskSpec } from "../../support/fakes.js";
 
 describe("product.rollback", () => {
   const CHAIN: TaskSpec[] = [{ id: "a" }, { id: "b", deps: ["a"] }, { id: "c", deps: ["b"] }, { id: "d", deps: ["c"] }];
@@ -43,6 +43,23 @@ describe("product.rollback", () => {
       ["c", "pending"],
       ["d", "pending"],
     ]);
+  });
+
+  it("stops the running task when rolling back a product that is still executing", async () => {
+    const h = createHarness({ plan: draftPlan(CHAIN) });
+    h.worker.script("c", { kind: "hang" }, { kind: "complete" });
+    const productId = await h.started();
+    await waitUntil(() => h.worker.hasStarted("c"), "c to start");
+    await drain();
+    const first = (await h.service.checkpoints(productId)).checkpoints[0];
+
+    await h.service.rollback(productId, first?.checkpointId);
+    const done = await h.finished(productId);
+
+    expect(first?.completed).toBe(1);
+    expect(h.worker.runsOf("c")[0]?.request.signal.aborted).toBe(true);
+    expect(h.worker.executions.map((e) => e.taskId)).toEqual(["a", "b", "c", "b", "c", "d"]);
+    expect(done.phase).toBe("completed");
   });
 });
 

@@ -196,3 +196,26 @@ describe("leader turns", () => {
     expect(h.leader.planCalls).toHaveLength(1);
   });
 });
+
+describe("safety checkpoints", () => {
+  it("takes a checkpoint every 5 minutes of clock time while executing", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "a" }]) });
+    const gate = new Gate();
+    h.worker.script("a", { kind: "complete", gate });
+    const productId = await h.started();
+    await waitUntil(() => h.worker.hasStarted("a"), "a to start");
+
+    h.clock.advance(5 * 60_000);
+    await h.notifier.next("product.checkpoint");
+    h.clock.advance(5 * 60_000);
+    await h.notifier.next("product.checkpoint", () => true, 2);
+    const { checkpoints } = await h.service.checkpoints(productId);
+    expect(checkpoints.map((c) => [c.completed, c.total])).toEqual([
+      [0, 1],
+      [0, 1],
+    ]);
+    gate.release();
+    await h.finished(productId);
+    expect(h.clock.pendingTimers).toBe(0);
+  });
+});

@@ -89,3 +89,18 @@ describe("product.mutate applies a valid batch", () => {
     expect(c[0]?.request.dependencyOutputs.map((d) => d.taskId)).toEqual(["b", "x"]);
   });
 });
+
+describe("leader mutations from product.message", () => {
+  it("applies the mutations the leader answers with, marked as by the leader, and returns them", async () => {
+    const { h, productId, gate } = await runningProduct();
+    const mutations: Mutation[] = [{ op: "updateTask", taskId: "c", patch: { description: "Do c, with tests." } }];
+    h.leader.messageAnswers.push({ response: "Added tests to c.", mutations });
+
+    expect(await h.service.message(productId, "c needs tests")).toEqual({ response: "Added tests to c.", mutations });
+    expect(h.leader.messageCalls.map((m) => m.content)).toEqual(["c needs tests"]);
+    expect(h.notifier.of("product.dagMutated", productId)).toEqual([{ productId, mutation: mutations[0], by: "leader" }]);
+    gate.release();
+    await h.finished(productId);
+    expect(h.worker.runsOf("c")[0]?.request.task.description).toBe("Do c, with tests.");
+  });
+});
