@@ -36,7 +36,7 @@ Options:
   --state PATH       SQLite state file (default: $ACP_ORCHESTRATOR_STATE, else the user's state directory)
   --log-level LEVEL  trace | debug | info | warn | error | fatal | silent (default: info)
   --log-file FILE    write logs to FILE instead of stderr
-  --goal TEXT        (demo) the goal to plan and run
+  --goal TEXT        (demo) the goal to plan and run (use --goal=TEXT when TEXT starts with "-")
   --keep             (demo) keep the temporary workspace
 `;
 

@@ -109,9 +109,7 @@ export class FakeClock implements Clock {
   advance(ms: number): void {
     const target = this.#now + ms;
     for (;;) {
-      const due = this.#timers
-        .filter((t) => t.due <= target)
-        .sort((a, b) => a.due - b.due || a.seq - b.seq)[0];
+      const due = this.#timers.filter((t) => t.due <= target).sort((a, b) => a.due - b.due || a.seq - b.seq)[0];
       if (!due) break;
       this.#timers = this.#timers.filter((t) => t !== due);
       this.#now = Math.max(this.#now, due.due);
@@ -198,7 +196,9 @@ export class RecordingNotifier implements Notifier {
 
   /** `product.taskStatus` notifications of one task, as `status@attempt` strings in order. */
   taskTrail(taskId: string): string[] {
-    return this.of("product.taskStatus", undefined, (p) => p.taskId === taskId).map((p) => `${String(p.status)}@${String(p.attempt)}`);
+    return this.of("product.taskStatus", undefined, (p) => p.taskId === taskId).map(
+      (p) => `${String(p.status)}@${String(p.attempt)}`,
+    );
   }
 
   /** Resolves with the first (or `nth`, 1-based) notification matching; see `waitUntil` for the timeout. */
@@ -338,7 +338,9 @@ export class FakeWorker implements WorkerPort {
   async #run(step: WorkerStep, request: WorkerRequest, events: WorkerEvents): Promise<WorkerResult> {
     const signal = request.signal;
     if (signal.aborted) return { outcome: "cancelled" };
-    const aborted = new Promise<"aborted">((resolve) => signal.addEventListener("abort", () => resolve("aborted"), { once: true }));
+    const aborted = new Promise<"aborted">((resolve) =>
+      signal.addEventListener("abort", () => resolve("aborted"), { once: true }),
+    );
     const hold = async (gate?: Gate, afterMs?: number): Promise<boolean> => {
       const waits: Promise<unknown>[] = [];
       if (gate) waits.push(gate.promise);

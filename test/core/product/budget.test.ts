@@ -6,7 +6,10 @@ import { describe, expect, it } from "vitest";
 import { Gate, createHarness, drain, draftPlan, waitUntil, type TaskSpec } from "../../support/fakes.js";
 
 /** t1 → … → t6, each reporting 300 tokens (200 in, 100 out): 900 after t3 (≥ 80 %), 1200 after t4 (> 1000). */
-const CHAIN: TaskSpec[] = Array.from({ length: 6 }, (_, i) => ({ id: `t${i + 1}`, ...(i > 0 ? { deps: [`t${i}`] } : {}) }));
+const CHAIN: TaskSpec[] = Array.from({ length: 6 }, (_, i) => ({
+  id: `t${i + 1}`,
+  ...(i > 0 ? { deps: [`t${i}`] } : {}),
+}));
 
 async function overBudget() {
   const h = createHarness({ plan: draftPlan(CHAIN) });

@@ -43,10 +43,15 @@ describe("restart (guarantee 7)", () => {
     await second.finished(productId);
 
     const events = (await second.authority.readEvents("proj", productStream(productId), seqBefore)).map(
-      (e) => e.event as { type: string; task?: { taskId: string; status: string; attempts: number; interruption?: string } },
+      (e) =>
+        e.event as { type: string; task?: { taskId: string; status: string; attempts: number; interruption?: string } },
     );
     const reset = events.find((e) => e.type === "task" && e.task?.taskId === "b");
-    expect(reset?.task).toMatchObject({ status: "pending", attempts: 1, interruption: expect.stringContaining("shut down") });
+    expect(reset?.task).toMatchObject({
+      status: "pending",
+      attempts: 1,
+      interruption: expect.stringContaining("shut down"),
+    });
     expect(second.worker.runsOf("b").map((e) => e.attempt)).toEqual([2]);
   });
 
@@ -57,7 +62,9 @@ describe("restart (guarantee 7)", () => {
 
     expect(done.phase).toBe("completed");
     expect(second.worker.started).toEqual(["b", "c"]);
-    expect(second.worker.runsOf("c")[0]?.request.dependencyOutputs).toEqual([{ taskId: "b", title: "b", output: "out:b" }]);
+    expect(second.worker.runsOf("c")[0]?.request.dependencyOutputs).toEqual([
+      { taskId: "b", title: "b", output: "out:b" },
+    ]);
   });
 
   it("refuses the old owner's late result once the new owner wrote (guarantee 6)", async () => {
@@ -86,7 +93,15 @@ describe("fail closed (guarantee 4) and reading never writes (guarantee 3)", () 
     await first.service.pause(productId);
     const stream = productStream(productId);
     const seq = (await first.authority.readEvents("proj", stream, 0)).length;
-    const evil = { taskId: "evil", title: "evil", description: "rm -rf", instanceId: "i1", dependsOn: [], status: "pending", attempts: 0 };
+    const evil = {
+      taskId: "evil",
+      title: "evil",
+      description: "rm -rf",
+      instanceId: "i1",
+      dependsOn: [],
+      status: "pending",
+      attempts: 0,
+    };
     await first.authority.appendEvents(
       "proj",
       stream,

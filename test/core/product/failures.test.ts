@@ -42,7 +42,12 @@ describe("leader consultation after a final failure", () => {
 
     expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2]);
     expect(h.leader.consultCalls).toHaveLength(1);
-    expect(h.leader.consultCalls[0]?.failedTask).toMatchObject({ taskId: "a", status: "failed", attempts: 2, error: "broken build" });
+    expect(h.leader.consultCalls[0]?.failedTask).toMatchObject({
+      taskId: "a",
+      status: "failed",
+      attempts: 2,
+      error: "broken build",
+    });
   });
 
   it("on giveUp skips the dependents, completes independent tasks and ends failed with a recovery", async () => {
@@ -63,7 +68,9 @@ describe("leader consultation after a final failure", () => {
     expect(h.worker.started.filter((id) => id === "b" || id === "c")).toEqual([]);
     expect(status.phase).toBe("failed");
     expect(status.recovery).toMatchObject({ resumable: false, cause: expect.stringContaining("a failed") });
-    expect(h.notifier.of("product.leaderMessage", productId, (p) => p.message === "Cannot fix the build.")).toHaveLength(1);
+    expect(
+      h.notifier.of("product.leaderMessage", productId, (p) => p.message === "Cannot fix the build."),
+    ).toHaveLength(1);
   });
 
   it("on a fix-up mutation runs the fix-up, then the re-pointed dependents, and completes", async () => {
@@ -92,7 +99,12 @@ describe("leader consultation after a final failure", () => {
       ["x", "completed"],
       ["a_fix", "completed"],
     ]);
-    expect(h.notifier.of("product.dagMutated", productId).map((p) => p.by)).toEqual(["leader", "leader", "leader", "leader"]);
+    expect(h.notifier.of("product.dagMutated", productId).map((p) => p.by)).toEqual([
+      "leader",
+      "leader",
+      "leader",
+      "leader",
+    ]);
   });
 });
 
@@ -101,7 +113,12 @@ describe("two final failures", () => {
     // Regression: the second failure found the leader turn taken by the first consultation and its dependents were
     // skipped without the leader ever hearing of it.
     const h = createHarness({
-      plan: draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }, { id: "x", instance: "i2" }, { id: "y", deps: ["x"], instance: "i2" }]),
+      plan: draftPlan([
+        { id: "a" },
+        { id: "b", deps: ["a"] },
+        { id: "x", instance: "i2" },
+        { id: "y", deps: ["x"], instance: "i2" },
+      ]),
     });
     const xGate = new Gate();
     h.worker.script("a", { kind: "fail" }).script("x", { kind: "fail", gate: xGate });
@@ -109,7 +126,10 @@ describe("two final failures", () => {
     const productId = await h.started();
     await waitUntil(() => h.leader.consultCalls.length === 1, "the consultation about a");
     xGate.release();
-    await waitUntil(() => h.worker.runsOf("x").length === 2 && h.worker.runsOf("x")[1]?.result !== undefined, "x to fail twice");
+    await waitUntil(
+      () => h.worker.runsOf("x").length === 2 && h.worker.runsOf("x")[1]?.result !== undefined,
+      "x to fail twice",
+    );
     await drain();
     h.leader.consultGate.release();
     const done = await h.finished(productId);

@@ -111,10 +111,51 @@ describe("product lifecycle", () => {
     const topology = h.notifier.of("product.dagTopology", productId);
     expect(topology).toHaveLength(1);
     expect(topology[0]?.nodes).toEqual(
-      DIAMOND.map((t) => ({ id: t.id, title: t.id, instanceId: t.instance ?? "i1", dependsOn: t.deps ?? [], status: "pending" })),
+      DIAMOND.map((t) => ({
+        id: t.id,
+        title: t.id,
+        instanceId: t.instance ?? "i1",
+        dependsOn: t.deps ?? [],
+        status: "pending",
+      })),
     );
     for (const t of DIAMOND) expect(h.notifier.taskTrail(t.id)).toEqual(["running@1", "completed@1"]);
     expect(methods.lastIndexOf("product.taskStatus")).toBeLessThan(methods.indexOf("product.completed"));
+  });
+});
+
+describe("planning dialogue and deletion", () => {
+  it("a message while awaiting confirmation revises the plan: the leader sees it and plan version 2 is announced", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "a" }]) });
+    const productId = await h.planned();
+    h.leader.planResult = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }]);
+
+    const answer = await h.service.message(productId, "Add a second step.");
+    expect(answer.plan?.version).toBe(2);
+    expect(answer.plan?.tasks.map((t) => t.taskId)).toEqual(["a", "b"]);
+    expect(h.leader.planCalls[1]?.previousPlan?.version).toBe(1);
+    expect(h.leader.planCalls[1]?.dialogue.map((d) => `${d.role}:${d.text}`)).toEqual([
+      "user:Build the thing",
+      "leader:Here is the plan.",
+      "user:Add a second step.",
+    ]);
+    expect(h.notifier.of("product.planReady", productId).map((p) => (p.plan as { version: number }).version)).toEqual([
+      1, 2,
+    ]);
+  });
+
+  it("delete stops a running product and removes it; a second delete finds nothing", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "a" }]) });
+    h.worker.script("a", { kind: "hang" });
+    const productId = await h.started();
+    await waitUntil(() => h.worker.hasStarted("a"), "a to start");
+
+    expect(await h.service.delete(productId)).toEqual({ deleted: true });
+    expect(h.worker.runsOf("a")[0]?.request.signal.aborted).toBe(true);
+    const fresh = createHarness({ authority: h.authority });
+    expect(isDomainError(await rejectionOf(fresh.service.status(productId)), "not_found")).toBe(true);
+    expect(await h.service.delete(productId)).toEqual({ deleted: false });
+    expect((await fresh.service.list()).products).toEqual([]);
   });
 });
 
@@ -163,7 +204,10 @@ describe("terminal is sticky (guarantee 5)", () => {
 
   it("refuses resume, confirm and mutate on a completed product with invalid_phase", async () => {
     const { h, productId } = await completedProduct();
-    const add = { op: "addTask" as const, task: { taskId: "x", title: "x", description: "", instanceId: "i1", dependsOn: [] } };
+    const add = {
+      op: "addTask" as const,
+      task: { taskId: "x", title: "x", description: "", instanceId: "i1", dependsOn: [] },
+    };
     for (const call of [
       h.service.resume(productId),
       h.service.confirm(productId, {}),
@@ -178,7 +222,10 @@ describe("terminal is sticky (guarantee 5)", () => {
   it("refuses pause on a completed product, naming the phases that allow it", async () => {
     const { h, productId } = await completedProduct();
     const err = await rejectionOf(h.service.pause(productId));
-    expect(isDomainError(err, "invalid_phase") && err.details).toEqual({ phase: "completed", allowed: ["executing", "paused"] });
+    expect(isDomainError(err, "invalid_phase") && err.details).toEqual({
+      phase: "completed",
+      allowed: ["executing", "paused"],
+    });
   });
 });
 

@@ -25,7 +25,15 @@ const addX: Mutation = { op: "addTask", task: taskOf({ id: "x", instance: "i1" }
 describe("product.mutate refuses an invalid batch whole", () => {
   it.each<[string, Mutation[], number, RegExp]>([
     ["a cycle", [addX, { op: "addDependency", taskId: "b", dependsOn: "c" }], 1, /cycle/],
-    ["an unknown id", [{ op: "updateTask", taskId: "b", patch: { title: "B" } }, { op: "removeTask", taskId: "zzz" }], 1, /zzz/],
+    [
+      "an unknown id",
+      [
+        { op: "updateTask", taskId: "b", patch: { title: "B" } },
+        { op: "removeTask", taskId: "zzz" },
+      ],
+      1,
+      /zzz/,
+    ],
     ["a running task", [{ op: "updateTask", taskId: "a", patch: { title: "A" } }], 0, /running/],
   ])("refuses %s with invalid_mutation, changing and persisting nothing", async (_what, batch, index, reason) => {
     const { h, productId, gate } = await runningProduct();
@@ -58,8 +66,14 @@ describe("product.mutate applies a valid batch", () => {
 
     expect(await h.service.mutate(productId, batch)).toEqual({ productId, applied: 2, version: 2 });
     const after = h.notifier.sent.slice(mark).filter((s) => s.method !== "product.taskStatus");
-    expect(after.slice(0, 3).map((s) => s.method)).toEqual(["product.dagMutated", "product.dagMutated", "product.dagTopology"]);
-    expect(after.slice(0, 2).map((s) => s.params)).toEqual(batch.map((mutation) => ({ productId, mutation, by: "user" })));
+    expect(after.slice(0, 3).map((s) => s.method)).toEqual([
+      "product.dagMutated",
+      "product.dagMutated",
+      "product.dagTopology",
+    ]);
+    expect(after.slice(0, 2).map((s) => s.params)).toEqual(
+      batch.map((mutation) => ({ productId, mutation, by: "user" })),
+    );
     expect((after[2]?.params.nodes as { id: string; dependsOn: string[] }[]).map((n) => [n.id, n.dependsOn])).toEqual([
       ["a", []],
       ["b", ["a"]],
@@ -98,7 +112,9 @@ describe("leader mutations from product.message", () => {
 
     expect(await h.service.message(productId, "c needs tests")).toEqual({ response: "Added tests to c.", mutations });
     expect(h.leader.messageCalls.map((m) => m.content)).toEqual(["c needs tests"]);
-    expect(h.notifier.of("product.dagMutated", productId)).toEqual([{ productId, mutation: mutations[0], by: "leader" }]);
+    expect(h.notifier.of("product.dagMutated", productId)).toEqual([
+      { productId, mutation: mutations[0], by: "leader" },
+    ]);
     gate.release();
     await h.finished(productId);
     expect(h.worker.runsOf("c")[0]?.request.task.description).toBe("Do c, with tests.");
