@@ -326,7 +326,7 @@ export class SessionAdapter {
       return "cancelled";
     }
     const st = product.model.state;
-    const done = st.tasks.filter((t) => t.status === "completed").length;
+    const done = product.model.counts.completed;
     const summary =
       product.phase === "paused"
         ? `Paused: ${st.recovery?.cause ?? "the product was paused"} ${st.recovery?.remediation ?? ""}`.trim()
@@ -379,7 +379,8 @@ export class SessionAdapter {
     const taskId = String(params.taskId);
     const status = String(params.status);
     const product = await this.o.products.get(String(params.productId));
-    const task = product.model.state.tasks.find((t) => t.taskId === taskId);
+    const index = product.model.index.get(taskId);
+    const task = index === undefined ? undefined : product.model.state.tasks[index];
     const acpStatus =
       status === "running" ? "in_progress" : status === "completed" ? "completed" : status === "pending" || status === "waiting" ? "pending" : "failed";
     const sid = s.record.sessionId;

@@ -29,7 +29,7 @@ import type { AgentInfo, DraftPlan, LeaderPort, WorkerResult } from "../ports.js
 import { AuthorityConflict, AuthorityFailure } from "../ports.js";
 import type { ProductContext } from "./context.js";
 import type { ProductEvent } from "./records.js";
-import { progressOf, type ProductModel } from "./state.js";
+import { progressOfModel, type ProductModel } from "./state.js";
 
 /** Events as the orchestrator builds them: `v` and `at` are stamped on append. */
 type NewEvent = ProductEvent extends infer E ? (E extends ProductEvent ? Omit<E, "v" | "at"> : never) : never;
@@ -529,7 +529,7 @@ export class ProductOrchestrator {
         });
       }
       if (task.status === "completed") {
-        const done = this.model.state.tasks.filter((t) => t.status === "completed").length + completedNow;
+        const done = this.model.counts.completed + completedNow;
         events.push({
           type: "checkpoint",
           checkpointId: this.ctx.ids("ckp"),
@@ -847,8 +847,9 @@ export class ProductOrchestrator {
   /** Ends the product when nothing is left to run: completed if every task completed, else failed. */
   private async finishIfDone(): Promise<void> {
     const tasks = this.model.state.tasks;
-    if (tasks.some((t) => t.status === "pending" || t.status === "running")) return;
-    if (tasks.some((t) => t.status === "waiting")) return; // guarantee 8: waiting is not failing
+    const counts = this.model.counts;
+    if (counts.pending > 0 || counts.running > 0) return;
+    if (counts.waiting > 0) return; // guarantee 8: waiting is not failing
     const failed = tasks.filter((t) => t.status !== "completed");
     const phase = failed.length === 0 ? "completed" : "failed";
     const summary =
@@ -1048,7 +1049,7 @@ export class ProductOrchestrator {
         {
           type: "checkpoint",
           checkpointId,
-          completed: tasks.filter((t) => t.status === "completed").length,
+          completed: this.model.counts.completed,
           total: tasks.length,
         },
       ]);
@@ -1174,7 +1175,7 @@ export class ProductOrchestrator {
       phase: s.phase,
       ...(s.plan ? { plan: s.plan } : {}),
       tasks: s.tasks,
-      progress: progressOf(s.tasks),
+      progress: progressOfModel(this.model),
       budget: {
         usedTokens: used,
         inputTokens: s.usage.inputTokens,

@@ -5,7 +5,7 @@
  * It mutates the given `ProductModel` in place (O(1) per task event; a 50,000-task run must not copy arrays per
  * event). It never performs I/O and never rejects an event: validation happens before an event is appended.
  */
-import type { Plan, Progress, TaskState } from "../../../protocol/common.js";
+import type { Plan, Progress, TaskState, TaskStatus } from "../../../protocol/common.js";
 import type { CheckpointRef, ProductEvent, ProductState } from "./records.js";
 
 /** Default number of checkpoints kept (DESIGN.md, Execution model: "History keeps the newest N (default 20)"). */
@@ -16,19 +16,29 @@ export interface ProductModel {
   state: ProductState;
   /** taskId → index into `state.tasks`. */
   index: Map<string, number>;
+  /** How many tasks are in each status, kept up to date by `applyEvent` (O(1) per task event). */
+  counts: Record<TaskStatus, number>;
   checkpointHistory: number;
+}
+
+function zeroCounts(): Record<TaskStatus, number> {
+  return { pending: 0, running: 0, waiting: 0, completed: 0, failed: 0, skipped: 0, cancelled: 0 };
 }
 
 /** Builds a model around a state (e.g. one read from a snapshot). */
 export function modelOf(state: ProductState, checkpointHistory = DEFAULT_CHECKPOINT_HISTORY): ProductModel {
-  const model: ProductModel = { state, index: new Map(), checkpointHistory };
+  const model: ProductModel = { state, index: new Map(), counts: zeroCounts(), checkpointHistory };
   reindex(model);
   return model;
 }
 
 function reindex(model: ProductModel): void {
   model.index.clear();
-  model.state.tasks.forEach((t, i) => model.index.set(t.taskId, i));
+  model.counts = zeroCounts();
+  model.state.tasks.forEach((t, i) => {
+    model.index.set(t.taskId, i);
+    model.counts[t.status]++;
+  });
 }
 
 /** Task states for a freshly confirmed plan: every task pending, no attempts. */
@@ -130,8 +140,11 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
         model.index.set(event.task.taskId, s.tasks.length);
         s.tasks.push(event.task);
       } else {
+        const old = s.tasks[i];
+        if (old) model.counts[old.status]--;
         s.tasks[i] = event.task;
       }
+      model.counts[event.task.status]++;
       break;
     }
     case "mutated": {
@@ -192,6 +205,18 @@ function addBudget(s: ProductState, extra: { maxTotalTokens?: number; maxDuratio
     out.maxDurationMs = Math.max(out.maxDurationMs ?? s.usage.elapsedMs, s.usage.elapsedMs) + extra.maxDurationMs;
   }
   return out;
+}
+
+/** Progress from a model's maintained counts: O(1). */
+export function progressOfModel(model: ProductModel): Progress {
+  const c = model.counts;
+  return {
+    total: model.state.tasks.length,
+    completed: c.completed,
+    running: c.running,
+    failed: c.failed,
+    pending: c.pending + c.waiting,
+  };
 }
 
 /** Counts of tasks by the status groups of `product.status`. `pending` includes waiting tasks. */

@@ -19,7 +19,7 @@ import {
   productStream,
   type ProductState,
 } from "./records.js";
-import { applyEvent, emptyState, modelOf, progressOf, type ProductModel } from "./state.js";
+import { applyEvent, emptyState, modelOf, progressOfModel, type ProductModel } from "./state.js";
 
 /** A model loaded from the authority, with what had to be skipped. */
 export interface LoadedProduct {
@@ -143,7 +143,7 @@ export class ProductStore {
       projectId: s.projectId,
       name: s.name,
       phase: s.phase,
-      progress: progressOf(s.tasks),
+      progress: progressOfModel(model),
       createdAt: s.createdAt,
       updatedAt: s.updatedAt,
       ...(s.sessionId !== undefined ? { sessionId: s.sessionId } : {}),
