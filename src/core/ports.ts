@@ -176,11 +176,84 @@ export interface FailureConsultation {
 
 export type FailureDecision = { kind: "mutate"; mutations: Mutation[]; message: string } | { kind: "giveUp"; message: string };
 
-/** The leader: plans, answers the user, and decides what to do about a final failure. */
+/** One checkable statement derived from a goal (DESIGN.md vocabulary: acceptance criterion). */
+export interface AcceptanceCriterion {
+  /** Stable id within a goal run, e.g. `c1`. */
+  id: string;
+  text: string;
+}
+
+/** Asks the leader to derive acceptance criteria from a goal (the start of a goal run, PROTOCOL.md section 6). */
+export interface ChecklistRequest {
+  goalRunId: string;
+  goal: string;
+  cwd: string;
+  roster: AgentInfo[];
+  signal: AbortSignal;
+}
+
+export interface ChecklistResult {
+  /** At least one criterion; ids unique. */
+  criteria: AcceptanceCriterion[];
+  message: string;
+}
+
+/** Asks the leader to plan the next phase (one product) of a goal run. */
+export interface PhasePlanRequest {
+  goalRunId: string;
+  /** The current goal (after edits). */
+  goal: string;
+  cwd: string;
+  /** 0-based index of the phase being planned. */
+  phaseIndex: number;
+  criteria: (AcceptanceCriterion & { passed: boolean })[];
+  /** Plain-words summary of what earlier phases did. */
+  progressSummary: string;
+  /** User messages queued since the last phase boundary, oldest first. */
+  messages: string[];
+  roster: AgentInfo[];
+  signal: AbortSignal;
+  onText(text: string): void;
+}
+
+export interface PhasePlanResult {
+  plan: DraftPlan;
+  message: string;
+  /** Ids of the criteria this phase works towards (informational). */
+  targets: string[];
+}
+
+/** Asks the leader which criteria pass after a phase ran. */
+export interface AssessRequest {
+  goalRunId: string;
+  goal: string;
+  phaseIndex: number;
+  criteria: (AcceptanceCriterion & { passed: boolean })[];
+  /** The phase's plan and final task states. */
+  plan: Plan;
+  tasks: TaskState[];
+  /** The criteria the phase targeted (from `PhasePlanResult.targets`). */
+  targets: string[];
+  signal: AbortSignal;
+}
+
+export interface AssessResult {
+  /** Ids of every criterion that passes now (not only the new ones). */
+  passed: string[];
+  message: string;
+}
+
+/**
+ * The leader: plans, answers the user, decides what to do about a final failure, and drives goal runs
+ * (derive a checklist, plan one phase, assess a phase).
+ */
 export interface LeaderPort {
   plan(request: PlanRequest): Promise<PlanResult>;
   message(request: MessageRequest): Promise<MessageResult>;
   consultOnFailure(request: FailureConsultation): Promise<FailureDecision>;
+  deriveChecklist(request: ChecklistRequest): Promise<ChecklistResult>;
+  planPhase(request: PhasePlanRequest): Promise<PhasePlanResult>;
+  assess(request: AssessRequest): Promise<AssessResult>;
 }
 
 /** Chooses the leader for a product (`leaderAgentId` in `product.plan`, else the configured default). */

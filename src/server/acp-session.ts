@@ -16,6 +16,7 @@ import { clientNotifications } from "../../protocol/methods.js";
 import type { ProductService } from "../core/product/service.js";
 import type { Clock, IdGenerator, Logger, RunStateAuthority } from "../core/ports.js";
 import type { RequestContext, RpcConnection } from "./rpc-connection.js";
+import { invalidParams } from "./wire-errors.js";
 
 /** The authority project that holds session records (sessions are looked up by id alone). */
 const SESSION_PROJECT = "_";
@@ -219,6 +220,12 @@ export class SessionAdapter {
       });
     }
     const text = promptText(blocks);
+    if (text === "") {
+      // A goal or a message to the leader must not be blank (product.plan / product.message schemas).
+      throw invalidParams([
+        { path: ["prompt"], message: "must contain some text (a text block, an embedded text resource or a resource link)" },
+      ]);
+    }
     const turn: Turn = {
       controller: new AbortController(),
       productId: s.record.productId,

@@ -40,8 +40,9 @@ export function mapDomainError(err: unknown): ResponseError<unknown> | undefined
       return wire.ownership(d.expected, d.got, e.message);
     }
     case "invalid_plan": {
-      const d = e.details as { reason: string; index?: number };
-      return wire.invalidParams([{ path: d.index !== undefined ? ["tasks", d.index] : ["tasks"], message: d.reason }]);
+      const d = e.details as { reason: string; index?: number; list?: "tasks" | "instances" };
+      const list = d.list ?? "tasks";
+      return wire.invalidParams([{ path: d.index !== undefined ? [list, d.index] : [list], message: d.reason }]);
     }
     case "invalid_input":
       return wire.invalidParams([{ path: [], message: (e.details as { reason: string }).reason }]);

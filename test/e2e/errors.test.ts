@@ -220,6 +220,17 @@ describe("not found (-32002)", () => {
     const created = result<{ sessionId: string }>(await call("session/new", { cwd: workspace, mcpServers: [] }));
     expect(result(await call("session/close", { sessionId: created.sessionId }))).toEqual({});
   });
+
+  it("refuses a session/prompt without any text with -32602 instead of starting a product with a blank goal", async () => {
+    const { sessionId } = result<{ sessionId: string }>(await call("session/new", { cwd: workspace, mcpServers: [] }));
+    const before = result<{ products: unknown[] }>(await call("product.list", {})).products.length;
+    for (const prompt of [[], [{ type: "text", text: "   \n" }]]) {
+      const issues = expectInvalidParams(await call("session/prompt", { sessionId, prompt }));
+      expect(issues).toEqual([{ path: ["prompt"], message: expect.any(String) }]);
+    }
+    expect(result<{ products: unknown[] }>(await call("product.list", {})).products).toHaveLength(before);
+    expect(result(await call("session/close", { sessionId }))).toEqual({});
+  });
 });
 
 describe("invalid DAGs", () => {
@@ -263,6 +274,9 @@ describe("invalid DAGs", () => {
     const after = await status(productId);
     expect(after.phase).toBe("awaiting_confirmation");
     expect(after.plan?.tasks).toEqual(plan.tasks);
+    // An edited plan whose problem is in `instances` (an id listed twice) points there, not at `tasks`.
+    const twice = expectInvalidParams(await call("product.confirm", { productId, instances: [plan.instances[0], plan.instances[0]] }));
+    expect(twice).toEqual([{ path: ["instances", 1], message: expect.stringContaining("twice") }]);
     // The leader's own plan still confirms.
     const confirmed = result(await call("product.confirm", { productId }));
     expect(confirmed).toEqual({ productId, ok: true, phase: "executing" });

@@ -12,8 +12,13 @@ import { DEFAULT_PRODUCT_OPTIONS, type ProductContext, type ProductOptions } fro
 import { ProductService } from "../../src/core/product/service.js";
 import { ProductStore } from "../../src/core/product/store.js";
 import type {
+  AcceptanceCriterion,
   AgentDirectory,
   AgentInfo,
+  AssessRequest,
+  AssessResult,
+  ChecklistRequest,
+  ChecklistResult,
   Clock,
   DraftPlan,
   FailureConsultation,
@@ -24,6 +29,8 @@ import type {
   MessageRequest,
   MessageResult,
   Notifier,
+  PhasePlanRequest,
+  PhasePlanResult,
   PlanRequest,
   PlanResult,
   WorkerEvents,
@@ -249,6 +256,41 @@ export class ScriptedLeader implements LeaderPort {
     this.consultCalls.push({ ...request, failedTask: structuredClone(request.failedTask) });
     if (this.consultGate) await this.consultGate.promise;
     return this.decisions.shift() ?? { kind: "giveUp", message: "Giving up." };
+  }
+
+  // Goal runs: scripted criteria, phase plans (queued, the last one repeats) and assessments (queued; by default the
+  // phase's targets pass when every task completed).
+  readonly checklistCalls: ChecklistRequest[] = [];
+  readonly phaseCalls: PhasePlanRequest[] = [];
+  readonly assessCalls: AssessRequest[] = [];
+  criteria: AcceptanceCriterion[] = [{ id: "c1", text: "The goal is done." }];
+  readonly phasePlans: PhasePlanResult[] = [];
+  readonly assessments: AssessResult[] = [];
+  phaseGate: Gate | null = null;
+
+  async deriveChecklist(request: ChecklistRequest): Promise<ChecklistResult> {
+    this.checklistCalls.push(request);
+    return { criteria: structuredClone(this.criteria), message: "Criteria derived." };
+  }
+
+  async planPhase(request: PhasePlanRequest): Promise<PhasePlanResult> {
+    this.phaseCalls.push(structuredClone({ ...request, signal: undefined, onText: undefined }) as unknown as PhasePlanRequest);
+    if (this.phaseGate) await this.phaseGate.promise;
+    const next = this.phasePlans.length > 1 ? this.phasePlans.shift() : this.phasePlans[0];
+    if (next) return structuredClone(next);
+    const r = this.planResult;
+    const plan = "kind" in r ? (r.kind === "plan" ? r.plan : undefined) : r;
+    if (!plan) throw new Error("ScriptedLeader has no phase plan");
+    return { plan: structuredClone(plan), message: "Phase planned.", targets: request.criteria.filter((c) => !c.passed).map((c) => c.id) };
+  }
+
+  async assess(request: AssessRequest): Promise<AssessResult> {
+    this.assessCalls.push(request);
+    const scripted = this.assessments.shift();
+    if (scripted) return scripted;
+    const ok = request.tasks.length > 0 && request.tasks.every((t) => t.status === "completed");
+    const passed = request.criteria.filter((c) => c.passed || (ok && request.targets.includes(c.id))).map((c) => c.id);
+    return { passed, message: "Assessed." };
   }
 }
 

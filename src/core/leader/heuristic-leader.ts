@@ -10,7 +10,12 @@ import type { Instance, Mutation, Plan, Task, TaskState } from "../../../protoco
 import { validatePlanGraph } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
 import type {
+  AcceptanceCriterion,
   AgentInfo,
+  AssessRequest,
+  AssessResult,
+  ChecklistRequest,
+  ChecklistResult,
   DialogueEntry,
   DraftPlan,
   FailureConsultation,
@@ -18,6 +23,8 @@ import type {
   LeaderPort,
   MessageRequest,
   MessageResult,
+  PhasePlanRequest,
+  PhasePlanResult,
   PlanRequest,
   PlanResult,
 } from "../ports.js";
@@ -178,6 +185,102 @@ export class HeuristicLeader implements LeaderPort {
         `${stillDepended ? "" : ` to replace it`}; ${after}`,
     };
   }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Goal runs (PROTOCOL.md section 6): criteria are the goal's items; a criterion passes when the tasks made for it
+  // completed.
+
+  /**
+   * Derives acceptance criteria from the goal's items, one per task the goal would make; a goal with a single item
+   * gets one criterion (the goal itself). Deterministic.
+   */
+  async deriveChecklist(request: ChecklistRequest): Promise<ChecklistResult> {
+    request.signal.throwIfAborted();
+    const criteria = goalCriteria(request.goal).criteria;
+    const message = `I will work towards ${criteria.length} acceptance ${criteria.length === 1 ? "criterion" : "criteria"}:\n${criteria
+      .map((c) => `${c.id}. ${c.text}`)
+      .join("\n")}`;
+    return { criteria, message };
+  }
+
+  /**
+   * Plans one phase: the goal's tasks for every criterion that does not pass yet (dependencies on tasks of passed
+   * criteria are dropped, they are done), with queued user messages as constraints. Each task's `acceptance` names
+   * its criterion (`Criterion c2: …`), which is how `assess` finds it again.
+   */
+  async planPhase(request: PhasePlanRequest): Promise<PhasePlanResult> {
+    request.signal.throwIfAborted();
+    const { draft, criterionOf } = goalCriteria(request.goal);
+    const open = new Set(request.criteria.filter((c) => !c.passed).map((c) => c.id));
+    const text = new Map(request.criteria.map((c) => [c.id, c.text]));
+    let kept = draft.filter((t) => open.has(criterionOf.get(t) ?? ""));
+    if (kept.length === 0) kept = draft;
+    const keptSet = new Set(kept);
+    const phaseDraft = kept.map((t) => ({ ...t, deps: t.deps.filter((d) => keptSet.has(d)) }));
+    const original = new Map(phaseDraft.map((t, i) => [t, kept[i] as DraftTask]));
+    phaseDraft.forEach((t) => (t.deps = t.deps.map((d) => phaseDraft[kept.indexOf(d)] as DraftTask)));
+    const plan = finishDraft(request.goal, phaseDraft, request.roster, request.messages);
+    plan.tasks.forEach((task, i) => {
+      const cid = criterionOf.get(original.get(phaseDraft[i] as DraftTask) as DraftTask) ?? "c1";
+      task.acceptance = clip(`Criterion ${cid}: ${text.get(cid) ?? ""}`, 5_000);
+    });
+    plan.name = clip(`Phase ${request.phaseIndex + 1}: ${plan.name}`, 500);
+    const targets = [...new Set(plan.tasks.map((t) => (t.acceptance ?? "").match(/^Criterion (\S+):/u)?.[1] ?? "c1"))];
+    const message = `Phase ${request.phaseIndex + 1} works on ${targets.join(", ")} with ${plan.tasks.length} ${
+      plan.tasks.length === 1 ? "task" : "tasks"
+    }.`;
+    stream(message, request.onText);
+    return { plan, message, targets };
+  }
+
+  /**
+   * A criterion passes when at least one task of the phase was made for it and every such task completed; criteria
+   * that passed before stay passed (the heuristic leader cannot detect regressions).
+   */
+  async assess(request: AssessRequest): Promise<AssessResult> {
+    request.signal.throwIfAborted();
+    const byCriterion = new Map<string, TaskState[]>();
+    for (const t of request.tasks) {
+      const cid = (t.acceptance ?? "").match(/^Criterion (\S+):/u)?.[1];
+      if (cid === undefined) continue;
+      const list = byCriterion.get(cid) ?? [];
+      list.push(t);
+      byCriterion.set(cid, list);
+    }
+    const passed: string[] = [];
+    const newly: string[] = [];
+    for (const c of request.criteria) {
+      const tasks = byCriterion.get(c.id) ?? [];
+      const ok = tasks.length > 0 && tasks.every((t) => t.status === "completed");
+      if (c.passed || ok) passed.push(c.id);
+      if (!c.passed && ok) newly.push(c.id);
+    }
+    const message =
+      newly.length === 0
+        ? `Phase ${request.phaseIndex + 1} passed no new criterion (${passed.length} of ${request.criteria.length} pass).`
+        : `Phase ${request.phaseIndex + 1} passed ${newly.join(", ")}; ${passed.length} of ${request.criteria.length} criteria pass.`;
+    return { passed, message };
+  }
+}
+
+/** The goal's draft tasks and, for each, the acceptance criterion it serves (one per item; one for a 1-item goal). */
+function goalCriteria(goal: string): {
+  draft: DraftTask[];
+  criteria: AcceptanceCriterion[];
+  criterionOf: Map<DraftTask, string>;
+} {
+  const draft = draftFromGoal(goal);
+  const criterionOf = new Map<DraftTask, string>();
+  if (splitGoal(goal).length <= 1) {
+    for (const t of draft) criterionOf.set(t, "c1");
+    const text = oneLine(goal, 1_000) || "The goal is done.";
+    return { draft, criteria: [{ id: "c1", text }], criterionOf };
+  }
+  const criteria = draft.map((t, i) => {
+    criterionOf.set(t, `c${i + 1}`);
+    return { id: `c${i + 1}`, text: clip(oneLine(t.text, 1_000) || t.title, 1_000) };
+  });
+  return { draft, criteria, criterionOf };
 }
 
 // ===============================================================================================================

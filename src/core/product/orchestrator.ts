@@ -394,7 +394,12 @@ export class ProductOrchestrator {
       };
       if (edit.budget) plan.budget = { ...(current.budget ?? {}), ...edit.budget };
       const check = validatePlanGraph(plan.instances, plan.tasks);
-      if (!check.ok) throw invalidPlan(check.reason, check.index);
+      if (!check.ok) {
+        const error = invalidPlan(check.reason, check.index);
+        // The list `index` points into, for the -32602 issue path (error-mapping.ts reads it; `tasks` when absent).
+        if (check.list === "instances") (error.details as { list?: "tasks" | "instances" }).list = "instances";
+        throw error;
+      }
       if (plan.tasks.length === 0) throw invalidPlan("The plan has no tasks to run.");
       await this.commit([{ type: "confirmed", plan }], { header: true });
     });
