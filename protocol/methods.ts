@@ -26,6 +26,7 @@ import {
   TaskStatus,
   Timestamp,
 } from "./common.js";
+import * as goal from "./goal.js";
 import * as host from "./host.js";
 import { defineMethod, defineNotification, type MethodSpec, type NotificationSpec } from "./method-spec.js";
 import * as product from "./product.js";
@@ -236,8 +237,72 @@ export const productMethods = [
   }),
 ] as const;
 
+/** The `x/goal.*` extension methods (PROTOCOL.md section 6). Each is also served with a leading `_`. */
+export const goalMethods = [
+  method({
+    method: "x/goal.start",
+    extension: true,
+    params: goal.GoalStartParams,
+    result: goal.GoalStartResult,
+    summary:
+      "Starts a goal run and answers at once: the leader derives acceptance criteria, then phases (one product each) " +
+      "run and are assessed until every criterion passes, progress stalls, a budget is spent, or the user stops it.",
+  }),
+  method({
+    method: "x/goal.status",
+    extension: true,
+    params: goal.GoalStatusParams,
+    result: goal.GoalStatusResult,
+    summary: "The goal run's status, rebuilt from its events: criteria, phase, queued messages, tokens used.",
+  }),
+  method({
+    method: "x/goal.list",
+    extension: true,
+    params: goal.GoalListParams,
+    result: goal.GoalListResult,
+    summary: "Goal runs of one project, or of every project (persisted ones too).",
+  }),
+  method({
+    method: "x/goal.pause",
+    extension: true,
+    params: goal.GoalPauseParams,
+    result: goal.GoalPauseResult,
+    summary: "Pauses the goal run and its running phase's product; no phase or leader turn starts until resumed.",
+  }),
+  method({
+    method: "x/goal.resume",
+    extension: true,
+    params: goal.GoalResumeParams,
+    result: goal.GoalResumeResult,
+    summary:
+      "Resumes a paused, blocked or budget-limited goal run (with `additionalBudget`, spent counters kept), or one " +
+      "whose server stopped; a stopped or ended run cannot be resumed.",
+  }),
+  method({
+    method: "x/goal.stop",
+    extension: true,
+    params: goal.GoalStopParams,
+    result: goal.GoalStopResult,
+    summary: "Stops the goal run for good and pauses its running phase's product.",
+  }),
+  method({
+    method: "x/goal.edit",
+    extension: true,
+    params: goal.GoalEditParams,
+    result: goal.GoalEditResult,
+    summary: "Replaces the goal; the edit is recorded now and takes effect at the next phase boundary.",
+  }),
+  method({
+    method: "x/goal.message",
+    extension: true,
+    params: goal.GoalMessageParams,
+    result: goal.GoalMessageResult,
+    summary: "Queues a message for the leader; queued messages are applied at the next phase boundary, in order, once.",
+  }),
+] as const;
+
 /** Every request the server serves. */
-export const serverMethods = [...acpMethods, ...productMethods] as const;
+export const serverMethods = [...acpMethods, ...productMethods, ...goalMethods] as const;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Notifications
@@ -370,6 +435,40 @@ export const productNotifications = [
   }),
 ] as const;
 
+/** The `x/goal.*` notifications (PROTOCOL.md section 6). Sent bare, or with `_` when the client asked for it. */
+export const goalNotifications = [
+  notification({
+    method: "x/goal.started",
+    extension: true,
+    params: goal.GoalStartedNotification,
+    summary: "The goal run started; the leader derived these acceptance criteria.",
+  }),
+  notification({
+    method: "x/goal.phaseStarted",
+    extension: true,
+    params: goal.GoalPhaseStartedNotification,
+    summary: "A phase started as a product (confirmed automatically).",
+  }),
+  notification({
+    method: "x/goal.phaseAssessed",
+    extension: true,
+    params: goal.GoalPhaseAssessedNotification,
+    summary: "The leader assessed a finished phase: which criteria pass, which passed for the first time, which regressed.",
+  }),
+  notification({
+    method: "x/goal.statusChanged",
+    extension: true,
+    params: goal.GoalStatusChangedNotification,
+    summary: "The goal run's status changed.",
+  }),
+  notification({
+    method: "x/goal.ended",
+    extension: true,
+    params: goal.GoalEndedNotification,
+    summary: "The goal run ended, with the reason and a summary.",
+  }),
+] as const;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Requests the server makes of the client
 
@@ -448,7 +547,8 @@ export type ResultOf<M extends ServerMethodName> = z.output<Extract<ServerMethod
 export type AnyNotification =
   | (typeof clientNotifications)[number]
   | (typeof acpServerNotifications)[number]
-  | (typeof productNotifications)[number];
+  | (typeof productNotifications)[number]
+  | (typeof goalNotifications)[number];
 export type NotificationName = AnyNotification["method"];
 export type ProductNotificationName = (typeof productNotifications)[number]["method"];
 
@@ -471,7 +571,9 @@ export type HostResultOf<M extends HostRequestName> = z.output<Extract<HostReque
 export const extensionMethodNames: readonly string[] = serverMethods.filter((m) => m.extension).map((m) => m.method);
 
 /** Bare names of every extension notification the server sends, in table order (for `initialize`'s `_meta`). */
-export const extensionNotificationNames: readonly string[] = productNotifications.map((n) => n.method);
+export const extensionNotificationNames: readonly string[] = [...productNotifications, ...goalNotifications].map(
+  (n) => n.method,
+);
 
 const serverMethodByWireName: ReadonlyMap<string, ServerMethod> = new Map(
   serverMethods.flatMap((m): [string, ServerMethod][] =>
@@ -585,5 +687,12 @@ export const namedSchemas: readonly NamedSchema[] = [
     id: "PermissionOption",
     schema: acp.PermissionOption,
     description: "One answer offered by `session/request_permission`.",
+  },
+  { id: "GoalStatus", schema: goal.GoalStatus, description: "The status of a goal run." },
+  { id: "GoalEndReason", schema: goal.GoalEndReason, description: "Why a goal run ended." },
+  {
+    id: "GoalBudgetInput",
+    schema: goal.GoalBudgetInput,
+    description: "A goal run's budget: `Budget` plus `maxPhases`; unknown keys are -32602.",
   },
 ];

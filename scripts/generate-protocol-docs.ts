@@ -20,6 +20,8 @@ import {
   productMethods,
   acpMethods,
   productNotifications,
+  goalMethods,
+  goalNotifications,
 } from "../protocol/methods.js";
 import { Phase } from "../protocol/common.js";
 import type { MethodSpec, NotificationSpec } from "../protocol/method-spec.js";
@@ -124,6 +126,7 @@ function buildDefinitions(): Registered {
   const sections: Section[] = [
     { title: "ACP methods", direction: "client → server request", entries: methodEntries(acpMethods) },
     { title: "Product methods", direction: "client → server request", entries: methodEntries(productMethods) },
+    { title: "Goal methods", direction: "client → server request", entries: methodEntries(goalMethods) },
     {
       title: "Client notifications",
       direction: "client → server notification",
@@ -138,6 +141,11 @@ function buildDefinitions(): Registered {
       title: "Product notifications",
       direction: "server → client notification",
       entries: notificationEntries(productNotifications),
+    },
+    {
+      title: "Goal notifications",
+      direction: "server → client notification",
+      entries: notificationEntries(goalNotifications),
     },
     { title: "Requests to the client", direction: "server → client request", entries: methodEntries(hostRequests) },
   ];

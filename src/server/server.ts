@@ -9,7 +9,7 @@
 import type { Readable, Writable } from "node:stream";
 import type { z } from "zod";
 import type { InitializeResult } from "../../protocol/acp.js";
-import { productMethods, productNotifications, serverMethods } from "../../protocol/methods.js";
+import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
 import type { ParamsOf } from "../../protocol/methods.js";
 import type { ProductContext, ProductOptions } from "../core/product/context.js";
 import { ProductService } from "../core/product/service.js";
@@ -138,8 +138,8 @@ export class OrchestratorServer {
         _meta: {
           "acp-orchestrator": {
             version: this.options.version,
-            methods: productMethods.map((m) => m.method),
-            notifications: productNotifications.map((n) => n.method),
+            methods: [...extensionMethodNames],
+            notifications: [...extensionNotificationNames],
           },
         },
       },

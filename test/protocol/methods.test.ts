@@ -70,6 +70,21 @@ const PRODUCT_NOTIFICATIONS = [
 ];
 
 // PROTOCOL.md section 7, plus ACP's server → client permission request.
+/** PROTOCOL.md section 6, in table order. */
+const GOAL_METHODS = [
+  "x/goal.start",
+  "x/goal.status",
+  "x/goal.list",
+  "x/goal.pause",
+  "x/goal.resume",
+  "x/goal.stop",
+  "x/goal.edit",
+  "x/goal.message",
+];
+
+/** PROTOCOL.md section 6, notifications. */
+const GOAL_NOTIFICATIONS = ["x/goal.started", "x/goal.phaseStarted", "x/goal.phaseAssessed", "x/goal.statusChanged", "x/goal.ended"];
+
 const HOST_REQUESTS = [
   "runState/get",
   "runState/put",
@@ -119,7 +134,7 @@ describe("method table", () => {
 
   it("serves the union of both, with no duplicate name", () => {
     const names = serverMethods.map((m) => m.method);
-    expect(names).toEqual([...ACP_METHODS, ...PRODUCT_METHODS]);
+    expect(names).toEqual([...ACP_METHODS, ...PRODUCT_METHODS, ...GOAL_METHODS]);
     expect(new Set(names).size).toBe(names.length);
   });
 
@@ -148,8 +163,8 @@ describe("method table", () => {
   });
 
   it("lists the extension names initialize advertises", () => {
-    expect(extensionMethodNames).toEqual(PRODUCT_METHODS);
-    expect(extensionNotificationNames).toEqual(PRODUCT_NOTIFICATIONS);
+    expect(extensionMethodNames).toEqual([...PRODUCT_METHODS, ...GOAL_METHODS]);
+    expect(extensionNotificationNames).toEqual([...PRODUCT_NOTIFICATIONS, ...GOAL_NOTIFICATIONS]);
   });
 });
 
