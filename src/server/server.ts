@@ -12,8 +12,11 @@ import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
 import type { ParamsOf } from "../../protocol/methods.js";
 import type { ProductContext, ProductOptions } from "../core/product/context.js";
+import { GoalService } from "../core/goal/coordinator.js";
 import { ProductService } from "../core/product/service.js";
 import { ProductStore } from "../core/product/store.js";
+import type { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
+import { HostAuthority } from "../adapters/persistence/host-authority.js";
 import type {
   AgentDirectory,
   Clock,
@@ -44,6 +47,13 @@ export interface ServerOptions {
   productOptions: ProductOptions;
   /** The default `projectId` of a workspace (DESIGN.md vocabulary: derived from the workspace path). */
   projectIdFor(cwd: string): string;
+  /**
+   * Host-owned run state (PROTOCOL.md section 7): when the first `initialize` declares
+   * `clientCapabilities._meta["acp-orchestrator"].runStateAuthority: true`, `target` (normally the same object as
+   * `authority`) is switched to a `HostAuthority` over this connection, whose requests time out after `timeoutMs`.
+   * Without it the offer is logged and the server keeps its own store.
+   */
+  hostAuthority?: { target: DelegatingAuthority; timeoutMs?: number };
 }
 
 type Handler<M extends string> = M extends keyof HandlerParams ? (p: HandlerParams[M]) => Promise<unknown> : never;
@@ -77,6 +87,7 @@ class FanOutNotifier implements Notifier {
 export class OrchestratorServer {
   readonly connection: RpcConnection;
   readonly products: ProductService;
+  readonly goals: GoalService;
   readonly sessions: SessionAdapter;
   private readonly notifier: FanOutNotifier;
   private closed: Promise<void>;
@@ -107,8 +118,20 @@ export class OrchestratorServer {
       logger: options.logger,
       defer: (fn) => setImmediate(fn),
       options: options.productOptions,
+      onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
     this.products = new ProductService(ctx);
+    this.goals = new GoalService({
+      authority: options.authority,
+      products: this.products,
+      leader: options.leader,
+      agents: options.agents,
+      notifier: this.notifier,
+      clock: options.clock,
+      ids: options.ids,
+      logger: options.logger,
+      defer: (fn) => setImmediate(fn),
+    });
     this.sessions = new SessionAdapter({
       products: this.products,
       connection: this.connection,
@@ -148,14 +171,33 @@ export class OrchestratorServer {
     };
   }
 
+  /**
+   * Routes every later persistence call to the client (PROTOCOL.md section 7). Only at the first `initialize`: no
+   * other request is served before it, so nothing was persisted in the embedded store; a later `initialize` does not
+   * switch stores under running products.
+   */
+  private useHostAuthority(): void {
+    const host = this.options.hostAuthority;
+    if (host === undefined || this.connection.initialized) {
+      this.options.logger.warn({}, "the client offers a run-state authority; this server keeps its own store");
+      return;
+    }
+    host.target.use(
+      new HostAuthority({
+        connection: this.connection,
+        logger: this.options.logger.child({ component: "host-authority" }),
+        ...(host.timeoutMs !== undefined ? { timeoutMs: host.timeoutMs } : {}),
+      }),
+    );
+    this.options.logger.info({ timeoutMs: host.timeoutMs }, "run state is persisted by the host (runState/*)");
+  }
+
   private register(): void {
     const p = this.products;
     this.on("initialize", async (params) => {
       const meta = params.clientCapabilities?._meta?.["acp-orchestrator"];
       this.connection.setNotificationPrefix(meta?.extensionPrefix === "_" ? "_" : "");
-      if (meta?.runStateAuthority) {
-        this.options.logger.warn({}, "the client offers a run-state authority; this build persists in its own store");
-      }
+      if (meta?.runStateAuthority) this.useHostAuthority();
       return this.initializeResult();
     });
     this.sessions.register((method, handler) => this.connection.handle(method, handler));
@@ -193,6 +235,25 @@ export class OrchestratorServer {
     this.on("product.replayTask", (params) => p.replayTask(params.productId, params.taskId));
     this.on("product.mutate", (params) => p.mutate(params.productId, params.mutations));
     this.on("product.delete", (params) => p.delete(params.productId));
+
+    const g = this.goals;
+    this.on("x/goal.start", (params) =>
+      g.start({
+        goal: params.goal,
+        cwd: params.cwd,
+        projectId: projectOf(params),
+        ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
+        ...(params.budget !== undefined ? { budget: params.budget } : {}),
+        ...(params.noProgressLimit !== undefined ? { noProgressLimit: params.noProgressLimit } : {}),
+      }),
+    );
+    this.on("x/goal.status", (params) => g.status(params.goalRunId));
+    this.on("x/goal.list", (params) => g.list(params.projectId));
+    this.on("x/goal.pause", (params) => g.pause(params.goalRunId));
+    this.on("x/goal.resume", (params) => g.resume(params.goalRunId, params.additionalBudget));
+    this.on("x/goal.stop", (params) => g.stop(params.goalRunId, params.reason));
+    this.on("x/goal.edit", (params) => g.edit(params.goalRunId, params.goal));
+    this.on("x/goal.message", (params) => g.message(params.goalRunId, params.content));
   }
 
   /**
@@ -212,6 +273,7 @@ export class OrchestratorServer {
   shutdown(): Promise<void> {
     this.shuttingDown ??= (async () => {
       this.sessions.shutdown();
+      this.goals.shutdown();
       await this.products.shutdown();
       await this.options.workers.shutdown();
       // Requests that arrived before stdin closed are still answered (e.g. `initialize` piped then EOF).

@@ -10,6 +10,7 @@ import type {
   Logger,
   Notifier,
   WorkerPort,
+  WorkspaceProbe,
 } from "../ports.js";
 import type { ProductStore } from "./store.js";
 
@@ -28,6 +29,26 @@ export interface ProductOptions {
   budgetWarningRatio: number;
   /** The agent that runs tasks assigned to the leader when the leader is not itself an agent. */
   fallbackWorkerAgentId: string;
+  /**
+   * This process's owner id in product leases (DESIGN.md guarantee 6). Must be unique per live process: the
+   * composition root makes a random one. Two processes with the same id are treated as one owner (a process restarted
+   * with its old id may take its own lease back at once).
+   */
+  ownerId: string;
+  /** How long a product lease lives without renewal, in ms (default 30 s). */
+  leaseTtlMs: number;
+  /** How often the owner renews its lease, in ms (default 10 s; must be well below `leaseTtlMs`). */
+  leaseRenewMs: number;
+  /**
+   * Version of the leader's prompt templates, part of the plan fingerprint (drift detection). The composition root
+   * passes the adapter's constant (`leader-prompts.ts`); the core never imports adapters. Default `heuristic-1`.
+   */
+  leaderPromptVersion: string;
+  /**
+   * A fingerprint of the agent registry's definitions (commands, args, env, roles), part of the drift check. When
+   * absent the core hashes what `AgentDirectory.list()` shows (ids, names, roles, strengths).
+   */
+  agentsFingerprint?: () => string;
 }
 
 export const DEFAULT_PRODUCT_OPTIONS: ProductOptions = {
@@ -38,6 +59,10 @@ export const DEFAULT_PRODUCT_OPTIONS: ProductOptions = {
   longRunSafetyCheckpointMs: 30 * 60_000,
   budgetWarningRatio: 0.8,
   fallbackWorkerAgentId: "builtin-worker",
+  ownerId: "local",
+  leaseTtlMs: 30_000,
+  leaseRenewMs: 10_000,
+  leaderPromptVersion: "heuristic-1",
 };
 
 export interface ProductContext {
@@ -55,4 +80,11 @@ export interface ProductContext {
    */
   defer(fn: () => void): void;
   options: ProductOptions;
+  /** Reads the workspace's git HEAD for drift detection; when absent every workspace counts as "not in git". */
+  workspace?: WorkspaceProbe;
+  /**
+   * Called after a product's phase changed (persisted, or in memory after a persistence failure). Used by goal runs
+   * to follow their phase's product. Must not throw and must not call back into the product synchronously.
+   */
+  onPhaseChange?: (productId: string, phase: import("../../../protocol/common.js").Phase) => void;
 }

@@ -125,11 +125,14 @@ export class ProductOrchestrator {
     if (this.fenced) throw conflict({}, `Product ${this.productId}`);
     const at = this.now();
     const stamped = events.map((e) => ({ v: 1, at, ...e }) as ProductEvent);
+    const phaseBefore = this.model.state.phase;
     try {
       await this.ctx.store.append(this.model, stamped);
       if (opts.header) await this.ctx.store.writeHeader(this.model);
     } catch (err) {
       throw this.onWriteError(err);
+    } finally {
+      if (this.model.state.phase !== phaseBefore) this.ctx.onPhaseChange?.(this.productId, this.model.state.phase);
     }
   }
 
@@ -160,7 +163,10 @@ export class ProductOrchestrator {
       // Guarantee 2: stop scheduling and pause, in memory, with the cause; the next successful write records it.
       this.driving = false;
       this.stopWorkers("pause");
-      this.model.state.phase = this.model.state.phase === "executing" ? "paused" : this.model.state.phase;
+      if (this.model.state.phase === "executing") {
+        this.model.state.phase = "paused";
+        this.ctx.onPhaseChange?.(this.productId, "paused");
+      }
       this.model.state.recovery = {
         cause: `The run-state authority failed a write: ${cause}`,
         resumable: true,

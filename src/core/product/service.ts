@@ -5,7 +5,8 @@
  * from the run-state authority on first use (reading never writes: guarantee 3). It validates nothing that the wire
  * schema already did, and it never speaks JSON-RPC: errors are DomainErrors mapped by the server.
  */
-import type { Budget, Instance, Mutation, Phase, Task } from "../../../protocol/common.js";
+import type { Budget, Instance, Mutation, Phase, Plan, Task } from "../../../protocol/common.js";
+import type { DraftPlan } from "../ports.js";
 import { notFound } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { ProductOrchestrator } from "./orchestrator.js";
@@ -74,6 +75,41 @@ export class ProductService {
     this.live.set(productId, orchestrator);
     this.ctx.defer(() => orchestrator.startPlanning());
     return { productId, phase: "planning" };
+  }
+
+  /**
+   * Starts a product whose plan is already made and confirms it at once (a goal run's phase, PROTOCOL.md section 6):
+   * the product is recorded with the plan as proposed, then confirmed through the normal path (written before any
+   * task starts, guarantee 1). Throws invalid_plan when the plan is not a valid DAG.
+   */
+  async launch(params: PlanParams, draft: DraftPlan, message: string): Promise<ProductOrchestrator> {
+    const productId = this.ctx.ids("prd");
+    const at = new Date(this.ctx.clock.now()).toISOString();
+    const budget = params.budget ?? draft.budget;
+    const plan: Plan = { ...draft, productId, version: 1, ...(budget ? { budget } : {}) };
+    const created: ProductEvent = {
+      v: 1,
+      at,
+      type: "created",
+      productId,
+      projectId: params.projectId,
+      name: params.name ?? draft.name,
+      goal: params.goal,
+      cwd: params.cwd,
+      ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
+      ...(budget !== undefined ? { budget } : {}),
+    };
+    const events: ProductEvent[] = [
+      created,
+      { v: 1, at, type: "dialogue", role: "user", text: params.goal },
+      { v: 1, at, type: "dialogue", role: "leader", text: message },
+      { v: 1, at, type: "planProposed", plan },
+    ];
+    const model = await this.ctx.store.create(params.projectId, productId, events);
+    const orchestrator = new ProductOrchestrator(model, this.ctx);
+    this.live.set(productId, orchestrator);
+    await orchestrator.confirm({});
+    return orchestrator;
   }
 
   async message(productId: string, content: string, askId?: string) {
