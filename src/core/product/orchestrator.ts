@@ -67,6 +67,8 @@ export const estimateTokens = (chars: number): number => Math.ceil(chars / 4);
 export class ProductOrchestrator {
   /** Records that failed validation when this product was loaded (guarantee 4). */
   dropped = 0;
+  /** True when this orchestrator was built from stored state (not created in this process). */
+  loadedFromStore = false;
   /** True while this process drives execution (holds the product). */
   private driving = false;
   /** Set when a write was refused: this instance never writes again (guarantee 6). */
@@ -1229,6 +1231,13 @@ export class ProductOrchestrator {
         cause: `Task ${waiting.taskId} is waiting for an answer: ${waiting.question ?? "(no question given)"}`,
         resumable: true,
         remediation: "Answer with product.message; the task will then run again.",
+      };
+    }
+    if (s.phase === "planning" && this.loadedFromStore && !this.planningStarted && !s.plan && !s.pendingAsk && !s.planError) {
+      return {
+        cause: "Planning did not finish: the server that ran the leader's turn stopped.",
+        resumable: true,
+        remediation: "Send product.message (e.g. \"plan again\") to ask the leader to plan.",
       };
     }
     if (s.phase === "planning" && s.planError) {
