@@ -5,19 +5,28 @@
  *
  *   acp-orchestrator [serve] [--config FILE] [--state PATH] [--log-level LEVEL] [--log-file FILE]
  *   acp-orchestrator demo [--goal TEXT] [--keep]
+ *   acp-orchestrator record --out FILE [--normalize] -- COMMAND...   (src/transcripts/commands.ts)
+ *   acp-orchestrator replay FILE... [-- COMMAND...]                  (src/transcripts/commands.ts)
  *   acp-orchestrator --help | --version
  *
  * stdout carries protocol frames only; everything else goes to stderr (or --log-file).
  */
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { AgentConfigError, AgentRegistry } from "./adapters/agents/registry.js";
 import { AcpWorkerPool } from "./adapters/agents/acp-worker.js";
 import { SqliteAuthority } from "./adapters/persistence/sqlite-authority.js";
+import { DelegatingAuthority } from "./adapters/persistence/delegating-authority.js";
+import { DEFAULT_HOST_TIMEOUT_MS } from "./adapters/persistence/host-authority.js";
 import { defaultProjectId, defaultStatePath } from "./adapters/persistence/state-path.js";
+import { LEADER_PROMPT_VERSION } from "./adapters/agents/leader-prompts.js";
+import { createLeaderResolver } from "./adapters/agents/acp-leader.js";
+import { GitWorkspaceProbe } from "./adapters/workspace/git-probe.js";
+import { agentsHash } from "./core/product/fingerprint.js";
 import { HeuristicLeader } from "./core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "./core/product/context.js";
 import type { Clock } from "./core/ports.js";
@@ -29,6 +38,10 @@ const HELP = `acp-orchestrator — an ACP agent that turns a team of coding agen
 Usage:
   acp-orchestrator [serve] [options]   serve JSON-RPC (ACP) on stdin/stdout (the default)
   acp-orchestrator demo [--goal TEXT]  run a product end to end against a spawned server
+  acp-orchestrator record --out FILE [--normalize] -- COMMAND...
+                                       proxy an ACP agent's stdio and write a transcript (record --help)
+  acp-orchestrator replay FILE... [-- COMMAND...]
+                                       replay transcripts against fresh servers (replay --help)
   acp-orchestrator --help | --version
 
 Options:
@@ -36,8 +49,14 @@ Options:
   --state PATH       SQLite state file (default: $ACP_ORCHESTRATOR_STATE, else the user's state directory)
   --log-level LEVEL  trace | debug | info | warn | error | fatal | silent (default: info)
   --log-file FILE    write logs to FILE instead of stderr
+  --host-timeout-ms N  how long a host that owns the run state (runState/*) has to answer each request
+                     (default: $ACP_ORCHESTRATOR_HOST_TIMEOUT_MS, else ${DEFAULT_HOST_TIMEOUT_MS})
   --goal TEXT        (demo) the goal to plan and run (use --goal=TEXT when TEXT starts with "-")
   --keep             (demo) keep the temporary workspace
+
+Environment:
+  ACP_ORCHESTRATOR_LEASE_TTL_MS  lifetime of a product lease without renewal (default 30000; renewed every third)
+  ACP_ORCHESTRATOR_OWNER_ID      this process's lease owner id (default: host:pid:random; must be unique per process)
 `;
 
 /** The package version, read from package.json next to dist/ or the sources. */
@@ -65,10 +84,22 @@ const systemClock: Clock = {
 
 const LOG_LEVELS = new Set(["trace", "debug", "info", "warn", "error", "fatal", "silent"]);
 
-async function serve(values: { config?: string; state?: string; "log-level"?: string; "log-file"?: string }) {
+async function serve(values: {
+  config?: string;
+  state?: string;
+  "log-level"?: string;
+  "log-file"?: string;
+  "host-timeout-ms"?: string;
+}) {
   const level = (values["log-level"] ?? process.env.ACP_ORCHESTRATOR_LOG_LEVEL ?? "info") as LogLevel;
   if (!LOG_LEVELS.has(level)) {
     process.stderr.write(`acp-orchestrator: unknown --log-level "${level}"\n`);
+    return 2;
+  }
+  const hostTimeoutText = values["host-timeout-ms"] ?? process.env.ACP_ORCHESTRATOR_HOST_TIMEOUT_MS;
+  const hostTimeoutMs = hostTimeoutText === undefined ? DEFAULT_HOST_TIMEOUT_MS : Number(hostTimeoutText);
+  if (!Number.isSafeInteger(hostTimeoutMs) || hostTimeoutMs <= 0) {
+    process.stderr.write(`acp-orchestrator: --host-timeout-ms must be a positive integer, got "${hostTimeoutText}"\n`);
     return 2;
   }
   const logger = createLogger({ level, ...(values["log-file"] ? { file: values["log-file"] } : {}) });
@@ -85,8 +116,18 @@ async function serve(values: { config?: string; state?: string; "log-level"?: st
     }
     throw err;
   }
+  // Guarantee 6: the lease owner id of this process and how long its leases live without renewal.
+  const leaseText = process.env.ACP_ORCHESTRATOR_LEASE_TTL_MS;
+  const leaseTtlMs = leaseText === undefined ? DEFAULT_PRODUCT_OPTIONS.leaseTtlMs : Number(leaseText);
+  if (!Number.isSafeInteger(leaseTtlMs) || leaseTtlMs < 30) {
+    process.stderr.write(`acp-orchestrator: ACP_ORCHESTRATOR_LEASE_TTL_MS must be an integer >= 30, got "${leaseText}"\n`);
+    return 2;
+  }
+  const ownerId =
+    process.env.ACP_ORCHESTRATOR_OWNER_ID || `${hostname().slice(0, 80)}:${process.pid}:${randomUUID().slice(0, 8)}`;
   const statePath = resolve(values.state ?? defaultStatePath());
-  const authority = SqliteAuthority.open(statePath);
+  // The embedded store until a client declares `runStateAuthority` in initialize (PROTOCOL.md section 7).
+  const authority = new DelegatingAuthority(SqliteAuthority.open(statePath));
   const config = registry.config;
   const workers = new AcpWorkerPool({
     registry,
@@ -94,7 +135,22 @@ async function serve(values: { config?: string; state?: string; "log-level"?: st
     ...(config.taskTimeoutMs !== undefined ? { taskTimeoutMs: config.taskTimeoutMs } : {}),
     ...(config.permissions !== undefined ? { permissions: config.permissions } : {}),
   });
-  const leader = new HeuristicLeader();
+  if (config.leader !== undefined && registry.get(config.leader) === undefined) {
+    process.stderr.write(`acp-orchestrator: the config's "leader" is "${config.leader}", which is not one of its "agents".\n`);
+    return 2;
+  }
+  // The leader: a product's `leaderAgentId`, else the config's `leader`, as an ACP agent; with neither, the heuristic one.
+  const leaders = createLeaderResolver({
+    registry,
+    logger: logger.child({ component: "leader" }),
+    fallback: new HeuristicLeader(),
+    ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
+    leaderOptions: {
+      clientVersion: packageVersion(),
+      defaultCwd: process.cwd(),
+      ...(config.taskTimeoutMs !== undefined ? { turnTimeoutMs: config.taskTimeoutMs } : {}),
+    },
+  });
   const server = new OrchestratorServer({
     input: process.stdin,
     output: process.stdout,
@@ -102,26 +158,37 @@ async function serve(values: { config?: string; state?: string; "log-level"?: st
     authority,
     agents: registry,
     workers,
-    leader: () => leader,
+    leader: leaders.resolve,
     clock: systemClock,
     ids: (prefix) => `${prefix}_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
     version: packageVersion(),
     productOptions: {
       ...DEFAULT_PRODUCT_OPTIONS,
       ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
+      ownerId,
+      leaseTtlMs,
+      leaseRenewMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
+      // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
+      leaderPromptVersion: `${DEFAULT_PRODUCT_OPTIONS.leaderPromptVersion}+${LEADER_PROMPT_VERSION}`,
+      agentsFingerprint: ((hash: string) => () => hash)(agentsHash(config.agents)),
     },
+    workspace: new GitWorkspaceProbe(),
     projectIdFor: (cwd) => defaultProjectId(cwd),
+    hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
   });
-  logger.info({ statePath }, "acp-orchestrator serving on stdio");
+  // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
+  workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
+  logger.info({ statePath, ownerId }, "acp-orchestrator serving on stdio");
   const stop = (signal: string) => {
     logger.info({ signal }, "stopping");
     void server.shutdown().finally(() => {
-      void authority.close().finally(() => process.exit(0));
+      void Promise.allSettled([leaders.close(), authority.close()]).finally(() => process.exit(0));
     });
   };
   process.once("SIGTERM", () => stop("SIGTERM"));
   process.once("SIGINT", () => stop("SIGINT"));
   await server.serve();
+  await leaders.close();
   await authority.close();
   logger.info({}, "stdin closed; stopped");
   logger.flush();
@@ -129,6 +196,11 @@ async function serve(values: { config?: string; state?: string; "log-level"?: st
 }
 
 async function main(argv: string[]): Promise<number> {
+  if (argv[0] === "record" || argv[0] === "replay") {
+    // Their own flags (and a COMMAND after --) are parsed by the transcript commands (protocol/TRANSCRIPTS.md).
+    const { runRecordCommand, runReplayCommand } = await import("./transcripts/commands.js");
+    return argv[0] === "record" ? runRecordCommand(argv.slice(1)) : runReplayCommand(argv.slice(1));
+  }
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -139,6 +211,7 @@ async function main(argv: string[]): Promise<number> {
       state: { type: "string" },
       "log-level": { type: "string" },
       "log-file": { type: "string" },
+      "host-timeout-ms": { type: "string" },
       goal: { type: "string" },
       keep: { type: "boolean" },
     },

@@ -313,3 +313,18 @@ export interface Notifier {
 }
 
 export type { Budget };
+
+// ---------------------------------------------------------------------------------------------------------------
+// Workspace
+
+/**
+ * Reads facts about a product's workspace that its progress depends on (issue 4, drift detection). Read-only: it
+ * never changes the workspace.
+ */
+export interface WorkspaceProbe {
+  /**
+   * The commit the workspace's git HEAD points at (40 or 64 hex digits), or `null` when `cwd` is not inside a git
+   * checkout (or the HEAD cannot be read). Never throws.
+   */
+  gitHead(cwd: string): Promise<string | null>;
+}

@@ -500,26 +500,49 @@ class ByteQueue {
 // ---------------------------------------------------------------------------------------------------------------
 // Writer
 
+/** Default backlog, in bytes, below which `whenWritable` resolves (see `FramedMessageWriter.whenWritable`). */
+export const DEFAULT_WRITABLE_BACKLOG_BYTES = 256 * 1024;
+
+/** A frame waiting to be handed to the output, with the callbacks of its `write` promise. */
+interface QueuedFrame {
+  frame: string;
+  resolve: () => void;
+  reject: (error: Error) => void;
+}
+
 /**
  * Writes JSON-RPC messages to a byte stream in the transport's framing (PROTOCOL.md section 1).
  *
  * Serialises compactly (one line, `\n`-terminated, never an embedded raw newline; U+2028/U+2029 escaped), or with a
- * `Content-Length` header once that framing was detected. Writes go out one at a time in call order; a write's
- * promise resolves once `output` accepted the bytes (immediately, or after `'drain'` when `output.write` returned
- * false), so callers that await writes never buffer unboundedly. A response whose result cannot be serialised is
- * replaced by a `-32603` for the same id. Does NOT end or destroy `output`.
+ * `Content-Length` header once that framing was detected. Writes go out in call order. Frames queued in the same turn
+ * of the event loop are handed to `output` together, joined into one chunk of at most the output's high-water mark
+ * (one system call for many small notifications instead of one each; a frame larger than that goes alone). A write's
+ * promise resolves once `output` accepted its bytes (immediately, or after `'drain'` when `output.write` returned
+ * false), so callers that await writes never buffer unboundedly; callers that do not await (notifications) can ask
+ * `whenWritable` before producing more. A response whose result cannot be serialised is replaced by a `-32603` for
+ * the same id. Does NOT end or destroy `output`.
  */
 export class FramedMessageWriter extends AbstractMessageWriter implements MessageWriter {
-  private tail: Promise<void> = Promise.resolve();
+  /** Frames not yet handed to `output`, oldest first from `head`. */
+  private queue: QueuedFrame[] = [];
+  private head = 0;
+  /** UTF-16 length of the frames in `queue` (a cheap bound of their bytes). */
+  private queuedChars = 0;
+  /** True while a send is scheduled, running, or waiting for `'drain'`. */
+  private sending = false;
+  private readonly idleWaiters: (() => void)[] = [];
+  private readonly writableWaiters: { limit: number; resolve: () => void }[] = [];
   private failure: Error | undefined;
   private errorCount = 0;
   private readonly onOutputError = (error: Error) => {
     this.failure ??= error;
     this.fireError(error, undefined, ++this.errorCount);
+    this.wakeWaiters();
   };
   private readonly onOutputClose = () => {
     this.failure ??= new Error("The output stream is closed.");
     this.fireClose();
+    this.wakeWaiters();
   };
 
   /** Use `createFramedTransport`; the writer must share its framing decision with a reader. */
@@ -557,9 +580,33 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
       this.fireError(error, message, ++this.errorCount);
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
-    const done = this.tail.then(() => this.send(frame));
-    this.tail = done.catch(() => undefined);
-    return done;
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ frame, resolve, reject });
+      this.queuedChars += frame.length;
+      if (!this.sending) {
+        this.sending = true;
+        // After the current turn's synchronous work and promise callbacks, so that its frames go out together.
+        process.nextTick(() => this.send());
+      }
+    });
+  }
+
+  /**
+   * Bytes written but not yet handed to the operating system: frames still queued here plus what `output` buffers.
+   * (Queued frames are counted in UTF-16 code units, a close bound of their UTF-8 size for JSON.)
+   */
+  get backlogBytes(): number {
+    return this.queuedChars + this.output.writableLength;
+  }
+
+  /**
+   * Resolves once `backlogBytes` is at most `limit` (default 256 KiB): at once when it already is, or when the output
+   * failed or closed (then writes reject anyway). For producers that cannot await each write (notifications of a
+   * streaming worker): waiting here before reading more input is what bounds memory when the client reads slowly.
+   */
+  whenWritable(limit = DEFAULT_WRITABLE_BACKLOG_BYTES): Promise<void> {
+    if (this.failure !== undefined || this.backlogBytes <= limit) return Promise.resolve();
+    return new Promise((resolve) => this.writableWaiters.push({ limit, resolve }));
   }
 
   /**
@@ -568,7 +615,7 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
    * Use at shutdown before exiting.
    */
   async flush(): Promise<void> {
-    await this.tail;
+    if (this.sending && this.failure === undefined) await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
     const output = this.output;
     if (this.failure !== undefined || output.destroyed || output.writableEnded || output.writableLength === 0) return;
     await new Promise<void>((resolve) => {
@@ -600,39 +647,107 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
       : `${json}\n`;
   }
 
-  private send(frame: string): Promise<void> {
+  /**
+   * Hands queued frames to `output`, a batch at a time (at least one frame, at most the output's high-water mark),
+   * until the queue is empty or `output.write` returns false; then waits for `'drain'` and goes on. A batch's write
+   * promises resolve when `output` accepted it; on a closed or failed output every queued frame is rejected.
+   */
+  private send(): void {
     const output = this.output;
-    if (this.failure === undefined && (output.destroyed || output.writableEnded)) {
-      this.failure = new Error("The output stream is closed.");
-    }
-    if (this.failure !== undefined) return Promise.reject(this.failure);
-    return new Promise<void>((resolve, reject) => {
-      const accepted = output.write(frame, "utf8");
-      if (accepted) {
-        resolve();
+    const limit = Math.max(1, output.writableHighWaterMark || 16 * 1024);
+    while (this.head < this.queue.length) {
+      if (this.failure === undefined && (output.destroyed || output.writableEnded)) {
+        this.failure = new Error("The output stream is closed.");
+      }
+      if (this.failure !== undefined) {
+        this.rejectQueued(this.failure);
+        break;
+      }
+      const batch: QueuedFrame[] = [];
+      let chars = 0;
+      while (this.head < this.queue.length) {
+        const next = this.queue[this.head] as QueuedFrame;
+        if (batch.length > 0 && chars + next.frame.length > limit) break;
+        batch.push(next);
+        chars += next.frame.length;
+        this.head += 1;
+      }
+      this.queuedChars -= chars;
+      const text = batch.length === 1 ? (batch[0] as QueuedFrame).frame : batch.map((b) => b.frame).join("");
+      let accepted: boolean;
+      try {
+        accepted = output.write(text, "utf8");
+      } catch (error) {
+        const failure = error instanceof Error ? error : new Error(String(error));
+        for (const b of batch) b.reject(failure);
+        continue;
+      }
+      if (!accepted) {
+        this.awaitDrain(batch);
         return;
       }
-      const cleanup = () => {
-        output.off("drain", onDrain);
-        output.off("close", onClose);
-        output.off("error", onError);
-      };
-      const onDrain = () => {
-        cleanup();
-        resolve();
-      };
-      const onClose = () => {
-        cleanup();
-        reject(this.failure ?? new Error("The output stream closed before the message was written."));
-      };
-      const onError = (error: Error) => {
-        cleanup();
-        reject(error);
-      };
-      output.on("drain", onDrain);
-      output.on("close", onClose);
-      output.on("error", onError);
-    });
+      for (const b of batch) b.resolve();
+      this.wakeWaiters();
+    }
+    this.queue = [];
+    this.head = 0;
+    this.queuedChars = 0;
+    this.sending = false;
+    this.wakeWaiters();
+  }
+
+  /** Waits until `output` drains (then resolves `batch` and sends on) or closes/fails (then rejects everything). */
+  private awaitDrain(batch: QueuedFrame[]): void {
+    const output = this.output;
+    const cleanup = () => {
+      output.off("drain", onDrain);
+      output.off("close", onClose);
+      output.off("error", onError);
+    };
+    const onDrain = () => {
+      cleanup();
+      for (const b of batch) b.resolve();
+      this.wakeWaiters();
+      this.send();
+    };
+    const onClose = () => {
+      cleanup();
+      const failure = this.failure ?? new Error("The output stream closed before the message was written.");
+      for (const b of batch) b.reject(failure);
+      this.rejectQueued(failure);
+      this.queue = [];
+      this.head = 0;
+      this.queuedChars = 0;
+      this.sending = false;
+      this.wakeWaiters();
+    };
+    const onError = (error: Error) => {
+      this.failure ??= error;
+      onClose();
+    };
+    output.on("drain", onDrain);
+    output.on("close", onClose);
+    output.on("error", onError);
+  }
+
+  private rejectQueued(failure: Error): void {
+    while (this.head < this.queue.length) (this.queue[this.head++] as QueuedFrame).reject(failure);
+    this.queuedChars = 0;
+  }
+
+  /** Resolves `flush` waiters when idle and `whenWritable` waiters whose limit is met (all of them after a failure). */
+  private wakeWaiters(): void {
+    if (!this.sending || this.failure !== undefined) for (const w of this.idleWaiters.splice(0)) w();
+    if (this.writableWaiters.length === 0) return;
+    const backlog = this.backlogBytes;
+    const failed = this.failure !== undefined;
+    for (let i = this.writableWaiters.length - 1; i >= 0; i -= 1) {
+      const w = this.writableWaiters[i] as { limit: number; resolve: () => void };
+      if (failed || backlog <= w.limit) {
+        this.writableWaiters.splice(i, 1);
+        w.resolve();
+      }
+    }
   }
 }
 

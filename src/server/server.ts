@@ -26,6 +26,7 @@ import type {
   Notifier,
   RunStateAuthority,
   WorkerPort,
+  WorkspaceProbe,
 } from "../core/ports.js";
 import { SessionAdapter } from "./acp-session.js";
 import { mapDomainError } from "./error-mapping.js";
@@ -47,6 +48,8 @@ export interface ServerOptions {
   productOptions: ProductOptions;
   /** The default `projectId` of a workspace (DESIGN.md vocabulary: derived from the workspace path). */
   projectIdFor(cwd: string): string;
+  /** Reads a workspace's git HEAD for drift detection (issue 4); without it no workspace counts as a git checkout. */
+  workspace?: WorkspaceProbe;
   /**
    * Host-owned run state (PROTOCOL.md section 7): when the first `initialize` declares
    * `clientCapabilities._meta["acp-orchestrator"].runStateAuthority: true`, `target` (normally the same object as
@@ -118,6 +121,7 @@ export class OrchestratorServer {
       logger: options.logger,
       defer: (fn) => setImmediate(fn),
       options: options.productOptions,
+      ...(options.workspace ? { workspace: options.workspace } : {}),
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
     this.products = new ProductService(ctx);

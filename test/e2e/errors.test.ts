@@ -90,13 +90,18 @@ async function planned(goal = GOAL): Promise<{ productId: string; plan: Plan }> 
 /** A product confirmed and paused at once, so nothing of it runs (phase paused). */
 async function paused(): Promise<{ productId: string; plan: Plan }> {
   const p = await planned();
-  const [confirm, pause] = await Promise.all([call("product.confirm", { productId: p.productId }), call("product.pause", { productId: p.productId })]);
+  const [confirm, pause] = await Promise.all([
+    call("product.confirm", { productId: p.productId }),
+    call("product.pause", { productId: p.productId }),
+  ]);
   expect(result(confirm)).toEqual({ productId: p.productId, ok: true, phase: "executing" });
   expect(result(pause)).toEqual({ productId: p.productId, phase: "paused" });
   return p;
 }
 
-async function status(productId: string): Promise<{ phase: string; plan?: Plan; checkpoints: number; tasks: { taskId: string; status: string }[] }> {
+async function status(
+  productId: string,
+): Promise<{ phase: string; plan?: Plan; checkpoints: number; tasks: { taskId: string; status: string }[] }> {
   return result(await call("product.status", { productId }));
 }
 
@@ -122,27 +127,67 @@ afterAll(async () => {
 describe("invalid params (-32602) for every method of PROTOCOL.md sections 4 and 5", () => {
   const abs = "/tmp/acp-orch-absolute";
   const cases: { method: string; params: unknown; path: (string | number)[]; what: string }[] = [
-    { method: "initialize", params: { protocolVersion: "1", clientCapabilities: {} }, path: ["protocolVersion"], what: "wrong type" },
+    {
+      method: "initialize",
+      params: { protocolVersion: "1", clientCapabilities: {} },
+      path: ["protocolVersion"],
+      what: "wrong type",
+    },
     { method: "session/new", params: { cwd: "relative/dir", mcpServers: [] }, path: ["cwd"], what: "relative cwd" },
     { method: "session/load", params: { cwd: abs, mcpServers: [] }, path: ["sessionId"], what: "missing sessionId" },
     { method: "session/list", params: { cwd: "./here" }, path: ["cwd"], what: "relative cwd" },
     { method: "session/close", params: { sessionId: 42 }, path: ["sessionId"], what: "wrong type" },
-    { method: "session/prompt", params: { sessionId: "ses_x", prompt: "hello" }, path: ["prompt"], what: "prompt not an array" },
+    {
+      method: "session/prompt",
+      params: { sessionId: "ses_x", prompt: "hello" },
+      path: ["prompt"],
+      what: "prompt not an array",
+    },
     { method: "product.plan", params: { goal: "Write docs", cwd: "docs" }, path: ["cwd"], what: "relative cwd" },
-    { method: "_product.plan", params: { goal: "   ", cwd: abs }, path: ["goal"], what: "blank goal (underscore spelling)" },
+    {
+      method: "_product.plan",
+      params: { goal: "   ", cwd: abs },
+      path: ["goal"],
+      what: "blank goal (underscore spelling)",
+    },
     { method: "product.message", params: { productId: "prd_x" }, path: ["content"], what: "missing content" },
-    { method: "product.confirm", params: { productId: "prd_x", instances: "all" }, path: ["instances"], what: "wrong type" },
+    {
+      method: "product.confirm",
+      params: { productId: "prd_x", instances: "all" },
+      path: ["instances"],
+      what: "wrong type",
+    },
     { method: "product.status", params: { productID: "prd_x" }, path: [], what: "unknown key productID" },
     { method: "product.list", params: { phase: "running" }, path: ["phase"], what: "unknown phase" },
     { method: "product.pause", params: {}, path: ["productId"], what: "missing productId" },
-    { method: "product.resume", params: { productId: "prd_x", additionalBudget: { maxTotalTokens: 1.5 } }, path: ["additionalBudget", "maxTotalTokens"], what: "non-integer tokens" },
+    {
+      method: "product.resume",
+      params: { productId: "prd_x", additionalBudget: { maxTotalTokens: 1.5 } },
+      path: ["additionalBudget", "maxTotalTokens"],
+      what: "non-integer tokens",
+    },
     { method: "product.cancel", params: { productId: "" }, path: ["productId"], what: "empty id" },
     { method: "product.checkpoint", params: { productId: 7 }, path: ["productId"], what: "wrong type" },
     { method: "product.checkpoints", params: { productId: "prd_x", verbose: true }, path: [], what: "unknown key" },
-    { method: "product.rollback", params: { productId: "prd_x", checkpointId: 3 }, path: ["checkpointId"], what: "wrong type" },
+    {
+      method: "product.rollback",
+      params: { productId: "prd_x", checkpointId: 3 },
+      path: ["checkpointId"],
+      what: "wrong type",
+    },
     { method: "product.replayTask", params: { productId: "prd_x" }, path: ["taskId"], what: "missing taskId" },
-    { method: "product.mutate", params: { productId: "prd_x", mutations: [{ op: "explode", taskId: "t1" }] }, path: ["mutations", 0, "op"], what: "unknown op" },
-    { method: "product.delete", params: { productId: "prd_\u0001" }, path: ["productId"], what: "control character in id" },
+    {
+      method: "product.mutate",
+      params: { productId: "prd_x", mutations: [{ op: "explode", taskId: "t1" }] },
+      path: ["mutations", 0, "op"],
+      what: "unknown op",
+    },
+    {
+      method: "product.delete",
+      params: { productId: "prd_\u0001" },
+      path: ["productId"],
+      what: "control character in id",
+    },
   ];
 
   it.each(cases)("$method: $what", async ({ method, params, path }) => {
@@ -157,8 +202,12 @@ describe("invalid params (-32602) for every method of PROTOCOL.md sections 4 and
   it("names an unknown key such as productID in its issue, and refuses params that are not an object", async () => {
     const issues = expectInvalidParams(await call("product.status", { productID: "prd_x" }));
     expect(issues).toContainEqual({ path: [], message: expect.stringContaining("productID") });
-    expect(expectInvalidParams(await call("product.list", [1, 2]))).toEqual([{ path: [], message: expect.any(String) }]);
-    expect(expectInvalidParams(await call("product.plan", { goal: "Write docs", cwd: workspace, budget: { maxTokens: 5 } }))).toContainEqual({
+    expect(expectInvalidParams(await call("product.list", [1, 2]))).toEqual([
+      { path: [], message: expect.any(String) },
+    ]);
+    expect(
+      expectInvalidParams(await call("product.plan", { goal: "Write docs", cwd: workspace, budget: { maxTokens: 5 } })),
+    ).toContainEqual({
       path: ["budget"],
       message: expect.stringContaining("maxTokens"),
     });
@@ -275,7 +324,9 @@ describe("invalid DAGs", () => {
     expect(after.phase).toBe("awaiting_confirmation");
     expect(after.plan?.tasks).toEqual(plan.tasks);
     // An edited plan whose problem is in `instances` (an id listed twice) points there, not at `tasks`.
-    const twice = expectInvalidParams(await call("product.confirm", { productId, instances: [plan.instances[0], plan.instances[0]] }));
+    const twice = expectInvalidParams(
+      await call("product.confirm", { productId, instances: [plan.instances[0], plan.instances[0]] }),
+    );
     expect(twice).toEqual([{ path: ["instances", 1], message: expect.stringContaining("twice") }]);
     // The leader's own plan still confirms.
     const confirmed = result(await call("product.confirm", { productId }));

@@ -170,9 +170,13 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
     expectError(await s.response(null), null, -32600);
     s.raw.write("42\n");
     expectError(await s.response(null), null, -32600);
+    s.raw.send({ jsonrpc: "2.0", id: null, method: "product.list", params: {} });
+    expectError(await s.response(null), null, -32600);
+    s.raw.send({ jsonrpc: "2.0", id: 6, method: "product.list", params: "all" });
+    expectError(await s.response(6), 6, -32600);
     await expectServing(s, 5);
     // None of the refused requests ran: exactly one answer per refused line, one for each valid request.
-    expect(s.raw.stdoutLines).toHaveLength(8);
+    expect(s.raw.stdoutLines).toHaveLength(10);
     await finish(s);
   });
 
@@ -189,7 +193,11 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
 
   it("reads several messages from one write and one message split over several writes (even inside a UTF-8 character)", async () => {
     const s = start();
-    s.raw.write(line(req(1, "initialize", INIT_PARAMS)) + line(req(2, "product.list")) + line(req("three", "product.status", { productId: "prd_none" })));
+    s.raw.write(
+      line(req(1, "initialize", INIT_PARAMS)) +
+        line(req(2, "product.list")) +
+        line(req("three", "product.status", { productId: "prd_none" })),
+    );
     expectResult(await s.response(1), 1);
     expect(expectResult(await s.response(2), 2)).toEqual({ products: [] });
     expectError(await s.response("three"), "three", -32002, { kind: "product", id: "prd_none" });
@@ -197,7 +205,12 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
     const id = "prd_é€😀";
     const bytes = Buffer.from(line(req(4, "product.status", { productId: id })), "utf8");
     const cut = bytes.indexOf(Buffer.from("€", "utf8")) + 1; // in the middle of a 3-byte character
-    const pieces = [bytes.subarray(0, 5), bytes.subarray(5, cut), bytes.subarray(cut, bytes.length - 1), bytes.subarray(bytes.length - 1)];
+    const pieces = [
+      bytes.subarray(0, 5),
+      bytes.subarray(5, cut),
+      bytes.subarray(cut, bytes.length - 1),
+      bytes.subarray(bytes.length - 1),
+    ];
     for (const piece of pieces) {
       s.raw.child.stdin.write(piece);
       await sleep(25);
@@ -251,7 +264,10 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
     const parse = await waitFrame((m) => m.id === null);
     expect(parse).toEqual({ jsonrpc: "2.0", id: null, error: { code: -32700, message: expect.any(String) } });
     s.raw.write(frame(JSON.stringify(req(3, "product.nope"))));
-    expect((await waitFrame((m) => m.id === 3)).error).toMatchObject({ code: -32601, data: { method: "product.nope" } });
+    expect((await waitFrame((m) => m.id === 3)).error).toMatchObject({
+      code: -32601,
+      data: { method: "product.nope" },
+    });
 
     expect(await s.raw.close()).toBe(0);
     const out = s.stdout();
@@ -287,15 +303,35 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
     await finish(s);
   });
 
+  it("ignores responses to requests it never sent", async () => {
+    const s = await startInitialized();
+    const before = s.raw.stdoutLines.length;
+    s.raw.send({ jsonrpc: "2.0", id: 99, result: {} });
+    s.raw.send({ jsonrpc: "2.0", id: "x-98", error: { code: -32000, message: "Nobody asked." } });
+    await expectServing(s, 1);
+    expect(s.raw.stdoutLines.length - before).toBe(1);
+    await finish(s);
+  });
+
   it("serves extension methods under both spellings, and ACP methods only under their own name", async () => {
     const s = await startInitialized();
     expect(expectResult(await s.call(1, "product.list"), 1)).toEqual({ products: [] });
     expect(expectResult(await s.call(2, "_product.list"), 2)).toEqual({ products: [] });
-    expectError(await s.call(3, "product.status", { productId: "prd_missing" }), 3, -32002, { kind: "product", id: "prd_missing" });
-    expectError(await s.call(4, "_product.status", { productId: "prd_missing" }), 4, -32002, { kind: "product", id: "prd_missing" });
-    expectError(await s.call(5, "_session/new", { cwd: tempDir(), mcpServers: [] }), 5, -32601, { method: "_session/new" });
+    expectError(await s.call(3, "product.status", { productId: "prd_missing" }), 3, -32002, {
+      kind: "product",
+      id: "prd_missing",
+    });
+    expectError(await s.call(4, "_product.status", { productId: "prd_missing" }), 4, -32002, {
+      kind: "product",
+      id: "prd_missing",
+    });
+    expectError(await s.call(5, "_session/new", { cwd: tempDir(), mcpServers: [] }), 5, -32601, {
+      method: "_session/new",
+    });
     expectError(await s.call(6, "_initialize", INIT_PARAMS), 6, -32601, { method: "_initialize" });
-    expect(expectResult(await s.call(7, "session/new", { cwd: tempDir(), mcpServers: [] }), 7)).toEqual({ sessionId: expect.any(String) });
+    expect(expectResult(await s.call(7, "session/new", { cwd: tempDir(), mcpServers: [] }), 7)).toEqual({
+      sessionId: expect.any(String),
+    });
     await finish(s);
   });
 
@@ -310,19 +346,35 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
         mcpCapabilities: { http: false, sse: false },
         sessionCapabilities: { list: {}, close: {} },
         _meta: {
-          "acp-orchestrator": { version: expect.any(String), methods: expect.any(Array), notifications: expect.any(Array) },
+          "acp-orchestrator": {
+            version: expect.any(String),
+            methods: expect.any(Array),
+            notifications: expect.any(Array),
+          },
         },
       },
       agentInfo: { name: "acp-orchestrator", version: expect.any(String) },
       authMethods: [],
     });
-    const meta = (result.agentCapabilities as { _meta: Record<string, { methods: string[]; notifications: string[] }> })._meta[
-      "acp-orchestrator"
-    ]!;
-    expect([...meta.methods].sort()).toEqual([...PRODUCT_METHODS].sort());
-    expect([...meta.notifications].sort()).toEqual([...PRODUCT_NOTIFICATIONS].sort());
+    const meta = (result.agentCapabilities as { _meta: Record<string, { methods: string[]; notifications: string[] }> })
+      ._meta["acp-orchestrator"]!;
+    // Every extension method and notification, each once: all of section 5 (and whatever else is served).
+    expect(meta.methods).toEqual(expect.arrayContaining(PRODUCT_METHODS));
+    expect(meta.notifications).toEqual(expect.arrayContaining(PRODUCT_NOTIFICATIONS));
+    expect(new Set(meta.methods).size).toBe(meta.methods.length);
+    expect(new Set(meta.notifications).size).toBe(meta.notifications.length);
+    // Every section 5 method is served under both spellings (params {} may be invalid, but never -32601).
+    let id = 100;
+    for (const method of PRODUCT_METHODS) {
+      for (const spelling of [method, `_${method}`]) {
+        const res = await s.call(++id, spelling, {});
+        expect((res.error as Msg | undefined)?.code, spelling).not.toBe(-32601);
+      }
+    }
     // Version 0 is also answered with 1, never an error.
-    expect(expectResult(await s.call(2, "initialize", { ...INIT_PARAMS, protocolVersion: 0 }), 2)).toMatchObject({ protocolVersion: 1 });
+    expect(expectResult(await s.call(2, "initialize", { ...INIT_PARAMS, protocolVersion: 0 }), 2)).toMatchObject({
+      protocolVersion: 1,
+    });
     await finish(s);
   });
 
@@ -331,7 +383,10 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
       const s = start();
       const capabilities = prefixed ? { _meta: { "acp-orchestrator": { extensionPrefix: "_" } } } : {};
       expectResult(await s.call(1, "initialize", { ...INIT_PARAMS, clientCapabilities: capabilities }), 1);
-      const planned = expectResult(await s.call(2, "product.plan", { goal: "Write the release notes", cwd: tempDir() }), 2);
+      const planned = expectResult(
+        await s.call(2, "product.plan", { goal: "Write the release notes", cwd: tempDir() }),
+        2,
+      );
       expect(planned).toEqual({ productId: expect.any(String), phase: "planning" });
       const productId = planned.productId as string;
       const readyName = prefixed ? "_product.planReady" : "product.planReady";
@@ -342,7 +397,9 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
       const underscored = expectResult(await s.call(4, "_product.status", { productId }), 4);
       expect(underscored).toEqual(bare);
       expect(bare.phase).toBe("awaiting_confirmation");
-      const methods = s.raw.stdoutLines.map((l) => (JSON.parse(l) as Msg).method).filter((m): m is string => typeof m === "string");
+      const methods = s.raw.stdoutLines
+        .map((l) => (JSON.parse(l) as Msg).method)
+        .filter((m): m is string => typeof m === "string");
       await finish(s);
       return methods;
     };

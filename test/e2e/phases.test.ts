@@ -118,7 +118,16 @@ beforeAll(async () => {
   const at = new Date().toISOString();
   const goal = "Plan a migration";
   await new ProductStore(authority, DEFAULT_PRODUCT_OPTIONS.checkpointHistory).create(SEEDED_PROJECT, SEEDED_PRODUCT, [
-    { v: 1, at, type: "created", productId: SEEDED_PRODUCT, projectId: SEEDED_PROJECT, name: goal, goal, cwd: workspace },
+    {
+      v: 1,
+      at,
+      type: "created",
+      productId: SEEDED_PRODUCT,
+      projectId: SEEDED_PROJECT,
+      name: goal,
+      goal,
+      cwd: workspace,
+    },
     { v: 1, at, type: "dialogue", role: "user", text: goal },
   ]);
   await authority.close();
@@ -136,7 +145,9 @@ afterAll(async () => {
 describe("-32010 invalid phase, per the PROTOCOL.md section 5 table", () => {
   it("product.confirm while planning", async () => {
     expect((await status(SEEDED_PRODUCT)).phase).toBe("planning");
-    expectInvalidPhase(await call("product.confirm", { productId: SEEDED_PRODUCT }), "planning", ["awaiting_confirmation"]);
+    expectInvalidPhase(await call("product.confirm", { productId: SEEDED_PRODUCT }), "planning", [
+      "awaiting_confirmation",
+    ]);
     expect((await status(SEEDED_PRODUCT)).phase).toBe("planning");
   });
 
@@ -164,8 +175,16 @@ describe("-32010 invalid phase, per the PROTOCOL.md section 5 table", () => {
     const taskId = before.plan!.tasks[0]!.taskId;
     expectInvalidPhase(await call("product.checkpoint", { productId }), "awaiting_confirmation", SETTLED_OR_RUNNING);
     expectInvalidPhase(await call("product.rollback", { productId }), "awaiting_confirmation", SETTLED_OR_RUNNING);
-    expectInvalidPhase(await call("product.rollback", { productId, checkpointId: "ckp_x" }), "awaiting_confirmation", SETTLED_OR_RUNNING);
-    expectInvalidPhase(await call("product.replayTask", { productId, taskId }), "awaiting_confirmation", SETTLED_OR_RUNNING);
+    expectInvalidPhase(
+      await call("product.rollback", { productId, checkpointId: "ckp_x" }),
+      "awaiting_confirmation",
+      SETTLED_OR_RUNNING,
+    );
+    expectInvalidPhase(
+      await call("product.replayTask", { productId, taskId }),
+      "awaiting_confirmation",
+      SETTLED_OR_RUNNING,
+    );
     const after = await status(productId);
     expect(after.phase).toBe("awaiting_confirmation");
     expect(after.checkpoints).toBe(0);
@@ -193,7 +212,11 @@ describe("-32010 invalid phase, per the PROTOCOL.md section 5 table", () => {
 
   it("product.message and product.cancel on a cancelled product", async () => {
     const productId = await cancelledProduct();
-    expectInvalidPhase(await call("product.message", { productId, content: "Add a task: write docs" }), "cancelled", ALL_NON_TERMINAL);
+    expectInvalidPhase(
+      await call("product.message", { productId, content: "Add a task: write docs" }),
+      "cancelled",
+      ALL_NON_TERMINAL,
+    );
     expectInvalidPhase(await call("product.cancel", { productId }), "cancelled", ALL_NON_TERMINAL);
     expectInvalidPhase(await call("product.pause", { productId }), "cancelled", ["executing", "paused"]);
     expect((await status(productId)).phase).toBe("cancelled");
@@ -223,7 +246,11 @@ describe("allowed operations at the edges of the table", () => {
     expect(gone).toEqual({
       jsonrpc: "2.0",
       id: nextId,
-      error: { code: -32002, message: expect.stringMatching(/^[A-Z][^\n]*\.$/), data: { kind: "product", id: productId } },
+      error: {
+        code: -32002,
+        message: expect.stringMatching(/^[A-Z][^\n]*\.$/),
+        data: { kind: "product", id: productId },
+      },
     });
     expect(result(await call("product.delete", { productId }))).toEqual({ deleted: false });
     const list = result<{ products: { productId: string }[] }>(await call("product.list", {}));
@@ -231,7 +258,12 @@ describe("allowed operations at the edges of the table", () => {
   });
 
   it("product.list filters by phase, persisted products included", async () => {
-    const [awaiting, paused, done, cancelled] = await Promise.all([awaitingProduct(), pausedProduct(), completedProduct(), cancelledProduct()]);
+    const [awaiting, paused, done, cancelled] = await Promise.all([
+      awaitingProduct(),
+      pausedProduct(),
+      completedProduct(),
+      cancelledProduct(),
+    ]);
     const byPhase = async (phase: string) => {
       const { products } = result<{ products: Msg[] }>(await call("product.list", { phase }));
       for (const p of products) {
@@ -246,7 +278,9 @@ describe("allowed operations at the edges of the table", () => {
     expect(await byPhase("completed")).toContain(done);
     expect(await byPhase("cancelled")).toEqual([cancelled]);
     expect(await byPhase("failed")).toEqual([]);
-    const seeded = result<{ products: Msg[] }>(await call("product.list", { projectId: SEEDED_PROJECT, phase: "planning" }));
+    const seeded = result<{ products: Msg[] }>(
+      await call("product.list", { projectId: SEEDED_PROJECT, phase: "planning" }),
+    );
     expect(seeded.products).toEqual([
       {
         productId: SEEDED_PRODUCT,
@@ -257,6 +291,8 @@ describe("allowed operations at the edges of the table", () => {
         updatedAt: expect.any(String),
       },
     ]);
-    expect(result<{ products: Msg[] }>(await call("product.list", { projectId: SEEDED_PROJECT, phase: "paused" })).products).toEqual([]);
+    expect(
+      result<{ products: Msg[] }>(await call("product.list", { projectId: SEEDED_PROJECT, phase: "paused" })).products,
+    ).toEqual([]);
   });
 });

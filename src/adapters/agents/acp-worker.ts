@@ -3,10 +3,13 @@
  * the assigned agent as a subprocess and speaking ACP v1 to it as its *client* (official SDK, `client({name})`).
  * This file also defines the task brief a worker receives (`formatTaskBrief`) and its `_meta` mirror.
  *
- * Owns: one child process per task attempt, its stdio, its ACP session, cancellation/timeout/kill escalation, and the
- * mapping of ACP traffic onto `WorkerEvents`/`WorkerResult`. It must never throw from `runTask` for an agent failure,
- * never write to stdout, never advertise client capabilities it does not serve (no fs, no terminal), and never leave
- * a child running after `shutdown()` or after the server process exits.
+ * Owns: one child process per task attempt, its stdio, its ACP session, cancellation/timeout/kill escalation, the
+ * mapping of ACP traffic onto `WorkerEvents`/`WorkerResult`, and the answers to what a worker asks of its client:
+ * `session/request_permission` (forwarded to the IDE through the pool's forwarder, else the `permissions` policy) and
+ * `fs/read_text_file` / `fs/write_text_file` (served inside the task's workspace only, see workspace-fs.ts).
+ * It must never throw from `runTask` for an agent failure, never write to stdout, never advertise client capabilities
+ * it does not serve (fs yes, terminal no), and never leave a child running after `shutdown()` or after the server
+ * process exits.
  */
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
@@ -16,9 +19,13 @@ import type {
   ClientContext,
   PermissionOption,
   PromptResponse,
+  ReadTextFileRequest,
+  ReadTextFileResponse,
   RequestPermissionRequest,
   RequestPermissionResponse,
   SessionNotification,
+  WriteTextFileRequest,
+  WriteTextFileResponse,
 } from "@agentclientprotocol/sdk";
 import type {
   DependencyOutput,
@@ -28,7 +35,9 @@ import type {
   WorkerRequest,
   WorkerResult,
 } from "../../core/ports.js";
+import { permissionDecision } from "./registry.js";
 import type { AgentRegistry, PermissionPolicy } from "./registry.js";
+import { WorkspaceFs, WorkspaceFsError } from "./workspace-fs.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // The task brief
@@ -187,6 +196,8 @@ interface AttemptOptions {
   graceMs: number;
   taskTimeoutMs: number | undefined;
   permissions: PermissionPolicy;
+  /** The current forwarder (read at request time, so it can be installed after the pool was built). */
+  forwarder: () => PermissionForwarder | undefined;
   clientName: string;
   clientVersion: string;
 }
@@ -230,14 +241,42 @@ function questionOf(response: PromptResponse): string | undefined {
   return typeof question === "string" && question.trim() !== "" ? question : undefined;
 }
 
-/** Picks the answer to a worker's permission request under the configured policy. Pure. */
-export function choosePermission(options: PermissionOption[], policy: PermissionPolicy): RequestPermissionResponse {
+/**
+ * Picks the answer to a worker's permission request under the configured policy, for a request of tool kind `kind`
+ * (absent = `other`; only matters for per-kind rules). `allow` picks the first allow option (once before always),
+ * else a reject one; `deny` picks the first reject option. No suitable option: `cancelled`. Pure.
+ */
+export function choosePermission(
+  options: PermissionOption[],
+  policy: PermissionPolicy,
+  kind?: string | null,
+): RequestPermissionResponse {
   const allow = options.find((o) => o.kind === "allow_once") ?? options.find((o) => o.kind === "allow_always");
   const reject = options.find((o) => o.kind === "reject_once" || o.kind === "reject_always");
-  const chosen = policy === "allow" ? (allow ?? reject) : reject;
+  const chosen = permissionDecision(policy, kind) === "allow" ? (allow ?? reject) : reject;
   if (chosen === undefined) return { outcome: { outcome: "cancelled" } };
   return { outcome: { outcome: "selected", optionId: chosen.optionId } };
 }
+
+/** A worker's `session/request_permission` as handed to the pool's forwarder (see `PermissionForwarder`). */
+export interface WorkerPermissionRequest {
+  productId: string;
+  taskId: string;
+  taskTitle: string;
+  attempt: number;
+  agentId: string;
+  /** The request exactly as the worker sent it (its own `sessionId`, `toolCall`, `options`). */
+  params: RequestPermissionRequest;
+  /** Aborted when the attempt stops (cancel, pause, timeout, shutdown): a pending question must then be withdrawn. */
+  signal: AbortSignal;
+}
+
+/**
+ * Forwards a worker's permission request to whoever can answer it for the product (the IDE of the product's ACP
+ * session). Resolves `undefined` when nobody can (then the `permissions` policy decides). A rejection means someone
+ * was asked and failed to answer: the worker is then denied, whatever the policy says.
+ */
+export type PermissionForwarder = (request: WorkerPermissionRequest) => Promise<RequestPermissionResponse | undefined>;
 
 /** An attempt's result before the child has exited: failures get their stderr tail only at the very end. */
 type Draft = WorkerResult | { outcome: "failedWithTail"; what: string };
@@ -261,6 +300,9 @@ class TaskAttempt {
   private reportedOutput = 0;
   private lastContextUsed = 0;
   private readonly log: Logger;
+  /** Aborted on stop: withdraws permission questions forwarded to the IDE. */
+  private readonly stopController = new AbortController();
+  private workspace: WorkspaceFs | undefined;
 
   constructor(
     private readonly request: WorkerRequest,
@@ -283,6 +325,7 @@ class TaskAttempt {
     if (this.stopKind !== undefined) return;
     this.stopKind = kind;
     this.resolveStop?.(kind);
+    this.stopController.abort();
   }
 
   /** Runs the attempt to the end. Resolves only after the child process (if any) has exited. Never rejects. */
@@ -380,7 +423,9 @@ class TaskAttempt {
     if (child.stdin === null || child.stdout === null) return Promise.reject(new Error("agent stdio is not piped"));
     const app = client({ name: this.options.clientName })
       .onNotification(methods.client.session.update, ({ params }) => this.onUpdate(params))
-      .onRequest(methods.client.session.requestPermission, ({ params }) => this.onPermission(params));
+      .onRequest(methods.client.session.requestPermission, ({ params }) => this.onPermission(params))
+      .onRequest(methods.client.fs.readTextFile, ({ params }) => this.onReadTextFile(params))
+      .onRequest(methods.client.fs.writeTextFile, ({ params }) => this.onWriteTextFile(params));
     const stream = ndJsonStream(
       Writable.toWeb(child.stdin) as WritableStream<Uint8Array>,
       Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>,
@@ -389,7 +434,8 @@ class TaskAttempt {
       this.ctx = ctx;
       const init = await ctx.request(methods.agent.initialize, {
         protocolVersion: PROTOCOL_VERSION,
-        clientCapabilities: {},
+        // Only what is really served: fs inside the task's workspace; no terminal.
+        clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } },
         clientInfo: { name: this.options.clientName, version: this.options.clientVersion },
       });
       if (init.protocolVersion !== PROTOCOL_VERSION) {
@@ -451,18 +497,97 @@ class TaskAttempt {
     this.events.onUsage({ inputTokens, outputTokens });
   }
 
-  private onPermission(params: RequestPermissionRequest): RequestPermissionResponse {
+  /**
+   * A worker's `session/request_permission`: forwarded to the IDE when the pool's forwarder can reach one for this
+   * product; otherwise (or when it says nobody can answer) the `permissions` policy decides by tool kind. An IDE
+   * answer naming an option the worker did not offer, or an IDE that fails to answer, gets the worker a reject option.
+   * A stopped attempt answers `cancelled`.
+   */
+  private async onPermission(params: RequestPermissionRequest): Promise<RequestPermissionResponse> {
     if (this.stopKind !== undefined) return { outcome: { outcome: "cancelled" } };
-    const answer = choosePermission(params.options, this.options.permissions);
+    const tool = params.toolCall.title ?? params.toolCall.toolCallId;
+    const forwarder = this.options.forwarder();
+    if (forwarder !== undefined) {
+      let forwarded: RequestPermissionResponse | undefined;
+      try {
+        forwarded = await forwarder({
+          productId: this.request.productId,
+          taskId: this.request.task.taskId,
+          taskTitle: this.request.task.title,
+          attempt: this.request.attempt,
+          agentId: this.request.instance.agentId,
+          params,
+          signal: this.stopController.signal,
+        });
+      } catch (error) {
+        if (this.stopKind !== undefined) return { outcome: { outcome: "cancelled" } };
+        this.log.warn({ err: error, tool }, "the IDE did not answer a worker permission request; denied");
+        return choosePermission(params.options, "deny");
+      }
+      if (this.stopKind !== undefined) return { outcome: { outcome: "cancelled" } };
+      if (forwarded !== undefined) {
+        const outcome = forwarded.outcome;
+        if (outcome.outcome === "cancelled") return { outcome: { outcome: "cancelled" } };
+        if (params.options.some((o) => o.optionId === outcome.optionId)) {
+          this.log.info({ tool, answer: outcome.optionId }, "worker permission request answered by the IDE");
+          return { outcome: { outcome: "selected", optionId: outcome.optionId } };
+        }
+        this.log.warn({ tool, answer: outcome.optionId }, "the IDE chose an option the worker did not offer; denied");
+        return choosePermission(params.options, "deny");
+      }
+    }
+    const answer = choosePermission(params.options, this.options.permissions, params.toolCall.kind);
     this.log.info(
-      {
-        tool: params.toolCall.title ?? params.toolCall.toolCallId,
-        policy: this.options.permissions,
-        answer: answer.outcome,
-      },
+      { tool, kind: params.toolCall.kind ?? "other", policy: this.options.permissions, answer: answer.outcome },
       "answered worker permission request by policy",
     );
     return answer;
+  }
+
+  /** The workspace view of this attempt (the task's cwd), or a refusal when the request is not for our session. */
+  private workspaceFor(sessionId: string, path: string): WorkspaceFs {
+    if (this.stopKind !== undefined) {
+      throw new RequestError(-32800, "The task was stopped; the file request was not served.", { path });
+    }
+    if (this.sessionId === undefined || sessionId !== this.sessionId) {
+      throw RequestError.invalidParams({ path, sessionId }, `Unknown session "${sessionId}" for this worker.`);
+    }
+    this.workspace ??= new WorkspaceFs(this.request.cwd);
+    return this.workspace;
+  }
+
+  /** `fs/read_text_file`: served inside the task's workspace only (workspace-fs.ts); refusals are JSON-RPC errors. */
+  private async onReadTextFile(params: ReadTextFileRequest): Promise<ReadTextFileResponse> {
+    try {
+      const fs = this.workspaceFor(params.sessionId, params.path);
+      const content = await fs.readTextFile(params.path, { line: params.line ?? null, limit: params.limit ?? null });
+      this.log.debug({ path: params.path, chars: content.length }, "worker read a file");
+      return { content };
+    } catch (error) {
+      throw this.fsRefusal("read", params.path, error);
+    }
+  }
+
+  /** `fs/write_text_file`: served inside the task's workspace only; nothing is written on refusal. */
+  private async onWriteTextFile(params: WriteTextFileRequest): Promise<WriteTextFileResponse> {
+    try {
+      const fs = this.workspaceFor(params.sessionId, params.path);
+      await fs.writeTextFile(params.path, params.content);
+      this.log.debug({ path: params.path, chars: params.content.length }, "worker wrote a file");
+      return {};
+    } catch (error) {
+      throw this.fsRefusal("write", params.path, error);
+    }
+  }
+
+  private fsRefusal(op: "read" | "write", path: string, error: unknown): RequestError {
+    if (error instanceof RequestError) return error;
+    if (error instanceof WorkspaceFsError) {
+      this.log.info({ op, path, reason: error.data.reason }, "worker file request refused");
+      return new RequestError(error.code, error.message, error.data);
+    }
+    this.log.warn({ err: error, op, path }, "worker file request failed");
+    return RequestError.internalError({ path }, `Could not ${op} ${path}.`);
   }
 
   private answered(response: PromptResponse | undefined): Draft {
@@ -622,8 +747,13 @@ export interface AcpWorkerPoolOptions {
   graceMs?: number;
   /** Wall-time limit of one task attempt; on expiry the attempt is stopped and fails "timed out". Default: none. */
   taskTimeoutMs?: number;
-  /** Answer to worker `session/request_permission`: `deny` (default) picks the first reject option, `allow` the first allow one. */
+  /**
+   * Answer to worker `session/request_permission` when the forwarder cannot reach an IDE: `deny` (default) picks the
+   * first reject option, `allow` the first allow one, per-kind rules decide by the request's tool kind.
+   */
   permissions?: PermissionPolicy;
+  /** Forwards worker permission requests up (the server wires the ACP session adapter). Also `setPermissionForwarder`. */
+  forwardPermission?: PermissionForwarder;
   /** Name this client gives itself in `initialize` (`clientInfo.name`). Default `acp-orchestrator`. */
   clientName?: string;
   /** Version this client gives in `initialize` (`clientInfo.version`); the composition root passes the package's. Default `dev`. */
@@ -636,13 +766,15 @@ export interface AcpWorkerPoolOptions {
  * One process per task attempt: every attempt gets a fresh `initialize`/`session/new`, so no state leaks between
  * tasks or attempts, a crash costs only that attempt, and "kill the process" is always a correct way to stop. The
  * price is one process start per attempt, small next to an agent turn. `runTask` never throws for agent failures and
- * resolves only once the attempt's child has exited. Worker file-system and terminal requests are not served (not
- * advertised); permission requests follow the `permissions` policy.
+ * resolves only once the attempt's child has exited. Worker `fs/read_text_file` and `fs/write_text_file` are served
+ * inside the task's workspace (`cwd`) only, and advertised as such; terminals are neither served nor advertised.
+ * Permission requests go to the forwarder first (the IDE of the product's ACP session), else the `permissions` policy.
  */
 export class AcpWorkerPool implements WorkerPort {
   private readonly running = new Map<TaskAttempt, Promise<WorkerResult>>();
   private shuttingDown = false;
   private readonly options: AttemptOptions;
+  private forwarder: PermissionForwarder | undefined;
 
   constructor(options: AcpWorkerPoolOptions) {
     const graceMs = options.graceMs ?? 2_000;
@@ -654,15 +786,25 @@ export class AcpWorkerPool implements WorkerPort {
     ) {
       throw new RangeError("taskTimeoutMs must be a positive number of milliseconds");
     }
+    this.forwarder = options.forwardPermission;
     this.options = {
       registry: options.registry,
       logger: options.logger,
       graceMs,
       taskTimeoutMs: options.taskTimeoutMs,
       permissions: options.permissions ?? "deny",
+      forwarder: () => this.forwarder,
       clientName: options.clientName ?? "acp-orchestrator",
       clientVersion: options.clientVersion ?? "dev",
     };
+  }
+
+  /**
+   * Installs (or, with `undefined`, removes) the permission forwarder. Takes effect for requests that arrive later,
+   * including those of attempts already running.
+   */
+  setPermissionForwarder(forwarder: PermissionForwarder | undefined): void {
+    this.forwarder = forwarder;
   }
 
   /** Number of task attempts currently running (each has at most one live child process). */

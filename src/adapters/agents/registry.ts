@@ -40,9 +40,48 @@ export const AgentConfigEntry = z
   .strict();
 export type AgentConfigEntry = z.infer<typeof AgentConfigEntry>;
 
-/** What to do with a worker's `session/request_permission` when nobody above can answer it. */
-export const PermissionPolicy = z.enum(["deny", "allow"]);
+/** One answer to a worker's `session/request_permission`: pick a reject option (`deny`) or an allow option (`allow`). */
+export const PermissionDecision = z.enum(["deny", "allow"]);
+export type PermissionDecision = z.infer<typeof PermissionDecision>;
+
+/** ACP v1 tool kinds (`ToolKind`); a permission request without a kind counts as `other`. */
+export const PermissionToolKind = z.enum([
+  "read",
+  "edit",
+  "delete",
+  "move",
+  "search",
+  "execute",
+  "think",
+  "fetch",
+  "switch_mode",
+  "other",
+]);
+export type PermissionToolKind = z.infer<typeof PermissionToolKind>;
+
+/**
+ * What to do with a worker's `session/request_permission` when nobody above (an IDE, for a product of an ACP session)
+ * can answer it: `"deny"` (the default), `"allow"`, or per-tool-kind rules, e.g.
+ * `{"default": "deny", "rules": {"read": "allow", "edit": "deny"}}` (a kind without a rule gets `default`).
+ */
+export const PermissionPolicy = z.union([
+  PermissionDecision,
+  z
+    .object({
+      default: PermissionDecision.default("deny"),
+      rules: z.partialRecord(PermissionToolKind, PermissionDecision).default({}),
+    })
+    .strict(),
+]);
 export type PermissionPolicy = z.infer<typeof PermissionPolicy>;
+
+/** The decision of `policy` for a request of tool kind `kind` (`undefined`/`null` = `other`). Pure. */
+export function permissionDecision(policy: PermissionPolicy, kind: string | null | undefined): PermissionDecision {
+  if (typeof policy === "string") return policy;
+  const parsed = PermissionToolKind.safeParse(kind ?? "other");
+  const rule = parsed.success ? policy.rules[parsed.data] : undefined;
+  return rule ?? policy.default;
+}
 
 /**
  * The whole config file. Only `agents` is used by the registry; the other keys are validated here and consumed by

@@ -1,20 +1,43 @@
 /**
- * GoalLoopCoordinator: the `x/goal` loop (PROTOCOL.md section 6, issue 5).
+ * GoalLoopCoordinator: the `x/goal` loop (PROTOCOL.md section 6, issue 5). `GoalRun` drives one goal run; `GoalService`
+ * is the facade behind every `x/goal.*` method.
  *
  * A goal run repeats: the leader derives acceptance criteria; for each phase the leader plans a product from the goal,
- * the criteria and the progress so far; the product runs (confirmed automatically, with what is left of the goal's
- * budget); the leader assesses which criteria now pass. It ends when every criterion passes, `noProgressLimit` phases
- * in a row pass nothing new, a budget or `maxPhases` is spent, or the user stops it.
+ * the criteria, the progress so far and the user messages handed over at the last boundary; the product runs
+ * (confirmed automatically, with what is left of the goal's budget); the leader assesses which criteria now pass. It
+ * ends when every criterion passes, `noProgressLimit` phases in a row pass nothing new, a budget or `maxPhases` is
+ * spent, or the user stops it.
  *
- * Every step is an event appended to the goal's stream before it takes effect (records.ts). It cannot run away: a
- * paused, blocked, budget-limited or stopped goal starts no phase and no leader turn, ever, until resumed — the check
- * re-reads the persisted events right before each start. Operations on one goal run are serialised. This file never
- * performs I/O except through ports and the ProductService.
+ * Guarantees kept here:
+ * - Write before act: every step is an event appended to the goal's stream before it takes effect (records.ts); the
+ *   phase's product id is recorded (`phase_started`) before the product is created.
+ * - It cannot run away: a paused, blocked, budget-limited or stopped goal starts no phase and no leader turn, ever,
+ *   until resumed. The check re-reads the persisted events right before each phase start and each leader turn, so a
+ *   status written by another process counts too.
+ * - Operations on one goal run are serialised (`exclusive`); leader turns run outside the lock so `x/goal.pause` and
+ *   `x/goal.stop` answer at once. A turn that was in flight when the goal paused may finish; its result is recorded
+ *   only when nothing newer contradicts it, and it never leads to a start.
+ * - Edits and queued messages take effect at the next phase boundary (a `boundary` event), in order, exactly once:
+ *   the messages go to the next phase that starts, and only to it.
+ *
+ * Decisions:
+ * - After a server restart a goal run is NOT driven until `x/goal.resume` (nothing is started behind the user's back;
+ *   its persisted status stays `running` and `x/goal.status` says it waits for a resume). The resume re-attaches to
+ *   the running phase's product and resumes it — completed tasks are not run again (the product's guarantee 7), the
+ *   phase is never started again from scratch, and progress is only what an assessment recorded. A phase whose
+ *   product cannot be found (deleted, or the server died between recording the phase and creating it) is recorded as
+ *   a phase that passed nothing, never as progress.
+ * - `no_progress` leaves the goal `blocked`, and `budget` / `max_phases` leave it `budget_limited` (records.ts,
+ *   `STATUS_AFTER_END`); both are resumable, with spent counters kept. `stopped` is terminal: resume is refused.
+ *
+ * This file never performs I/O except through ports and the ProductService, and never imports a `node:` module.
  */
 import type { GoalEndReason, GoalStatus } from "../../../protocol/goal.js";
-import type { Phase } from "../../../protocol/common.js";
-import { conflict, DomainError, invalidPhase, notFound, persistenceFailed } from "../errors.js";
+import { TerminalPhases, type Budget, type Phase } from "../../../protocol/common.js";
+import { validatePlanGraph } from "../dag/graph.js";
+import { conflict, invalidPhase, isDomainError, notFound, persistenceFailed } from "../errors.js";
 import type {
+  AcceptanceCriterion,
   AgentDirectory,
   Clock,
   IdGenerator,
@@ -24,6 +47,7 @@ import type {
   RunStateAuthority,
 } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
+import type { ProductOrchestrator } from "../product/orchestrator.js";
 import { INDEX_PROJECT } from "../product/records.js";
 import type { ProductService } from "../product/service.js";
 import {
@@ -64,29 +88,58 @@ export interface GoalStartParams {
   noProgressLimit?: number;
 }
 
+/** Product phases at which a follower stops waiting: the product ended or paused. */
 const PRODUCT_SETTLED: readonly Phase[] = ["completed", "failed", "cancelled", "paused"];
+
+/** The default of `noProgressLimit` (PROTOCOL.md section 6). */
+export const DEFAULT_NO_PROGRESS_LIMIT = 3;
+
+/** A leader turn or a wait ended because the goal was paused, stopped or shut down: nothing is recorded. */
+class LoopInterrupted extends Error {
+  override readonly name = "LoopInterrupted";
+}
+
+/** What the driver does next (decided inside the lock, done outside it). */
+type Step = "stop" | "follow" | "derive" | "plan";
 
 /** One goal run loaded in this process. */
 class GoalRun {
   private lock: Promise<unknown> = Promise.resolve();
   private driving = false;
+  private rerun = false;
+  /** A write was refused (another writer appended to the stream): this instance never writes again. */
   private fenced = false;
+  /** The server shuts down: this instance never starts anything again. */
+  private closed = false;
+  /** Aborted by pause, stop, shutdown and fencing: ends leader turns and waits in flight. Renewed by resume. */
   private controller = new AbortController();
   private wakeUp: (() => void) | null = null;
+  /** Products this instance launched or resumed, so a follower never resumes one a second time. */
+  private readonly attached = new Set<string>();
+  private headerRevision: number | null | undefined = undefined;
 
   constructor(
     readonly state: GoalState,
     private readonly ctx: GoalContext,
+    /** True when the run was loaded from the authority (not started in this process). */
+    readonly loadedFromStore: boolean,
   ) {}
 
   get id(): string {
     return this.state.goalRunId;
   }
 
+  /** True while this process drives the loop. */
   get isDriving(): boolean {
     return this.driving;
   }
 
+  /** True once a write of this instance was refused; the service replaces it with a fresh load. */
+  get isFenced(): boolean {
+    return this.fenced;
+  }
+
+  /** Runs `fn` after every earlier exclusive section of this goal run finished; errors reach the caller only. */
   exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const next = this.lock.then(fn, fn);
     this.lock = next.catch(() => undefined);
@@ -102,11 +155,20 @@ class GoalRun {
     return new Date(this.ctx.clock.now()).toISOString();
   }
 
-  /** Appends events (CAS on the stream's sequence number), then applies them. A conflict fences this run. */
+  /**
+   * Appends events (compare-and-swap on the stream's sequence number), then applies them and announces status
+   * changes. Call inside `exclusive`, after `refresh`. Throws `conflict` when someone else appended (this instance is
+   * fenced), `persistence_failed` when the authority failed; nothing is applied then. An event that does not match
+   * its schema is a bug: it throws before anything is written.
+   */
   async commit(events: NewGoalEvent[]): Promise<void> {
     if (this.fenced) throw conflict({}, `Goal run ${this.id}`);
     const at = this.now();
-    const stamped = events.map((e) => ({ v: 1, at, ...e }) as GoalEvent);
+    const stamped = events.map((e) => {
+      const parsed = GoalEvent.safeParse({ v: 1, at, ...e });
+      if (!parsed.success) throw new Error(`invalid goal event ${e.type}: ${parsed.error.message}`);
+      return parsed.data;
+    });
     const from = this.state.seq;
     try {
       await this.ctx.authority.appendEvents(this.state.projectId, goalStream(this.id), stamped, from);
@@ -114,21 +176,27 @@ class GoalRun {
       if (err instanceof AuthorityConflict) {
         this.fenced = true;
         this.controller.abort();
+        this.wake();
         throw conflict(err.details, `Goal run ${this.id}`);
       }
       throw persistenceFailed(err instanceof Error ? err.message : String(err));
     }
-    stamped.forEach((e, i) => applyGoalEvent(this.state, e, from + i + 1));
+    // A concurrent `refresh` may already have applied some of them: each seq is applied once.
+    stamped.forEach((e, i) => {
+      if (from + i + 1 > this.state.seq) applyGoalEvent(this.state, e, from + i + 1);
+    });
     for (const e of stamped) {
       if (e.type === "status" || e.type === "resumed" || e.type === "ended") {
         this.ctx.notifier.notify("x/goal.statusChanged", { goalRunId: this.id, status: this.state.status });
       }
     }
-    await this.writeHeader().catch((err: unknown) => this.ctx.logger.warn({ err, goalRunId: this.id }, "goal header write failed"));
+    await this.writeHeader().catch((err: unknown) => {
+      this.headerRevision = undefined; // re-read it next time
+      this.ctx.logger.warn({ err, goalRunId: this.id }, "goal header write failed");
+    });
   }
 
-  private headerRevision: number | null | undefined = undefined;
-
+  /** Writes the `x/goal.list` header from the current state (compare-and-swap on its revision). */
   private async writeHeader(): Promise<void> {
     const s = this.state;
     const header: GoalHeaderRecord = {
@@ -150,12 +218,13 @@ class GoalRun {
   }
 
   /**
-   * Re-reads events written since we last looked (by this process or, after a restart, by an earlier one). Reading
-   * never writes; invalid events are skipped and counted (guarantee 4).
+   * Applies events written since we last looked (by this process, another one, or before a restart). Reading never
+   * writes; an event that does not parse is skipped and counted (guarantee 4). Each seq is applied once.
    */
   async refresh(): Promise<void> {
     const events = await this.ctx.authority.readEvents(this.state.projectId, goalStream(this.id), this.state.seq);
     for (const { seq, event } of events) {
+      if (seq <= this.state.seq) continue;
       const parsed = GoalEvent.safeParse(event);
       if (parsed.success) applyGoalEvent(this.state, parsed.data, seq);
       else {
@@ -168,11 +237,10 @@ class GoalRun {
   // -------------------------------------------------------------------------------------------------------------
   // The loop
 
-  /** Starts the driver unless it runs already. Never throws; failures end in a recorded status. */
+  /** Starts the driver unless it runs already (then it looks again when it ends). Never throws. */
   drive(): void {
-    if (this.fenced) return;
+    if (this.fenced || this.closed) return;
     if (this.driving) {
-      // The running driver may be on its way out (it saw a pause); make it look again when it ends.
       this.rerun = true;
       return;
     }
@@ -180,14 +248,7 @@ class GoalRun {
     this.rerun = false;
     if (this.controller.signal.aborted) this.controller = new AbortController();
     this.loop()
-      .catch(async (err: unknown) => {
-        this.ctx.logger.error({ err, goalRunId: this.id }, "goal loop failed");
-        if (err instanceof DomainError && (err.code === "conflict" || err.code === "persistence_failed")) return;
-        const reason = err instanceof Error ? err.message : String(err);
-        await this.exclusive(() =>
-          this.commit([{ type: "status", status: "blocked", reason: `The goal loop stopped: ${reason}` }]),
-        ).catch(() => undefined);
-      })
+      .catch((err: unknown) => this.onLoopError(err))
       .finally(() => {
         this.driving = false;
         if (this.rerun) {
@@ -197,12 +258,30 @@ class GoalRun {
       });
   }
 
-  private rerun = false;
+  /**
+   * The loop failed. An interrupted turn (pause, stop, shutdown) records nothing; a refused or failed write leaves
+   * the persisted status as it is (the authority is the barrier, guarantee 2); anything else (a leader error, an
+   * invalid phase plan) blocks the goal with the reason — but only a goal that is still running.
+   */
+  private async onLoopError(err: unknown): Promise<void> {
+    if (err instanceof LoopInterrupted || this.closed) return;
+    if (isDomainError(err, "conflict") || isDomainError(err, "persistence_failed")) {
+      this.ctx.logger.error({ err, goalRunId: this.id }, "goal loop stopped: its state could not be written");
+      return;
+    }
+    this.ctx.logger.error({ err, goalRunId: this.id }, "goal loop failed");
+    const reason = err instanceof Error ? err.message : String(err);
+    await this.exclusive(async () => {
+      await this.refresh();
+      if (this.state.status !== "running" || this.fenced) return;
+      await this.commit([{ type: "status", status: "blocked", reason: `The goal loop stopped: ${reason}` }]);
+    }).catch((e: unknown) => this.ctx.logger.error({ err: e, goalRunId: this.id }, "could not record the loop failure"));
+  }
 
-  /** True when the persisted status allows starting something now (re-read right before each start). */
+  /** True when the persisted status allows starting something now. Re-reads the stream first; call inside the lock. */
   private async mayStart(): Promise<boolean> {
     await this.refresh();
-    return this.state.status === "running" && !this.fenced;
+    return this.state.status === "running" && !this.fenced && !this.closed;
   }
 
   private leader() {
@@ -211,94 +290,104 @@ class GoalRun {
 
   private async loop(): Promise<void> {
     for (;;) {
-      const proceed = await this.exclusive(async () => {
-        if (!(await this.mayStart())) return "stop" as const;
-        if (this.state.productId) return "follow" as const;
-        if (this.state.criteria.length === 0) return "derive" as const;
-        const ending = this.endReasonNow();
-        if (ending) {
-          await this.end(ending.reason, ending.summary);
-          return "stop" as const;
-        }
-        // Phase boundary: goal edits and queued messages take effect now, in order, exactly once.
-        const s = this.state;
-        if (s.pendingGoal !== undefined || s.queued.length > 0) {
-          const goalChanged = s.pendingGoal !== undefined && s.pendingGoal !== s.goal;
-          await this.commit([{ type: "boundary", goal: s.pendingGoal ?? s.goal, consumed: s.queued.length }]);
-          if (goalChanged) return "derive" as const;
-        }
-        return "plan" as const;
-      });
-      if (proceed === "stop") return;
-      if (proceed === "follow") {
-        await this.followPhase();
-        continue;
-      }
-      if (proceed === "derive") {
-        await this.deriveCriteria();
-        continue;
-      }
-      await this.planAndStartPhase();
+      const step = await this.exclusive(() => this.decide());
+      if (step === "stop") return;
+      if (step === "follow") await this.followPhase();
+      else if (step === "derive") await this.deriveCriteria();
+      else await this.planAndStartPhase();
     }
   }
 
+  /** Decides the next step from the persisted state; records a boundary or an end on the way. Inside the lock. */
+  private async decide(): Promise<Step> {
+    if (!(await this.mayStart())) return "stop";
+    const s = this.state;
+    if (s.productId !== undefined) return "follow";
+    // Phase boundary: the goal edit and queued messages take effect now, in order, exactly once.
+    if (s.pendingGoal !== undefined || s.queued.length > 0) {
+      await this.commit([{ type: "boundary", goal: s.pendingGoal ?? s.goal, consumed: s.queued.length }]);
+    }
+    if (s.criteria.length === 0 || s.criteriaGoal !== s.goal) return "derive";
+    const ending = this.endReasonNow();
+    if (ending) {
+      await this.end(ending.reason, ending.summary);
+      return "stop";
+    }
+    return "plan";
+  }
+
+  /** Why the loop must end before the next phase, or null. Achievement first, then stalls, then limits. */
   private endReasonNow(): { reason: GoalEndReason; summary: string } | null {
     const s = this.state;
     const passed = s.criteria.filter((c) => c.passed).length;
+    const of = `${passed} of ${s.criteria.length} criteria pass`;
     if (s.criteria.length > 0 && passed === s.criteria.length) {
       return { reason: "achieved", summary: `All ${s.criteria.length} acceptance criteria pass after ${s.phasesStarted} phase(s).` };
     }
     if (s.noProgressCount >= s.noProgressLimit) {
       return {
         reason: "no_progress",
-        summary: `${s.noProgressCount} phases in a row passed no new criterion (${passed} of ${s.criteria.length} pass). Edit the goal or send a message, then resume.`,
+        summary: `${s.noProgressCount} phases in a row passed no new criterion (${of}). Edit the goal or send a message, then resume.`,
       };
     }
     if (s.budget.maxPhases !== undefined && s.phasesStarted >= s.budget.maxPhases) {
       return {
         reason: "max_phases",
-        summary: `The limit of ${s.budget.maxPhases} phases is reached (${passed} of ${s.criteria.length} criteria pass). Resume with additionalBudget.maxPhases to continue.`,
+        summary: `The limit of ${s.budget.maxPhases} phases is reached (${of}). Resume with additionalBudget.maxPhases to continue.`,
       };
     }
     if (s.budget.maxTotalTokens !== undefined && s.usedTokens >= s.budget.maxTotalTokens) {
       return {
         reason: "budget",
-        summary: `The token budget is spent: ${s.usedTokens} of ${s.budget.maxTotalTokens} tokens used. Resume with additionalBudget to continue.`,
+        summary: `The token budget is spent: ${s.usedTokens} of ${s.budget.maxTotalTokens} tokens used (${of}). Resume with additionalBudget to continue.`,
       };
     }
     if (s.budget.maxDurationMs !== undefined && s.elapsedMs >= s.budget.maxDurationMs) {
       return {
         reason: "budget",
-        summary: `The time budget is spent: ${s.elapsedMs} of ${s.budget.maxDurationMs} ms used. Resume with additionalBudget to continue.`,
+        summary: `The time budget is spent: ${s.elapsedMs} of ${s.budget.maxDurationMs} ms used (${of}). Resume with additionalBudget to continue.`,
       };
     }
     return null;
   }
 
+  /** Records the end, then announces it (`statusChanged` comes from the commit, `ended` after it). Inside the lock. */
   private async end(reason: GoalEndReason, summary: string, failedReason?: string): Promise<void> {
     await this.commit([{ type: "ended", endReason: reason, summary, ...(failedReason ? { failedReason } : {}) }]);
     this.ctx.notifier.notify("x/goal.ended", { goalRunId: this.id, endReason: reason, summary });
   }
 
-  private roster() {
-    return this.ctx.agents.list();
+  /** Turns a leader failure into what the loop does with it: nothing when the goal was interrupted, else blocked. */
+  private leaderFailure(what: string, err: unknown, signal: AbortSignal): Error {
+    if (signal.aborted) return new LoopInterrupted(what);
+    return new Error(`The leader could not ${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
 
+  /** A leader turn: derives the acceptance criteria for the current goal (again after an edit). */
   private async deriveCriteria(): Promise<void> {
+    const signal = this.controller.signal;
     // The leader turn starts only if the persisted status still allows it.
     if (!(await this.exclusive(() => this.mayStart()))) return;
-    const result = await this.leader().deriveChecklist({
-      goalRunId: this.id,
-      goal: this.state.goal,
-      cwd: this.state.cwd,
-      roster: this.roster(),
-      signal: this.controller.signal,
-    });
+    const goal = this.state.goal;
+    let result;
+    try {
+      result = await this.leader().deriveChecklist({
+        goalRunId: this.id,
+        goal,
+        cwd: this.state.cwd,
+        roster: this.ctx.agents.list(),
+        signal,
+      });
+    } catch (err) {
+      throw this.leaderFailure("derive acceptance criteria", err, signal);
+    }
+    const criteria = cleanCriteria(result.criteria);
+    if (criteria.length === 0) throw new Error("The leader derived no acceptance criteria from the goal.");
     await this.exclusive(async () => {
       await this.refresh();
-      if (TERMINAL_GOAL_STATUSES.includes(this.state.status)) return;
+      if (TERMINAL_GOAL_STATUSES.includes(this.state.status) || this.state.goal !== goal) return;
       const first = this.state.criteria.length === 0;
-      await this.commit([{ type: "criteria_derived", criteria: result.criteria, message: result.message }]);
+      await this.commit([{ type: "criteria_derived", criteria, message: clip(result.message, 20_000) }]);
       if (first) {
         this.ctx.notifier.notify("x/goal.started", {
           goalRunId: this.id,
@@ -308,157 +397,258 @@ class GoalRun {
     });
   }
 
-  private progressSummary(): string {
-    return progressSummaryOf(this.state);
-  }
-
+  /**
+   * A leader turn, then a start: plans the next phase and launches its product. The status is re-read before the
+   * turn and again right before the start; a pause during planning wins (the plan is dropped, nothing starts).
+   */
   private async planAndStartPhase(): Promise<void> {
+    const signal = this.controller.signal;
     if (!(await this.exclusive(() => this.mayStart()))) return;
     const s = this.state;
     const phaseIndex = s.phaseIndex;
-    const planned = await this.leader().planPhase({
-      goalRunId: this.id,
-      goal: s.goal,
-      cwd: s.cwd,
-      phaseIndex,
-      criteria: s.criteria.map((c) => ({ ...c })),
-      progressSummary: this.progressSummary(),
-      messages: [...s.consumedMessages],
-      roster: this.roster(),
-      signal: this.controller.signal,
-      onText: () => undefined,
-    });
+    const goal = s.goal;
+    let planned;
+    try {
+      planned = await this.leader().planPhase({
+        goalRunId: this.id,
+        goal,
+        cwd: s.cwd,
+        phaseIndex,
+        criteria: s.criteria.map((c) => ({ ...c })),
+        progressSummary: progressSummaryOf(s),
+        messages: [...s.phaseMessages],
+        roster: this.ctx.agents.list(),
+        signal,
+        onText: () => undefined,
+      });
+    } catch (err) {
+      throw this.leaderFailure(`plan phase ${phaseIndex + 1}`, err, signal);
+    }
     await this.exclusive(async () => {
-      // Right before the phase starts: the persisted status must still be running (a pause during planning wins).
+      // Right before the phase starts: the persisted status must still be running and nothing moved on.
       if (!(await this.mayStart())) return;
-      await this.commit([{ type: "phase_planned", phaseIndex, targets: planned.targets, message: planned.message }]);
+      if (s.productId !== undefined || s.phaseIndex !== phaseIndex || s.goal !== goal) return;
+      const plan = planned.plan;
+      if (plan.tasks.length === 0) throw new Error(`The leader planned phase ${phaseIndex + 1} without tasks.`);
+      const check = validatePlanGraph(plan.instances, plan.tasks);
+      if (!check.ok) throw new Error(`The leader planned an invalid phase ${phaseIndex + 1}: ${check.reason}`);
+      const known = new Set(s.criteria.map((c) => c.id));
+      const targets = [...new Set(planned.targets.filter((t) => known.has(t)))];
+      const productId = this.ctx.ids("prd");
+      await this.commit([
+        { type: "phase_planned", phaseIndex, targets, message: clip(planned.message, 20_000) },
+        { type: "phase_started", phaseIndex, productId },
+      ]);
+      this.ctx.notifier.notify("x/goal.phaseStarted", { goalRunId: this.id, phaseIndex, productId });
       const budget = this.phaseBudget();
-      const product = await this.ctx.products.launch(
+      this.attached.add(productId);
+      await this.ctx.products.launch(
         {
           goal: s.goal,
           cwd: s.cwd,
           projectId: s.projectId,
           ...(s.sessionId !== undefined ? { sessionId: s.sessionId } : {}),
-          name: planned.plan.name || `Phase ${phaseIndex + 1}`,
+          name: clip(plan.name || `Phase ${phaseIndex + 1}`, 500),
           ...(budget ? { budget } : {}),
         },
-        planned.plan,
+        plan,
         planned.message,
+        productId,
       );
-      await this.commit([{ type: "phase_started", phaseIndex, productId: product.productId }]);
-      this.ctx.notifier.notify("x/goal.phaseStarted", { goalRunId: this.id, phaseIndex, productId: product.productId });
     });
   }
 
   /** What is left of the goal's budget, given to the phase's product. */
-  private phaseBudget(): { maxTotalTokens?: number; maxDurationMs?: number } | undefined {
+  private phaseBudget(): Budget | undefined {
     const s = this.state;
-    const out: { maxTotalTokens?: number; maxDurationMs?: number } = {};
+    const out: Budget = {};
     if (s.budget.maxTotalTokens !== undefined) out.maxTotalTokens = Math.max(1, s.budget.maxTotalTokens - s.usedTokens);
     if (s.budget.maxDurationMs !== undefined) out.maxDurationMs = Math.max(1, s.budget.maxDurationMs - s.elapsedMs);
     return Object.keys(out).length > 0 ? out : undefined;
   }
 
   /**
-   * Follows the running phase's product until it settles, then assesses it. After a restart this re-attaches to the
-   * product and resumes it (completed tasks are not re-run: the product's own guarantee 7).
+   * Follows the running phase's product until it ends or pauses, then assesses it (a leader turn) or records why the
+   * goal cannot go on (budget spent, product paused). Never resumes a product this instance already launched or
+   * resumed; a phase whose product is gone is recorded as one that passed nothing.
    */
   private async followPhase(): Promise<void> {
     const productId = this.state.productId;
-    if (!productId) return;
-    const product = await this.ctx.products.get(productId);
-    if (product.phase === "executing" && !product.isDriving) {
+    if (productId === undefined) return;
+    let product: ProductOrchestrator;
+    try {
+      product = await this.ctx.products.get(productId);
+    } catch (err) {
+      if (!isDomainError(err, "not_found")) throw err;
+      await this.exclusive(() => this.abandonPhase(productId));
+      return;
+    }
+    if (product.phase === "awaiting_confirmation" || (product.phase === "executing" && !product.isDriving && !this.attached.has(productId))) {
+      // Created but never confirmed, or not driven by anyone here: continue it, if the goal may still start things.
       if (!(await this.exclusive(() => this.mayStart()))) return;
-      await this.ctx.products.resume(productId);
+      this.attached.add(productId);
+      if (product.phase === "awaiting_confirmation") await this.ctx.products.confirm(productId, {});
+      else await this.ctx.products.resume(productId, undefined, { automatic: true });
     }
-    if (product.phase === "awaiting_confirmation") {
-      await this.ctx.products.confirm(productId, {});
-    }
-    while (!PRODUCT_SETTLED.includes(product.phase) && !this.controller.signal.aborted) {
+    await this.waitSettled(product);
+    const next = await this.exclusive(async () => {
+      // A paused or stopped goal assesses nothing now (an assessment is a leader turn); resume does it later.
+      if (!(await this.mayStart()) || this.state.productId !== productId) return "none" as const;
+      if (product.phase === "paused") {
+        await this.onProductPaused(product);
+        return "none" as const;
+      }
+      return TerminalPhases.includes(product.phase) ? ("assess" as const) : ("none" as const);
+    });
+    if (next === "assess") await this.assessPhase(productId);
+  }
+
+  /** Resolves once the product ended or paused, or the goal was interrupted (pause, stop, shutdown, fencing). */
+  private async waitSettled(product: ProductOrchestrator): Promise<void> {
+    while (!PRODUCT_SETTLED.includes(product.phase) && !this.controller.signal.aborted && !this.closed) {
       const signal = this.controller.signal;
       await new Promise<void>((resolve) => {
-        this.wakeUp = resolve;
-        signal.addEventListener("abort", () => resolve(), { once: true });
-        if (PRODUCT_SETTLED.includes(product.phase) || signal.aborted) resolve();
+        const done = (): void => {
+          signal.removeEventListener("abort", done);
+          if (this.wakeUp === done) this.wakeUp = null;
+          resolve();
+        };
+        this.wakeUp = done;
+        signal.addEventListener("abort", done, { once: true });
+        if (PRODUCT_SETTLED.includes(product.phase) || signal.aborted) done();
       });
-      this.wakeUp = null;
     }
-    await this.exclusive(async () => {
-      await this.refresh();
-      if (this.state.productId !== productId) return;
-      if (product.phase === "paused") {
-        if (this.state.status !== "running") return; // paused/stopped by the user: nothing to assess yet
-        const cause = product.model.state.recovery?.cause ?? "The phase's product paused.";
-        const tokens = this.state.usedTokens + usedTokensOf(product);
-        const overBudget = this.state.budget.maxTotalTokens !== undefined && tokens >= this.state.budget.maxTotalTokens;
-        if (overBudget || /budget/iu.test(cause)) {
-          await this.commit([{ type: "status", status: "budget_limited", reason: cause }]);
-        } else {
-          await this.commit([{ type: "status", status: "blocked", reason: cause }]);
-        }
-        return;
-      }
-      if (!TERMINAL_GOAL_STATUSES.includes(this.state.status)) await this.assessInside(productId);
+  }
+
+  /**
+   * The phase's product paused while the goal runs (its budget tripped, a persistence failure, or a client paused
+   * the product itself): a spent budget ends the goal `budget` (budget-limited), anything else blocks it with the
+   * product's cause. Either way no phase and no leader turn starts until `x/goal.resume`. Inside the lock.
+   */
+  private async onProductPaused(product: ProductOrchestrator): Promise<void> {
+    const st = product.model.state;
+    const used = st.usage.inputTokens + st.usage.outputTokens;
+    const cause = st.recovery?.cause ?? "The phase's product paused.";
+    const spent =
+      (st.budget.maxTotalTokens !== undefined && used >= st.budget.maxTotalTokens) ||
+      (st.budget.maxDurationMs !== undefined && st.usage.elapsedMs >= st.budget.maxDurationMs) ||
+      /budget/iu.test(cause);
+    const phase = this.state.phaseIndex + 1;
+    if (spent) {
+      await this.end(
+        "budget",
+        `The budget is spent during phase ${phase}: ${cause} Resume with additionalBudget to continue the phase.`,
+      );
+    } else {
+      await this.commit([
+        { type: "status", status: "blocked", reason: `Phase ${phase}'s product paused: ${cause} Resume the goal to resume it.` },
+      ]);
+    }
+  }
+
+  /** Records a phase whose product is gone as one that passed nothing (no fabricated progress). Inside the lock. */
+  private async abandonPhase(productId: string): Promise<void> {
+    await this.refresh();
+    const s = this.state;
+    if (s.productId !== productId || TERMINAL_GOAL_STATUSES.includes(s.status)) return;
+    const passed = s.criteria.filter((c) => c.passed).map((c) => c.id);
+    const phaseIndex = s.phaseIndex;
+    await this.commit([
+      {
+        type: "phase_assessed",
+        phaseIndex,
+        passed,
+        newlyPassed: [],
+        regressed: [],
+        phaseTokens: 0,
+        phaseElapsedMs: 0,
+        productPhase: "missing",
+        message: `Phase ${phaseIndex + 1}'s product ${productId} was not found (deleted, or never created); it counts as a phase that passed nothing.`,
+      },
+    ]);
+    this.ctx.notifier.notify("x/goal.phaseAssessed", {
+      goalRunId: this.id,
+      phaseIndex,
+      passed: passed.length,
+      total: s.criteria.length,
+      newlyPassed: [],
+      regressed: [],
     });
   }
 
-  /** Asks the leader which criteria pass after the phase; inside `exclusive`. */
-  private async assessInside(productId: string): Promise<void> {
+  /**
+   * A leader turn: asks which criteria pass after the phase's product ended, then records the settled tasks and the
+   * assessment in one append. A failed assessment keeps the earlier verdicts (the phase passed nothing new).
+   */
+  private async assessPhase(productId: string): Promise<void> {
+    const signal = this.controller.signal;
+    if (!(await this.exclusive(() => this.mayStart()))) return;
     const product = await this.ctx.products.get(productId);
     const st = product.model.state;
     const s = this.state;
+    const phaseIndex = s.phaseIndex;
+    const before = s.criteria.filter((c) => c.passed).map((c) => c.id);
     let passedIds: string[];
     let message: string;
     try {
       const result = await this.leader().assess({
         goalRunId: this.id,
         goal: s.goal,
-        phaseIndex: s.phaseIndex,
+        phaseIndex,
         criteria: s.criteria.map((c) => ({ ...c })),
         plan: st.plan ?? { productId, version: 0, name: "", summary: "", instances: [], tasks: [] },
-        tasks: st.tasks,
+        tasks: st.tasks.map((t) => ({ ...t })),
         targets: [...s.targets],
-        signal: this.controller.signal,
+        signal,
       });
       const known = new Set(s.criteria.map((c) => c.id));
-      passedIds = result.passed.filter((id) => known.has(id));
+      passedIds = [...new Set(result.passed.filter((id) => known.has(id)))];
       message = result.message;
     } catch (err) {
-      passedIds = s.criteria.filter((c) => c.passed).map((c) => c.id);
+      if (signal.aborted) throw new LoopInterrupted("assess");
+      passedIds = before;
       message = `The leader could not assess the phase: ${err instanceof Error ? err.message : String(err)}`;
     }
-    const before = new Set(s.criteria.filter((c) => c.passed).map((c) => c.id));
-    const after = new Set(passedIds);
-    const newlyPassed = [...after].filter((id) => !before.has(id));
-    const regressed = [...before].filter((id) => !after.has(id));
-    const phaseIndex = s.phaseIndex;
-    await this.commit([
-      {
-        type: "phase_assessed",
+    await this.exclusive(async () => {
+      await this.refresh();
+      if (this.state.productId !== productId || TERMINAL_GOAL_STATUSES.includes(this.state.status)) return;
+      const beforeSet = new Set(before);
+      const after = new Set(passedIds);
+      const newlyPassed = [...after].filter((id) => !beforeSet.has(id));
+      const regressed = before.filter((id) => !after.has(id));
+      await this.commit([
+        ...st.tasks.map((t) => ({ type: "task_settled" as const, phaseIndex, taskId: t.taskId, status: t.status })),
+        {
+          type: "phase_assessed",
+          phaseIndex,
+          passed: [...after],
+          newlyPassed,
+          regressed,
+          phaseTokens: st.usage.inputTokens + st.usage.outputTokens,
+          phaseElapsedMs: st.usage.elapsedMs,
+          productPhase: product.phase,
+          message: clip(message, 20_000),
+        },
+      ]);
+      this.ctx.notifier.notify("x/goal.phaseAssessed", {
+        goalRunId: this.id,
         phaseIndex,
-        passed: [...after],
+        passed: after.size,
+        total: this.state.criteria.length,
         newlyPassed,
         regressed,
-        phaseTokens: usedTokensOf(product),
-        phaseElapsedMs: st.usage.elapsedMs,
-        productPhase: product.phase,
-        message,
-      },
-    ]);
-    this.ctx.notifier.notify("x/goal.phaseAssessed", {
-      goalRunId: this.id,
-      phaseIndex,
-      passed: after.size,
-      total: s.criteria.length,
-      newlyPassed,
-      regressed,
+      });
     });
   }
 
   // -------------------------------------------------------------------------------------------------------------
-  // Operations
+  // Operations (each serialised with the loop's decisions)
 
-  /** Pauses the goal and its running phase's product. Idempotent on paused. */
+  /**
+   * `x/goal.pause`: records `paused` (no phase or leader turn starts from now on), interrupts a leader turn in
+   * flight, then pauses the running phase's product and waits until its workers stopped. Idempotent on paused;
+   * throws invalid_phase in any other status than running.
+   */
   async pause(): Promise<GoalStatus> {
     await this.exclusive(async () => {
       await this.refresh();
@@ -473,46 +663,71 @@ class GoalRun {
     return this.state.status;
   }
 
+  /** Pauses the open phase's product when it executes (also one no process drives, after a restart). */
   private async pauseProduct(): Promise<void> {
     const productId = this.state.productId;
-    if (!productId) return;
+    if (productId === undefined) return;
     const product = await this.ctx.products.get(productId).catch(() => undefined);
-    if (product && product.phase === "executing") await this.ctx.products.pause(productId).catch(() => undefined);
+    if (product?.phase !== "executing") return;
+    await this.ctx.products.pause(productId).catch((err: unknown) => {
+      this.ctx.logger.warn({ err, goalRunId: this.id, productId }, "could not pause the phase's product");
+    });
   }
 
   /**
-   * Resumes a paused, blocked or budget-limited goal (adding budget, spent counters kept), or a running one that no
-   * process drives (after a restart). A stopped, completed or failed goal is refused.
+   * `x/goal.resume`: resumes a paused, blocked or budget-limited goal — adding `additionalBudget` to the goal and to
+   * the open phase's product, spent counters kept — or a running one no process drives (after a restart). Re-attaches
+   * to the open phase's product and resumes it. Throws invalid_phase for a stopped, completed or failed goal, or one
+   * that runs here already, and conflict while another process still holds the product's lease (nothing recorded
+   * then); when resuming the product fails after the resume was recorded, the goal is blocked with the reason and the
+   * error is thrown.
    */
   async resume(additionalBudget?: GoalBudget): Promise<GoalStatus> {
     await this.exclusive(async () => {
       await this.refresh();
       const status = this.state.status;
-      const resumable = status === "paused" || status === "blocked" || status === "budget_limited" || (status === "running" && !this.driving);
-      if (!resumable) {
+      const resumable =
+        status === "paused" || status === "blocked" || status === "budget_limited" || (status === "running" && !this.driving);
+      if (!resumable || this.closed) {
         throw invalidPhase(status, ["paused", "blocked", "budget_limited"], {
           subject: `Goal run ${this.id}`,
           operation: status === "running" ? "x/goal.resume (it is already running)" : "x/goal.resume",
         });
       }
-      await this.commit([{ type: "resumed", ...(additionalBudget ? { additionalBudget } : {}) }]);
+      const productId = this.state.productId;
+      const product = productId === undefined ? undefined : await this.ctx.products.get(productId).catch(() => undefined);
+      // Before anything is recorded: refuse (conflict, with the owner) while another process still drives the
+      // phase's product, e.g. the lease of a crashed server that has not expired yet. Read-only.
+      if (product && !product.isDriving) await product.assertWritable();
+      const spent = product
+        ? {
+            spentTokens: this.state.usedTokens + product.model.state.usage.inputTokens + product.model.state.usage.outputTokens,
+            spentMs: this.state.elapsedMs + product.model.state.usage.elapsedMs,
+          }
+        : {};
+      await this.commit([{ type: "resumed", ...(additionalBudget ? { additionalBudget } : {}), ...spent }]);
       this.controller = new AbortController();
-    });
-    const productId = this.state.productId;
-    if (productId) {
-      const product = await this.ctx.products.get(productId);
-      if (product.phase === "paused" || (product.phase === "executing" && !product.isDriving)) {
-        const extra: { maxTotalTokens?: number; maxDurationMs?: number } = {};
+      if (product && productId !== undefined && (product.phase === "paused" || (product.phase === "executing" && !product.isDriving))) {
+        const extra: Budget = {};
         if (additionalBudget?.maxTotalTokens !== undefined) extra.maxTotalTokens = additionalBudget.maxTotalTokens;
         if (additionalBudget?.maxDurationMs !== undefined) extra.maxDurationMs = additionalBudget.maxDurationMs;
-        await this.ctx.products.resume(productId, Object.keys(extra).length > 0 ? extra : undefined);
+        try {
+          await this.ctx.products.resume(productId, Object.keys(extra).length > 0 ? extra : undefined);
+          this.attached.add(productId);
+        } catch (err) {
+          const reason = err instanceof Error ? err.message : String(err);
+          await this.commit([
+            { type: "status", status: "blocked", reason: `Could not resume phase ${this.state.phaseIndex + 1}'s product: ${reason}` },
+          ]).catch(() => undefined);
+          throw err;
+        }
       }
-    }
+    });
     this.drive();
     return this.state.status;
   }
 
-  /** Stops the goal for good (terminal) and pauses its running phase's product. */
+  /** `x/goal.stop`: ends the goal for good (terminal) and pauses the open phase's product. Idempotent on stopped. */
   async stop(reason?: string): Promise<void> {
     await this.exclusive(async () => {
       await this.refresh();
@@ -523,13 +738,14 @@ class GoalRun {
           operation: "x/goal.stop",
         });
       }
-      this.controller.abort();
       await this.end("stopped", reason ? `Stopped: ${reason}` : "Stopped by the client.");
+      this.controller.abort();
     });
     await this.pauseProduct();
     this.wake();
   }
 
+  /** `x/goal.edit`: records the new goal; it takes effect at the next phase boundary. Refused on a terminal goal. */
   async edit(goal: string): Promise<void> {
     await this.exclusive(async () => {
       await this.refresh();
@@ -538,6 +754,7 @@ class GoalRun {
     });
   }
 
+  /** `x/goal.message`: queues a message for the next phase boundary; returns how many are queued. */
   async message(content: string): Promise<number> {
     return this.exclusive(async () => {
       await this.refresh();
@@ -556,43 +773,61 @@ class GoalRun {
     }
   }
 
-  /** Stops driving in this process (server shutdown); the persisted status is unchanged. */
+  /** Stops driving in this process for good (server shutdown); the persisted status is unchanged. */
   shutdown(): void {
+    this.closed = true;
     this.controller.abort();
     this.wake();
   }
 }
 
-function usedTokensOf(product: { model: { state: { usage: { inputTokens: number; outputTokens: number } } } }): number {
-  const u = product.model.state.usage;
-  return u.inputTokens + u.outputTokens;
+/** Criteria with usable ids and texts, first occurrence of each id kept. */
+function cleanCriteria(criteria: readonly AcceptanceCriterion[]): AcceptanceCriterion[] {
+  const seen = new Set<string>();
+  const out: AcceptanceCriterion[] = [];
+  for (const c of criteria) {
+    const id = typeof c.id === "string" ? c.id.trim() : "";
+    if (id === "" || id.length > 200 || seen.has(id) || /\p{Cc}/u.test(id)) continue;
+    seen.add(id);
+    out.push({ id, text: clip(String(c.text), 5_000) });
+  }
+  return out;
 }
 
-/** A plain-words summary of what the phases so far did. */
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 3)}...` : text;
+}
+
+/** A plain-words summary of what the phases so far did. Pure. */
 export function progressSummaryOf(s: GoalState): string {
   const passed = s.criteria.filter((c) => c.passed).length;
   const lines = s.phases
     .filter((p) => p !== undefined)
-    .map((p) => `Phase ${p.phaseIndex + 1}: ${p.assessment ?? (p.productId ? "running" : "planned")}`);
+    .map((p) => {
+      const said = p.messages.length > 0 ? ` (user messages: ${p.messages.map((m) => JSON.stringify(clip(m, 200))).join(", ")})` : "";
+      return `Phase ${p.phaseIndex + 1}${said}: ${p.assessment ?? (p.productId ? "running" : "planned")}`;
+    });
   const head = s.criteria.length === 0 ? "Deriving acceptance criteria." : `${passed} of ${s.criteria.length} criteria pass.`;
   return [head, ...lines].join("\n");
 }
 
-/** The facade behind every `x/goal.*` method. */
+/** The facade behind every `x/goal.*` method (PROTOCOL.md section 6). Errors are DomainErrors. */
 export class GoalService {
   private readonly runs = new Map<string, GoalRun>();
   private readonly loading = new Map<string, Promise<GoalRun>>();
 
   constructor(private readonly ctx: GoalContext) {}
 
-  /** Wakes the goal run that follows `productId` (wired to the product layer's phase changes). */
+  /** Wakes the goal run that follows `productId` (wired to the product layer's phase changes). Never throws. */
   onProductPhaseChange(productId: string): void {
     for (const run of this.runs.values()) if (run.state.productId === productId) run.wake();
   }
 
+  /** The goal run, loaded once (a fenced instance is replaced by a fresh load). Throws not_found (kind `goal run`). */
   private async get(goalRunId: string): Promise<GoalRun> {
     const live = this.runs.get(goalRunId);
-    if (live) return live;
+    if (live && !live.isFenced) return live;
+    if (live) this.runs.delete(goalRunId);
     let pending = this.loading.get(goalRunId);
     if (!pending) {
       pending = this.load(goalRunId);
@@ -605,6 +840,7 @@ export class GoalService {
     return pending;
   }
 
+  /** Rebuilds a goal run from its events. Reading never writes; it does NOT start driving (see the file header). */
   private async load(goalRunId: string): Promise<GoalRun> {
     const index = await this.ctx.authority.get(INDEX_PROJECT, "goal-index", goalRunId);
     const parsed = index ? GoalIndexRecord.safeParse(index.value) : undefined;
@@ -612,7 +848,7 @@ export class GoalService {
     const state = emptyGoalState();
     state.projectId = parsed.data.projectId;
     state.goalRunId = goalRunId;
-    const run = new GoalRun(state, this.ctx);
+    const run = new GoalRun(state, this.ctx, true);
     await run.refresh();
     if (state.startedAt === new Date(0).toISOString()) throw notFound("goal run", goalRunId);
     this.runs.set(goalRunId, run);
@@ -626,7 +862,7 @@ export class GoalService {
     const state = emptyGoalState();
     state.projectId = params.projectId;
     state.goalRunId = goalRunId;
-    const run = new GoalRun(state, this.ctx);
+    const run = new GoalRun(state, this.ctx, false);
     await run.commit([
       {
         type: "goal_started",
@@ -636,7 +872,7 @@ export class GoalService {
         cwd: params.cwd,
         ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
         budget: params.budget ?? {},
-        noProgressLimit: params.noProgressLimit ?? 3,
+        noProgressLimit: params.noProgressLimit ?? DEFAULT_NO_PROGRESS_LIMIT,
       },
     ]);
     this.runs.set(goalRunId, run);
@@ -650,34 +886,37 @@ export class GoalService {
     await run.refresh();
     const s = run.state;
     let liveTokens = 0;
-    if (s.productId) {
+    if (s.productId !== undefined) {
       const product = await this.ctx.products.get(s.productId).catch(() => undefined);
-      if (product) liveTokens = usedTokensOf(product);
+      if (product) liveTokens = product.model.state.usage.inputTokens + product.model.state.usage.outputTokens;
     }
     const passed = s.criteria.filter((c) => c.passed).length;
+    const productId = s.productId ?? s.lastProductId;
+    let progressSummary = progressSummaryOf(s);
+    if (s.status === "running" && run.loadedFromStore && !run.isDriving) {
+      progressSummary += "\nNot driven by this server (it restarted since): call x/goal.resume to continue.";
+    }
+    const failedReason =
+      s.failedReason ?? ((s.status === "blocked" || s.status === "budget_limited") && s.statusReason ? s.statusReason : undefined);
     return {
       goalRunId: s.goalRunId,
       status: s.status,
       goal: s.goal,
       originalGoal: s.originalGoal,
       phaseIndex: s.phaseIndex,
-      ...(s.productId ?? s.lastProductId ? { productId: (s.productId ?? s.lastProductId) as string } : {}),
+      ...(productId !== undefined ? { productId } : {}),
       startedAt: s.startedAt,
-      progressSummary: progressSummaryOf(s),
+      progressSummary,
       acceptance: { passed, total: s.criteria.length, criteria: s.criteria.map((c) => ({ ...c })) },
       queuedMessages: s.queued.length,
       noProgressCount: s.noProgressCount,
       usedTokens: s.usedTokens + liveTokens,
       ...(s.endReason !== undefined ? { endReason: s.endReason } : {}),
-      ...(s.failedReason !== undefined
-        ? { failedReason: s.failedReason }
-        : (s.status === "blocked" || s.status === "budget_limited") && s.statusReason
-          ? { failedReason: s.statusReason }
-          : {}),
+      ...(failedReason !== undefined ? { failedReason } : {}),
     };
   }
 
-  /** `x/goal.list`: goal runs of one project or of every project; invalid headers are skipped. */
+  /** `x/goal.list`: goal runs of one project or of every project (persisted ones too); invalid headers are skipped. */
   async list(projectId?: string) {
     const projects = new Set<string>();
     if (projectId !== undefined) projects.add(projectId);
@@ -706,26 +945,31 @@ export class GoalService {
     return { goals };
   }
 
+  /** `x/goal.pause` (see `GoalRun.pause`). */
   async pause(goalRunId: string) {
     const status = await (await this.get(goalRunId)).pause();
     return { goalRunId, status };
   }
 
+  /** `x/goal.resume` (see `GoalRun.resume`). */
   async resume(goalRunId: string, additionalBudget?: GoalBudget) {
     const status = await (await this.get(goalRunId)).resume(additionalBudget);
     return { goalRunId, status };
   }
 
+  /** `x/goal.stop` (see `GoalRun.stop`). */
   async stop(goalRunId: string, reason?: string) {
     await (await this.get(goalRunId)).stop(reason);
     return { goalRunId, status: "stopped" as const };
   }
 
+  /** `x/goal.edit` (see `GoalRun.edit`). */
   async edit(goalRunId: string, goal: string) {
     await (await this.get(goalRunId)).edit(goal);
     return { goalRunId, goal };
   }
 
+  /** `x/goal.message` (see `GoalRun.message`). */
   async message(goalRunId: string, content: string) {
     const queued = await (await this.get(goalRunId)).message(content);
     return { goalRunId, queued };

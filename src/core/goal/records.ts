@@ -4,7 +4,8 @@
  *
  * Storage: the event stream and a header record `goal/<goalRunId>` (for `x/goal.list`) under the goal's project, and
  * an index record `goal-index/<goalRunId>` in project `_`. Every record read back is validated (guarantee 4).
- * This file holds schemas and the reducer only; it never performs I/O.
+ * This file holds schemas and the reducer only; it never performs I/O and never decides what the loop does next
+ * (coordinator.ts does).
  */
 import { z } from "zod";
 import { Count, Id, Timestamp } from "../../../protocol/common.js";
@@ -37,7 +38,10 @@ export const GoalEvent = z.discriminatedUnion("type", [
   z.object({ ...base, type: z.literal("criteria_derived"), criteria: z.array(CriterionRecord).min(1), message: z.string() }),
   z.object({ ...base, type: z.literal("goal_edited"), goal: z.string() }),
   z.object({ ...base, type: z.literal("message_queued"), content: z.string() }),
-  /** A phase boundary: pending goal edits take effect and the first `consumed` queued messages are used, once. */
+  /**
+   * A phase boundary: the pending goal edit (if any) takes effect and the first `consumed` queued messages are handed
+   * to the next phase that starts, exactly once.
+   */
   z.object({ ...base, type: z.literal("boundary"), goal: z.string(), consumed: Count }),
   z.object({ ...base, type: z.literal("phase_planned"), phaseIndex: Count, targets: z.array(Id), message: z.string() }),
   z.object({ ...base, type: z.literal("phase_started"), phaseIndex: Count, productId: Id }),
@@ -62,7 +66,17 @@ export const GoalEvent = z.discriminatedUnion("type", [
     message: z.string(),
   }),
   z.object({ ...base, type: z.literal("status"), status: GoalStatus, reason: z.string().optional() }),
-  z.object({ ...base, type: z.literal("resumed"), additionalBudget: GoalBudget.optional() }),
+  z.object({
+    ...base,
+    type: z.literal("resumed"),
+    additionalBudget: GoalBudget.optional(),
+    /**
+     * Tokens and milliseconds spent so far including the running phase's product, when one was open: added budget
+     * counts from what is really spent, not only from what earlier assessments recorded.
+     */
+    spentTokens: Count.optional(),
+    spentMs: Count.optional(),
+  }),
   z.object({
     ...base,
     type: z.literal("ended"),
@@ -84,6 +98,8 @@ export interface GoalPhaseRecord {
   productId?: string;
   targets: string[];
   message: string;
+  /** User messages this phase was planned with (handed over at the boundary before it). */
+  messages: string[];
   assessment?: string;
   productPhase?: string;
 }
@@ -102,6 +118,8 @@ export interface GoalState {
   status: GoalStatus;
   statusReason?: string;
   criteria: GoalCriterion[];
+  /** The goal text the criteria were derived from; when the goal changed at a boundary they are derived again. */
+  criteriaGoal?: string;
   /** Index of the current (or, between phases, the next) phase. */
   phaseIndex: number;
   phasesStarted: number;
@@ -110,7 +128,11 @@ export interface GoalState {
   lastProductId?: string;
   targets: string[];
   phases: GoalPhaseRecord[];
+  /** Messages queued since the last boundary (not yet in effect). */
   queued: string[];
+  /** Messages consumed at a boundary and not yet handed to a started phase (the next `planPhase` gets them). */
+  phaseMessages: string[];
+  /** Every message consumed at a boundary so far, oldest first. */
   consumedMessages: string[];
   noProgressCount: number;
   noProgressLimit: number;
@@ -157,6 +179,7 @@ export function emptyGoalState(): GoalState {
     targets: [],
     phases: [],
     queued: [],
+    phaseMessages: [],
     consumedMessages: [],
     noProgressCount: 0,
     noProgressLimit: 3,
@@ -169,7 +192,10 @@ export function emptyGoalState(): GoalState {
   };
 }
 
-/** Applies one event in place. Never rejects: events are validated before they are appended. */
+/**
+ * Applies one event in place (the goal's reducer). Pure apart from mutating `s`; never rejects: events are validated
+ * before they are appended and when they are read back. The caller guarantees each seq is applied once, in order.
+ */
 export function applyGoalEvent(s: GoalState, e: GoalEvent, seq: number): void {
   s.seq = seq;
   s.updatedAt = e.at;
@@ -187,8 +213,10 @@ export function applyGoalEvent(s: GoalState, e: GoalEvent, seq: number): void {
       s.startedAt = e.at;
       break;
     case "criteria_derived": {
+      // Criteria derived again after a goal edit keep their verdict when their text is unchanged.
       const before = new Map(s.criteria.map((c) => [c.text, c.passed]));
       s.criteria = e.criteria.map((c) => ({ id: c.id, text: c.text, passed: before.get(c.text) ?? false }));
+      s.criteriaGoal = s.goal;
       break;
     }
     case "goal_edited":
@@ -197,23 +225,28 @@ export function applyGoalEvent(s: GoalState, e: GoalEvent, seq: number): void {
     case "message_queued":
       s.queued.push(e.content);
       break;
-    case "boundary":
+    case "boundary": {
       s.goal = e.goal;
       delete s.pendingGoal;
-      s.consumedMessages.push(...s.queued.splice(0, e.consumed));
+      const consumed = s.queued.splice(0, e.consumed);
+      s.phaseMessages.push(...consumed);
+      s.consumedMessages.push(...consumed);
       break;
+    }
     case "phase_planned":
       s.phaseIndex = e.phaseIndex;
       s.targets = e.targets;
-      s.phases[e.phaseIndex] = { phaseIndex: e.phaseIndex, targets: e.targets, message: e.message };
+      s.phases[e.phaseIndex] = { phaseIndex: e.phaseIndex, targets: e.targets, message: e.message, messages: [] };
       break;
     case "phase_started": {
       s.phaseIndex = e.phaseIndex;
       s.productId = e.productId;
       s.lastProductId = e.productId;
       s.phasesStarted = Math.max(s.phasesStarted, e.phaseIndex + 1);
-      const p = s.phases[e.phaseIndex] ?? { phaseIndex: e.phaseIndex, targets: s.targets, message: "" };
+      const p = s.phases[e.phaseIndex] ?? { phaseIndex: e.phaseIndex, targets: s.targets, message: "", messages: [] };
       p.productId = e.productId;
+      // The messages handed over at the boundary are now in effect: the started phase was planned with them.
+      p.messages = s.phaseMessages.splice(0);
       s.phases[e.phaseIndex] = p;
       break;
     }
@@ -225,7 +258,7 @@ export function applyGoalEvent(s: GoalState, e: GoalEvent, seq: number): void {
       s.usedTokens += e.phaseTokens;
       s.elapsedMs += e.phaseElapsedMs;
       s.noProgressCount = e.newlyPassed.length === 0 ? s.noProgressCount + 1 : 0;
-      const p = s.phases[e.phaseIndex] ?? { phaseIndex: e.phaseIndex, targets: [], message: "" };
+      const p = s.phases[e.phaseIndex] ?? { phaseIndex: e.phaseIndex, targets: [], message: "", messages: [] };
       p.assessment = e.message;
       p.productPhase = e.productPhase;
       s.phases[e.phaseIndex] = p;
@@ -239,21 +272,27 @@ export function applyGoalEvent(s: GoalState, e: GoalEvent, seq: number): void {
       else delete s.statusReason;
       break;
     case "resumed": {
+      // Added budget counts from what is spent now (spent counters are kept, never reset).
       const add = e.additionalBudget;
+      const tokens = Math.max(s.usedTokens, e.spentTokens ?? 0);
+      const ms = Math.max(s.elapsedMs, e.spentMs ?? 0);
       if (add?.maxTotalTokens !== undefined) {
-        s.budget.maxTotalTokens = Math.max(s.budget.maxTotalTokens ?? s.usedTokens, s.usedTokens) + add.maxTotalTokens;
+        s.budget.maxTotalTokens = Math.max(s.budget.maxTotalTokens ?? tokens, tokens) + add.maxTotalTokens;
       }
       if (add?.maxDurationMs !== undefined) {
-        s.budget.maxDurationMs = Math.max(s.budget.maxDurationMs ?? s.elapsedMs, s.elapsedMs) + add.maxDurationMs;
+        s.budget.maxDurationMs = Math.max(s.budget.maxDurationMs ?? ms, ms) + add.maxDurationMs;
       }
       if (add?.maxPhases !== undefined) {
         s.budget.maxPhases = Math.max(s.budget.maxPhases ?? s.phasesStarted, s.phasesStarted) + add.maxPhases;
       }
+      // Resuming a blocked goal (no progress, or a loop error) gives it a fresh run of `noProgressLimit` phases;
+      // pausing and resuming does not.
+      if (s.status === "blocked") s.noProgressCount = 0;
       s.status = "running";
       delete s.statusReason;
       delete s.endReason;
       delete s.summary;
-      s.noProgressCount = 0;
+      delete s.failedReason;
       break;
     }
     case "ended":

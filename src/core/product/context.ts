@@ -2,6 +2,7 @@
  * What a product orchestrator needs from the outside, bundled once by the composition root.
  * This file holds only types and small defaults; it must never perform I/O.
  */
+import type { Phase } from "../../../protocol/common.js";
 import type {
   AgentDirectory,
   Clock,
@@ -86,5 +87,5 @@ export interface ProductContext {
    * Called after a product's phase changed (persisted, or in memory after a persistence failure). Used by goal runs
    * to follow their phase's product. Must not throw and must not call back into the product synchronously.
    */
-  onPhaseChange?: (productId: string, phase: import("../../../protocol/common.js").Phase) => void;
+  onPhaseChange?: (productId: string, phase: Phase) => void;
 }

@@ -28,8 +28,10 @@ import {
 import type { AgentInfo, DraftPlan, LeaderPort, WorkerResult } from "../ports.js";
 import { AuthorityConflict, AuthorityFailure } from "../ports.js";
 import type { ProductContext } from "./context.js";
-import type { ProductEvent } from "./records.js";
-import { progressOfModel, type ProductModel } from "./state.js";
+import { agentsHash, compareFingerprints, planHash, taskInputHash, type Drift, type TaskInput } from "./fingerprint.js";
+import { ProductLease, type LeaseLoss } from "./lease.js";
+import type { Fingerprint, ProductEvent } from "./records.js";
+import { inputHashOf, progressOfModel, type ProductModel } from "./state.js";
 
 /** Events as the orchestrator builds them: `v` and `at` are stamped on append. */
 type NewEvent = ProductEvent extends infer E ? (E extends ProductEvent ? Omit<E, "v" | "at"> : never) : never;
@@ -40,6 +42,8 @@ interface RunningTask {
   startedMs: number;
   briefChars: number;
   reportedUsage: boolean;
+  /** Hash of the input this attempt was given (guarantee 7), recorded with its completion. */
+  inputHash: string;
 }
 
 interface SettledResult {
@@ -48,6 +52,17 @@ interface SettledResult {
   result: WorkerResult;
   briefChars: number;
   reportedUsage: boolean;
+  inputHash: string;
+}
+
+/** What `inspect()` adds to a recovery when the run's inputs drifted (issue 4, drift detection). */
+export interface DriftRecovery {
+  cause: string;
+  resumable: boolean;
+  remediation: string;
+  /** True: an automatic resume must not continue; only an explicit `product.resume` acknowledges the drift. */
+  needsExplicitResume: true;
+  drift: { what: Drift["what"]; from: string | null; to: string | null }[];
 }
 
 /** Why running workers are being stopped; decides what their tasks become. */
@@ -85,11 +100,28 @@ export class ProductOrchestrator {
   private cancelTimers: (() => void)[] = [];
   private lock: Promise<unknown> = Promise.resolve();
   private idleWaiters: (() => void)[] = [];
+  /** This product's lease in the authority (guarantee 6): held while this process drives execution. */
+  private readonly lease: ProductLease;
+  /** Bumped on every lease acquisition, so a delayed release meant for an earlier holding does nothing. */
+  private leaseEpoch = 0;
+  /** A git HEAD probe in flight while driving (the recorded fingerprint follows the workspace). */
+  private headProbe: Promise<void> | null = null;
 
   constructor(
     readonly model: ProductModel,
     private readonly ctx: ProductContext,
-  ) {}
+  ) {
+    const o = ctx.options;
+    this.lease = new ProductLease(
+      ctx.store,
+      ctx.clock,
+      ctx.logger,
+      model.state.projectId,
+      model.state.productId,
+      { owner: o.ownerId ?? "local", ttlMs: o.leaseTtlMs ?? 30_000, renewMs: o.leaseRenewMs ?? 10_000 },
+      (loss) => this.onLeaseLost(loss),
+    );
+  }
 
   get productId(): string {
     return this.model.state.productId;
@@ -102,6 +134,19 @@ export class ProductOrchestrator {
   /** True while this process drives the product's execution. */
   get isDriving(): boolean {
     return this.driving;
+  }
+
+  /**
+   * True once a write of this instance was refused or its lease was taken (guarantee 6): it never writes again. The
+   * service replaces a fenced instance with one freshly loaded from the authority on the next write request.
+   */
+  get isFenced(): boolean {
+    return this.fenced;
+  }
+
+  /** Resolves once no worker of this instance is running and every settled result was handled. */
+  whenStopped(): Promise<void> {
+    return this.whenIdle();
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -152,6 +197,8 @@ export class ProductOrchestrator {
       this.ctx.logger.error({ productId: this.productId, err: err.message }, "write refused: another owner");
       this.stopWorkers("fenced");
       this.driving = false;
+      this.lease.drop();
+      this.disarmTimers();
       return conflict(err.details, `Product ${this.productId}`);
     }
     const cause = err instanceof Error ? err.message : String(err);
@@ -165,6 +212,7 @@ export class ProductOrchestrator {
       // Guarantee 2: stop scheduling and pause, in memory, with the cause; the next successful write records it.
       this.driving = false;
       this.stopWorkers("pause");
+      this.releaseWhenIdle();
       if (this.model.state.phase === "executing") {
         this.model.state.phase = "paused";
         this.ctx.onPhaseChange?.(this.productId, "paused");
@@ -187,6 +235,204 @@ export class ProductOrchestrator {
     if (!allowed.includes(this.phase)) {
       throw invalidPhase(this.phase, allowed, { subject: `Product ${this.productId}`, operation });
     }
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Ownership (guarantee 6) and freshness
+
+  /**
+   * Applies events other processes appended since this model was read (only while this instance drives nothing, so
+   * it never races its own writes). Read-only; invalid events are skipped and counted in `dropped` (guarantee 4).
+   */
+  private async catchUpNow(): Promise<void> {
+    if (this.driving || this.running.size > 0) return;
+    const { dropped } = await this.ctx.store.catchUp(this.model);
+    this.dropped += dropped;
+  }
+
+  /**
+   * Before a write by an instance that does not drive the product: catch up with the authority and refuse when
+   * another process holds a live lease (`conflict` with its owner). Read-only. Call inside `exclusive`.
+   */
+  private async syncForWrite(): Promise<void> {
+    if (this.driving || this.running.size > 0) return;
+    await this.catchUpNow();
+    const holder = await this.lease.holder();
+    if (holder && holder.live && !holder.mine) throw conflict({ owner: holder.owner }, `Product ${this.productId}`);
+  }
+
+  /**
+   * Public form of `syncForWrite` for the service (e.g. before `product.delete`): refuses with `conflict` when another
+   * process drives the product. Read-only.
+   */
+  async assertWritable(): Promise<void> {
+    await this.exclusive(() => this.syncForWrite());
+  }
+
+  /**
+   * Takes the product's lease (or renews it when held) before execution starts; returns the holding's epoch for
+   * `releaseLease`. Throws `conflict` (with the owner) when another live owner holds it, `persistence_failed` when
+   * the authority failed. A fenced instance never takes it again.
+   */
+  private async takeLease(): Promise<number> {
+    if (this.fenced) throw conflict({}, `Product ${this.productId}`);
+    await this.lease.acquire();
+    return ++this.leaseEpoch;
+  }
+
+  /** Releases the lease unless it was taken again since `epoch` (default: the current holding) or execution runs. */
+  private async releaseLease(epoch = this.leaseEpoch): Promise<void> {
+    if (epoch !== this.leaseEpoch || this.driving || !this.lease.held) return;
+    await this.lease.release();
+  }
+
+  /** Releases the lease once running workers have stopped and their results were written (pause, failures). */
+  private releaseWhenIdle(): void {
+    const epoch = this.leaseEpoch;
+    this.whenIdle()
+      .then(() => this.releaseLease(epoch))
+      .catch(() => undefined);
+  }
+
+  /**
+   * True when the lease is held and fresh enough to start workers; renews it first when the clock says it may have
+   * lapsed (e.g. a stalled event loop). A lost lease fences this instance through `onLeaseLost`.
+   */
+  private async leaseReady(): Promise<boolean> {
+    if (!this.lease.isFresh()) await this.lease.renewNow();
+    return this.lease.held && this.lease.isFresh() && !this.fenced;
+  }
+
+  /**
+   * The lease was lost: taken by another owner (this instance is fenced and stops its workers, guarantee 6), or its
+   * renewal failed (a persistence failure: the product pauses and the client is told, guarantee 2).
+   */
+  private onLeaseLost(loss: LeaseLoss): void {
+    if (loss.kind === "taken") {
+      if (this.fenced) return;
+      this.fenced = true;
+      this.ctx.logger.error({ productId: this.productId, owner: loss.owner }, "lease taken by another owner; stopping");
+      this.stopDriving();
+      this.stopWorkers("fenced");
+      return;
+    }
+    const error = loss.error instanceof Error ? loss.error : new AuthorityFailure(String(loss.error));
+    this.onWriteError(error instanceof AuthorityConflict ? new AuthorityFailure(error.message) : error);
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Fingerprints (guarantee 7 and drift detection)
+
+  /** The input a task attempt is (or was) given: definition, assignee as planned, dependency outputs now. */
+  private inputOf(task: TaskState): TaskInput {
+    const instance = this.model.state.plan?.instances.find((i) => i.instanceId === task.instanceId);
+    return {
+      title: task.title,
+      description: task.description,
+      acceptance: task.acceptance,
+      instanceId: task.instanceId,
+      agentId: instance?.agentId ?? this.ctx.options.fallbackWorkerAgentId,
+      dependencyOutputs: task.dependsOn.map((id) => ({ taskId: id, output: this.task(id)?.output ?? "" })),
+    };
+  }
+
+  private async gitHead(): Promise<string | null> {
+    const probe = this.ctx.workspace;
+    if (!probe) return null;
+    try {
+      return await probe.gitHead(this.model.state.cwd);
+    } catch {
+      return null;
+    }
+  }
+
+  private agentsFingerprint(): string {
+    const custom = this.ctx.options.agentsFingerprint;
+    return custom ? custom() : agentsHash(this.ctx.agents.list());
+  }
+
+  /** The fingerprint of the run's inputs now (`plan` defaults to the current plan). Reads the workspace only. */
+  private async currentFingerprint(plan: Plan | undefined = this.model.state.plan): Promise<Fingerprint> {
+    const promptVersion = this.ctx.options.leaderPromptVersion ?? "heuristic-1";
+    return {
+      promptVersion,
+      planHash: planHash(plan, promptVersion),
+      gitHead: await this.gitHead(),
+      agentsHash: this.agentsFingerprint(),
+    };
+  }
+
+  /**
+   * What changed since the fingerprint recorded with the run (plan/prompt version, git HEAD, agent definitions), in
+   * plain words; `[]` while this process drives it, before confirmation, or for runs recorded without a fingerprint.
+   * Read-only.
+   */
+  async drift(): Promise<Drift[]> {
+    const recorded = this.model.state.fingerprint;
+    if (!recorded || this.driving) return [];
+    return compareFingerprints(recorded, await this.currentFingerprint());
+  }
+
+  /** A `fingerprint` event when the current fingerprint differs from the recorded one; `acknowledged` says why. */
+  private async fingerprintEvents(plan: Plan | undefined, acknowledged: Drift[]): Promise<NewEvent[]> {
+    const current = await this.currentFingerprint(plan);
+    const recorded = this.model.state.fingerprint;
+    if (recorded && compareFingerprints(recorded, current).length === 0 && recorded.planHash === current.planHash) return [];
+    return [
+      {
+        type: "fingerprint",
+        fingerprint: current,
+        ...(acknowledged.length > 0 ? { acknowledged: acknowledged.map((d) => d.text).slice(0, 10) } : {}),
+      },
+    ];
+  }
+
+  /**
+   * Re-checks, on resume, that every completed task's result was made from the input it would get now (guarantee
+   * 7). A task whose recorded input hash no longer matches goes back to pending with an interruption note, and so
+   * does every task downstream of it that consumed its result. Tasks completed without a recorded hash are trusted.
+   * Returns the changed task states keyed by id (applied over `base`, the states already being changed).
+   */
+  private rebind(base: Map<string, TaskState>): Map<string, TaskState> {
+    const s = this.model.state;
+    const out = new Map(base);
+    const stale: string[] = [];
+    for (const t of s.tasks) {
+      if (t.status !== "completed") continue;
+      const recorded = inputHashOf(s, t.taskId);
+      if (recorded !== undefined && recorded !== taskInputHash(this.inputOf(t))) stale.push(t.taskId);
+    }
+    for (const id of stale) {
+      for (const d of downstreamOf(s.tasks, id)) {
+        const t = out.get(d) ?? this.task(d);
+        if (!t || !["completed", "failed", "skipped", "running"].includes(t.status)) continue;
+        const note =
+          d === id
+            ? "Its input changed since it completed (its description, assignee or a dependency's output differs); it will run again."
+            : `Task ${id} it depends on will run again, so this task will run again too.`;
+        const fresh: TaskState = { ...t, status: "pending", interruption: note };
+        for (const k of ["output", "error", "endedAt", "question"] as const) delete fresh[k];
+        out.set(d, fresh);
+      }
+    }
+    return out;
+  }
+
+  /** While driving: records the workspace's git HEAD when it moved (workers may commit), off the execution path. */
+  private refreshHead(): void {
+    if (!this.ctx.workspace || this.headProbe || !this.model.state.fingerprint) return;
+    this.headProbe = this.gitHead()
+      .then((head) =>
+        this.exclusive(async () => {
+          const fp = this.model.state.fingerprint;
+          if (!fp || fp.gitHead === head || !this.driving || this.fenced) return;
+          await this.commit([{ type: "fingerprint", fingerprint: { ...fp, gitHead: head } }]);
+        }),
+      )
+      .catch(() => undefined)
+      .finally(() => {
+        this.headProbe = null;
+      });
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -305,6 +551,7 @@ export class ProductOrchestrator {
    * execution (whose answer may carry mutations). Throws busy while another leader turn runs.
    */
   async message(content: string, askId?: string): Promise<{ response: string; plan?: Plan; mutations?: Mutation[] }> {
+    if (!this.driving) await this.exclusive(() => this.syncForWrite());
     this.requirePhase(["planning", "awaiting_confirmation", "executing", "paused"], "product.message");
     if (this.leaderTurn) throw busy(this.productId);
     if (this.phase === "planning" || this.phase === "awaiting_confirmation") {
@@ -390,6 +637,7 @@ export class ProductOrchestrator {
    */
   async confirm(edit: { instances?: Instance[]; tasks?: Task[]; budget?: Budget }): Promise<void> {
     await this.exclusive(async () => {
+      await this.catchUpNow();
       this.requirePhase(["awaiting_confirmation"], "product.confirm");
       const current = this.model.state.plan;
       if (!current) throw invalidPhase(this.phase, ["awaiting_confirmation"]);
@@ -409,7 +657,16 @@ export class ProductOrchestrator {
         throw error;
       }
       if (plan.tasks.length === 0) throw invalidPlan("The plan has no tasks to run.");
-      await this.commit([{ type: "confirmed", plan }], { header: true });
+      // Drift detection: what the run depends on outside its stream, as of confirmation.
+      const fingerprint = await this.currentFingerprint(plan);
+      // Guarantee 6: the lease is taken before the first task can start.
+      const epoch = await this.takeLease();
+      try {
+        await this.commit([{ type: "confirmed", plan, fingerprint }], { header: true });
+      } catch (err) {
+        await this.releaseLease(epoch);
+        throw err;
+      }
     });
     this.ctx.defer(() => this.startDriving());
   }
@@ -417,6 +674,10 @@ export class ProductOrchestrator {
   /** Begins (or resumes) driving execution in this process. Announces the team and the DAG. */
   private startDriving(): void {
     if (this.driving || this.fenced || this.phase !== "executing") return;
+    if (!this.lease.held) {
+      this.ctx.logger.warn({ productId: this.productId }, "not starting execution: this process holds no lease");
+      return;
+    }
     this.driving = true;
     this.executingSinceMs = this.ctx.clock.now();
     this.scheduler = new Scheduler(
@@ -530,7 +791,7 @@ export class ProductOrchestrator {
           finalFailures.push(task.taskId);
         }
       }
-      events.push({ type: "task", task });
+      events.push(task.status === "completed" ? { type: "task", task, inputHash: r.inputHash } : { type: "task", task });
       if (!r.reportedUsage) {
         const outputChars = res.outcome === "completed" ? res.output.length : 0;
         events.push({
@@ -566,13 +827,14 @@ export class ProductOrchestrator {
       }
     }
     if (results.length > 0) this.announceBudget();
+    if (completedNow > 0) this.refreshHead();
     for (const id of finalFailures) this.consult(id);
     if (this.driving && (await this.checkBudget())) {
       await this.writeHeader();
       this.resolveIdle();
       return;
     }
-    if (this.driving && this.phase === "executing" && sched) {
+    if (this.driving && this.phase === "executing" && sched && (await this.leaseReady())) {
       const ready = sched.next();
       if (ready.length > 0) {
         const started: TaskState[] = [];
@@ -640,6 +902,10 @@ export class ProductOrchestrator {
       startedMs: this.ctx.clock.now(),
       briefChars,
       reportedUsage: false,
+      inputHash: taskInputHash({
+        ...this.inputOf(task),
+        dependencyOutputs: dependencyOutputs.map((d) => ({ taskId: d.taskId, output: d.output })),
+      }),
     };
     this.running.set(task.taskId, entry);
     const taskDef: Task = {
@@ -659,6 +925,7 @@ export class ProductOrchestrator {
         result,
         briefChars: entry.briefChars,
         reportedUsage: entry.reportedUsage,
+        inputHash: entry.inputHash,
       });
       this.pump();
     };
@@ -889,6 +1156,8 @@ export class ProductOrchestrator {
     try {
       await this.writeHeader();
     } finally {
+      // Nothing runs any more: give the lease back before telling the client, so it may act on the outcome at once.
+      await this.releaseLease().catch(() => undefined);
       // The terminal phase is already in the event stream; a failed header (an index) must not hide the outcome.
       this.ctx.notifier.notify("product.completed", {
         productId: this.productId,
@@ -974,6 +1243,7 @@ export class ProductOrchestrator {
       { header: true },
     );
     this.stopWorkers(reason);
+    this.releaseWhenIdle();
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -982,6 +1252,7 @@ export class ProductOrchestrator {
   /** `product.pause`: idempotent on paused; waits until running workers have stopped and their state is written. */
   async pause(): Promise<void> {
     await this.exclusive(async () => {
+      await this.syncForWrite();
       this.requirePhase(["executing", "paused"], "product.pause");
       if (this.phase === "paused") return;
       await this.pauseInside(
@@ -996,29 +1267,54 @@ export class ProductOrchestrator {
    * `product.resume`: from paused, or from executing when no process drives it (after a restart). Tasks persisted
    * as running go back to pending with an interruption note, their attempt counted (guarantee 7).
    */
-  async resume(additionalBudget?: Budget): Promise<void> {
+  async resume(additionalBudget?: Budget, opts: { automatic?: boolean } = {}): Promise<void> {
     await this.exclusive(async () => {
-      if (this.phase === "executing" && this.driving) {
-        throw invalidPhase(this.phase, ["paused"], {
+      const alreadyRunning = () =>
+        invalidPhase(this.phase, ["paused"], {
           subject: `Product ${this.productId}`,
           operation: "product.resume (it is already running)",
         });
-      }
+      if (this.phase === "executing" && this.driving) throw alreadyRunning();
+      await this.catchUpNow();
       this.requirePhase(["paused", "executing"], "product.resume");
-      const events: NewEvent[] = [];
-      if (additionalBudget && Object.keys(additionalBudget).length > 0) {
-        events.push({ type: "budgetAdded", budget: additionalBudget });
-      }
-      for (const t of this.model.state.tasks) {
-        if (t.status === "running" && !this.running.has(t.taskId)) {
-          events.push({
-            type: "task",
-            task: { ...t, status: "pending", interruption: t.interruption ?? INTERRUPTION.shutdown },
-          });
+      const refuseDrift = (drift: Drift[]): void => {
+        if (!opts.automatic || drift.length === 0) return;
+        throw new DomainError(
+          "invalid_phase",
+          `Product ${this.productId} needs an explicit product.resume: since its last checkpoint ${drift.map((d) => d.text).join("; ")}.`,
+          { phase: this.phase, allowed: [] },
+        );
+      };
+      // An automatic resume never continues past drift; refused before anything is written.
+      refuseDrift(await this.drift());
+      // Guarantee 6: a live lease of another process refuses (conflict with its owner); the lease is ours from here.
+      const epoch = await this.takeLease();
+      try {
+        await this.catchUpNow();
+        this.requirePhase(["paused", "executing"], "product.resume");
+        const drift = await this.drift();
+        refuseDrift(drift);
+        const events: NewEvent[] = [];
+        if (additionalBudget && Object.keys(additionalBudget).length > 0) {
+          events.push({ type: "budgetAdded", budget: additionalBudget });
         }
+        // Guarantee 7: work that was running is interrupted (attempt counted); completed work whose input changed
+        // since it completed is not trusted.
+        const changed = new Map<string, TaskState>();
+        for (const t of this.model.state.tasks) {
+          if (t.status === "running" && !this.running.has(t.taskId)) {
+            changed.set(t.taskId, { ...t, status: "pending", interruption: t.interruption ?? INTERRUPTION.shutdown });
+          }
+        }
+        for (const task of this.rebind(changed).values()) events.push({ type: "task", task });
+        // Drift is acknowledged by this explicit resume: the current fingerprint becomes the recorded one.
+        if (this.model.state.fingerprint) events.push(...(await this.fingerprintEvents(this.model.state.plan, drift)));
+        events.push({ type: "phase", phase: "executing", recovery: null });
+        await this.commit(events, { header: true });
+      } catch (err) {
+        await this.releaseLease(epoch);
+        throw err;
       }
-      events.push({ type: "phase", phase: "executing", recovery: null });
-      await this.commit(events, { header: true });
       this.stopReason = null;
     });
     this.ctx.defer(() => this.startDriving());
@@ -1027,6 +1323,7 @@ export class ProductOrchestrator {
   /** `product.cancel`: terminal; running workers are stopped and every unfinished task is marked cancelled. */
   async cancel(): Promise<void> {
     await this.exclusive(async () => {
+      await this.syncForWrite();
       this.requirePhase(["planning", "awaiting_confirmation", "executing", "paused"], "product.cancel");
       const elapsedMs = this.elapsedMs();
       this.stopDriving();
@@ -1041,10 +1338,20 @@ export class ProductOrchestrator {
       await this.commit(events, { header: true });
     });
     await this.whenIdle();
+    await this.releaseLease();
   }
 
-  /** Stops execution in this process without changing the persisted phase (server shutdown, delete). */
+  /**
+   * Stops execution in this process without changing the persisted phase (server shutdown, delete): running tasks
+   * are written back as interrupted, then the lease is released so another process may resume at once.
+   */
   async shutdown(): Promise<void> {
+    await this.stopExecution();
+    await this.releaseLease();
+  }
+
+  /** Stops scheduling and running workers and waits until their results are written. Keeps the lease. */
+  private async stopExecution(): Promise<void> {
     if (this.driving || this.running.size > 0) {
       this.stopDriving();
       this.stopWorkers("shutdown");
@@ -1055,6 +1362,7 @@ export class ProductOrchestrator {
   /** `product.checkpoint`: records a manual checkpoint of the current state. */
   async checkpoint(): Promise<{ checkpointId: string; at: string }> {
     return this.exclusive(async () => {
+      await this.syncForWrite();
       this.requirePhase(["executing", "paused", "completed", "failed"], "product.checkpoint");
       const tasks = this.model.state.tasks;
       const checkpointId = this.ctx.ids("ckp");
@@ -1078,23 +1386,42 @@ export class ProductOrchestrator {
    * Tasks that were running at the checkpoint become pending again; spent budget counters are kept.
    */
   async rollback(checkpointId?: string): Promise<{ checkpointId: string; phase: Phase }> {
+    // Another process may drive it: catch up and refuse before stopping anything here (guarantee 6).
+    if (!this.driving) await this.assertWritable();
     this.requirePhase(["executing", "paused", "completed", "failed"], "product.rollback");
     const refs = this.model.state.checkpoints;
     const ref = checkpointId === undefined ? refs[refs.length - 1] : refs.find((c) => c.checkpointId === checkpointId);
     if (!ref) throw notFound("checkpoint", checkpointId ?? "(latest)");
-    await this.shutdown();
+    await this.stopExecution();
     await this.exclusive(async () => {
-      const { model: past } = await this.ctx.store.stateAt(this.model.state.projectId, this.productId, ref.seq);
-      const tasks = past.state.tasks.map((t) =>
-        t.status === "running" ? { ...t, status: "pending" as const, interruption: INTERRUPTION.reset } : t,
-      );
-      await this.commit(
-        [
-          { type: "restored", checkpointId: ref.checkpointId, ...(past.state.plan ? { plan: past.state.plan } : {}), tasks },
-          { type: "phase", phase: "executing", recovery: null },
-        ],
-        { header: true },
-      );
+      const epoch = await this.takeLease();
+      try {
+        const { model: past } = await this.ctx.store.stateAt(this.model.state.projectId, this.productId, ref.seq);
+        const tasks = past.state.tasks.map((t) =>
+          t.status === "running" ? { ...t, status: "pending" as const, interruption: INTERRUPTION.reset } : t,
+        );
+        const inputHashes = past.state.inputHashes;
+        const fingerprint = this.model.state.fingerprint
+          ? await this.fingerprintEvents(past.state.plan, await this.drift())
+          : [];
+        await this.commit(
+          [
+            {
+              type: "restored",
+              checkpointId: ref.checkpointId,
+              ...(past.state.plan ? { plan: past.state.plan } : {}),
+              tasks,
+              ...(inputHashes ? { inputHashes } : {}),
+            },
+            ...fingerprint,
+            { type: "phase", phase: "executing", recovery: null },
+          ],
+          { header: true },
+        );
+      } catch (err) {
+        await this.releaseLease(epoch);
+        throw err;
+      }
       this.stopReason = null;
     });
     this.ctx.defer(() => this.startDriving());
@@ -1104,6 +1431,7 @@ export class ProductOrchestrator {
   /** `product.replayTask`: resets the task and everything downstream of it to pending and runs them again. */
   async replayTask(taskId: string): Promise<string[]> {
     const reset = await this.exclusive(async () => {
+      await this.syncForWrite();
       this.requirePhase(["executing", "paused", "completed", "failed"], "product.replayTask");
       const task = this.task(taskId);
       if (!task) throw notFound("task", taskId);
@@ -1125,8 +1453,18 @@ export class ProductOrchestrator {
         events.push({ type: "task", task: fresh });
       }
       const wasTerminal = this.phase === "completed" || this.phase === "failed";
-      if (wasTerminal) events.push({ type: "phase", phase: "executing", recovery: null });
-      await this.commit(events, { header: true });
+      // A terminal product starts executing again here: take the lease first (guarantee 6).
+      const epoch = wasTerminal && !this.driving ? await this.takeLease() : undefined;
+      try {
+        if (wasTerminal && this.model.state.fingerprint) {
+          events.push(...(await this.fingerprintEvents(this.model.state.plan, await this.drift())));
+        }
+        if (wasTerminal) events.push({ type: "phase", phase: "executing", recovery: null });
+        await this.commit(events, { header: true });
+      } catch (err) {
+        if (epoch !== undefined) await this.releaseLease(epoch);
+        throw err;
+      }
       for (const e of events) if (e.type === "task") this.notifyTask(e.task);
       if (this.driving) {
         this.scheduler?.rebuild(this.model.state.tasks);
@@ -1144,6 +1482,7 @@ export class ProductOrchestrator {
   /** `product.mutate` (by the user): validated as a batch, applied atomically, persisted, then announced. */
   async mutate(mutations: Mutation[]): Promise<{ applied: number; version: number }> {
     return this.exclusive(async () => {
+      await this.syncForWrite();
       this.requirePhase(["awaiting_confirmation", "executing", "paused"], "product.mutate");
       const plan = this.model.state.plan;
       if (!plan) throw invalidPhase(this.phase, ["awaiting_confirmation", "executing", "paused"]);
@@ -1161,7 +1500,12 @@ export class ProductOrchestrator {
     if (this.phase === "awaiting_confirmation") {
       await this.commit([{ type: "planProposed", plan }], { header: true });
     } else {
-      await this.commit([{ type: "mutated", mutations, by, plan }], { header: true });
+      // The plan fingerprint follows recorded mutations, so only an unrecorded change reads as drift.
+      const fp = this.model.state.fingerprint;
+      const refreshed: NewEvent[] = fp
+        ? [{ type: "fingerprint", fingerprint: { ...fp, planHash: planHash(plan, fp.promptVersion) } }]
+        : [];
+      await this.commit([{ type: "mutated", mutations, by, plan }, ...refreshed], { header: true });
       this.scheduler?.rebuild(this.model.state.tasks);
     }
     for (const mutation of mutations) this.ctx.notifier.notify("product.dagMutated", { productId: this.productId, mutation, by });
@@ -1204,6 +1548,43 @@ export class ProductOrchestrator {
       dropped: this.dropped,
       ...(recovery ? { recovery } : {}),
     };
+  }
+
+  /**
+   * `product.status` with what only the authority and the workspace know (guarantee 10, issue 4): for a product this
+   * process does not drive, its state is first brought up to date with the authority; a live lease of another
+   * process is reported as such; and a paused or ownerless run whose inputs drifted since its last checkpoint (plan
+   * or leader prompt version, workspace git HEAD, agent definitions) says which changed, old → new, and that it needs
+   * an explicit `product.resume` (`recovery.needsExplicitResume`). Never writes (guarantee 3).
+   */
+  async inspect(): Promise<Record<string, unknown>> {
+    if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow());
+    const status = this.status();
+    const phase = this.model.state.phase;
+    if (this.driving || (phase !== "executing" && phase !== "paused")) return status;
+    const holder = await this.lease.holder();
+    if (holder && holder.live && !holder.mine) {
+      status.recovery = {
+        cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
+        resumable: false,
+        remediation: "Use that process, or wait until its lease expires (it stopped renewing) and then call product.resume.",
+      };
+      return status;
+    }
+    const drift = await this.drift();
+    if (drift.length === 0) return status;
+    const base = this.recovery();
+    const recovery: DriftRecovery = {
+      cause: `${base ? `${base.cause} ` : ""}Since its last checkpoint ${drift.map((d) => d.text).join("; ")}.`,
+      resumable: true,
+      remediation:
+        "Check that the workspace and the agents are as the run expects, then call product.resume to continue " +
+        "explicitly (completed tasks are kept); an automatic resume will not continue on its own.",
+      needsExplicitResume: true,
+      drift: drift.map((d) => ({ what: d.what, from: d.from, to: d.to })),
+    };
+    status.recovery = recovery;
+    return status;
   }
 
   /** Guarantee 10: a paused, failed or ownerless run explains its cause and remedy in plain words. */

@@ -6,7 +6,8 @@
  * - event stream `product/<productId>`: every state change, append-only, CAS on the sequence number (guarantee 6);
  * - record `product/<productId>`: the header used by `product.list` (phase, progress, updatedAt), an index only;
  * - record `snapshot/<productId>`: the full state at some sequence number, so loading replays only the tail;
- * - record `product-index/<productId>` in project `_`: which project owns a product (lookups by id alone).
+ * - record `product-index/<productId>` in project `_`: which project owns a product (lookups by id alone);
+ * - record `lease/<productId>`: who executes the product now and until when (guarantee 6; lease.ts).
  *
  * This file must never contain logic beyond schemas: the reducer is in state.ts.
  */
@@ -54,6 +55,33 @@ export const Usage = z.object({
 });
 export type Usage = z.infer<typeof Usage>;
 
+/** A hash written by fingerprint.ts (`ti1:…`, `pl1:…`, `ag1:…`); bounded so a tampered record cannot bloat state. */
+const Hash = z.string().min(1).max(200);
+
+/**
+ * What a run's progress depends on outside its own event stream (issue 4, drift detection): the plan fingerprint
+ * (plan + leader prompt template version), the workspace git HEAD (`null` outside git) and the registry's agent
+ * definitions. Recorded at confirmation, refreshed while the run is driven, acknowledged by an explicit resume.
+ */
+export const Fingerprint = z.object({
+  promptVersion: z.string().min(1).max(200),
+  planHash: Hash,
+  gitHead: z.string().min(1).max(200).nullable(),
+  agentsHash: Hash,
+});
+export type Fingerprint = z.infer<typeof Fingerprint>;
+
+/**
+ * The lease of one product (DESIGN.md guarantee 6): who executes it and until when (ISO-8601 UTC). Written only by
+ * compare-and-swap; an expired lease may be taken over; a record that does not parse proves no one is alive.
+ */
+export const LeaseRecord = z.object({
+  v: z.literal(1),
+  owner: Id,
+  expiresAt: Timestamp.refine((t) => Number.isFinite(Date.parse(t)), "must be a date"),
+});
+export type LeaseRecord = z.infer<typeof LeaseRecord>;
+
 const base = { v: z.literal(1), at: Timestamp };
 
 export const ProductCreatedEvent = z.object({
@@ -81,9 +109,10 @@ export const ProductEvent = z.discriminatedUnion("type", [
     askId: Id,
     questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })),
   }),
-  z.object({ ...base, type: z.literal("confirmed"), plan: Plan }),
+  z.object({ ...base, type: z.literal("confirmed"), plan: Plan, fingerprint: Fingerprint.optional() }),
   z.object({ ...base, type: z.literal("phase"), phase: Phase, recovery: Recovery.nullable() }),
-  z.object({ ...base, type: z.literal("task"), task: TaskState }),
+  /** `inputHash` (on a completion) binds the result to the input it was run with (guarantee 7; not on the wire). */
+  z.object({ ...base, type: z.literal("task"), task: TaskState, inputHash: Hash.optional() }),
   z.object({
     ...base,
     type: z.literal("mutated"),
@@ -109,6 +138,14 @@ export const ProductEvent = z.discriminatedUnion("type", [
     checkpointId: Id,
     plan: Plan.optional(),
     tasks: z.array(TaskState),
+    inputHashes: z.record(Id, Hash).optional(),
+  }),
+  /** A new fingerprint: refreshed while driving, or recorded by an explicit resume that acknowledged `acknowledged`. */
+  z.object({
+    ...base,
+    type: z.literal("fingerprint"),
+    fingerprint: Fingerprint,
+    acknowledged: z.array(z.string().max(2_000)).max(10).optional(),
   }),
 ]);
 export type ProductEvent = z.infer<typeof ProductEvent>;
@@ -142,6 +179,10 @@ export const ProductStateSchema = z.object({
   budgetWarned: z.boolean(),
   /** Newest last; pruned to the newest `checkpointHistory` entries. */
   checkpoints: z.array(CheckpointRef),
+  /** taskId → input hash of its completed result (guarantee 7); only completed tasks have an entry. */
+  inputHashes: z.record(Id, Hash).optional(),
+  /** The latest recorded fingerprint (drift detection); absent for runs confirmed before fingerprints existed. */
+  fingerprint: Fingerprint.optional(),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

@@ -51,6 +51,19 @@ export class ProductService {
     return pending;
   }
 
+  /**
+   * Returns the orchestrator a write request should go to. An instance that was fenced (a write of it was refused or
+   * its lease taken: it never writes again, guarantee 6) is first left to stop its workers, then replaced by one
+   * freshly loaded from the authority, which decides anew whether this process may write. Throws not_found.
+   */
+  async forWrite(productId: string): Promise<ProductOrchestrator> {
+    const current = await this.get(productId);
+    if (!current.isFenced) return current;
+    await current.whenStopped();
+    if (this.live.get(productId) === current) this.live.delete(productId);
+    return this.get(productId);
+  }
+
   /** `product.plan`: records the product and its goal, then starts the leader after the answer is sent. */
   async plan(params: PlanParams): Promise<{ productId: string; phase: "planning" }> {
     const productId = this.ctx.ids("prd");
@@ -81,10 +94,15 @@ export class ProductService {
   /**
    * Starts a product whose plan is already made and confirms it at once (a goal run's phase, PROTOCOL.md section 6):
    * the product is recorded with the plan as proposed, then confirmed through the normal path (written before any
-   * task starts, guarantee 1). Throws invalid_plan when the plan is not a valid DAG.
+   * task starts, guarantee 1). Throws invalid_plan when the plan is not a valid DAG. `productId` lets the caller
+   * record the id before the product exists (a goal run's `phase_started` is written before the phase starts).
    */
-  async launch(params: PlanParams, draft: DraftPlan, message: string): Promise<ProductOrchestrator> {
-    const productId = this.ctx.ids("prd");
+  async launch(
+    params: PlanParams,
+    draft: DraftPlan,
+    message: string,
+    productId: string = this.ctx.ids("prd"),
+  ): Promise<ProductOrchestrator> {
     const at = new Date(this.ctx.clock.now()).toISOString();
     const budget = params.budget ?? draft.budget;
     const plan: Plan = { ...draft, productId, version: 1, ...(budget ? { budget } : {}) };
@@ -114,19 +132,20 @@ export class ProductService {
   }
 
   async message(productId: string, content: string, askId?: string) {
-    return (await this.get(productId)).message(content, askId);
+    return (await this.forWrite(productId)).message(content, askId);
   }
 
   async confirm(
     productId: string,
     edit: { instances?: Instance[]; tasks?: Task[]; budget?: Budget },
   ): Promise<{ productId: string; ok: true; phase: "executing" }> {
-    await (await this.get(productId)).confirm(edit);
+    await (await this.forWrite(productId)).confirm(edit);
     return { productId, ok: true, phase: "executing" };
   }
 
+  /** `product.status`: brought up to date with the authority and the workspace when not driven here; never writes. */
   async status(productId: string): Promise<Record<string, unknown>> {
-    return (await this.get(productId)).status();
+    return (await this.get(productId)).inspect();
   }
 
   /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */
@@ -148,22 +167,31 @@ export class ProductService {
   }
 
   async pause(productId: string): Promise<{ productId: string; phase: "paused" }> {
-    await (await this.get(productId)).pause();
+    await (await this.forWrite(productId)).pause();
     return { productId, phase: "paused" };
   }
 
-  async resume(productId: string, additionalBudget?: Budget): Promise<{ productId: string; phase: "executing" }> {
-    await (await this.get(productId)).resume(additionalBudget);
+  /**
+   * `product.resume`. Throws `conflict` (with the owner) while another process holds a live lease (guarantee 6).
+   * With `automatic: true` (a resume nobody asked for explicitly, e.g. a goal run continuing) it refuses with
+   * `invalid_phase` when the run's inputs drifted since its last checkpoint; an explicit resume acknowledges drift.
+   */
+  async resume(
+    productId: string,
+    additionalBudget?: Budget,
+    opts: { automatic?: boolean } = {},
+  ): Promise<{ productId: string; phase: "executing" }> {
+    await (await this.forWrite(productId)).resume(additionalBudget, opts);
     return { productId, phase: "executing" };
   }
 
   async cancel(productId: string): Promise<{ productId: string; phase: "cancelled" }> {
-    await (await this.get(productId)).cancel();
+    await (await this.forWrite(productId)).cancel();
     return { productId, phase: "cancelled" };
   }
 
   async checkpoint(productId: string) {
-    return (await this.get(productId)).checkpoint();
+    return (await this.forWrite(productId)).checkpoint();
   }
 
   /** `product.checkpoints`: kept checkpoints, oldest first. */
@@ -180,17 +208,17 @@ export class ProductService {
   }
 
   async rollback(productId: string, checkpointId?: string) {
-    const result = await (await this.get(productId)).rollback(checkpointId);
+    const result = await (await this.forWrite(productId)).rollback(checkpointId);
     return { productId, ...result };
   }
 
   async replayTask(productId: string, taskId: string) {
-    const reset = await (await this.get(productId)).replayTask(taskId);
+    const reset = await (await this.forWrite(productId)).replayTask(taskId);
     return { productId, reset };
   }
 
   async mutate(productId: string, mutations: Mutation[]) {
-    const r = await (await this.get(productId)).mutate(mutations);
+    const r = await (await this.forWrite(productId)).mutate(mutations);
     return { productId, ...r };
   }
 
@@ -198,11 +226,13 @@ export class ProductService {
   async delete(productId: string): Promise<{ deleted: boolean }> {
     let orchestrator: ProductOrchestrator | undefined;
     try {
-      orchestrator = await this.get(productId);
+      orchestrator = await this.forWrite(productId);
     } catch (err) {
       if (isNotFound(err)) return { deleted: false };
       throw err;
     }
+    // Another process executing it keeps it (conflict with its owner): deleting would pull its state away.
+    if (!orchestrator.isDriving) await orchestrator.assertWritable();
     await orchestrator.shutdown();
     this.live.delete(productId);
     const deleted = await this.ctx.store.delete(productId);

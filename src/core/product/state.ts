@@ -124,6 +124,8 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
     case "confirmed":
       s.plan = event.plan;
       s.tasks = initialTaskStates(event.plan);
+      delete s.inputHashes;
+      if (event.fingerprint) s.fingerprint = event.fingerprint;
       if (event.plan.budget) s.budget = { ...s.budget, ...event.plan.budget };
       s.phase = "executing";
       delete s.pendingAsk;
@@ -145,12 +147,16 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
         s.tasks[i] = event.task;
       }
       model.counts[event.task.status]++;
+      bindInput(s, event.task.taskId, event.task.status === "completed" ? event.inputHash : undefined);
       break;
     }
     case "mutated": {
       s.plan = event.plan;
       s.tasks = mergePlanTasks(event.plan, model);
       reindex(model);
+      if (s.inputHashes) {
+        for (const id of Object.keys(s.inputHashes)) if (!model.index.has(id)) delete s.inputHashes[id];
+      }
       break;
     }
     case "usage":
@@ -187,8 +193,32 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
       else delete s.plan;
       s.tasks = event.tasks;
       reindex(model);
+      delete s.inputHashes;
+      for (const t of s.tasks) {
+        const h = event.inputHashes;
+        if (t.status === "completed" && h && Object.hasOwn(h, t.taskId)) bindInput(s, t.taskId, h[t.taskId]);
+      }
+      break;
+    case "fingerprint":
+      s.fingerprint = event.fingerprint;
       break;
   }
+}
+
+/**
+ * Records (or, with `undefined`, forgets) the input hash of a task's completed result (guarantee 7). Only completed
+ * tasks keep an entry; a completion recorded without a hash (older runs) has none and is trusted as it is.
+ */
+function bindInput(s: ProductState, taskId: string, hash: string | undefined): void {
+  if (hash !== undefined) {
+    // defineProperty, not assignment: a task id such as `__proto__` must stay an ordinary key.
+    Object.defineProperty((s.inputHashes ??= {}), taskId, { value: hash, enumerable: true, writable: true, configurable: true });
+  } else if (s.inputHashes && Object.hasOwn(s.inputHashes, taskId)) delete s.inputHashes[taskId];
+}
+
+/** The recorded input hash of a completed task, if any (own keys only). */
+export function inputHashOf(s: ProductState, taskId: string): string | undefined {
+  return s.inputHashes && Object.hasOwn(s.inputHashes, taskId) ? s.inputHashes[taskId] : undefined;
 }
 
 /**

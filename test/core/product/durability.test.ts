@@ -76,7 +76,8 @@ describe("restart (guarantee 7)", () => {
     gate.release();
     await drain();
     expect(await first.authority.readEvents("proj", productStream(productId), 0)).toEqual(stream);
-    expect((await first.service.status(productId)).phase).toBe("executing");
+    // The refused instance is fenced; reading its status shows the stored truth, not its stale memory.
+    expect((await first.service.status(productId)).phase).toBe("completed");
     expect((await second.service.status(productId)).phase).toBe("completed");
     expect(first.worker.started).toEqual(["a", "b"]);
   });

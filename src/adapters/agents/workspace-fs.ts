@@ -1,0 +1,264 @@
+/**
+ * Worker file requests served inside one workspace (DESIGN.md, Agents: "Their file requests are served only inside the
+ * task's workspace"; ACP `fs/read_text_file`, `fs/write_text_file`).
+ *
+ * Owns path resolution and containment (absolute paths only; `..` escapes, symlinks that leave the workspace and
+ * dangling symlinks are refused), line/limit slicing of reads, and the refusal errors (JSON-RPC code + one sentence +
+ * `data`). It must never touch anything outside the workspace root, never write anything when it refuses, and never
+ * follow a symlink in the last path component when opening (`O_NOFOLLOW`).
+ *
+ * Not a sandbox: a worker is a local process that could touch the disk directly. This guards the protocol surface, so
+ * a worker that behaves (or is confined by other means) cannot be steered through us outside its workspace.
+ */
+import { constants } from "node:fs";
+import { lstat, mkdir, open, realpath } from "node:fs/promises";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+
+/** JSON-RPC codes used for answers to worker file requests (ACP-V1.md section 5). */
+export const FS_ERROR_CODES = {
+  /** The request is refused (relative path, outside the workspace, symlink escape, not a file, too large). */
+  refused: -32602,
+  /** The file does not exist (ACP `resource_not_found`). */
+  notFound: -32002,
+  /** Any other I/O failure. */
+  failed: -32603,
+} as const;
+
+/** Why a request was refused or failed; carried as `data.reason`. */
+export type WorkspaceFsReason =
+  | "invalid_path"
+  | "relative_path"
+  | "outside_workspace"
+  | "symlink_escape"
+  | "dangling_symlink"
+  | "not_a_file"
+  | "too_large"
+  | "not_found"
+  | "io_error";
+
+/** A refused or failed file request. `code` and `data` are what the JSON-RPC error answer carries. */
+export class WorkspaceFsError extends Error {
+  override readonly name = "WorkspaceFsError";
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data: { path: string; reason: WorkspaceFsReason; workspace: string },
+  ) {
+    super(message);
+  }
+}
+
+/** Reads at most this many bytes (10 MiB) by default; bigger files are refused with `too_large`. */
+export const DEFAULT_MAX_READ_BYTES = 10 * 1024 * 1024;
+
+/** True when `child` is `parent` or lies under it (both absolute and normalised). Pure. */
+export function isInside(parent: string, child: string): boolean {
+  const rel = relative(parent, child);
+  return rel === "" || (!isAbsolute(rel) && rel !== ".." && !rel.startsWith(`..${sep}`));
+}
+
+/** Lines `line` (1-based; 0 reads as 1) to `line + limit - 1` of `text`, line endings kept. Pure. */
+export function sliceLines(text: string, line?: number | null, limit?: number | null): string {
+  if ((line === undefined || line === null) && (limit === undefined || limit === null)) return text;
+  const lines = text.split(/(?<=\n)/);
+  const start = Math.max(1, line ?? 1) - 1;
+  const end = limit === undefined || limit === null ? lines.length : start + Math.max(0, limit);
+  return lines.slice(start, end).join("");
+}
+
+function errnoOf(error: unknown): string | undefined {
+  return (error as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/**
+ * The file-system view a worker gets: one workspace root, read and write of text files under it.
+ *
+ * Resolution (`resolve`): the path must be an absolute string; it is normalised (`..` collapsed) and must lie
+ * lexically under the root; then the nearest existing ancestor is realpath'ed and the real result must lie under the
+ * root's realpath (so a symlink inside the workspace that points outside is refused, and so is a dangling symlink,
+ * whose target could be created outside). Reads and writes then open the resolved real path with `O_NOFOLLOW`.
+ * Remaining race: a directory swapped for a symlink between the check and the open is not detected.
+ */
+export class WorkspaceFs {
+  private rootReal: Promise<string> | undefined;
+  private readonly maxReadBytes: number;
+
+  /** `root` must be absolute (the task's workspace). Does not touch the disk until a request comes. */
+  constructor(
+    readonly root: string,
+    options: { maxReadBytes?: number } = {},
+  ) {
+    if (!isAbsolute(root)) throw new RangeError(`The workspace root must be an absolute path, got "${root}".`);
+    this.maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
+  }
+
+  private refuse(code: number, path: string, reason: WorkspaceFsReason, message: string): WorkspaceFsError {
+    return new WorkspaceFsError(code, message, { path, reason, workspace: this.root });
+  }
+
+  private realRoot(): Promise<string> {
+    this.rootReal ??= realpath(this.root).catch((error: unknown) => {
+      this.rootReal = undefined;
+      throw this.refuse(
+        FS_ERROR_CODES.failed,
+        this.root,
+        "io_error",
+        `The workspace ${this.root} cannot be resolved (${errnoOf(error) ?? String(error)}).`,
+      );
+    });
+    return this.rootReal;
+  }
+
+  /**
+   * Resolves `path` to the real absolute path it names inside the workspace, or throws `WorkspaceFsError`
+   * (`refused`: invalid/relative path, outside the workspace, symlink escape, dangling symlink). The target itself
+   * need not exist. Reads the disk (lstat/realpath) but never writes.
+   */
+  async resolve(path: string): Promise<string> {
+    if (typeof path !== "string" || path === "" || path.includes("\0")) {
+      throw this.refuse(FS_ERROR_CODES.refused, String(path), "invalid_path", "The path must be a non-empty string without NUL bytes.");
+    }
+    if (!isAbsolute(path)) {
+      throw this.refuse(
+        FS_ERROR_CODES.refused,
+        path,
+        "relative_path",
+        `Refused "${path}": file paths must be absolute (ACP), inside the workspace ${this.root}.`,
+      );
+    }
+    const rootReal = await this.realRoot();
+    const lexical = resolve(path);
+    if (!isInside(resolve(this.root), lexical) && !isInside(rootReal, lexical)) {
+      throw this.refuse(
+        FS_ERROR_CODES.refused,
+        path,
+        "outside_workspace",
+        `Refused "${path}": it is outside the workspace ${this.root}.`,
+      );
+    }
+    // Walk up to the nearest entry that exists (lstat: a dangling symlink exists), then realpath it.
+    let existing = lexical;
+    const rest: string[] = [];
+    for (;;) {
+      try {
+        await lstat(existing);
+        break;
+      } catch (error) {
+        const code = errnoOf(error);
+        if (code !== "ENOENT" && code !== "ENOTDIR") throw this.ioError(path, error);
+        const parent = dirname(existing);
+        if (parent === existing) break;
+        rest.unshift(basename(existing));
+        existing = parent;
+      }
+    }
+    let real: string;
+    try {
+      real = await realpath(existing);
+    } catch (error) {
+      if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ELOOP") {
+        throw this.refuse(
+          FS_ERROR_CODES.refused,
+          path,
+          "dangling_symlink",
+          `Refused "${path}": it goes through a symlink whose target does not exist.`,
+        );
+      }
+      throw this.ioError(path, error);
+    }
+    const full = rest.length === 0 ? real : join(real, ...rest);
+    if (!isInside(rootReal, full)) {
+      throw this.refuse(
+        FS_ERROR_CODES.refused,
+        path,
+        "symlink_escape",
+        `Refused "${path}": it resolves through a symlink to ${full}, outside the workspace ${this.root}.`,
+      );
+    }
+    return full;
+  }
+
+  /**
+   * `fs/read_text_file`: the UTF-8 text of a file inside the workspace, optionally from `line` (1-based) for `limit`
+   * lines. Throws `WorkspaceFsError`: refused (see `resolve`; also not a regular file, or larger than the read limit),
+   * `notFound`, or `failed`. Never writes.
+   */
+  async readTextFile(path: string, options: { line?: number | null; limit?: number | null } = {}): Promise<string> {
+    const full = await this.resolve(path);
+    let handle;
+    try {
+      handle = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch (error) {
+      if (errnoOf(error) === "ENOENT") {
+        throw this.refuse(FS_ERROR_CODES.notFound, path, "not_found", `The file ${path} does not exist.`);
+      }
+      if (errnoOf(error) === "ELOOP") {
+        throw this.refuse(FS_ERROR_CODES.refused, path, "symlink_escape", `Refused "${path}": it became a symlink.`);
+      }
+      throw this.ioError(path, error);
+    }
+    try {
+      const info = await handle.stat();
+      if (!info.isFile()) {
+        throw this.refuse(FS_ERROR_CODES.refused, path, "not_a_file", `Refused "${path}": it is not a regular file.`);
+      }
+      if (info.size > this.maxReadBytes) {
+        throw this.refuse(
+          FS_ERROR_CODES.refused,
+          path,
+          "too_large",
+          `Refused "${path}": it has ${info.size} bytes, more than the ${this.maxReadBytes}-byte read limit.`,
+        );
+      }
+      const text = await handle.readFile({ encoding: "utf8" });
+      return sliceLines(text, options.line, options.limit);
+    } catch (error) {
+      if (error instanceof WorkspaceFsError) throw error;
+      throw this.ioError(path, error);
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * `fs/write_text_file`: creates or replaces a file inside the workspace with `content` (UTF-8), creating missing
+   * parent folders (inside the workspace). Throws `WorkspaceFsError` (refused, see `resolve`; or `failed`). Nothing
+   * is created or written when the path is refused.
+   */
+  async writeTextFile(path: string, content: string): Promise<void> {
+    const full = await this.resolve(path);
+    if (typeof content !== "string") {
+      throw this.refuse(FS_ERROR_CODES.refused, path, "invalid_path", "The content must be a string.");
+    }
+    let handle;
+    try {
+      await mkdir(dirname(full), { recursive: true });
+      handle = await open(full, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644);
+    } catch (error) {
+      if (errnoOf(error) === "ELOOP") {
+        throw this.refuse(FS_ERROR_CODES.refused, path, "symlink_escape", `Refused "${path}": it became a symlink.`);
+      }
+      if (errnoOf(error) === "EISDIR") {
+        throw this.refuse(FS_ERROR_CODES.refused, path, "not_a_file", `Refused "${path}": it is a directory.`);
+      }
+      throw this.ioError(path, error);
+    }
+    try {
+      await handle.writeFile(content, "utf8");
+    } catch (error) {
+      throw this.ioError(path, error);
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  }
+
+  private ioError(path: string, error: unknown): WorkspaceFsError {
+    const code = errnoOf(error);
+    return this.refuse(
+      FS_ERROR_CODES.failed,
+      path,
+      "io_error",
+      `Could not access ${path}${code ? ` (${code})` : ""}: ${error instanceof Error ? error.message : String(error)}`,
+    );
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * DelegatingAuthority: one `RunStateAuthority` object whose backend can be switched once the server knows where state
+ * lives — the embedded store by default, the host's (`HostAuthority`) when the client declares `runStateAuthority` in
+ * `initialize` (PROTOCOL.md section 7).
+ *
+ * Owns: which backend is current, and closing every backend it was ever given. It must never copy, merge or migrate
+ * data between backends, and never decide when to switch (the server's `initialize` handler does).
+ */
+import {
+  AuthorityFailure,
+  type RecordInfo,
+  type RunStateAuthority,
+  type StoredEvent,
+  type StoredRecord,
+} from "../../core/ports.js";
+
+/**
+ * Forwards every call to the current backend, chosen at call time: a call already running when `use` switches
+ * finishes on the backend it started on. `name` and `listProjects` follow the current backend (`listProjects` is
+ * `undefined` while the current backend has none, e.g. the host).
+ *
+ * Meant to be switched before anything is persisted (the server refuses every request before `initialize`); it
+ * does NOT move records from one backend to another. `close` closes every backend it was given.
+ */
+export class DelegatingAuthority implements RunStateAuthority {
+  #current: RunStateAuthority;
+  /** Every backend ever current, in order, so `close` releases them all. */
+  readonly #backends: RunStateAuthority[] = [];
+  #closed = false;
+
+  /** Starts with `initial` as the current backend. */
+  constructor(initial: RunStateAuthority) {
+    this.#current = initial;
+    this.#backends.push(initial);
+  }
+
+  /** The current backend's name (`sqlite`, then `host` after a switch). */
+  get name(): string {
+    return this.#current.name;
+  }
+
+  /** The backend calls go to now. */
+  get current(): RunStateAuthority {
+    return this.#current;
+  }
+
+  /**
+   * Makes `backend` current for every later call. The previous backend stays open until `close`.
+   * Throws `AuthorityFailure` after `close` (the new backend would never be closed).
+   */
+  use(backend: RunStateAuthority): void {
+    if (this.#closed) throw new AuthorityFailure("The run-state authority is closed; no backend can be switched in.");
+    this.#current = backend;
+    if (!this.#backends.includes(backend)) this.#backends.push(backend);
+  }
+
+  /** Forwards to the current backend's `get`. */
+  async get(projectId: string, kind: string, id: string): Promise<StoredRecord | null> {
+    return this.#target("get").get(projectId, kind, id);
+  }
+
+  /** Forwards to the current backend's `put` (compare-and-swap). */
+  async put(
+    projectId: string,
+    kind: string,
+    id: string,
+    value: object,
+    expectedRevision: number | null,
+  ): Promise<{ revision: number }> {
+    return this.#target("put").put(projectId, kind, id, value, expectedRevision);
+  }
+
+  /** Forwards to the current backend's `delete`. */
+  async delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean> {
+    return this.#target("delete").delete(projectId, kind, id, expectedRevision);
+  }
+
+  /** Forwards to the current backend's `list`. */
+  async list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]> {
+    return this.#target("list").list(projectId, kind, prefix);
+  }
+
+  /** Forwards to the current backend's `appendEvents` (compare-and-swap on the sequence number). */
+  async appendEvents(
+    projectId: string,
+    stream: string,
+    events: object[],
+    expectedSeq: number,
+  ): Promise<{ lastSeq: number }> {
+    return this.#target("appendEvents").appendEvents(projectId, stream, events, expectedSeq);
+  }
+
+  /** Forwards to the current backend's `readEvents`. */
+  async readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]> {
+    return this.#target("readEvents").readEvents(projectId, stream, afterSeq);
+  }
+
+  /** The current backend's `listProjects`, bound to it; `undefined` when that backend has none. */
+  get listProjects(): (() => Promise<string[]>) | undefined {
+    const backend = this.#current;
+    const listProjects = backend.listProjects;
+    if (listProjects === undefined) return undefined;
+    return () => (this.#closed ? Promise.reject(closedError("listProjects")) : listProjects.call(backend));
+  }
+
+  /**
+   * Closes every backend it was given (each once, even when one fails), then rejects with `AuthorityFailure` if any
+   * close failed. Idempotent. Every later call fails with `AuthorityFailure`. Does NOT delete data.
+   */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    const results = await Promise.allSettled(this.#backends.map((backend) => backend.close()));
+    const failed = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
+    if (failed.length > 0) {
+      throw new AuthorityFailure(`${failed.length} run-state backend(s) failed to close.`, { cause: failed[0] });
+    }
+  }
+
+  /** The backend for one call. Throws `AuthorityFailure` after `close` (the async callers turn it into a rejection). */
+  #target(op: string): RunStateAuthority {
+    if (this.#closed) throw closedError(op);
+    return this.#current;
+  }
+}
+
+function closedError(op: string): AuthorityFailure {
+  return new AuthorityFailure(`The run-state authority is closed (${op}).`);
+}

@@ -1,0 +1,215 @@
+/**
+ * Fingerprints of a product's inputs (DESIGN.md guarantee 7 and issue 4, "drift detection"): a pure SHA-256, a
+ * canonical JSON encoding, the hash that binds a completed task to the input it was run with, the plan fingerprint,
+ * and the comparison that turns two workspace fingerprints into plain-words drift.
+ *
+ * Everything here is a pure function of its arguments: no I/O, no clock, no `node:` import (the hash is implemented
+ * here so the core stays free of `node:crypto`). This file must never decide what to do about drift; the
+ * orchestrator does.
+ */
+import { Plan } from "../../../protocol/common.js";
+import type { DependencyOutput } from "../ports.js";
+import type { Fingerprint } from "./records.js";
+
+// ---------------------------------------------------------------------------------------------------------------
+// SHA-256 (FIPS 180-4) over the UTF-8 bytes of a string
+
+const K = new Uint32Array([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01,
+  0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc,
+  0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+  0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116, 0x1e376c08,
+  0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+  0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+]);
+
+const rotr = (x: number, n: number): number => (x >>> n) | (x << (32 - n));
+
+/**
+ * The SHA-256 digest of the UTF-8 encoding of `text`, as 64 lower-case hex digits. Pure and deterministic; used for
+ * change detection, not for secrecy. Linear in the input length.
+ */
+export function sha256Hex(text: string): string {
+  const bytes = new TextEncoder().encode(text);
+  const blocks = Math.ceil((bytes.length + 9) / 64);
+  const padded = new Uint8Array(blocks * 64);
+  padded.set(bytes);
+  padded[bytes.length] = 0x80;
+  const view = new DataView(padded.buffer);
+  const bits = bytes.length * 8;
+  view.setUint32(padded.length - 8, Math.floor(bits / 0x1_0000_0000));
+  view.setUint32(padded.length - 4, bits >>> 0);
+  const h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+  const w = new Uint32Array(64);
+  for (let off = 0; off < padded.length; off += 64) {
+    for (let i = 0; i < 16; i++) w[i] = view.getUint32(off + i * 4);
+    for (let i = 16; i < 64; i++) {
+      const w15 = w[i - 15]!;
+      const w2 = w[i - 2]!;
+      const s0 = rotr(w15, 7) ^ rotr(w15, 18) ^ (w15 >>> 3);
+      const s1 = rotr(w2, 17) ^ rotr(w2, 19) ^ (w2 >>> 10);
+      w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) >>> 0;
+    }
+    let a = h[0]!;
+    let b = h[1]!;
+    let c = h[2]!;
+    let d = h[3]!;
+    let e = h[4]!;
+    let f = h[5]!;
+    let g = h[6]!;
+    let hh = h[7]!;
+    for (let i = 0; i < 64; i++) {
+      const s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
+      const ch = (e & f) ^ (~e & g);
+      const t1 = (hh + s1 + ch + K[i]! + w[i]!) >>> 0;
+      const s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22);
+      const maj = (a & b) ^ (a & c) ^ (b & c);
+      const t2 = (s0 + maj) >>> 0;
+      hh = g;
+      g = f;
+      f = e;
+      e = (d + t1) >>> 0;
+      d = c;
+      c = b;
+      b = a;
+      a = (t1 + t2) >>> 0;
+    }
+    h[0] = (h[0]! + a) >>> 0;
+    h[1] = (h[1]! + b) >>> 0;
+    h[2] = (h[2]! + c) >>> 0;
+    h[3] = (h[3]! + d) >>> 0;
+    h[4] = (h[4]! + e) >>> 0;
+    h[5] = (h[5]! + f) >>> 0;
+    h[6] = (h[6]! + g) >>> 0;
+    h[7] = (h[7]! + hh) >>> 0;
+  }
+  return [...h].map((x) => x.toString(16).padStart(8, "0")).join("");
+}
+
+/**
+ * JSON with object keys sorted at every level, so that equal values always encode to equal text (key order in a
+ * record read back from a store is not significant). `undefined` fields are omitted as in `JSON.stringify`.
+ */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(value, (_key, v: unknown) => {
+    if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
+    const sorted: Record<string, unknown> = {};
+    for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
+    return sorted;
+  });
+}
+
+/** `sha256Hex(canonicalJson(value))`. */
+export function hashOf(value: unknown): string {
+  return sha256Hex(canonicalJson(value));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Task input binding (guarantee 7)
+
+/** What a task attempt is given: the parts of its input that decide its result. */
+export interface TaskInput {
+  title: string;
+  description: string;
+  acceptance?: string | undefined;
+  /** The assignee: the instance and the agent of that instance as the plan names it (not the resolved fallback). */
+  instanceId: string;
+  agentId: string;
+  /** Outputs of its dependencies, in `dependsOn` order. */
+  dependencyOutputs: readonly Pick<DependencyOutput, "taskId" | "output">[];
+}
+
+/**
+ * The hash that binds a completed task to its input (DESIGN.md guarantee 7: "by a hash of the task's input (title,
+ * description, assignee, dependency outputs), not by its id alone"). Versioned (`ti1:` prefix) so a future change of
+ * the encoding is recognisable rather than silently different.
+ */
+export function taskInputHash(input: TaskInput): string {
+  return `ti1:${hashOf({
+    title: input.title,
+    description: input.description,
+    acceptance: input.acceptance ?? null,
+    instanceId: input.instanceId,
+    agentId: input.agentId,
+    deps: input.dependencyOutputs.map((d) => [d.taskId, d.output]),
+  })}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Plan and workspace fingerprints (drift detection)
+
+/**
+ * The plan fingerprint: the plan (its tasks, instances, budget, version) together with the leader prompt version.
+ * The plan is normalised through its schema first, so fields a store does not keep (unknown keys) cannot make a
+ * plan read back differ from the one that was written.
+ */
+export function planHash(plan: Plan | undefined, promptVersion: string): string {
+  const parsed = plan === undefined ? undefined : Plan.safeParse(plan);
+  const normal = parsed?.success ? parsed.data : (plan ?? null);
+  return `pl1:${hashOf({ plan: normal, promptVersion })}`;
+}
+
+/** The fingerprint of a registry's agent definitions (any JSON-able description of them). */
+export function agentsHash(definitions: unknown): string {
+  return `ag1:${hashOf(definitions)}`;
+}
+
+/** One input of a run that changed between the recorded fingerprint and now. */
+export interface Drift {
+  /** Which input changed. */
+  what: "promptVersion" | "plan" | "gitHead" | "agents";
+  from: string | null;
+  to: string | null;
+  /** One plain sentence, e.g. `the workspace git HEAD moved (1a2b3c4d5e6f → 9f8e7d6c5b4a)`. */
+  text: string;
+}
+
+const short = (v: string | null): string => {
+  if (v === null) return "none";
+  const bare = v.replace(/^[a-z]{2}\d:/, "");
+  return bare.length > 12 ? bare.slice(0, 12) : bare;
+};
+
+/**
+ * Compares a recorded fingerprint with the current one and describes every difference in plain words, in a fixed
+ * order (prompt version, plan, git HEAD, agents). The plan hash is only compared when the prompt version is the same
+ * (it contains the version, so a version change alone would otherwise be reported twice). Returns `[]` when nothing
+ * changed.
+ */
+export function compareFingerprints(recorded: Fingerprint, current: Fingerprint): Drift[] {
+  const out: Drift[] = [];
+  if (recorded.promptVersion !== current.promptVersion) {
+    out.push({
+      what: "promptVersion",
+      from: recorded.promptVersion,
+      to: current.promptVersion,
+      text: `the leader prompt template changed (${recorded.promptVersion} → ${current.promptVersion})`,
+    });
+  } else if (recorded.planHash !== current.planHash) {
+    out.push({
+      what: "plan",
+      from: recorded.planHash,
+      to: current.planHash,
+      text: `the plan differs from the one recorded with the checkpoint (${short(recorded.planHash)} → ${short(current.planHash)})`,
+    });
+  }
+  if (recorded.gitHead !== current.gitHead) {
+    const text =
+      current.gitHead === null
+        ? `the workspace is no longer a git checkout (HEAD was ${short(recorded.gitHead)})`
+        : recorded.gitHead === null
+          ? `the workspace became a git checkout (HEAD ${short(current.gitHead)})`
+          : `the workspace git HEAD moved (${short(recorded.gitHead)} → ${short(current.gitHead)})`;
+    out.push({ what: "gitHead", from: recorded.gitHead, to: current.gitHead, text });
+  }
+  if (recorded.agentsHash !== current.agentsHash) {
+    out.push({
+      what: "agents",
+      from: recorded.agentsHash,
+      to: current.agentsHash,
+      text: `the agent definitions in the registry changed (${short(recorded.agentsHash)} → ${short(current.agentsHash)})`,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,157 @@
+import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import {
+  FS_ERROR_CODES,
+  isInside,
+  sliceLines,
+  WorkspaceFs,
+  WorkspaceFsError,
+} from "../../../src/adapters/agents/workspace-fs.js";
+
+let base: string;
+let root: string;
+let fs: WorkspaceFs;
+
+beforeEach(async () => {
+  base = realpathSync(await mkdtemp(join(tmpdir(), "workspace-fs-")));
+  root = join(base, "ws");
+  mkdirSync(join(root, "src"), { recursive: true });
+  writeFileSync(join(root, "src", "a.txt"), "one\ntwo\nthree\n");
+  writeFileSync(join(base, "outside.txt"), "outside\n");
+  mkdirSync(join(base, "away"));
+  writeFileSync(join(base, "away", "secret.txt"), "secret\n");
+  fs = new WorkspaceFs(root);
+});
+afterEach(async () => {
+  await rm(base, { recursive: true, force: true });
+});
+
+/** The WorkspaceFsError `p` rejects with (fails the test if it resolves or throws something else). */
+async function refusal(p: Promise<unknown>): Promise<WorkspaceFsError> {
+  const error = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(WorkspaceFsError);
+  return error as WorkspaceFsError;
+}
+
+describe("isInside and sliceLines", () => {
+  it("treats the root and its descendants as inside, and ../ or a sibling prefix as outside", () => {
+    expect(isInside("/ws", "/ws")).toBe(true);
+    expect(isInside("/ws", "/ws/a/b")).toBe(true);
+    expect(isInside("/ws", "/ws/..foo")).toBe(true);
+    expect(isInside("/ws", "/ws-other/a")).toBe(false);
+    expect(isInside("/ws", "/")).toBe(false);
+    expect(isInside("/ws/a", "/ws")).toBe(false);
+  });
+
+  it("slices 1-based lines with a limit, keeping line endings", () => {
+    const text = "a\nb\nc\n";
+    expect(sliceLines(text)).toBe(text);
+    expect(sliceLines(text, 2)).toBe("b\nc\n");
+    expect(sliceLines(text, 2, 1)).toBe("b\n");
+    expect(sliceLines(text, 0, 1)).toBe("a\n");
+    expect(sliceLines(text, null, 2)).toBe("a\nb\n");
+    expect(sliceLines(text, 9)).toBe("");
+    expect(sliceLines(text, 1, 0)).toBe("");
+  });
+});
+
+describe("WorkspaceFs reads", () => {
+  it("reads a file inside the workspace, whole or by line and limit", async () => {
+    expect(await fs.readTextFile(join(root, "src", "a.txt"))).toBe("one\ntwo\nthree\n");
+    expect(await fs.readTextFile(join(root, "src", "a.txt"), { line: 2, limit: 1 })).toBe("two\n");
+    expect(await fs.readTextFile(`${root}/src/../src/a.txt`)).toBe("one\ntwo\nthree\n");
+  });
+
+  it("refuses /etc/passwd, relative paths and .. escapes with -32602", async () => {
+    for (const [path, reason] of [
+      ["/etc/passwd", "outside_workspace"],
+      ["src/a.txt", "relative_path"],
+      ["../outside.txt", "relative_path"],
+      [`${root}/../outside.txt`, "outside_workspace"],
+      [`${root}/src/../../outside.txt`, "outside_workspace"],
+      ["", "invalid_path"],
+      [`${root}/a\0b`, "invalid_path"],
+    ] as const) {
+      const error = await refusal(fs.readTextFile(path));
+      expect(error.code, path).toBe(FS_ERROR_CODES.refused);
+      expect(error.data, path).toEqual({ path, reason, workspace: root });
+    }
+    expect((await refusal(fs.readTextFile("/etc/passwd"))).message).toBe(`Refused "/etc/passwd": it is outside the workspace ${root}.`);
+  });
+
+  it("refuses symlinks that leave the workspace (directory or file) and dangling ones, but follows those that stay", async () => {
+    symlinkSync(join(base, "away"), join(root, "link"));
+    symlinkSync(join(base, "outside.txt"), join(root, "out.txt"));
+    symlinkSync(join(base, "nowhere.txt"), join(root, "dangling.txt"));
+    symlinkSync(join(root, "src"), join(root, "alias"));
+    expect((await refusal(fs.readTextFile(join(root, "link", "secret.txt")))).data.reason).toBe("symlink_escape");
+    expect((await refusal(fs.readTextFile(join(root, "out.txt")))).data.reason).toBe("symlink_escape");
+    expect((await refusal(fs.readTextFile(join(root, "dangling.txt")))).data.reason).toBe("dangling_symlink");
+    expect(await fs.readTextFile(join(root, "alias", "a.txt"))).toBe("one\ntwo\nthree\n");
+  });
+
+  it("answers a missing file with -32002, a directory or an oversized file with -32602", async () => {
+    const missing = await refusal(fs.readTextFile(join(root, "nope.txt")));
+    expect(missing.code).toBe(FS_ERROR_CODES.notFound);
+    expect(missing.data.reason).toBe("not_found");
+    expect((await refusal(fs.readTextFile(join(root, "src")))).data.reason).toBe("not_a_file");
+    const small = new WorkspaceFs(root, { maxReadBytes: 4 });
+    expect((await refusal(small.readTextFile(join(root, "src", "a.txt")))).data.reason).toBe("too_large");
+  });
+
+  it("serves a workspace reached through a symlinked root", async () => {
+    symlinkSync(root, join(base, "ws-link"));
+    const viaLink = new WorkspaceFs(join(base, "ws-link"));
+    expect(await viaLink.readTextFile(join(base, "ws-link", "src", "a.txt"))).toBe("one\ntwo\nthree\n");
+    expect(await viaLink.readTextFile(join(root, "src", "a.txt"))).toBe("one\ntwo\nthree\n");
+    expect((await refusal(viaLink.readTextFile(join(base, "outside.txt")))).data.reason).toBe("outside_workspace");
+  });
+});
+
+describe("WorkspaceFs writes", () => {
+  it("creates and replaces files inside the workspace, creating parent folders", async () => {
+    await fs.writeTextFile(join(root, "docs", "deep", "new.md"), "# New\n");
+    expect(readFileSync(join(root, "docs", "deep", "new.md"), "utf8")).toBe("# New\n");
+    await fs.writeTextFile(join(root, "src", "a.txt"), "replaced");
+    expect(readFileSync(join(root, "src", "a.txt"), "utf8")).toBe("replaced");
+  });
+
+  it("refuses ../outside, absolute escapes and symlink escapes, and writes nothing", async () => {
+    symlinkSync(join(base, "away"), join(root, "link"));
+    symlinkSync(join(base, "outside.txt"), join(root, "out.txt"));
+    symlinkSync(join(base, "created-by-link.txt"), join(root, "dangling.txt"));
+    const attempts: [string, string][] = [
+      ["../outside.txt", "relative_path"],
+      [`${root}/../outside.txt`, "outside_workspace"],
+      [join(base, "new-outside.txt"), "outside_workspace"],
+      [join(root, "link", "pwned.txt"), "symlink_escape"],
+      [join(root, "link", "sub", "pwned.txt"), "symlink_escape"],
+      [join(root, "out.txt"), "symlink_escape"],
+      [join(root, "dangling.txt"), "dangling_symlink"],
+    ];
+    for (const [path, reason] of attempts) {
+      const error = await refusal(fs.writeTextFile(path, "pwned"));
+      expect(error.code, path).toBe(FS_ERROR_CODES.refused);
+      expect(error.data.reason, path).toBe(reason);
+    }
+    expect(readFileSync(join(base, "outside.txt"), "utf8")).toBe("outside\n");
+    expect(existsSync(join(base, "new-outside.txt"))).toBe(false);
+    expect(existsSync(join(base, "away", "pwned.txt"))).toBe(false);
+    expect(existsSync(join(base, "away", "sub"))).toBe(false);
+    expect(existsSync(join(base, "created-by-link.txt"))).toBe(false);
+  });
+
+  it("refuses to write over a directory", async () => {
+    expect((await refusal(fs.writeTextFile(join(root, "src"), "x"))).data.reason).toBe("not_a_file");
+  });
+
+  it("requires an absolute root", () => {
+    expect(() => new WorkspaceFs("relative/root")).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,150 @@
+/**
+ * Benchmark support: a raw newline-delimited JSON-RPC client of a child process over its real stdio pipes — the same
+ * client for the server and for the echo floor, so both are measured through identical code.
+ *
+ * Owns spawning, request ids, matching responses, counting notifications, and an optional slow reader (it reads at
+ * most `bytesPerTick` bytes of the child's stdout every `tickMs`, so the child's writes back up into its own
+ * buffers). It never interprets results beyond their ids and never kills anything but its own child.
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
+
+export interface SlowReader {
+  bytesPerTick: number;
+  tickMs: number;
+}
+
+export interface NdjsonProcessOptions {
+  command: string;
+  args: string[];
+  cwd?: string;
+  env?: NodeJS.ProcessEnv;
+  /** Read stdout slowly (figure 3); default: read as fast as it comes. */
+  slow?: SlowReader;
+  /** Called for every notification (a message with a method and no id). */
+  onNotification?: (method: string, params: Record<string, unknown>) => void;
+}
+
+interface Pending {
+  resolve: (result: unknown) => void;
+  reject: (error: Error) => void;
+}
+
+/** One child process and its NDJSON JSON-RPC client. */
+export class NdjsonProcess {
+  readonly child: ChildProcessWithoutNullStreams;
+  /** `performance.now()` right before `spawn`. */
+  readonly spawnedAt: number;
+  readonly exited: Promise<number | null>;
+  stderr = "";
+  /** stdout bytes received so far. */
+  bytesIn = 0;
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private buffer = "";
+  private slowTimer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: NdjsonProcessOptions) {
+    this.spawnedAt = performance.now();
+    this.child = spawn(options.command, options.args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    this.exited = new Promise((resolve) => this.child.once("exit", (code) => resolve(code)));
+    this.child.stderr.setEncoding("utf8");
+    this.child.stderr.on("data", (chunk: string) => {
+      this.stderr = (this.stderr + chunk).slice(-20_000);
+    });
+    this.child.stdin.on("error", () => undefined);
+    if (options.slow) this.readSlowly(options.slow);
+    else this.child.stdout.on("data", (chunk: Buffer) => this.onData(chunk));
+    this.child.stdout.on("end", () => {
+      for (const p of this.pending.values()) p.reject(new Error(`stdout ended; stderr: ${this.stderr.slice(-2000)}`));
+      this.pending.clear();
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid as number;
+  }
+
+  private readSlowly(slow: SlowReader): void {
+    const stdout = this.child.stdout;
+    stdout.pause();
+    const tick = () => {
+      let budget = slow.bytesPerTick;
+      while (budget > 0) {
+        const chunk = stdout.read(Math.min(budget, Math.max(1, stdout.readableLength))) as Buffer | null;
+        if (chunk === null) break;
+        budget -= chunk.length;
+        this.onData(chunk);
+      }
+      this.slowTimer = setTimeout(tick, slow.tickMs);
+    };
+    this.slowTimer = setTimeout(tick, slow.tickMs);
+    stdout.once("end", () => {
+      if (this.slowTimer) clearTimeout(this.slowTimer);
+      // Whatever is still buffered is delivered at once.
+      for (let chunk = stdout.read() as Buffer | null; chunk !== null; chunk = stdout.read() as Buffer | null) this.onData(chunk);
+    });
+  }
+
+  /** Switches a slow reader to reading at full speed (e.g. to drain the rest quickly). */
+  readFast(): void {
+    if (!this.options.slow) return;
+    if (this.slowTimer) clearTimeout(this.slowTimer);
+    this.child.stdout.on("data", (chunk: Buffer) => this.onData(chunk));
+    this.child.stdout.resume();
+  }
+
+  private onData(chunk: Buffer): void {
+    this.bytesIn += chunk.length;
+    this.buffer += chunk.toString("utf8");
+    let i: number;
+    while ((i = this.buffer.indexOf("\n")) >= 0) {
+      const line = this.buffer.slice(0, i);
+      this.buffer = this.buffer.slice(i + 1);
+      if (line.trim() !== "") this.onLine(line);
+    }
+  }
+
+  private onLine(line: string): void {
+    const m = JSON.parse(line) as {
+      id?: number;
+      method?: string;
+      params?: Record<string, unknown>;
+      result?: unknown;
+      error?: { code: number; message: string };
+    };
+    if (m.method !== undefined) {
+      if (m.id === undefined) this.options.onNotification?.(m.method, m.params ?? {});
+      return; // server → client requests are not expected by the benchmarks
+    }
+    if (typeof m.id !== "number") return;
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    if (m.error) p.reject(new Error(`${m.error.code}: ${m.error.message}`));
+    else p.resolve(m.result);
+  }
+
+  /** Sends one request and resolves with its result (rejects with the JSON-RPC error). */
+  request<T = Record<string, unknown>>(method: string, params: unknown): Promise<T> {
+    const id = this.nextId++;
+    const promise = new Promise<T>((resolve, reject) =>
+      this.pending.set(id, { resolve: resolve as (r: unknown) => void, reject }),
+    );
+    this.child.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id, method, params })}\n`);
+    return promise;
+  }
+
+  /** Closes stdin (the graceful way to stop either process) and waits for the exit; SIGKILL after `graceMs`. */
+  async close(graceMs = 10_000): Promise<number | null> {
+    this.child.stdin.end();
+    this.readFast();
+    const timer = setTimeout(() => this.child.kill("SIGKILL"), graceMs);
+    const code = await this.exited;
+    clearTimeout(timer);
+    return code;
+  }
+}

@@ -1,0 +1,232 @@
+/**
+ * One owner at a time (DESIGN.md guarantee 6, issue 4 item 3): the product lease taken on confirm/resume, renewed by
+ * heartbeat, released when execution stops; a second "process" (another ProductService with another owner id over the
+ * same MemoryAuthority) is refused with the owner while the lease is live, may take over once it expired, and the old
+ * owner then stops for good. Clocks are FakeClocks: a process whose clock runs ahead sees the other's lease expired.
+ */
+import { describe, expect, it } from "vitest";
+import { FakeClock, createHarness, draftPlan, drain, rejectionOf, waitUntil, type Harness } from "../../support/fakes.js";
+import { isDomainError } from "../../../src/core/errors.js";
+import { productStream } from "../../../src/core/product/records.js";
+import type { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
+
+const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }]);
+const LEASE = { leaseTtlMs: 3_000, leaseRenewMs: 1_000 };
+const T0 = Date.parse("2030-01-01T00:00:00.000Z");
+
+/** A "process" with its own owner id; `clock` defaults to a fresh FakeClock at T0 + `aheadMs`. */
+function processOf(owner: string, shared?: Harness, opts: { aheadMs?: number; clock?: FakeClock } = {}): Harness {
+  return createHarness({
+    plan: PLAN,
+    ...(shared ? { authority: shared.authority, ids: shared.ids } : {}),
+    clock: opts.clock ?? new FakeClock(T0 + (opts.aheadMs ?? 0)),
+    options: { ownerId: owner, ...LEASE },
+  });
+}
+
+async function leaseOf(authority: MemoryAuthority, productId: string) {
+  return authority.get("proj", "lease", productId);
+}
+
+/** Process A confirms and its first task `a` hangs (it never settles on its own). */
+async function drivenByA() {
+  const a = processOf("A");
+  a.worker.script("a", { kind: "hang" }, { kind: "complete" });
+  const productId = await a.started();
+  await waitUntil(() => a.worker.hasStarted("a"), "a to start");
+  await drain();
+  return { a, productId };
+}
+
+describe("the lease record", () => {
+  it("is taken on confirm before the first task starts: {v: 1, owner, expiresAt = now + TTL}", async () => {
+    const a = processOf("A");
+    let leaseAtStart: unknown;
+    a.worker.onStart = async (request) => {
+      leaseAtStart = (await leaseOf(a.authority, request.productId))?.value;
+    };
+    await a.started();
+    await waitUntil(() => a.worker.hasStarted("a"), "a to start");
+
+    expect(leaseAtStart).toEqual({ v: 1, owner: "A", expiresAt: new Date(T0 + 3_000).toISOString() });
+  });
+
+  it("is renewed by heartbeat (CAS on its revision) while the product executes", async () => {
+    const { a, productId } = await drivenByA();
+    const before = await leaseOf(a.authority, productId);
+    a.clock.advance(1_000);
+    await waitUntil(() => a.authority.writeCount > 0 && a.clock.pendingTimers > 0, "renewal");
+    await drain();
+    const after = await leaseOf(a.authority, productId);
+
+    expect(after?.revision).toBe((before?.revision ?? 0) + 1);
+    expect(after?.value).toEqual({ v: 1, owner: "A", expiresAt: new Date(T0 + 4_000).toISOString() });
+  });
+
+  it("is released when the product completes, leaving no timer armed", async () => {
+    const a = processOf("A");
+    const productId = await a.started();
+    await a.finished(productId);
+
+    expect(await leaseOf(a.authority, productId)).toBeNull();
+    expect(a.clock.pendingTimers).toBe(0);
+  });
+
+  it("is released on pause and taken again on resume", async () => {
+    const { a, productId } = await drivenByA();
+    await a.service.pause(productId);
+    await drain();
+    expect(await leaseOf(a.authority, productId)).toBeNull();
+
+    await a.service.resume(productId);
+    expect((await leaseOf(a.authority, productId))?.value).toMatchObject({ owner: "A" });
+    await a.finished(productId);
+    expect(await leaseOf(a.authority, productId)).toBeNull();
+  });
+
+  it("is released on shutdown, so another process may resume at once", async () => {
+    const { a, productId } = await drivenByA();
+    await a.service.shutdown();
+    expect(await leaseOf(a.authority, productId)).toBeNull();
+
+    const b = processOf("B", a);
+    await b.service.resume(productId);
+    const done = await b.finished(productId);
+    expect(done.phase).toBe("completed");
+    expect(b.worker.started).toEqual(["a", "b"]);
+  });
+});
+
+describe("a second process while the lease is live", () => {
+  it("is refused product.resume with conflict naming the owner, and writes nothing", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a);
+    const writes = a.authority.writeCount;
+
+    const err = await rejectionOf(b.service.resume(productId));
+    expect(isDomainError(err, "conflict") && err.details).toEqual({ owner: "A" });
+    expect(isDomainError(err) && err.message).toContain("(A)");
+    expect(a.authority.writeCount).toBe(writes);
+    expect(b.worker.executions).toEqual([]);
+  });
+
+  it.each([
+    ["pause", (h: Harness, id: string) => h.service.pause(id)],
+    ["cancel", (h: Harness, id: string) => h.service.cancel(id)],
+    ["checkpoint", (h: Harness, id: string) => h.service.checkpoint(id)],
+    ["rollback", (h: Harness, id: string) => h.service.rollback(id)],
+    ["mutate", (h: Harness, id: string) => h.service.mutate(id, [{ op: "updateTask", taskId: "b", patch: { title: "B" } }])],
+    ["delete", (h: Harness, id: string) => h.service.delete(id)],
+  ])("is refused %s with conflict naming the owner, and writes nothing", async (_op, call) => {
+    const { a, productId } = await drivenByA();
+    await a.service.checkpoint(productId);
+    const b = processOf("B", a);
+    const writes = a.authority.writeCount;
+
+    const err = await rejectionOf(call(b, productId));
+    expect(isDomainError(err, "conflict") && err.details).toEqual({ owner: "A" });
+    expect(a.authority.writeCount).toBe(writes);
+    expect((await a.service.status(productId)).phase).toBe("executing");
+  });
+
+  it("sees in product.status who executes the product and until when", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a);
+    const status = await b.service.status(productId);
+
+    expect(status.recovery).toEqual({
+      cause: `Another server process (owner A) is executing this product; its lease runs until ${new Date(T0 + 3_000).toISOString()}.`,
+      resumable: false,
+      remediation: expect.stringContaining("wait until its lease expires"),
+    });
+  });
+});
+
+describe("after the lease expired", () => {
+  it("another process takes over; the old owner's next renewal finds it taken and it stops for good", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a, { aheadMs: 10_000 });
+    b.worker.script("b", { kind: "hang" });
+
+    await b.service.resume(productId);
+    await waitUntil(() => b.worker.hasStarted("b"), "b to start in B");
+    expect((await leaseOf(a.authority, productId))?.value).toMatchObject({ owner: "B" });
+    const stream = await a.authority.readEvents("proj", productStream(productId), 0);
+
+    a.clock.advance(1_000);
+    await waitUntil(() => a.worker.runsOf("a")[0]?.result !== undefined, "A's worker to stop");
+    await drain();
+
+    expect(a.worker.runsOf("a")[0]?.request.signal.aborted).toBe(true);
+    expect(await a.authority.readEvents("proj", productStream(productId), 0)).toEqual(stream);
+    expect((await leaseOf(a.authority, productId))?.value).toMatchObject({ owner: "B" });
+    // Fenced: every write of A's instance is refused without reaching the authority.
+    const writes = a.authority.writeCount;
+    const err = await rejectionOf(a.service.checkpoint(productId));
+    expect(isDomainError(err, "conflict") && err.details).toEqual({ owner: "B" });
+    expect(a.authority.writeCount).toBe(writes);
+  });
+
+  it("of two processes racing to resume, exactly one drives; the other gets conflict with the winner", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a, { aheadMs: 10_000 });
+    const c = processOf("C", a, { aheadMs: 10_000 });
+
+    const results = await Promise.allSettled([b.service.resume(productId), c.service.resume(productId)]);
+    const won = results.findIndex((r) => r.status === "fulfilled");
+    const winner = won === 0 ? b : c;
+    const loser = won === 0 ? c : b;
+    const lost = results[1 - won];
+
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    expect(lost?.status === "rejected" && isDomainError(lost.reason, "conflict") && lost.reason.details).toEqual({
+      owner: won === 0 ? "B" : "C",
+    });
+    const done = await winner.finished(productId);
+    expect(done.phase).toBe("completed");
+    expect(winner.worker.started).toEqual(["a", "b"]);
+    expect(loser.worker.executions).toEqual([]);
+  });
+
+  it("a lease record that does not parse proves no live owner and may be taken over", async () => {
+    const { a, productId } = await drivenByA();
+    await a.service.shutdown();
+    await a.authority.put("proj", "lease", productId, { v: 2, owner: "Z", expiresAt: "2999-01-01T00:00:00.000Z" }, null);
+    const b = processOf("B", a);
+
+    await b.service.resume(productId);
+    expect((await b.finished(productId)).phase).toBe("completed");
+  });
+
+  it("a fenced process serves the next write request from a fresh load once the other owner let go", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a, { aheadMs: 10_000 });
+    b.worker.script("a", { kind: "hang" });
+    await b.service.resume(productId);
+    await waitUntil(() => b.worker.hasStarted("a"), "a to start in B");
+    a.clock.advance(1_000);
+    await waitUntil(() => a.worker.runsOf("a")[0]?.result !== undefined, "A's worker to stop");
+    await b.service.pause(productId);
+
+    await a.service.resume(productId);
+    const done = await a.finished(productId);
+    expect(done.phase).toBe("completed");
+    expect(a.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 3]);
+  });
+});
+
+describe("a failed renewal (guarantee 2)", () => {
+  it("pauses the product, tells the client, stops the workers and starts nothing more", async () => {
+    const { a, productId } = await drivenByA();
+    a.authority.failNext("put");
+    a.clock.advance(1_000);
+    await a.notifier.next("product.persistenceError");
+    await waitUntil(() => a.worker.runsOf("a")[0]?.result !== undefined, "the worker to stop");
+    await drain();
+    const status = await a.service.status(productId);
+
+    expect(status.phase).toBe("paused");
+    expect((status.recovery as { cause: string }).cause).toContain("Injected failure on put");
+    expect(a.worker.started).toEqual(["a"]);
+  });
+});

@@ -1,0 +1,288 @@
+/**
+ * The ACP session surface for a plain ACP client (PROTOCOL.md section 4, issue 3 item 1): the built server as a
+ * subprocess, driven by the official ACP SDK client, which answers `session/request_permission` like an IDE. Tasks run
+ * on built-in worker subprocesses. Every `session/update` and permission request is checked against the ACP v1 JSON
+ * Schema shipped in the SDK (`schema/v1/schema.json`).
+ */
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { isJsonRpcLine, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+
+// ---------------------------------------------------------------------------------------------------------------
+// A small JSON Schema (2020-12 subset) checker for the ACP schema: $ref/$defs, allOf/anyOf/oneOf, const, enum, type,
+// required, properties, additionalProperties, items, minimum/maximum. Enough for the shapes used by session/update.
+
+type Json = unknown;
+type Schema = boolean | { [key: string]: Json };
+const acpSchemaPath = createRequire(import.meta.url).resolve("@agentclientprotocol/sdk/schema/v1/schema.json");
+const acpSchema = JSON.parse(readFileSync(acpSchemaPath, "utf8")) as { $defs: Record<string, Schema> };
+
+function typeOk(type: string, v: Json): boolean {
+  switch (type) {
+    case "null":
+      return v === null;
+    case "boolean":
+      return typeof v === "boolean";
+    case "string":
+      return typeof v === "string";
+    case "integer":
+      return Number.isInteger(v);
+    case "number":
+      return typeof v === "number";
+    case "array":
+      return Array.isArray(v);
+    case "object":
+      return typeof v === "object" && v !== null && !Array.isArray(v);
+    default:
+      return false;
+  }
+}
+
+function check(schema: Schema, v: Json, path: string): string[] {
+  if (schema === true) return [];
+  if (schema === false) return [`${path}: no value allowed`];
+  const errors: string[] = [];
+  const s = schema;
+  if (typeof s.$ref === "string") {
+    const name = s.$ref.replace("#/$defs/", "");
+    const target = acpSchema.$defs[name];
+    if (target === undefined) return [`${path}: unknown $ref ${s.$ref}`];
+    errors.push(...check(target, v, path));
+  }
+  if (Array.isArray(s.allOf)) for (const sub of s.allOf as Schema[]) errors.push(...check(sub, v, path));
+  if (Array.isArray(s.anyOf) && !(s.anyOf as Schema[]).some((sub) => check(sub, v, path).length === 0)) {
+    errors.push(`${path}: matches none of anyOf`);
+  }
+  if (Array.isArray(s.oneOf)) {
+    const matching = (s.oneOf as Schema[]).filter((sub) => check(sub, v, path).length === 0).length;
+    if (matching !== 1) errors.push(`${path}: matches ${matching} of oneOf (${JSON.stringify(v).slice(0, 200)})`);
+  }
+  if ("const" in s && JSON.stringify(s.const) !== JSON.stringify(v)) errors.push(`${path}: not ${JSON.stringify(s.const)}`);
+  if (Array.isArray(s.enum) && !s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v))) errors.push(`${path}: not in enum`);
+  if (s.type !== undefined) {
+    const types = Array.isArray(s.type) ? (s.type as string[]) : [s.type as string];
+    if (!types.some((t) => typeOk(t, v))) return [...errors, `${path}: not of type ${types.join("|")}`];
+  }
+  if (typeof v === "number") {
+    if (typeof s.minimum === "number" && v < s.minimum) errors.push(`${path}: below ${s.minimum}`);
+    if (typeof s.maximum === "number" && v > s.maximum) errors.push(`${path}: above ${s.maximum}`);
+  }
+  if (Array.isArray(v) && s.items !== undefined) v.forEach((item, i) => errors.push(...check(s.items as Schema, item, `${path}[${i}]`)));
+  if (typeOk("object", v)) {
+    const obj = v as Record<string, Json>;
+    if (Array.isArray(s.required)) for (const key of s.required as string[]) if (!(key in obj)) errors.push(`${path}.${key}: required`);
+    const props = (s.properties ?? {}) as Record<string, Schema>;
+    for (const [key, value] of Object.entries(obj)) {
+      if (key in props) errors.push(...check(props[key]!, value, `${path}.${key}`));
+      else if (s.additionalProperties === false) errors.push(`${path}.${key}: not allowed`);
+      else if (typeof s.additionalProperties === "object") errors.push(...check(s.additionalProperties as Schema, value, `${path}.${key}`));
+    }
+  }
+  return errors;
+}
+
+/** Errors of `value` against the ACP v1 schema definition `name` (empty = valid). */
+function acpErrors(name: string, value: unknown): string[] {
+  return check({ $ref: `#/$defs/${name}` }, value, name);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+
+interface Update {
+  sessionUpdate: string;
+  toolCallId?: string;
+  status?: string;
+  kind?: string;
+  title?: string;
+  content?: unknown;
+  entries?: { content: string; priority: string; status: string }[];
+}
+interface Status {
+  phase: string;
+  tasks: { taskId: string; title: string; status: string; output?: string }[];
+}
+
+function updatesOf(server: ServerHandle, sessionId: string): Update[] {
+  return server.notifications
+    .filter((n) => n.method === "session/update" && n.params.sessionId === sessionId)
+    .map((n) => n.params.update as Update);
+}
+
+function textOf(updates: Update[], kind = "agent_message_chunk"): string {
+  return updates
+    .filter((u) => u.sessionUpdate === kind)
+    .map((u) => (u.content as { text: string }).text)
+    .join("");
+}
+
+/** Every session/update notification the server sent was a valid ACP `SessionNotification`. */
+function expectValidUpdates(server: ServerHandle): void {
+  const notes = server.notifications.filter((n) => n.method === "session/update");
+  expect(notes.length).toBeGreaterThan(0);
+  for (const n of notes) expect(acpErrors("SessionNotification", n.params), JSON.stringify(n.params)).toEqual([]);
+}
+
+const confirm = { outcome: { outcome: "selected", optionId: "confirm" } };
+const revise = { outcome: { outcome: "selected", optionId: "revise" } };
+
+async function newSession(server: ServerHandle, cwd: string): Promise<string> {
+  const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd, mcpServers: [] });
+  return sessionId;
+}
+
+function prompt(server: ServerHandle, sessionId: string, text: string): Promise<{ stopReason: string }> {
+  return server.request<{ stopReason: string }>("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+}
+
+describe.concurrent("ACP session surface over stdio", () => {
+  it("runs prompt → plan → permission → execution (one tool call per task) → summary → end_turn", async () => {
+    const workspace = tempDir("acp-session-ws-");
+    const asked: { params: Record<string, unknown>; updatesBefore: number }[] = [];
+    const server: ServerHandle = await startServer({
+      cwd: workspace,
+      onPermission: (params) => {
+        asked.push({ params, updatesBefore: server.notifications.filter((n) => n.method === "session/update").length });
+        return confirm;
+      },
+    });
+    const sessionId = await newSession(server, workspace);
+    const answer = await prompt(server, sessionId, "Describe the architecture, then document the API");
+    expect(answer).toEqual({ stopReason: "end_turn" });
+
+    const updates = updatesOf(server, sessionId);
+    // The plan is confirmed through exactly one permission request with confirm/revise, after the plan was shown.
+    expect(asked).toHaveLength(1);
+    const request = asked[0]!;
+    expect(acpErrors("RequestPermissionRequest", request.params)).toEqual([]);
+    expect(request.params.sessionId).toBe(sessionId);
+    expect(request.params.options).toEqual([
+      expect.objectContaining({ optionId: "confirm", kind: "allow_once" }),
+      expect.objectContaining({ optionId: "revise", kind: "reject_once" }),
+    ]);
+    const before = updates.slice(0, request.updatesBefore);
+    expect(before[0]?.sessionUpdate).toBe("agent_message_chunk");
+    expect(before.at(-1)?.sessionUpdate).toBe("plan");
+    expect(textOf(before)).toContain("Here is the plan");
+
+    const status = await server.request<Status>("product.status", {
+      productId: (await server.request<{ products: { productId: string }[] }>("product.list", {})).products[0]!.productId,
+    });
+    expect(status.phase).toBe("completed");
+    const taskIds = status.tasks.map((t) => t.taskId);
+    expect(taskIds).toEqual(["t1", "t2"]);
+
+    // Execution: each task is one tool_call (kind other, id = task id) moving pending → in_progress → completed.
+    const after = updates.slice(request.updatesBefore);
+    for (const task of status.tasks) {
+      const own = after.filter((u) => u.toolCallId === task.taskId);
+      expect(own[0]).toMatchObject({ sessionUpdate: "tool_call", kind: "other", title: task.title, status: "pending" });
+      expect(own.slice(1).every((u) => u.sessionUpdate === "tool_call_update")).toBe(true);
+      expect(own.map((u) => u.status)).toEqual(["pending", "in_progress", "completed"]);
+      expect(own.at(-1)?.content).toEqual([{ type: "content", content: { type: "text", text: task.output } }]);
+      expect(task.output?.length).toBeGreaterThan(0);
+    }
+    // t2 depends on t1: it starts only after t1 completed.
+    const order = after.map((u) => `${u.toolCallId ?? ""}:${u.status ?? ""}`);
+    expect(order.indexOf("t1:completed")).toBeLessThan(order.indexOf("t2:in_progress"));
+    // Every plan update carries every entry; the last one shows everything completed.
+    const plans = updates.filter((u) => u.sessionUpdate === "plan");
+    expect(plans.length).toBeGreaterThan(2);
+    for (const p of plans) expect(p.entries?.map((e) => e.content)).toEqual(status.tasks.map((t) => t.title));
+    expect(plans.at(-1)?.entries?.every((e) => e.status === "completed" && e.priority === "medium")).toBe(true);
+    // The turn ends with a summary message.
+    expect(updates.at(-1)?.sessionUpdate).toBe("agent_message_chunk");
+    expect(textOf([updates.at(-1)!])).toMatch(/^Done: all 2 tasks completed/);
+    // The kinds, collapsed: message → plan → (confirm) → tool calls/plans → message.
+    const kinds = updates.map((u) => u.sessionUpdate).filter((k, i, all) => k !== all[i - 1]);
+    expect(kinds[0]).toBe("agent_message_chunk");
+    expect(kinds.at(-1)).toBe("agent_message_chunk");
+    expect(new Set(kinds)).toEqual(new Set(["agent_message_chunk", "plan", "tool_call", "tool_call_update"]));
+
+    expectValidUpdates(server);
+    expect(await server.close()).toBe(0);
+    expect(server.stdoutLines.filter((l) => l.trim() !== "").every(isJsonRpcLine)).toBe(true);
+  });
+
+  it("revises the plan, then confirms the revision; a dismissed question and a typed GO also confirm", async () => {
+    const workspace = tempDir("acp-session-ws-");
+    const answers = [revise, confirm, { outcome: { outcome: "cancelled" } }];
+    const asked: Record<string, unknown>[] = [];
+    const server = await startServer({
+      cwd: workspace,
+      onPermission: (params) => {
+        asked.push(params);
+        return answers.shift();
+      },
+    });
+    const sessionId = await newSession(server, workspace);
+    expect(await prompt(server, sessionId, "Write the release notes, then publish them")).toEqual({ stopReason: "end_turn" });
+    expect(textOf(updatesOf(server, sessionId))).toContain("Tell me what to change in the plan.");
+    const firstPlan = updatesOf(server, sessionId).filter((u) => u.sessionUpdate === "plan").at(-1)!;
+    expect(firstPlan.entries).toHaveLength(2);
+
+    const mark = updatesOf(server, sessionId).length;
+    expect(await prompt(server, sessionId, "Also add a changelog entry")).toEqual({ stopReason: "end_turn" });
+    const second = updatesOf(server, sessionId).slice(mark);
+    const revisedPlan = second.find((u) => u.sessionUpdate === "plan")!;
+    expect(revisedPlan.entries?.map((e) => e.content)).toContain("Add a changelog entry");
+    expect(revisedPlan.entries).toHaveLength(3);
+    expect(second.filter((u) => u.sessionUpdate === "tool_call")).toHaveLength(3);
+    expect(textOf(second)).toContain("Done: all 3 tasks completed");
+    expect(asked).toHaveLength(2);
+    expect((asked[1]!.toolCall as { title: string }).title).toContain("3 tasks");
+
+    // A new product in the same session (the last one is completed): the question is dismissed, then "GO" runs it.
+    const mark2 = updatesOf(server, sessionId).length;
+    expect(await prompt(server, sessionId, "Summarise the changes")).toEqual({ stopReason: "end_turn" });
+    expect(textOf(updatesOf(server, sessionId).slice(mark2))).toContain('reply "confirm" to run it');
+    expect(updatesOf(server, sessionId).slice(mark2).some((u) => u.sessionUpdate === "tool_call")).toBe(false);
+    const mark3 = updatesOf(server, sessionId).length;
+    expect(await prompt(server, sessionId, "GO")).toEqual({ stopReason: "end_turn" });
+    expect(asked).toHaveLength(3);
+    expect(textOf(updatesOf(server, sessionId).slice(mark3))).toMatch(/Done: all \d+ tasks? completed/);
+
+    const list = await server.request<{ products: { phase: string }[] }>("product.list", {});
+    expect(list.products.map((p) => p.phase).sort()).toEqual(["completed", "completed"]);
+    expectValidUpdates(server);
+    expect(await server.close()).toBe(0);
+  });
+
+  it("persists sessions: list, load after a restart replays the conversation and plan, then the session continues", async () => {
+    const workspace = tempDir("acp-session-ws-");
+    const statePath = join(tempDir(), "state.db");
+    const first = await startServer({ cwd: workspace, statePath, onPermission: () => revise });
+    const sessionId = await newSession(first, workspace);
+    expect(await prompt(first, sessionId, "Write the user guide, then review it")).toEqual({ stopReason: "end_turn" });
+    const spoken = textOf(updatesOf(first, sessionId));
+    expect(await first.close()).toBe(0);
+
+    const second = await startServer({ cwd: workspace, statePath, onPermission: () => confirm });
+    const listed = await second.request<{ sessions: { sessionId: string; cwd: string; title?: string; updatedAt: string }[] }>(
+      "session/list",
+      {},
+    );
+    expect(listed.sessions).toEqual([
+      { sessionId, cwd: workspace, title: "Write the user guide, then review it", updatedAt: expect.any(String) },
+    ]);
+    expect(await second.request("session/list", { cwd: tempDir() })).toEqual({ sessions: [] });
+
+    const loaded = await second.request("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+    expect(loaded).toEqual({});
+    // Replayed before the answer: the user's goal, what the agent said, then the latest plan.
+    const replay = updatesOf(second, sessionId);
+    expect(replay[0]).toMatchObject({ sessionUpdate: "user_message_chunk", content: { type: "text", text: "Write the user guide, then review it" } });
+    expect(textOf(replay)).toBe(spoken);
+    expect(replay.at(-1)).toMatchObject({ sessionUpdate: "plan", entries: [{ status: "pending" }, { status: "pending" }] });
+
+    // The plan was shown before the restart, so a typed confirm runs it.
+    expect(await prompt(second, sessionId, "confirm")).toEqual({ stopReason: "end_turn" });
+    expect(textOf(updatesOf(second, sessionId).slice(replay.length))).toContain("Done: all 2 tasks completed");
+    expect(await second.request("session/close", { sessionId })).toEqual({});
+    const unknown = await second.request("session/load", { sessionId: "ses_missing", cwd: workspace, mcpServers: [] }).catch((e: unknown) => e);
+    expect(unknown).toMatchObject({ code: -32002 });
+    expectValidUpdates(second);
+    expect(await second.close()).toBe(0);
+  });
+});

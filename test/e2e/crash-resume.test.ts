@@ -1,0 +1,504 @@
+/**
+ * Crash-resume with nothing lost and nothing repeated (issue 4, first "Must show" item; DESIGN.md guarantees 1, 4
+ * and 7), over the built server as a real subprocess on a real SQLite file with real worker subprocesses.
+ *
+ * A 36-task DAG (6 layers of 6, each task depending on 3-4 tasks of the layers before) runs on 4 instances of the
+ * logging agent (test/fixtures/agents/logging-agent.ts), which logs every execution to a file outside the server.
+ * Several lanes run at once, each with its own server, state file and log: the reference lane runs the DAG once
+ * without interruption; every other lane `kill -9`s its server at random moments (seeded RNG), restarts it on the
+ * same SQLite file, reads `product.status`, checks every stored record parses, calls `product.resume`, and repeats,
+ * starting a new run of the DAG whenever one completes, until its share of the kill points is used up.
+ *
+ * Asserted: no task whose completion was persisted before a kill (completed in the status read right after the
+ * restart) started again afterwards, and no task started twice under one server; no task is missing (every task
+ * completed exactly once in the final status); every stored event and record parses with the schemas of
+ * src/core/product/records.ts and every event stream is gap-free; the final outputs equal the uninterrupted run's
+ * (and the outputs the DAG implies); no logging-agent process outlives its killed server by 5 s.
+ *
+ * CI mode: 50 kill points (about a minute). Longer local mode: `CRASH_KILLS=500 npx vitest run
+ * test/e2e/crash-resume.test.ts` or `npx tsx scripts/crash-soak.ts --kills 500`. Other knobs: CRASH_SEED,
+ * CRASH_LANES (kill lanes, default 2), CRASH_MAX_DELAY_MS (default 1500), CRASH_TIMEOUT_MS.
+ *
+ * The agent is transpiled once to a plain `.mjs` file (its only bare import rewritten to the SDK's absolute URL) and
+ * started with plain `node`: through tsx every one of the few hundred agent starts costs twice the CPU.
+ */
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import Database from "better-sqlite3";
+import ts from "typescript";
+import { describe, expect, it } from "vitest";
+import type { Instance, Task, TaskState } from "../../protocol/common.js";
+import {
+  ProductEvent,
+  ProductHeaderRecord,
+  ProductIndexRecord,
+  SnapshotRecord,
+} from "../../src/core/product/records.js";
+import { outputFor, type ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+
+const KILLS = Number(process.env.CRASH_KILLS ?? 50);
+const SEED = Number(process.env.CRASH_SEED ?? 20_260_401);
+const KILL_LANES = Number(process.env.CRASH_LANES ?? 2);
+const MAX_KILL_DELAY_MS = Number(process.env.CRASH_MAX_DELAY_MS ?? 1_500);
+const TIMEOUT_MS = Number(process.env.CRASH_TIMEOUT_MS ?? Math.max(170_000, KILLS * 4_000));
+
+// ---------------------------------------------------------------------------------------------------------------
+// The DAG
+
+const LAYERS = 6;
+const WIDTH = 6;
+const INSTANCES: Instance[] = [1, 2, 3, 4].map((n) => ({ instanceId: `w${n}`, agentId: "logger", role: "worker" }));
+
+const tid = (layer: number, k: number): string => `L${layer}-T${k}`;
+
+/** 36 tasks in 6 layers of 6; each depends on 3 tasks of the layer before and, from layer 2 on, 1 of the one before that. */
+function crashDag(): Task[] {
+  const tasks: Task[] = [];
+  for (let l = 0; l < LAYERS; l += 1) {
+    for (let k = 0; k < WIDTH; k += 1) {
+      const deps = new Set<string>();
+      if (l > 0) for (const d of [0, 1, 3]) deps.add(tid(l - 1, (k + d) % WIDTH));
+      if (l > 1) deps.add(tid(l - 2, (k + 2) % WIDTH));
+      tasks.push({
+        taskId: tid(l, k),
+        title: `Step ${k + 1} of layer ${l + 1}`,
+        description: `Combine the results of ${deps.size} earlier steps.`,
+        instanceId: INSTANCES[(l * WIDTH + k) % INSTANCES.length]?.instanceId ?? "w1",
+        dependsOn: [...deps],
+      });
+    }
+  }
+  return tasks;
+}
+
+const DAG = crashDag();
+
+/** The outputs the DAG implies: each task's output from its dependencies' (what the logging agent answers). */
+function impliedOutputs(): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const t of DAG) {
+    out.set(t.taskId, outputFor(t.taskId, t.dependsOn.map((d) => ({ taskId: d, excerpt: out.get(d) ?? "?" }))));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Helpers
+
+/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Resolves once `pred()` holds (polled every 20 ms); rejects after `timeoutMs` with `what`. */
+async function until(pred: () => boolean, what: string, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!pred()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** Transpiles the logging agent to one plain ESM file runnable by `node` (see the file header). */
+function compileAgent(dir: string): string {
+  const source = readFileSync(fileURLToPath(new URL("../fixtures/agents/logging-agent.ts", import.meta.url)), "utf8");
+  const { outputText } = ts.transpileModule(source, {
+    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
+  });
+  const sdk = pathToFileURL(createRequire(import.meta.url).resolve("@agentclientprotocol/sdk")).href;
+  const js = outputText.replaceAll('from "@agentclientprotocol/sdk"', `from ${JSON.stringify(sdk)}`);
+  const bare = [...js.matchAll(/from "([^"]+)"/g)].map((m) => m[1] ?? "").filter((s) => !/^(node:|file:)/.test(s));
+  if (bare.length > 0) throw new Error(`logging-agent.ts must import only node: modules and the SDK, not ${bare.join(", ")}`);
+  const file = join(dir, "logging-agent.mjs");
+  writeFileSync(file, js);
+  return file;
+}
+
+/** Pids of live (non-zombie) processes whose command line contains `token`. Linux /proc only. */
+function processesWith(token: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(token)) continue;
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z") pids.push(Number(entry));
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  return pids;
+}
+
+interface Status {
+  productId: string;
+  phase: string;
+  tasks: TaskState[];
+  progress: { total: number; completed: number };
+  dropped: number;
+}
+
+/**
+ * Checks every stored row of the SQLite file (read-only connection, beside the running server): every event of a
+ * product stream parses as a `ProductEvent` and streams have no gaps; every product header, snapshot and index record
+ * parses; any other record is a JSON object. Events are checked incrementally (`lastRowid`). Returns counts.
+ */
+class StoreChecker {
+  private lastRowid = 0;
+  private readonly lastSeq = new Map<string, number>();
+  events = 0;
+  records = 0;
+
+  constructor(private readonly statePath: string) {}
+
+  check(): void {
+    const db = new Database(this.statePath, { readonly: true, fileMustExist: true });
+    try {
+      const rows = db
+        .prepare("SELECT rowid AS r, project_id AS p, stream AS s, seq, event FROM events WHERE rowid > ? ORDER BY rowid")
+        .all(this.lastRowid) as { r: number; p: string; s: string; seq: number; event: string }[];
+      for (const row of rows) {
+        const key = `${row.p}\u0000${row.s}`;
+        expect(row.seq, `gap in ${row.s}`).toBe((this.lastSeq.get(key) ?? 0) + 1);
+        this.lastSeq.set(key, row.seq);
+        const value: unknown = JSON.parse(row.event);
+        if (row.s.startsWith("product/")) {
+          const parsed = ProductEvent.safeParse(value);
+          expect(parsed.success, `${row.s}#${row.seq}: ${parsed.error?.message ?? ""}`).toBe(true);
+        } else expect(typeof value).toBe("object");
+        this.lastRowid = row.r;
+        this.events += 1;
+      }
+      const records = db.prepare("SELECT project_id AS p, kind, id, value FROM records").all() as {
+        p: string;
+        kind: string;
+        id: string;
+        value: string;
+      }[];
+      for (const rec of records) {
+        const value: unknown = JSON.parse(rec.value);
+        const schema =
+          rec.kind === "product"
+            ? ProductHeaderRecord
+            : rec.kind === "snapshot"
+              ? SnapshotRecord
+              : rec.kind === "product-index"
+                ? ProductIndexRecord
+                : null;
+        if (schema) {
+          const parsed = schema.safeParse(value);
+          expect(parsed.success, `${rec.kind}/${rec.id}: ${parsed.error?.message ?? ""}`).toBe(true);
+        } else expect(value !== null && typeof value === "object", `${rec.kind}/${rec.id}`).toBe(true);
+        if (rec.kind === "snapshot") {
+          const seq = (value as { state: { seq: number } }).state.seq;
+          expect(seq).toBeLessThanOrEqual(this.lastSeq.get(`${rec.p}\u0000product/${rec.id}`) ?? 0);
+        }
+      }
+      this.records = records.length;
+    } finally {
+      db.close();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// One lane: a server, its state file, its execution log
+
+/** One server process's life on a lane, with what was persisted when it started. */
+interface Generation {
+  pid: number;
+  productId: string;
+  /** Tasks `completed` in the status read right after this server started (persisted before the last kill). */
+  completedAtStart: Set<string>;
+}
+
+interface LaneResult {
+  name: string;
+  kills: { delayMs: number; completedBefore: number }[];
+  runs: { productId: string; outputs: Map<string, string>; kills: number }[];
+  generations: Generation[];
+  log: ExecutionLogLine[];
+  store: StoreChecker;
+  token: string;
+  ms: number;
+}
+
+class Lane {
+  readonly dir = tempDir("acp-orch-crash-");
+  readonly workspace = join(this.dir, "workspace");
+  readonly statePath = join(this.dir, "state.db");
+  readonly logPath = join(this.dir, "executions.jsonl");
+  readonly token: string;
+  readonly store = new StoreChecker(this.statePath);
+  readonly generations: Generation[] = [];
+  readonly kills: LaneResult["kills"] = [];
+  readonly runs: LaneResult["runs"] = [];
+  private readonly random: () => number;
+
+  constructor(
+    readonly name: string,
+    agentFile: string,
+    private killsLeft: number,
+    seed: number,
+  ) {
+    this.token = `--crash-lane=${name}-${process.pid}-${seed}`;
+    this.random = rng(seed);
+    mkdirSync(this.workspace);
+    writeFileSync(this.logPath, "");
+    writeFileSync(
+      join(this.workspace, "acp-orchestrator.json"),
+      JSON.stringify({
+        agents: [
+          {
+            agentId: "logger",
+            role: "worker",
+            command: process.execPath,
+            args: [agentFile, this.token],
+            env: { LOGGING_AGENT_LOG: this.logPath, LOGGING_AGENT_SEED: String(seed) },
+          },
+        ],
+        maxParallelTasks: 4,
+      }),
+    );
+  }
+
+  private debug(msg: string): void {
+    if (process.env.CRASH_DEBUG) console.error(`[${new Date().toISOString()}] ${this.name}: ${msg}`);
+  }
+
+  /**
+   * Starts a server on the lane's files. Leases live 1.5 s (renewed every 0.5 s), so a restart after a kill waits at
+   * most that long for the dead owner's lease to expire (`product.resume` answers -32012 until then and is retried);
+   * half of the restarts (seeded) reuse the lane's owner id instead, which may take its own lease back at once.
+   */
+  private start(): Promise<ServerHandle> {
+    const env: Record<string, string> = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "1500" };
+    if (this.random() < 0.5) env.ACP_ORCHESTRATOR_OWNER_ID = `${this.name}-owner`;
+    return startServer({ statePath: this.statePath, cwd: this.workspace, args: ["--log-level", "warn"], env });
+  }
+
+  /** `product.plan`, waits for the leader's plan, then confirms the crash DAG in its place. */
+  private async planAndConfirm(server: ServerHandle): Promise<string> {
+    const { productId } = await server.request<{ productId: string }>("product.plan", {
+      goal: "Run the crash-test DAG",
+      cwd: this.workspace,
+    });
+    await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
+    await server.request("product.confirm", { productId, instances: INSTANCES, tasks: DAG });
+    return productId;
+  }
+
+  /** `product.resume`, retried while another owner's lease (-32012) is still current, until `stop()` says so. */
+  private async resume(server: ServerHandle, productId: string, stop: () => boolean): Promise<void> {
+    for (;;) {
+      try {
+        await server.request("product.resume", { productId });
+        return;
+      } catch (err) {
+        if (stop()) return;
+        if ((err as { code?: number }).code !== -32012) throw err;
+        await sleep(100);
+      }
+    }
+  }
+
+  /** Whether `server` announced the completion of `productId`. */
+  private static done(server: ServerHandle, productId: string): boolean {
+    return server.notifications.some((n) => n.method === "product.completed" && n.params.productId === productId);
+  }
+
+  /**
+   * One kill point: SIGKILLs `server`, starts a new one on the same files, reads the product's status (what was
+   * persisted), records the generation, checks that no completion was lost and that every stored record parses.
+   */
+  private async killAndRestart(server: ServerHandle, productId: string, delayMs: number): Promise<{ server: ServerHandle; status: Status }> {
+    const completedBefore = (await this.persistedCompletions(productId)).size;
+    this.debug(`kill after ${delayMs} ms (${completedBefore} completed)`);
+    await server.kill();
+    this.killsLeft -= 1;
+    this.kills.push({ delayMs, completedBefore });
+    const next = await this.start();
+    const status = await next.request<Status>("product.status", { productId });
+    this.debug(`restarted: ${status.phase}, ${status.progress.completed} completed`);
+    const completed = new Set(status.tasks.filter((t) => t.status === "completed").map((t) => t.taskId));
+    const previous = this.generations[this.generations.length - 1];
+    for (const id of previous?.completedAtStart ?? []) expect(completed.has(id), `${id} lost its completion`).toBe(true);
+    this.generations.push({ pid: next.child.pid ?? -1, productId, completedAtStart: completed });
+    expect(status.dropped).toBe(0);
+    this.store.check();
+    return { server: next, status };
+  }
+
+  async run(): Promise<LaneResult> {
+    const t0 = Date.now();
+    let server = await this.start();
+    for (;;) {
+      const productId = await this.planAndConfirm(server);
+      this.generations.push({ pid: server.child.pid ?? -1, productId, completedAtStart: new Set() });
+      let killsThisRun = 0;
+      let needsResume = false;
+      for (;;) {
+        if (needsResume) {
+          needsResume = false;
+          if (this.killsLeft > 0 && this.random() < 0.25) {
+            // A quarter of the kill points hit the resume itself (its commit of interrupted tasks, the first wave).
+            let killed = false;
+            const resumed = this.resume(server, productId, () => killed).catch(() => undefined);
+            const delayMs = Math.floor(this.random() * 40);
+            await sleep(delayMs);
+            killed = true;
+            const restarted = await this.killAndRestart(server, productId, delayMs);
+            await resumed;
+            server = restarted.server;
+            killsThisRun += 1;
+            if (restarted.status.phase === "completed") break;
+            expect(restarted.status.phase).toBe("executing");
+            needsResume = true;
+            continue;
+          }
+          const t = Date.now();
+          await this.resume(server, productId, () => false);
+          this.debug(`resumed in ${Date.now() - t} ms`);
+        }
+        const current = server;
+        if (this.killsLeft === 0) {
+          await until(() => Lane.done(current, productId), `${this.name}: ${productId} to complete`, 120_000);
+          break;
+        }
+        const delayMs = Math.floor(this.random() * MAX_KILL_DELAY_MS);
+        const deadline = Date.now() + delayMs;
+        await until(() => Lane.done(current, productId) || Date.now() >= deadline, "the kill moment", delayMs + 60_000);
+        if (Lane.done(current, productId)) break;
+        const restarted = await this.killAndRestart(current, productId, delayMs);
+        server = restarted.server;
+        killsThisRun += 1;
+        if (restarted.status.phase === "completed") break;
+        expect(restarted.status.phase).toBe("executing");
+        needsResume = true;
+      }
+      const final = await server.request<Status>("product.status", { productId });
+      expect(final.phase, `${this.name}: ${productId}`).toBe("completed");
+      expect(final.dropped).toBe(0);
+      expect(final.tasks.map((t) => [t.taskId, t.status])).toEqual(DAG.map((t) => [t.taskId, "completed"]));
+      this.runs.push({ productId, outputs: new Map(final.tasks.map((t) => [t.taskId, t.output ?? ""])), kills: killsThisRun });
+      if (this.killsLeft === 0) break;
+    }
+    expect(await server.close()).toBe(0);
+    this.store.check();
+    const log = readFileSync(this.logPath, "utf8")
+      .split("\n")
+      .filter((l) => l !== "")
+      .map((l) => JSON.parse(l) as ExecutionLogLine);
+    return {
+      name: this.name,
+      kills: this.kills,
+      runs: this.runs,
+      generations: this.generations,
+      log,
+      store: this.store,
+      token: this.token,
+      ms: Date.now() - t0,
+    };
+  }
+
+  /** Completed task ids as persisted right now (read-only connection beside the running server). */
+  private async persistedCompletions(productId: string): Promise<Set<string>> {
+    const db = new Database(this.statePath, { readonly: true, fileMustExist: true });
+    try {
+      const rows = db
+        .prepare("SELECT event FROM events WHERE stream = ? AND event LIKE '%\"status\":\"completed\"%'")
+        .all(`product/${productId}`) as { event: string }[];
+      return new Set(rows.map((r) => (JSON.parse(r.event) as { task?: { taskId?: string } }).task?.taskId ?? ""));
+    } finally {
+      db.close();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The test
+
+/**
+ * Per lane: within one product, maps every execution start to its server generation and checks that (1) no task
+ * started twice under one server, (2) no task started under a server that found it already completed at its start,
+ * or under any later server. Returns the number of starts.
+ */
+function checkNothingRepeated(lane: LaneResult): number {
+  const key = (pid: number, productId: string): string => `${pid}/${productId}`;
+  const genOf = new Map(lane.generations.map((g, i) => [key(g.pid, g.productId), i]));
+  const starts = lane.log.filter((l) => l.event === "start");
+  const seen = new Set<string>();
+  for (const s of starts) {
+    const g = genOf.get(key(s.ppid, s.productId));
+    expect(g, `${lane.name}: start of ${s.taskId} by unknown server ${s.ppid} for ${s.productId}`).toBeDefined();
+    const once = `${key(s.ppid, s.productId)}/${s.taskId}`;
+    expect(seen.has(once), `${lane.name}: ${s.taskId} started twice under server ${s.ppid}`).toBe(false);
+    seen.add(once);
+    // Every generation from the first one that found the task completed (same product) must not have started it.
+    const firstCompleted = lane.generations.findIndex((gen) => gen.productId === s.productId && gen.completedAtStart.has(s.taskId));
+    if (firstCompleted >= 0) {
+      expect(g ?? -1, `${lane.name}: ${s.taskId} ran again after its completion was persisted`).toBeLessThan(firstCompleted);
+    }
+  }
+  return starts.length;
+}
+
+describe("crash-resume under kill -9 (issue 4)", () => {
+  it(
+    `loses and repeats nothing across ${KILLS} kill points, and ends with the uninterrupted run's outputs`,
+    async () => {
+      const t0 = Date.now();
+      const agentFile = compileAgent(tempDir("acp-orch-agent-"));
+      const lanes = [new Lane("reference", agentFile, 0, SEED)];
+      for (let i = 0; i < KILL_LANES; i += 1) {
+        const share = Math.floor(KILLS / KILL_LANES) + (i < KILLS % KILL_LANES ? 1 : 0);
+        lanes.push(new Lane(`kill-${i + 1}`, agentFile, share, SEED + i + 1));
+      }
+      const results = await Promise.all(lanes.map((l) => l.run()));
+      const [reference, ...killed] = results as [LaneResult, ...LaneResult[]];
+
+      // Every completion in every run equals the uninterrupted run's output, which is what the DAG implies.
+      const implied = impliedOutputs();
+      expect(reference.runs).toHaveLength(1);
+      expect(reference.runs[0]?.outputs).toEqual(implied);
+      for (const lane of killed) for (const run of lane.runs) expect(run.outputs, `${lane.name} ${run.productId}`).toEqual(implied);
+
+      // Nothing repeated; the reference ran each task exactly once.
+      let starts = 0;
+      for (const lane of results) starts += checkNothingRepeated(lane);
+      expect(reference.log.filter((l) => l.event === "start")).toHaveLength(DAG.length);
+
+      const killPoints = killed.reduce((n, l) => n + l.kills.length, 0);
+      expect(killPoints).toBe(KILLS);
+      // The kills landed at many different moments of the runs, not only before the first completion.
+      const moments = new Set(killed.flatMap((l) => l.kills.map((k) => k.completedBefore)));
+      expect(moments.size).toBeGreaterThanOrEqual(Math.min(10, Math.floor(KILLS / 4)));
+
+      // Workers do not outlive their killed servers: stdin EOF ends them.
+      for (const lane of results) {
+        await until(() => processesWith(lane.token).length === 0, `${lane.name}: logging agents to exit`, 5_000);
+      }
+
+      const runs = killed.reduce((n, l) => n + l.runs.length, 0);
+      const rows = results.reduce((n, l) => n + l.store.events, 0);
+      console.info(
+        `crash-resume: ${killPoints} kill points over ${runs} interrupted runs of ${DAG.length} tasks in ${killed.length} lanes ` +
+          `(seed ${SEED}); ${starts} worker starts for ${(runs + 1) * DAG.length} completions; ${rows} events checked; ` +
+          `lanes ${results.map((l) => `${l.name} ${(l.ms / 1000).toFixed(1)} s`).join(", ")}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+      );
+    },
+    TIMEOUT_MS,
+  );
+});
