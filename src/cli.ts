@@ -178,6 +178,8 @@ async function serve(values: {
   });
   // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
   workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
+  // Backpressure (issue 7): workers' output is read only while the client keeps up with the notifications it becomes.
+  workers.setOutputGate(() => server.connection.whenWritable());
   logger.info({ statePath, ownerId }, "acp-orchestrator serving on stdio");
   const stop = (signal: string) => {
     logger.info({ signal }, "stopping");

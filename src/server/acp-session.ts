@@ -16,7 +16,7 @@ import { RequestPermissionResult } from "../../protocol/acp.js";
 import type { ParamsOf } from "../../protocol/methods.js";
 import { clientNotifications } from "../../protocol/methods.js";
 import { TerminalPhases, type TaskState, type TaskStatus } from "../../protocol/common.js";
-import { invalidPhase, isDomainError, notFound } from "../core/errors.js";
+import { busy, invalidPhase, isDomainError, notFound } from "../core/errors.js";
 import type { ProductOrchestrator } from "../core/product/orchestrator.js";
 import type { ProductService } from "../core/product/service.js";
 import type { Clock, IdGenerator, Logger, RunStateAuthority } from "../core/ports.js";
@@ -118,6 +118,7 @@ export interface SessionAdapterOptions {
 type Register = (method: string, handler: (params: unknown, ctx: RequestContext) => Promise<unknown>) => void;
 
 const ABORTED = Symbol("aborted");
+const BUSY = Symbol("busy");
 
 /** Product notifications that mean the leader finished something (a busy leader may be free again). */
 const LEADER_EVENTS = new Set([
@@ -409,6 +410,11 @@ export class SessionAdapter {
     return "cancelled";
   }
 
+  /**
+   * Dispatches a prompt on the session's product by its phase. A message that finds the leader busy (a turn still
+   * running, e.g. a plan started by a cancelled prompt) waits for the leader to move and is dispatched again on the
+   * then-current phase, so a confirm word typed while the plan was being made shows that plan.
+   */
   private async runTurn(s: LiveSession, turn: Turn, text: string): Promise<StopReason> {
     const products = this.o.products;
     const current = s.record.productId ? await products.get(s.record.productId).catch(() => undefined) : undefined;
@@ -416,33 +422,57 @@ export class SessionAdapter {
     const product = current;
     turn.product = product;
     const word = text.trim().toLowerCase();
-    switch (product.phase) {
-      case "awaiting_confirmation":
-        if (CONFIRM_WORDS.has(word)) {
-          // Never run a plan the user has not seen (e.g. one finished after a cancelled turn): show it and ask.
-          if (s.record.shownPlanVersion === product.model.state.plan?.version) return this.execute(s, turn, product);
-          return this.askToConfirm(s, turn, product);
-        }
-        return this.reviseOrAnswer(s, turn, product, text);
-      case "planning":
-        return this.reviseOrAnswer(s, turn, product, text);
-      case "paused":
-        if (RESUME_WORDS.has(word)) return this.resume(s, turn, product);
-        if ((await this.messageLeader(s, turn, product, text)) === ABORTED) return "cancelled";
-        this.say(s, turn, 'The product is paused. Say "resume" to continue it.');
-        return "end_turn";
-      case "executing":
-        if (!product.isDriving) {
-          // Persisted as executing but nobody drives it (the server that ran it stopped).
+    for (let round = 0; ; round++) {
+      let sent: typeof ABORTED | typeof BUSY | undefined;
+      switch (product.phase) {
+        case "awaiting_confirmation":
+          if (CONFIRM_WORDS.has(word)) {
+            // Never run a plan the user has not seen (e.g. one finished after a cancelled turn): show it and ask.
+            if (s.record.shownPlanVersion === product.model.state.plan?.version) return this.execute(s, turn, product);
+            const said = [...product.model.state.dialogue].reverse().find((d) => d.role === "leader");
+            if (said && !turn.leaderSpoke) this.say(s, turn, said.text);
+            return this.askToConfirm(s, turn, product);
+          }
+          sent = await this.messageLeader(s, turn, product, text);
+          if (sent === undefined) return this.afterLeader(s, turn, product);
+          break;
+        case "planning":
+          sent = await this.messageLeader(s, turn, product, text);
+          if (sent === undefined) return this.afterLeader(s, turn, product);
+          break;
+        case "paused":
           if (RESUME_WORDS.has(word)) return this.resume(s, turn, product);
-          if ((await this.messageLeader(s, turn, product, text)) === ABORTED) return "cancelled";
-          this.say(s, turn, 'The run was interrupted when the server stopped. Say "resume" to continue it.');
+          sent = await this.messageLeader(s, turn, product, text);
+          if (sent === undefined) {
+            this.say(s, turn, 'The product is paused. Say "resume" to continue it.');
+            return "end_turn";
+          }
+          break;
+        case "executing":
+          if (!product.isDriving) {
+            // Persisted as executing but nobody drives it (the server that ran it stopped).
+            if (RESUME_WORDS.has(word)) return this.resume(s, turn, product);
+            sent = await this.messageLeader(s, turn, product, text);
+            if (sent === undefined) {
+              this.say(s, turn, 'The run was interrupted when the server stopped. Say "resume" to continue it.');
+              return "end_turn";
+            }
+            break;
+          }
+          sent = await this.messageLeader(s, turn, product, text);
+          if (sent === undefined) return this.follow(s, turn, product);
+          break;
+        default:
+          // Became terminal meanwhile (cancelled elsewhere): the next prompt starts a new product.
+          this.say(s, turn, `The product is ${product.phase}; your next message starts a new one.`);
           return "end_turn";
-        }
-        if ((await this.messageLeader(s, turn, product, text)) === ABORTED) return "cancelled";
-        return this.follow(s, turn, product);
-      default:
-        return "end_turn";
+      }
+      if (sent === ABORTED || turn.controller.signal.aborted) return "cancelled";
+      // BUSY: wait until the leader moves (or a second passes), then dispatch again.
+      if (round >= MAX_BUSY_RETRIES) throw busy(product.productId);
+      const seen = turn.leaderEvents;
+      await this.waitFor(turn, () => turn.leaderEvents !== seen, BUSY_RETRY_MS);
+      if (turn.controller.signal.aborted) return "cancelled";
     }
   }
 
@@ -464,12 +494,6 @@ export class SessionAdapter {
     return this.afterLeader(s, turn, product);
   }
 
-  /** A message to the leader during planning/confirmation (a revision or an answer); then asks to confirm a new plan. */
-  private async reviseOrAnswer(s: LiveSession, turn: Turn, product: ProductOrchestrator, text: string): Promise<StopReason> {
-    if ((await this.messageLeader(s, turn, product, text)) === ABORTED) return "cancelled";
-    return this.afterLeader(s, turn, product);
-  }
-
   /** After a leader planning turn: a ready plan is shown and confirmed; otherwise (question, failure) the turn ends. */
   private afterLeader(s: LiveSession, turn: Turn, product: ProductOrchestrator): Promise<StopReason> | StopReason {
     if (turn.controller.signal.aborted) return "cancelled";
@@ -478,39 +502,32 @@ export class SessionAdapter {
   }
 
   /**
-   * Sends `product.message` and says the leader's answer unless it already streamed. A busy leader (a turn still
-   * running, e.g. after a cancelled prompt) is waited for and the message sent again. Resolves `ABORTED` when the turn
-   * is cancelled first (the leader's call then finishes in the background).
+   * Sends `product.message` and says the leader's answer unless it already reached the session. Resolves `BUSY` when
+   * another leader turn runs (nothing was sent), `ABORTED` when the turn is cancelled first (the leader's call then
+   * finishes in the background), else `undefined`.
    */
   private async messageLeader(
     s: LiveSession,
     turn: Turn,
     product: ProductOrchestrator,
     text: string,
-  ): Promise<typeof ABORTED | undefined> {
-    for (let attempt = 0; ; attempt++) {
-      turn.leaderSpoke = false;
-      const call = this.o.products.message(product.productId, text, product.model.state.pendingAsk?.askId);
-      let answer;
-      try {
-        answer = await this.untilAborted(turn, call);
-      } catch (err) {
-        if (isDomainError(err, "busy") && attempt < MAX_BUSY_RETRIES && !turn.controller.signal.aborted) {
-          const seen = turn.leaderEvents;
-          await this.waitFor(turn, () => turn.leaderEvents !== seen, BUSY_RETRY_MS);
-          if (turn.controller.signal.aborted) return ABORTED;
-          continue;
-        }
-        throw err;
-      }
-      if (answer === ABORTED) {
-        call.catch((err: unknown) => this.o.logger.debug({ err }, "leader message finished with an error after a cancel"));
-        return ABORTED;
-      }
-      this.endStream(s, turn);
-      if (!turn.leaderSpoke) this.say(s, turn, answer.response);
-      return undefined;
+  ): Promise<typeof ABORTED | typeof BUSY | undefined> {
+    turn.leaderSpoke = false;
+    const call = this.o.products.message(product.productId, text, product.model.state.pendingAsk?.askId);
+    let answer;
+    try {
+      answer = await this.untilAborted(turn, call);
+    } catch (err) {
+      if (isDomainError(err, "busy")) return BUSY;
+      throw err;
     }
+    if (answer === ABORTED) {
+      call.catch((err: unknown) => this.o.logger.debug({ err }, "leader message finished with an error after a cancel"));
+      return ABORTED;
+    }
+    this.endStream(s, turn);
+    if (!turn.leaderSpoke) this.say(s, turn, answer.response);
+    return undefined;
   }
 
   /** Resolves with `p`, or with `ABORTED` as soon as the turn is cancelled (whichever comes first). */

@@ -68,8 +68,11 @@ export type ErrorMapper = (error: unknown) => ResponseError<unknown> | undefined
 
 export interface RpcConnectionOptions {
   reader: MessageReader;
-  /** The writer; when it has `flush()` (the framed writer does), `RpcConnection.flush()` waits for it. */
-  writer: MessageWriter & { flush?(): Promise<void> };
+  /**
+   * The writer; when it has `flush()` / `whenWritable()` (the framed writer does), `RpcConnection.flush()` /
+   * `RpcConnection.whenWritable()` wait for it.
+   */
+  writer: MessageWriter & { flush?(): Promise<void>; whenWritable?(): Promise<void> };
   /** Every request the server serves. Wire names must be unique across bare and `_` spellings. */
   methods: readonly MethodSpec[];
   logger: Logger;
@@ -337,6 +340,15 @@ export class RpcConnection {
   /** Starts reading. To be called once. Throws if the connection is closed, disposed or already listening. */
   listen(): void {
     this.connection.listen();
+  }
+
+  /**
+   * Resolves once the writer's backlog of unsent bytes is below its limit (see `FramedMessageWriter.whenWritable`), at
+   * once for a writer without one. Producers of notifications that cannot await each send (a streaming worker) wait
+   * here before reading more, so a slow client holds them back instead of growing this process's memory.
+   */
+  whenWritable(): Promise<void> {
+    return this.writer.whenWritable?.() ?? Promise.resolve();
   }
 
   /** Resolves when every message written so far was accepted by the output (see `FramedMessageWriter.flush`). */

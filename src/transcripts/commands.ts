@@ -70,7 +70,12 @@ export async function runRecordCommand(argv: readonly string[]): Promise<number>
   }
   if (!values.out) return fail("record needs --out FILE", RECORD_USAGE);
   if (!after || after.length === 0) return fail("record needs the agent command after --", RECORD_USAGE);
-  return record({ out: resolve(values.out), normalize: values.normalize ?? false, command: after, forwardSignals: true });
+  return record({
+    out: resolve(values.out),
+    normalize: values.normalize ?? false,
+    command: after,
+    forwardSignals: true,
+  });
 }
 
 function positiveInt(text: string | undefined, name: string): number | undefined | string {
@@ -118,11 +123,11 @@ export async function runReplayCommand(argv: readonly string[]): Promise<number>
   for (const v of [timeout, exitTimeout, jobs]) if (typeof v === "string") return fail(v, REPLAY_USAGE);
   const write = (text: string) => new Promise<void>((done) => process.stdout.write(text, () => done()));
   const { passed, failed } = await replayFiles(positionals, {
-      ...(after ? { command: after } : {}),
-      ...(typeof timeout === "number" ? { timeoutMs: timeout } : {}),
-      ...(typeof exitTimeout === "number" ? { exitTimeoutMs: exitTimeout } : {}),
-      ...(typeof jobs === "number" ? { jobs } : {}),
-      keepTemp: values.keep ?? false,
+    ...(after ? { command: after } : {}),
+    ...(typeof timeout === "number" ? { timeoutMs: timeout } : {}),
+    ...(typeof exitTimeout === "number" ? { exitTimeoutMs: exitTimeout } : {}),
+    ...(typeof jobs === "number" ? { jobs } : {}),
+    keepTemp: values.keep ?? false,
     onResult: (r) => {
       void write(`${formatResult(r)}${values.keep && r.tempDir ? `\n  kept: ${r.tempDir}` : ""}\n`);
     },

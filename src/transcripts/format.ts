@@ -163,7 +163,9 @@ export function operatorProblems(op: Record<string, Json>): string[] {
   const keys = Object.keys(op);
   const unknown = keys.filter((k) => !(OPERATOR_KEYS as readonly string[]).includes(k));
   if (unknown.length > 0) {
-    return [`unknown operator key ${unknown.join(", ")} (operators: ${OPERATOR_KEYS.join(", ")}; use $literal for a literal $ key)`];
+    return [
+      `unknown operator key ${unknown.join(", ")} (operators: ${OPERATOR_KEYS.join(", ")}; use $literal for a literal $ key)`,
+    ];
   }
   const has = (k: string) => Object.hasOwn(op, k);
   const only = (...allowed: string[]) => keys.every((k) => allowed.includes(k));
@@ -210,7 +212,8 @@ export function operatorProblems(op: Record<string, Json>): string[] {
       problems.push('write {"$ref": "name"} alone');
     }
   } else if (has("$template")) {
-    if (!only("$template") || typeof op.$template !== "string") problems.push('write {"$template": "text ${name}"} alone');
+    if (!only("$template") || typeof op.$template !== "string")
+      problems.push('write {"$template": "text ${name}"} alone');
   } else if (has("$literal")) {
     if (!only("$literal")) problems.push("$literal must be alone");
   } else if (has("$exact")) {
@@ -236,7 +239,13 @@ export function interpolatedNames(text: string): string[] {
  * references to names not yet bound, and the names this pattern binds (added to `bound` in traversal order, so a
  * later part of the same pattern may refer to an earlier capture). Pure apart from mutating `bound`.
  */
-function checkPattern(value: Json, path: string, direction: "send" | "recv", bound: Set<string>, problems: string[]): void {
+function checkPattern(
+  value: Json,
+  path: string,
+  direction: "send" | "recv",
+  bound: Set<string>,
+  problems: string[],
+): void {
   if (Array.isArray(value)) {
     value.forEach((v, i) => checkPattern(v, joinPath(path, i), direction, bound, problems));
     return;
@@ -276,7 +285,9 @@ function classify(value: unknown): { kind: NumberedLine["kind"]; schema: z.ZodTy
   if (Object.hasOwn(value, "transcript")) return { kind: "header", schema: HeaderLine };
   if (Object.hasOwn(value, "comment")) return { kind: "comment", schema: CommentLine };
   if (value.dir === "send") {
-    return Object.hasOwn(value, "raw") ? { kind: "raw", schema: SendRawLine } : { kind: "send", schema: SendMessageLine };
+    return Object.hasOwn(value, "raw")
+      ? { kind: "raw", schema: SendRawLine }
+      : { kind: "send", schema: SendMessageLine };
   }
   if (value.dir === "recv") return { kind: "recv", schema: RecvLine };
   return 'a line is {"dir": "send"|"recv", ...}, {"comment": ...} or a first-line {"transcript": ...} header';
@@ -296,10 +307,13 @@ export function parseTranscript(text: string, source: string): Transcript {
   const bound = new Set<string>(PREDEFINED_NAMES);
   const rows = text.split("\n");
   let title: string | undefined;
+  let seenContent = false;
   rows.forEach((row, index) => {
     const lineNo = index + 1;
     const content = row.endsWith("\r") ? row.slice(0, -1) : row;
     if (content.trim() === "") return;
+    const first = !seenContent;
+    seenContent = true;
     let value: unknown;
     try {
       value = JSON.parse(content);
@@ -308,6 +322,9 @@ export function parseTranscript(text: string, source: string): Transcript {
       return;
     }
     const kind = classify(value);
+    if (typeof kind !== "string" && kind.kind === "header" && !first) {
+      problems.push(`${source}:${lineNo}: the {"transcript": …} header must be the first line`);
+    }
     if (typeof kind === "string") {
       problems.push(`${source}:${lineNo}: ${kind}`);
       return;
@@ -319,10 +336,7 @@ export function parseTranscript(text: string, source: string): Transcript {
       }
       return;
     }
-    if (kind.kind === "header") {
-      if (lines.length > 0) problems.push(`${source}:${lineNo}: the {"transcript": …} header must be the first line`);
-      title = (parsed.data as HeaderLine).transcript.title;
-    }
+    if (kind.kind === "header") title = (parsed.data as HeaderLine).transcript.title;
     if (kind.kind === "send" || kind.kind === "recv") {
       const msg = (parsed.data as SendMessageLine | RecvLine).msg as Json;
       const lineProblems: string[] = [];
@@ -331,7 +345,7 @@ export function parseTranscript(text: string, source: string): Transcript {
     }
     lines.push({ line: lineNo, kind: kind.kind, value: parsed.data } as NumberedLine);
   });
-  if (!lines.some((l) => l.kind === "send" || l.kind === "raw" || l.kind === "recv")) {
+  if (problems.length === 0 && !lines.some((l) => l.kind === "send" || l.kind === "raw" || l.kind === "recv")) {
     problems.push(`${source}: the transcript has no send or recv line`);
   }
   if (problems.length > 0) throw new TranscriptFormatError(source, problems);

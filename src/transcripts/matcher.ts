@@ -218,7 +218,8 @@ class Walk {
     }
     if (Object.hasOwn(op, "$exact")) {
       const pattern = op.$exact as Record<string, Json>;
-      if (typeof value !== "object" || value === null || Array.isArray(value)) return this.diff(path, "an object", value);
+      if (typeof value !== "object" || value === null || Array.isArray(value))
+        return this.diff(path, "an object", value);
       for (const key of Object.keys(value)) {
         if (!Object.hasOwn(pattern, key)) {
           this.diff(joinPath(path, key), "no such key ($exact)", (value as Record<string, unknown>)[key]);

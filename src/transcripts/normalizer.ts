@@ -41,7 +41,9 @@ function idKey(id: unknown): string {
 }
 
 function isAbsolutePath(value: unknown): value is string {
-  return typeof value === "string" && (value.startsWith("/") || /^[A-Za-z]:[\\/]/.test(value) || value.startsWith("\\\\"));
+  return (
+    typeof value === "string" && (value.startsWith("/") || /^[A-Za-z]:[\\/]/.test(value) || value.startsWith("\\\\"))
+  );
 }
 
 /** A shape-preserving regex for an embedded generated id or UUID (same prefix, same length of hex). */
@@ -158,7 +160,9 @@ export class Normalizer {
     if (name !== undefined) return { $ref: name };
     const parts = this.split(s, false);
     if (!parts.some((p) => p.kind === "ref") || s.includes("${")) return s;
-    return { $template: parts.map((p) => (p.kind === "ref" ? `\${${p.name}}` : p.kind === "text" ? p.text : "")).join("") };
+    return {
+      $template: parts.map((p) => (p.kind === "ref" ? `\${${p.name}}` : p.kind === "text" ? p.text : "")).join(""),
+    };
   }
 
   private recvString(s: string): Json {
@@ -175,7 +179,9 @@ export class Normalizer {
     if (parts.every((p) => p.kind === "text")) return s;
     const needsRegex = parts.some((p) => p.kind === "capture" || p.kind === "date") || s.includes("${");
     if (!needsRegex) {
-      return { $template: parts.map((p) => (p.kind === "ref" ? `\${${p.name}}` : p.kind === "text" ? p.text : "")).join("") };
+      return {
+        $template: parts.map((p) => (p.kind === "ref" ? `\${${p.name}}` : p.kind === "text" ? p.text : "")).join(""),
+      };
     }
     const introduced = new Set<string>();
     const source = parts

@@ -66,9 +66,7 @@ export async function record(options: RecordOptions): Promise<number> {
     if (normalizer) return normalizer.line(dir, m.value);
     if (dir === "send") {
       const msg = m.value as Record<string, Json> | Json[];
-      return typeof msg === "object" && msg !== null
-        ? { dir: "send", msg }
-        : { dir: "send", raw: m.text };
+      return typeof msg === "object" && msg !== null ? { dir: "send", msg } : { dir: "send", raw: m.text };
     }
     return typeof m.value === "object" && m.value !== null && !Array.isArray(m.value)
       ? { dir: "recv", msg: m.value as Record<string, Json> }

@@ -127,7 +127,6 @@ export async function replayTranscript(transcript: Transcript, options: ReplayOp
     w?.();
   };
 
-
   let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   let startError: Error | undefined;
   const [file, ...args] = command;
@@ -195,7 +194,8 @@ export async function replayTranscript(transcript: Transcript, options: ReplayOp
           return undefined;
         }
       }
-      if (notJson.length > 0) return { line: line.line, reason: `the server wrote a stdout line that is not JSON: ${show(notJson[0], 200)}` };
+      if (notJson.length > 0)
+        return { line: line.line, reason: `the server wrote a stdout line that is not JSON: ${show(notJson[0], 200)}` };
       const remaining = deadline - Date.now();
       if (exit !== undefined || remaining <= 0) {
         const unmatched = received.filter((r) => !r.matched);
@@ -283,7 +283,8 @@ export function loadTranscript(file: string): Transcript | ReplayResult {
   try {
     return parseTranscript(text, file);
   } catch (err) {
-    if (err instanceof TranscriptFormatError) return formatFailure(file, `invalid transcript:\n${err.problems.join("\n")}`);
+    if (err instanceof TranscriptFormatError)
+      return formatFailure(file, `invalid transcript:\n${err.problems.join("\n")}`);
     throw err;
   }
 }

@@ -10,7 +10,7 @@
  */
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { randomDag } from "./support/dag.js";
-import { benchService, openAuthority, type AuthorityKind, type MeterReading } from "./support/in-process.js";
+import { benchService, openAuthority, type AuthorityKind, type Completion, type MeterReading } from "./support/in-process.js";
 
 export interface ScaleOptions {
   mode: "run" | "crash" | "resume";
@@ -26,12 +26,15 @@ export interface ScaleOptions {
   idFile?: string;
   /** Meter the JSON bytes of every write (one extra stringify per write: off for timing runs). */
   countBytes?: boolean;
+  /** How worker results arrive (default `instant`; see `Completion`). */
+  completion?: Completion;
 }
 
 export interface ScaleResult {
   tasks: number;
   authority: AuthorityKind;
   mode: ScaleOptions["mode"];
+  completion: Completion;
   /** plan → planReady (leader plan validated, persisted, announced), ms. */
   planMs: number;
   /** confirm → product.completed, ms (resume: resume call → product.completed). */
@@ -91,8 +94,14 @@ async function runCase(o: ScaleOptions): Promise<ScaleResult> {
   const authority = openAuthority(o.authority, o.file);
   // A crashed process and the one that resumes after it use the same lease owner id: a server restarted with its old
   // id takes its own lease back at once (context.ts). With a new id it would wait for the lease to expire (30 s).
-  const b = benchService(authority, plan, { maxParallelTasks: o.maxParallelTasks, ownerId: "bench-owner" }, o.countBytes ?? false);
-  const result: Partial<ScaleResult> = { tasks: o.tasks, authority: o.authority, mode: o.mode };
+  const b = benchService(
+    authority,
+    plan,
+    { maxParallelTasks: o.maxParallelTasks, ownerId: "bench-owner" },
+    o.countBytes ?? false,
+    o.completion ?? "instant",
+  );
+  const result: Partial<ScaleResult> = { tasks: o.tasks, authority: o.authority, mode: o.mode, completion: o.completion ?? "instant" };
 
   let productId: string;
   let completed: Promise<Record<string, unknown>>;

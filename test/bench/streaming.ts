@@ -27,6 +27,8 @@ export interface StreamingResult {
   serverBaseMb: number;
   /** stdout bytes the client received. */
   bytes: number;
+  /** Server RSS (VmRSS, MB) sampled every 100 ms: the largest sample by the time 25/50/75/100 % were received. */
+  rssByQuarter: number[];
   slow?: SlowReader;
 }
 
@@ -62,6 +64,7 @@ export async function streaming(dir: string, chunks: number, slow?: SlowReader):
       else if (method === "product.completed") onCompleted(String(params.phase));
     },
   });
+  let sampler: NodeJS.Timeout | undefined;
   try {
     await proc.request("initialize", INITIALIZE_PARAMS);
     const serverBaseMb = processMemoryMb(proc.pid)?.rssMb ?? NaN;
@@ -71,6 +74,12 @@ export async function streaming(dir: string, chunks: number, slow?: SlowReader):
     });
     await planReady;
     const t0 = performance.now();
+    const quarters = [0, 0, 0, 0];
+    sampler = setInterval(() => {
+      const rss = processMemoryMb(proc.pid)?.rssMb ?? 0;
+      const q = Math.min(3, Math.floor((received / chunks) * 4));
+      quarters[q] = Math.max(quarters[q] as number, rss);
+    }, 100);
     await proc.request("product.confirm", {
       productId,
       instances: [{ instanceId: "s1", agentId: "streamer", role: "worker" }],
@@ -78,6 +87,8 @@ export async function streaming(dir: string, chunks: number, slow?: SlowReader):
     });
     const phase = await completed;
     const ms = performance.now() - t0;
+    clearInterval(sampler);
+    for (let q = 1; q < 4; q += 1) quarters[q] = Math.max(quarters[q] as number, quarters[q - 1] as number);
     const serverPeakMb = processMemoryMb(proc.pid)?.peakMb ?? NaN;
     if (phase !== "completed") throw new Error(`the streaming product ended ${phase}: ${proc.stderr.slice(-2000)}`);
     return {
@@ -88,9 +99,11 @@ export async function streaming(dir: string, chunks: number, slow?: SlowReader):
       serverPeakMb,
       serverBaseMb,
       bytes: proc.bytesIn,
+      rssByQuarter: quarters,
       ...(slow ? { slow } : {}),
     };
   } finally {
+    clearInterval(sampler);
     await proc.close();
   }
 }

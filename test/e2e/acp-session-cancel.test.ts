@@ -2,7 +2,8 @@
  * `session/cancel` over real stdio (PROTOCOL.md section 4, ACP prompt-turn cancellation): during planning, during the
  * plan's permission request, and during execution, the prompt answers `{stopReason: "cancelled"}` (never an error).
  * An executing product is paused and its worker process is gone by the time the answer arrives; a planning product
- * keeps its phase and the next prompt continues the dialogue (a plan the user has not seen is shown, not run).
+ * keeps its phase and the next prompt continues the dialogue (a plan the user has not seen is shown, not run). The
+ * planning case uses a model-backed leader (test/fixtures/agents/scripted-agent.ts) that takes a while to answer.
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -23,6 +24,14 @@ interface Status {
 }
 
 const confirm = { outcome: { outcome: "selected", optionId: "confirm" } };
+
+/** The plan the scripted leader answers with: one task on the built-in worker. */
+const PLAN = {
+  name: "Release notes",
+  summary: "Write the release notes.",
+  instances: [{ instanceId: "w1", agentId: "builtin-worker", role: "worker" }],
+  tasks: [{ taskId: "t1", title: "Write the notes", description: "Write notes/release.md.", instanceId: "w1", dependsOn: [] }],
+};
 
 function updatesOf(server: ServerHandle, sessionId: string): Update[] {
   return server.notifications
@@ -51,36 +60,61 @@ function pids(workspace: string): number[] {
 }
 
 describe.concurrent("session/cancel over stdio", () => {
-  it("during planning: answers cancelled; the product keeps planning, and the next prompt shows the plan before running it", async () => {
+  it("during planning: answers cancelled while the leader thinks; a later 'yes' shows the finished plan before running it", async () => {
+    // A model-backed leader (the scripted agent) that takes 1.5 s to plan, so the cancel surely lands during planning.
     const workspace = tempDir("acp-cancel-ws-");
+    const script = join(workspace, "lead.script.json");
+    writeFileSync(script, JSON.stringify({ leader: { plan: [{ text: "Thinking it over.", json: PLAN, delayMs: 1_500 }] } }));
+    const config = join(tempDir("acp-cancel-"), "acp-orchestrator.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: [
+          {
+            agentId: "lead",
+            role: "leader",
+            command: process.execPath,
+            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            env: { SCRIPTED_AGENT_SCRIPT: script },
+          },
+        ],
+        leader: "lead",
+      }),
+    );
     const asked: string[] = [];
     const server = await startServer({
       cwd: workspace,
+      args: ["--config", config],
       onPermission: (params) => {
         asked.push((params.toolCall as { toolCallId: string }).toolCallId);
         return confirm;
       },
     });
     const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd: workspace, mcpServers: [] });
-    // The cancel is sent right behind the prompt: it reaches the server while the leader is planning.
-    const answer = prompt(server, sessionId, "Describe the architecture, then document the API");
+    const answer = prompt(server, sessionId, "Write the release notes");
     await cancel(server, sessionId);
     expect(await answer).toEqual({ stopReason: "cancelled" });
     expect(asked).toEqual([]);
+    // "Paused" for a planning product: it keeps its phase (pause is only for executing/paused) and nothing runs.
     const during = await onlyProduct(server);
-    expect(["planning", "awaiting_confirmation"]).toContain(during.phase);
+    expect(during.phase).toBe("planning");
     expect(updatesOf(server, sessionId).some((u) => u.sessionUpdate === "tool_call")).toBe(false);
 
-    // A confirm word never runs a plan the user has not seen: the plan is shown and asked for first.
+    // "yes" while (or after) the leader finishes: the plan is shown and asked for, never run unseen.
     const mark = updatesOf(server, sessionId).length;
     expect(await prompt(server, sessionId, "yes")).toEqual({ stopReason: "end_turn" });
     expect(asked).toHaveLength(1);
     const next = updatesOf(server, sessionId).slice(mark);
+    const said = next.filter((u) => u.sessionUpdate === "agent_message_chunk").map((u) => u.content?.text ?? "").join("");
+    expect(said).toContain("Thinking it over.");
     const planAt = next.findIndex((u) => u.sessionUpdate === "plan");
     const firstTool = next.findIndex((u) => u.sessionUpdate === "tool_call");
     expect(planAt).toBeGreaterThanOrEqual(0);
     expect(planAt).toBeLessThan(firstTool);
-    expect((await onlyProduct(server)).phase).toBe("completed");
+    expect(said).toContain("Done: all 1 task completed.");
+    const done = await onlyProduct(server);
+    expect(done.phase).toBe("completed");
+    expect(done.tasks.map((t) => t.taskId)).toEqual(["t1"]);
     expect(await server.close()).toBe(0);
   });
 

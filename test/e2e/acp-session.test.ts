@@ -4,10 +4,11 @@
  * on built-in worker subprocesses. Every `session/update` and permission request is checked against the ACP v1 JSON
  * Schema shipped in the SDK (`schema/v1/schema.json`).
  */
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { isJsonRpcLine, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -223,28 +224,64 @@ describe.concurrent("ACP session surface over stdio", () => {
     expect(firstPlan.entries).toHaveLength(2);
 
     const mark = updatesOf(server, sessionId).length;
-    expect(await prompt(server, sessionId, "Also add a changelog entry")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "Remove task 2")).toEqual({ stopReason: "end_turn" });
     const second = updatesOf(server, sessionId).slice(mark);
     const revisedPlan = second.find((u) => u.sessionUpdate === "plan")!;
-    expect(revisedPlan.entries?.map((e) => e.content)).toContain("Add a changelog entry");
-    expect(revisedPlan.entries).toHaveLength(3);
-    expect(second.filter((u) => u.sessionUpdate === "tool_call")).toHaveLength(3);
-    expect(textOf(second)).toContain("Done: all 3 tasks completed");
+    expect(revisedPlan.entries?.map((e) => e.content)).toEqual([firstPlan.entries![0]!.content]);
+    expect(second.filter((u) => u.sessionUpdate === "tool_call")).toHaveLength(1);
+    expect(textOf(second)).toContain("Done: all 1 task completed");
     expect(asked).toHaveLength(2);
-    expect((asked[1]!.toolCall as { title: string }).title).toContain("3 tasks");
+    expect((asked[1]!.toolCall as { title: string }).title).toContain("(1 task)");
 
     // A new product in the same session (the last one is completed): the question is dismissed, then "GO" runs it.
     const mark2 = updatesOf(server, sessionId).length;
-    expect(await prompt(server, sessionId, "Summarise the changes")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "Summarise the changes, then file them")).toEqual({ stopReason: "end_turn" });
     expect(textOf(updatesOf(server, sessionId).slice(mark2))).toContain('reply "confirm" to run it');
     expect(updatesOf(server, sessionId).slice(mark2).some((u) => u.sessionUpdate === "tool_call")).toBe(false);
     const mark3 = updatesOf(server, sessionId).length;
     expect(await prompt(server, sessionId, "GO")).toEqual({ stopReason: "end_turn" });
     expect(asked).toHaveLength(3);
-    expect(textOf(updatesOf(server, sessionId).slice(mark3))).toMatch(/Done: all \d+ tasks? completed/);
+    expect(textOf(updatesOf(server, sessionId).slice(mark3))).toContain("Done: all 2 tasks completed");
 
     const list = await server.request<{ products: { phase: string }[] }>("product.list", {});
     expect(list.products.map((p) => p.phase).sort()).toEqual(["completed", "completed"]);
+    expectValidUpdates(server);
+    expect(await server.close()).toBe(0);
+  });
+
+  it("ends the turn when a task waits for an answer; the next prompt answers it and the task runs again", async () => {
+    const workspace = tempDir("acp-session-ws-");
+    const config = join(tempDir(), "acp-orchestrator.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: [{ agentId: "asking", command: process.execPath, args: ["--import", tsxLoader, join(fixturesDir, "asking-agent.ts")] }],
+      }),
+    );
+    const server = await startServer({ cwd: workspace, args: ["--config", config], onPermission: () => confirm });
+    const sessionId = await newSession(server, workspace);
+    expect(await prompt(server, sessionId, "Design the schema, then write the code")).toEqual({ stopReason: "end_turn" });
+    const first = updatesOf(server, sessionId);
+    expect(textOf([first.at(-1)!])).toBe(
+      'Task t1 "Design the schema" needs an answer: Which database should the service use?\nReply with your answer and the task will run again.',
+    );
+    expect(first.filter((u) => u.toolCallId === "t1").at(-1)).toMatchObject({
+      status: "pending",
+      content: [{ type: "content", content: { type: "text", text: "Waiting for an answer: Which database should the service use?" } }],
+    });
+    const { products } = await server.request<{ products: { productId: string; phase: string }[] }>("product.list", {});
+    expect(products[0]?.phase).toBe("executing");
+
+    expect(await prompt(server, sessionId, "PostgreSQL")).toEqual({ stopReason: "end_turn" });
+    const second = updatesOf(server, sessionId).slice(first.length);
+    expect(textOf(second)).toContain("Passed your answer to task t1");
+    expect(second.filter((u) => u.toolCallId === "t1").map((u) => u.status)).toEqual(["pending", "in_progress", "pending"]);
+    expect(textOf([second.at(-1)!])).toContain("needs an answer");
+    const status = await server.request<{ tasks: { taskId: string; attempts: number; description: string }[] }>("product.status", {
+      productId: products[0]!.productId,
+    });
+    expect(status.tasks[0]).toMatchObject({ taskId: "t1", attempts: 2 });
+    expect(status.tasks[0]?.description).toContain("PostgreSQL");
     expectValidUpdates(server);
     expect(await server.close()).toBe(0);
   });

@@ -13,11 +13,18 @@
  * restart) started again afterwards, and no task started twice under one server; no task is missing (every task
  * completed exactly once in the final status); every stored event and record parses with the schemas of
  * src/core/product/records.ts and every event stream is gap-free; the final outputs equal the uninterrupted run's
- * (and the outputs the DAG implies); no logging-agent process outlives its killed server by 5 s.
+ * (and the outputs the DAG implies); no task logged more starts than its persisted attempts; every logging agent
+ * running when its server was killed exits on its own (stdin EOF), and none is left 5 s after the run.
  *
- * CI mode: 50 kill points (about a minute). Longer local mode: `CRASH_KILLS=500 npx vitest run
- * test/e2e/crash-resume.test.ts` or `npx tsx scripts/crash-soak.ts --kills 500`. Other knobs: CRASH_SEED,
- * CRASH_LANES (kill lanes, default 2), CRASH_MAX_DELAY_MS (default 1500), CRASH_TIMEOUT_MS.
+ * A kill moment is drawn (seeded) as "after n task status changes since the server (re)started and resumed, n in
+ * [0, 12), then 0-300 ms more": anchored to progress rather than to wall time, so the kills spread over the whole run
+ * on a fast or a heavily loaded machine alike. A quarter of the kills instead hit the `product.resume` call itself
+ * (0-40 ms after it was sent). Restarts alternate (seeded) between a fresh lease owner id, which waits for the dead
+ * owner's 1.5 s lease to expire, and the lane's own owner id, which takes its lease back at once.
+ *
+ * CI mode: 50 kill points. Longer local mode: `CRASH_KILLS=500 npx vitest run test/e2e/crash-resume.test.ts` or
+ * `npx tsx scripts/crash-soak.ts --kills 500`. Other knobs: CRASH_SEED, CRASH_LANES (kill lanes, default 2),
+ * CRASH_MAX_STEPS (default 12), CRASH_TIMEOUT_MS, CRASH_DEBUG=1 (progress on stderr, server debug logs).
  *
  * The agent is transpiled once to a plain `.mjs` file (its only bare import rewritten to the SDK's absolute URL) and
  * started with plain `node`: through tsx every one of the few hundred agent starts costs twice the CPU.
@@ -42,8 +49,15 @@ import { startServer, tempDir, type ServerHandle } from "../support/server-proce
 const KILLS = Number(process.env.CRASH_KILLS ?? 50);
 const SEED = Number(process.env.CRASH_SEED ?? 20_260_401);
 const KILL_LANES = Number(process.env.CRASH_LANES ?? 2);
-const MAX_KILL_DELAY_MS = Number(process.env.CRASH_MAX_DELAY_MS ?? 1_500);
-const TIMEOUT_MS = Number(process.env.CRASH_TIMEOUT_MS ?? Math.max(170_000, KILLS * 4_000));
+/** A kill comes after up to this many task status changes since the (re)start, then up to 300 ms more. */
+const MAX_STEPS = Number(process.env.CRASH_MAX_STEPS ?? 12);
+/**
+ * How long an agent orphaned by a kill may take to exit. It exits as soon as it reads stdin's EOF (~20 ms when idle or
+ * mid-turn); one killed while still loading the SDK (~0.25 s of CPU) first finishes loading, which on a machine loaded
+ * 10x over its cores took up to several seconds. The run-end check (nothing left 5 s after the run) stays strict.
+ */
+const ORPHAN_LIMIT_MS = 15_000;
+const TIMEOUT_MS = Number(process.env.CRASH_TIMEOUT_MS ?? Math.max(240_000, KILLS * 5_000));
 
 // ---------------------------------------------------------------------------------------------------------------
 // The DAG
@@ -126,18 +140,35 @@ function compileAgent(dir: string): string {
   return file;
 }
 
-/** Pids of live (non-zombie) processes whose command line contains `token`. Linux /proc only. */
-function processesWith(token: string): number[] {
+/** State letter and parent pid of a process from /proc/<pid>/stat, or `null` when it is gone. Linux only. */
+function procStat(pid: number): { state: string; ppid: number } | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const rest = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: rest[0] ?? "?", ppid: Number(rest[1]) };
+  } catch {
+    return null;
+  }
+}
+
+/** True while `pid` is a live process (a zombie counts as gone). */
+const alive = (pid: number): boolean => {
+  const st = procStat(pid);
+  return st !== null && st.state !== "Z";
+};
+
+/** Pids of live processes whose command line contains `token` (and, when given, whose parent is `parent`). */
+function processesWith(token: string, parent?: number): number[] {
   const pids: number[] = [];
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(token)) continue;
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
-      if (stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z") pids.push(Number(entry));
     } catch {
-      // the process ended while we looked
+      continue; // the process ended while we looked
     }
+    const st = procStat(Number(entry));
+    if (st && st.state !== "Z" && (parent === undefined || st.ppid === parent)) pids.push(Number(entry));
   }
   return pids;
 }
@@ -224,14 +255,26 @@ interface Generation {
   completedAtStart: Set<string>;
 }
 
+/** One kill point: what the kill was anchored to and how far the run had got. */
+interface KillPoint {
+  /** `progress`: after `steps` task status changes and `ms` more; `resume`: `ms` after product.resume was sent. */
+  kind: "progress" | "resume";
+  steps: number;
+  ms: number;
+  /** Task completions persisted when the kill came. */
+  completedBefore: number;
+}
+
 interface LaneResult {
   name: string;
-  kills: { delayMs: number; completedBefore: number }[];
-  runs: { productId: string; outputs: Map<string, string>; kills: number }[];
+  kills: KillPoint[];
+  runs: { productId: string; tasks: TaskState[]; kills: number }[];
   generations: Generation[];
   log: ExecutionLogLine[];
   store: StoreChecker;
   token: string;
+  /** Logging agents that were running when their server was killed: whether and how soon each exited. */
+  orphans: { pid: number; exited: boolean; afterMs: number }[];
   ms: number;
 }
 
@@ -243,8 +286,9 @@ class Lane {
   readonly token: string;
   readonly store = new StoreChecker(this.statePath);
   readonly generations: Generation[] = [];
-  readonly kills: LaneResult["kills"] = [];
+  readonly kills: KillPoint[] = [];
   readonly runs: LaneResult["runs"] = [];
+  private readonly orphanChecks: Promise<LaneResult["orphans"]>[] = [];
   private readonly random: () => number;
 
   constructor(
@@ -286,7 +330,8 @@ class Lane {
   private start(): Promise<ServerHandle> {
     const env: Record<string, string> = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "1500" };
     if (this.random() < 0.5) env.ACP_ORCHESTRATOR_OWNER_ID = `${this.name}-owner`;
-    return startServer({ statePath: this.statePath, cwd: this.workspace, args: ["--log-level", "warn"], env });
+    const level = process.env.CRASH_DEBUG ? "debug" : "warn";
+    return startServer({ statePath: this.statePath, cwd: this.workspace, args: ["--log-level", level], env });
   }
 
   /** `product.plan`, waits for the leader's plan, then confirms the crash DAG in its place. */
@@ -300,7 +345,7 @@ class Lane {
     return productId;
   }
 
-  /** `product.resume`, retried while another owner's lease (-32012) is still current, until `stop()` says so. */
+  /** `product.resume`, retried while the dead owner's lease is still current (-32012), until `stop()` says so. */
   private async resume(server: ServerHandle, productId: string, stop: () => boolean): Promise<void> {
     for (;;) {
       try {
@@ -314,21 +359,43 @@ class Lane {
     }
   }
 
-  /** Whether `server` announced the completion of `productId`. */
   private static done(server: ServerHandle, productId: string): boolean {
     return server.notifications.some((n) => n.method === "product.completed" && n.params.productId === productId);
   }
 
+  private static steps(server: ServerHandle, productId: string): number {
+    return server.notifications.filter((n) => n.method === "product.taskStatus" && n.params.productId === productId).length;
+  }
+
   /**
    * One kill point: SIGKILLs `server`, starts a new one on the same files, reads the product's status (what was
-   * persisted), records the generation, checks that no completion was lost and that every stored record parses.
+   * persisted), records the generation, checks that no completion was lost and that every stored record parses, and
+   * starts watching that the killed server's logging agents exit within 5 s.
    */
-  private async killAndRestart(server: ServerHandle, productId: string, delayMs: number): Promise<{ server: ServerHandle; status: Status }> {
-    const completedBefore = (await this.persistedCompletions(productId)).size;
-    this.debug(`kill after ${delayMs} ms (${completedBefore} completed)`);
+  private async killAndRestart(
+    server: ServerHandle,
+    productId: string,
+    point: Omit<KillPoint, "completedBefore">,
+  ): Promise<{ server: ServerHandle; status: Status }> {
+    const completedBefore = this.persistedCompletions(productId).size;
+    const serverPid = server.child.pid ?? -1;
+    const agents = processesWith(this.token, serverPid);
     await server.kill();
     this.killsLeft -= 1;
-    this.kills.push({ delayMs, completedBefore });
+    this.kills.push({ ...point, completedBefore });
+    this.debug(`killed (${JSON.stringify(point)}, ${completedBefore} completed, ${agents.length} agents running)`);
+    const killedAt = Date.now();
+    this.orphanChecks.push(
+      Promise.all(
+        agents.map(async (pid) => {
+          const exited = await until(() => !alive(pid), "an orphaned agent to exit", ORPHAN_LIMIT_MS).then(
+            () => true,
+            () => false,
+          );
+          return { pid, exited, afterMs: Date.now() - killedAt };
+        }),
+      ),
+    );
     const next = await this.start();
     const status = await next.request<Status>("product.status", { productId });
     this.debug(`restarted: ${status.phase}, ${status.progress.completed} completed`);
@@ -341,6 +408,7 @@ class Lane {
     return { server: next, status };
   }
 
+  /** Runs the DAG again and again, killing the server at drawn moments, until this lane's kills are used up. */
   async run(): Promise<LaneResult> {
     const t0 = Date.now();
     let server = await this.start();
@@ -350,38 +418,38 @@ class Lane {
       let killsThisRun = 0;
       let needsResume = false;
       for (;;) {
-        if (needsResume) {
-          needsResume = false;
-          if (this.killsLeft > 0 && this.random() < 0.25) {
-            // A quarter of the kill points hit the resume itself (its commit of interrupted tasks, the first wave).
-            let killed = false;
-            const resumed = this.resume(server, productId, () => killed).catch(() => undefined);
-            const delayMs = Math.floor(this.random() * 40);
-            await sleep(delayMs);
-            killed = true;
-            const restarted = await this.killAndRestart(server, productId, delayMs);
-            await resumed;
-            server = restarted.server;
-            killsThisRun += 1;
-            if (restarted.status.phase === "completed") break;
-            expect(restarted.status.phase).toBe("executing");
-            needsResume = true;
-            continue;
-          }
-          const t = Date.now();
-          await this.resume(server, productId, () => false);
-          this.debug(`resumed in ${Date.now() - t} ms`);
+        if (needsResume && this.killsLeft > 0 && this.random() < 0.25) {
+          // Kill while the resume is being served (its commit of interrupted tasks, the first wave).
+          let killed = false;
+          const resumed = this.resume(server, productId, () => killed).catch(() => undefined);
+          const ms = Math.floor(this.random() * 40);
+          await sleep(ms);
+          killed = true;
+          const restarted = await this.killAndRestart(server, productId, { kind: "resume", steps: 0, ms });
+          await resumed;
+          server = restarted.server;
+          killsThisRun += 1;
+          if (restarted.status.phase === "completed") break;
+          expect(restarted.status.phase).toBe("executing");
+          continue;
         }
+        if (needsResume) await this.resume(server, productId, () => false);
+        needsResume = false;
         const current = server;
         if (this.killsLeft === 0) {
-          await until(() => Lane.done(current, productId), `${this.name}: ${productId} to complete`, 120_000);
+          await until(() => Lane.done(current, productId), `${this.name}: ${productId} to complete`, 300_000);
           break;
         }
-        const delayMs = Math.floor(this.random() * MAX_KILL_DELAY_MS);
-        const deadline = Date.now() + delayMs;
-        await until(() => Lane.done(current, productId) || Date.now() >= deadline, "the kill moment", delayMs + 60_000);
+        const steps = Math.floor(this.random() * MAX_STEPS);
+        const ms = Math.floor(this.random() * 300);
+        await until(
+          () => Lane.done(current, productId) || Lane.steps(current, productId) >= steps,
+          `${this.name}: ${steps} task status changes`,
+          300_000,
+        );
+        await sleep(ms);
         if (Lane.done(current, productId)) break;
-        const restarted = await this.killAndRestart(current, productId, delayMs);
+        const restarted = await this.killAndRestart(current, productId, { kind: "progress", steps, ms });
         server = restarted.server;
         killsThisRun += 1;
         if (restarted.status.phase === "completed") break;
@@ -391,8 +459,7 @@ class Lane {
       const final = await server.request<Status>("product.status", { productId });
       expect(final.phase, `${this.name}: ${productId}`).toBe("completed");
       expect(final.dropped).toBe(0);
-      expect(final.tasks.map((t) => [t.taskId, t.status])).toEqual(DAG.map((t) => [t.taskId, "completed"]));
-      this.runs.push({ productId, outputs: new Map(final.tasks.map((t) => [t.taskId, t.output ?? ""])), kills: killsThisRun });
+      this.runs.push({ productId, tasks: final.tasks, kills: killsThisRun });
       if (this.killsLeft === 0) break;
     }
     expect(await server.close()).toBe(0);
@@ -409,12 +476,13 @@ class Lane {
       log,
       store: this.store,
       token: this.token,
+      orphans: (await Promise.all(this.orphanChecks)).flat(),
       ms: Date.now() - t0,
     };
   }
 
   /** Completed task ids as persisted right now (read-only connection beside the running server). */
-  private async persistedCompletions(productId: string): Promise<Set<string>> {
+  private persistedCompletions(productId: string): Set<string> {
     const db = new Database(this.statePath, { readonly: true, fileMustExist: true });
     try {
       const rows = db
@@ -469,24 +537,50 @@ describe("crash-resume under kill -9 (issue 4)", () => {
       const results = await Promise.all(lanes.map((l) => l.run()));
       const [reference, ...killed] = results as [LaneResult, ...LaneResult[]];
 
-      // Every completion in every run equals the uninterrupted run's output, which is what the DAG implies.
+      // None missing: every task of every run completed exactly once in the final status.
+      for (const lane of results) {
+        for (const run of lane.runs) {
+          expect(run.tasks.map((t) => [t.taskId, t.status]), `${lane.name} ${run.productId}`).toEqual(
+            DAG.map((t) => [t.taskId, "completed"]),
+          );
+        }
+      }
+      // The final result equals the uninterrupted run's, which is what the DAG implies.
+      const outputs = (tasks: TaskState[]): Map<string, string> => new Map(tasks.map((t) => [t.taskId, t.output ?? ""]));
       const implied = impliedOutputs();
       expect(reference.runs).toHaveLength(1);
-      expect(reference.runs[0]?.outputs).toEqual(implied);
-      for (const lane of killed) for (const run of lane.runs) expect(run.outputs, `${lane.name} ${run.productId}`).toEqual(implied);
+      expect(outputs(reference.runs[0]?.tasks ?? [])).toEqual(implied);
+      for (const lane of killed) {
+        for (const run of lane.runs) expect(outputs(run.tasks), `${lane.name} ${run.productId}`).toEqual(implied);
+      }
 
-      // Nothing repeated; the reference ran each task exactly once.
+      // Nothing repeated: no completed task ran again, no task started twice under one server, and no task logged
+      // more executions than its persisted attempts. The reference ran every task exactly once.
       let starts = 0;
-      for (const lane of results) starts += checkNothingRepeated(lane);
+      for (const lane of results) {
+        starts += checkNothingRepeated(lane);
+        for (const run of lane.runs) {
+          for (const t of run.tasks) {
+            const logged = lane.log.filter((l) => l.event === "start" && l.productId === run.productId && l.taskId === t.taskId);
+            expect(logged.length, `${lane.name} ${t.taskId}`).toBeLessThanOrEqual(t.attempts);
+            expect(logged.length, `${lane.name} ${t.taskId}`).toBeGreaterThanOrEqual(1);
+          }
+        }
+      }
       expect(reference.log.filter((l) => l.event === "start")).toHaveLength(DAG.length);
+      expect(reference.runs[0]?.tasks.every((t) => t.attempts === 1)).toBe(true);
 
       const killPoints = killed.reduce((n, l) => n + l.kills.length, 0);
       expect(killPoints).toBe(KILLS);
-      // The kills landed at many different moments of the runs, not only before the first completion.
+      // The kills landed at many different points of the runs, not only before the first completion.
       const moments = new Set(killed.flatMap((l) => l.kills.map((k) => k.completedBefore)));
-      expect(moments.size).toBeGreaterThanOrEqual(Math.min(10, Math.floor(KILLS / 4)));
+      expect(moments.size).toBeGreaterThanOrEqual(Math.min(12, Math.floor(KILLS / 4)));
 
-      // Workers do not outlive their killed servers: stdin EOF ends them.
+      // Workers do not outlive their killed server: every agent running at a kill exited on its own (stdin EOF), and
+      // none of any lane is left 5 s after the run.
+      const orphans = killed.flatMap((l) => l.orphans);
+      expect(orphans.filter((o) => !o.exited)).toEqual([]);
+      const slowestOrphanMs = Math.max(0, ...orphans.map((o) => o.afterMs));
       for (const lane of results) {
         await until(() => processesWith(lane.token).length === 0, `${lane.name}: logging agents to exit`, 5_000);
       }
@@ -494,9 +588,11 @@ describe("crash-resume under kill -9 (issue 4)", () => {
       const runs = killed.reduce((n, l) => n + l.runs.length, 0);
       const rows = results.reduce((n, l) => n + l.store.events, 0);
       console.info(
-        `crash-resume: ${killPoints} kill points over ${runs} interrupted runs of ${DAG.length} tasks in ${killed.length} lanes ` +
-          `(seed ${SEED}); ${starts} worker starts for ${(runs + 1) * DAG.length} completions; ${rows} events checked; ` +
-          `lanes ${results.map((l) => `${l.name} ${(l.ms / 1000).toFixed(1)} s`).join(", ")}; total ${((Date.now() - t0) / 1000).toFixed(1)} s`,
+        `crash-resume: ${killPoints} kill points (${killed.reduce((n, l) => n + l.kills.filter((k) => k.kind === "resume").length, 0)} during resume) ` +
+          `over ${runs} runs of ${DAG.length} tasks in ${killed.length} lanes (seed ${SEED}), ${moments.size} distinct progress levels; ` +
+          `${starts} worker starts for ${(runs + 1) * DAG.length} completions; ${orphans.length} orphaned agents all exited (slowest after ${slowestOrphanMs} ms); ` +
+          `${rows} events checked; lanes ${results.map((l) => `${l.name} ${(l.ms / 1000).toFixed(1)} s`).join(", ")}; ` +
+          `total ${((Date.now() - t0) / 1000).toFixed(1)} s`,
       );
     },
     TIMEOUT_MS,

@@ -282,7 +282,9 @@ export const scenarios: Scenario[] = [
       "params that fail their schema (-32602 with issue paths), and an unknown session (-32002 {kind: session, id}).",
     async run(c) {
       await init(c);
-      c.note("-32602: a relative cwd, a missing sessionId, a wrong type, a prompt that is not an array, a blank prompt.");
+      c.note(
+        "-32602: a relative cwd, a missing sessionId, a wrong type, a prompt that is not an array, a blank prompt.",
+      );
       errorCode(await c.call("session/new", { cwd: "relative/dir", mcpServers: [] }), -32602);
       errorCode(await c.call("session/load", { cwd: c.workspace, mcpServers: [] }), -32602);
       errorCode(await c.call("session/list", { cwd: "./here" }), -32602);
@@ -318,14 +320,18 @@ export const scenarios: Scenario[] = [
       errorCode(await c.call("product.plan", { goal: "Write docs", cwd: "docs" }), -32602);
       errorCode(await c.call("product.plan", { goal: "   ", cwd: c.workspace }), -32602);
       errorCode(await c.call("product.plan", { goal: "Write docs", cwd: c.workspace, priority: "high" }), -32602);
-      errorCode(await c.call("product.plan", { goal: "Write docs", cwd: c.workspace, budget: { maxTokens: 5 } }), -32602);
+      errorCode(
+        await c.call("product.plan", { goal: "Write docs", cwd: c.workspace, budget: { maxTokens: 5 } }),
+        -32602,
+      );
       c.note("Nothing was created by the refused calls: only the two products are listed.");
       result(await c.call("product.list", {}));
     },
   },
   {
     name: "product.message",
-    title: "product.message: revision during planning, a message while paused (leader mutations), -32602, -32002, -32010",
+    title:
+      "product.message: revision during planning, a message while paused (leader mutations), -32602, -32002, -32010",
     description:
       "PROTOCOL.md section 5: during awaiting_confirmation a message revises the plan ({response, plan} and a new " +
       "planReady); while paused the leader answers with mutations (dagMutated by leader); -32602 for a missing " +
@@ -380,7 +386,10 @@ export const scenarios: Scenario[] = [
       const [ok, again] = await c.callTogether(
         [
           "product.confirm",
-          { productId, tasks: [{ taskId: "only", title: "Only task", description: "Write a note", instanceId, dependsOn: [] }] },
+          {
+            productId,
+            tasks: [{ taskId: "only", title: "Only task", description: "Write a note", instanceId, dependsOn: [] }],
+          },
         ],
         ["product.confirm", { productId }],
       );
@@ -538,7 +547,8 @@ export const scenarios: Scenario[] = [
   },
   {
     name: "product.replayTask",
-    title: "product.replayTask: replay t1 and its dependents; -32602, -32002 (product, task), -32010 (phase, task status)",
+    title:
+      "product.replayTask: replay t1 and its dependents; -32602, -32002 (product, task), -32010 (phase, task status)",
     description:
       "PROTOCOL.md section 5: replaying t1 of a completed product resets t1 and t2 ({reset: [t1, t2]}) and runs " +
       "them again to completion; -32002 for an unknown task or product; -32010 while awaiting confirmation and for " +
@@ -589,10 +599,16 @@ export const scenarios: Scenario[] = [
         }),
         -32014,
       );
-      errorCode(await c.call("product.mutate", { productId, mutations: [{ op: "removeTask", taskId: "t-unknown" }] }), -32014);
+      errorCode(
+        await c.call("product.mutate", { productId, mutations: [{ op: "removeTask", taskId: "t-unknown" }] }),
+        -32014,
+      );
       errorCode(await c.call("product.mutate", { productId, mutations: [{ op: "explode", taskId: "t1" }] }), -32602);
       errorCode(
-        await c.call("product.mutate", { productId: "prd_does_not_exist", mutations: [{ op: "removeTask", taskId: "t1" }] }),
+        await c.call("product.mutate", {
+          productId: "prd_does_not_exist",
+          mutations: [{ op: "removeTask", taskId: "t1" }],
+        }),
         -32002,
       );
       c.note("While paused: an added task is announced with dagMutated and the whole DAG.");
@@ -603,7 +619,13 @@ export const scenarios: Scenario[] = [
           mutations: [
             {
               op: "addTask",
-              task: { taskId: "t3", title: "Write the docs", description: "Document the parser", instanceId: "i1", dependsOn: ["t2"] },
+              task: {
+                taskId: "t3",
+                title: "Write the docs",
+                description: "Document the parser",
+                instanceId: "i1",
+                dependsOn: ["t2"],
+              },
             },
           ],
         }),

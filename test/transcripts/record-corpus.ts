@@ -110,7 +110,9 @@ export class ScriptClient {
         return this.received[i]!;
       }
       if (Date.now() > deadline) {
-        throw new Error(`timed out; received:\n${this.received.map((m) => JSON.stringify(m).slice(0, 200)).join("\n")}`);
+        throw new Error(
+          `timed out; received:\n${this.received.map((m) => JSON.stringify(m).slice(0, 200)).join("\n")}`,
+        );
       }
       await new Promise<void>((r) => {
         const t = setTimeout(r, Math.max(1, deadline - Date.now()));
@@ -184,7 +186,9 @@ function restoreCapturingLines(lines: (TranscriptLine | Dropped)[]): void {
 
 /** Post-processing of one recording (see the file header). */
 function finish(scenario: Scenario, client: ScriptClient, file: string): void {
-  const rows = readFileSync(file, "utf8").split("\n").filter((l) => l.trim() !== "");
+  const rows = readFileSync(file, "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "");
   const out: (TranscriptLine | Dropped)[] = [
     { transcript: { version: 1, title: scenario.title, description: scenario.description } },
   ];
@@ -217,7 +221,11 @@ function finish(scenario: Scenario, client: ScriptClient, file: string): void {
   }
   for (const text of client.notes.get(sendIndex) ?? []) out.push({ comment: text });
   restoreCapturingLines(out);
-  const text = out.filter((l) => !("dropped" in l)).map((l) => JSON.stringify(l)).join("\n") + "\n";
+  const text =
+    out
+      .filter((l) => !("dropped" in l))
+      .map((l) => JSON.stringify(l))
+      .join("\n") + "\n";
   parseTranscript(text, file); // validates what we are about to write
   writeFileSync(file, text);
 }
@@ -227,7 +235,19 @@ async function recordScenario(scenario: Scenario): Promise<void> {
   const file = join(OUT_DIR, `${scenario.name}.jsonl`);
   const child = spawn(
     process.execPath,
-    [CLI, "record", "--out", file, "--normalize", "--", process.execPath, CLI, "serve", "--state", join(dirs.stateDir, "state.db")],
+    [
+      CLI,
+      "record",
+      "--out",
+      file,
+      "--normalize",
+      "--",
+      process.execPath,
+      CLI,
+      "serve",
+      "--state",
+      join(dirs.stateDir, "state.db"),
+    ],
     { cwd: dirs.stateDir, stdio: ["pipe", "pipe", "pipe"] },
   );
   let stderr = "";
@@ -239,7 +259,9 @@ async function recordScenario(scenario: Scenario): Promise<void> {
     await scenario.run(client);
   } catch (err) {
     child.kill("SIGKILL");
-    throw new Error(`${scenario.name}: ${err instanceof Error ? err.message : String(err)}\nstderr: ${stderr.slice(-3000)}`);
+    throw new Error(
+      `${scenario.name}: ${err instanceof Error ? err.message : String(err)}\nstderr: ${stderr.slice(-3000)}`,
+    );
   }
   const code = await client.close();
   if (code !== 0) throw new Error(`${scenario.name}: the recorded server exited with ${code}\n${stderr.slice(-3000)}`);

@@ -765,6 +765,7 @@ class LeaderConversation {
               : `the leader agent "${this.options.agentId}" did not start within ${this.options.startTimeoutMs} ms`,
           );
         case "exited":
+          if (this.closing !== undefined) throw new Error(`the leader agent "${this.options.agentId}" was closed`);
           throw new Error(await this.exitMessage(settled.exit, "during its turn"));
         case "error": {
           if (signal.aborted) throw abortReason(signal);

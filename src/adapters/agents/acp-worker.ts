@@ -198,6 +198,8 @@ interface AttemptOptions {
   permissions: PermissionPolicy;
   /** The current forwarder (read at request time, so it can be installed after the pool was built). */
   forwarder: () => PermissionForwarder | undefined;
+  /** The current output gate (read before each read of a worker's stdout; see `AcpWorkerPool.setOutputGate`). */
+  outputGate: () => OutputGate | undefined;
   clientName: string;
   clientVersion: string;
 }
@@ -277,6 +279,33 @@ export interface WorkerPermissionRequest {
  * was asked and failed to answer: the worker is then denied, whatever the policy says.
  */
 export type PermissionForwarder = (request: WorkerPermissionRequest) => Promise<RequestPermissionResponse | undefined>;
+
+/** Resolves when the consumer of worker output can take more (see `AcpWorkerPool.setOutputGate`). Never rejects. */
+export type OutputGate = () => Promise<void>;
+
+/**
+ * A worker's stdout as a web stream that reads on only once `gate()` (read anew before every read; none = open)
+ * resolved. While the gate is closed nothing is read, so the child's pipe fills and its own writes wait: end-to-end
+ * backpressure, with at most one chunk (the pipe's size) read ahead. Cancelling the stream cancels the source.
+ */
+export function gatedReadable(source: Readable, gate: () => OutputGate | undefined): ReadableStream<Uint8Array> {
+  const reader = (Readable.toWeb(source) as ReadableStream<Uint8Array>).getReader();
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const wait = gate();
+        if (wait !== undefined) await wait();
+        const { value, done } = await reader.read();
+        if (done) controller.close();
+        else controller.enqueue(value);
+      },
+      cancel(reason) {
+        return reader.cancel(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
 
 /** An attempt's result before the child has exited: failures get their stderr tail only at the very end. */
 type Draft = WorkerResult | { outcome: "failedWithTail"; what: string };
@@ -428,7 +457,7 @@ class TaskAttempt {
       .onRequest(methods.client.fs.writeTextFile, ({ params }) => this.onWriteTextFile(params));
     const stream = ndJsonStream(
       Writable.toWeb(child.stdin) as WritableStream<Uint8Array>,
-      Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>,
+      gatedReadable(child.stdout, this.options.outputGate),
     );
     return app.connectWith(stream, async (ctx) => {
       this.ctx = ctx;
@@ -775,6 +804,7 @@ export class AcpWorkerPool implements WorkerPort {
   private shuttingDown = false;
   private readonly options: AttemptOptions;
   private forwarder: PermissionForwarder | undefined;
+  private outputGate: OutputGate | undefined;
 
   constructor(options: AcpWorkerPoolOptions) {
     const graceMs = options.graceMs ?? 2_000;
@@ -794,6 +824,7 @@ export class AcpWorkerPool implements WorkerPort {
       taskTimeoutMs: options.taskTimeoutMs,
       permissions: options.permissions ?? "deny",
       forwarder: () => this.forwarder,
+      outputGate: () => this.outputGate,
       clientName: options.clientName ?? "acp-orchestrator",
       clientVersion: options.clientVersion ?? "dev",
     };
@@ -805,6 +836,16 @@ export class AcpWorkerPool implements WorkerPort {
    */
   setPermissionForwarder(forwarder: PermissionForwarder | undefined): void {
     this.forwarder = forwarder;
+  }
+
+  /**
+   * Installs (or, with `undefined`, removes) the output gate: before each read of a worker's stdout the pool awaits
+   * it, so a client that reads the server's notifications slowly holds the workers back (their stdout pipe fills and
+   * their writes wait) instead of growing this process's memory (issue 7, streaming). The server wires its
+   * connection's `whenWritable`. Takes effect for reads that start later, including those of running attempts.
+   */
+  setOutputGate(gate: OutputGate | undefined): void {
+    this.outputGate = gate;
   }
 
   /** Number of task attempts currently running (each has at most one live child process). */

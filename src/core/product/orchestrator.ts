@@ -1251,6 +1251,7 @@ export class ProductOrchestrator {
 
   /** `product.pause`: idempotent on paused; waits until running workers have stopped and their state is written. */
   async pause(): Promise<void> {
+    let epoch: number | undefined;
     await this.exclusive(async () => {
       await this.syncForWrite();
       this.requirePhase(["executing", "paused"], "product.pause");
@@ -1259,8 +1260,11 @@ export class ProductOrchestrator {
         { cause: "The product was paused by the client.", resumable: true, remediation: "Call product.resume to continue." },
         "pause",
       );
+      epoch = this.leaseEpoch;
     });
     await this.whenIdle();
+    // The lease is given back before the answer (unless a resume took it again meanwhile).
+    if (epoch !== undefined) await this.releaseLease(epoch);
   }
 
   /**
@@ -1337,8 +1341,9 @@ export class ProductOrchestrator {
       events.push({ type: "phase", phase: "cancelled", recovery: null });
       await this.commit(events, { header: true });
     });
+    const epoch = this.leaseEpoch;
     await this.whenIdle();
-    await this.releaseLease();
+    await this.releaseLease(epoch);
   }
 
   /**

@@ -106,20 +106,30 @@ export class FixedPlanLeader implements LeaderPort {
 }
 
 /**
- * Workers that complete every task at once (a resolved promise, no timer) with a short output, reporting no usage
- * (so the core estimates it, as with most agents). Counts executions per task id so at-most-once can be checked,
- * and can run a hook after each completion (e.g. to crash the process mid-run).
+ * How an instant worker's result arrives: `instant` as an already resolved promise (the whole run can then proceed
+ * in one turn of the event loop), `io` on a later turn (`setImmediate`), as a real agent's answer arrives through an
+ * I/O callback, one per completion.
+ */
+export type Completion = "instant" | "io";
+
+/**
+ * Workers that complete every task at once with a short output, reporting no usage (so the core estimates it, as
+ * with most agents). Counts executions per task id so at-most-once can be checked, and can run a hook after each
+ * start (e.g. to crash the process mid-run).
  */
 export class InstantWorker implements WorkerPort {
   started = 0;
   readonly runs = new Map<string, number>();
   afterEach: ((started: number) => void) | null = null;
 
+  constructor(private readonly completion: Completion = "instant") {}
+
   async runTask(request: WorkerRequest, _events: WorkerEvents): Promise<WorkerResult> {
     this.started += 1;
     const id = request.task.taskId;
     this.runs.set(id, (this.runs.get(id) ?? 0) + 1);
     this.afterEach?.(this.started);
+    if (this.completion === "io") await new Promise<void>((resolve) => setImmediate(resolve));
     if (request.signal.aborted) return { outcome: "cancelled" };
     return { outcome: "completed", output: `done ${id}` };
   }
@@ -247,11 +257,12 @@ export function benchService(
   plan: DraftPlan,
   options: Partial<ProductOptions> = {},
   countBytes = false,
+  completion: Completion = "instant",
 ): BenchService {
   const meter = new AuthorityMeter(authority, countBytes);
   const opts: ProductOptions = { ...DEFAULT_PRODUCT_OPTIONS, ...options };
   const notifier = new CountingNotifier();
-  const worker = new InstantWorker();
+  const worker = new InstantWorker(completion);
   const logger = new QuietLogger();
   let n = 0;
   const leader = new FixedPlanLeader(plan);

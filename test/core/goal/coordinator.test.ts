@@ -507,6 +507,43 @@ describe("goal loop: edits and messages at the boundary", () => {
   });
 });
 
+describe("goal loop: concurrent reads", () => {
+  it("applies each event once when x/goal.status reads while operations write (an authority that answers late)", async () => {
+    const { MemoryAuthority } = await import("../../../src/adapters/persistence/memory-authority.js");
+    const memory = new MemoryAuthority();
+    // Every call is answered one macrotask later, like a host authority over RPC: reads and writes interleave.
+    const late = new Proxy(memory, {
+      get(target, key, receiver) {
+        const value = Reflect.get(target, key, receiver) as unknown;
+        if (typeof value !== "function") return value;
+        return async (...args: unknown[]) => {
+          await new Promise((resolve) => setImmediate(resolve));
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const h = goalHarness({ authority: late });
+    const gate = new Gate();
+    h.worker.script("a", { kind: "complete", gate });
+    const goalRunId = await h.start();
+    await waitUntil(() => h.worker.hasStarted("a"), "task a started", 5_000);
+    let polling = true;
+    const pollers = [0, 1, 2].map(async () => {
+      while (polling) await h.goals.status(goalRunId);
+    });
+    for (let i = 1; i <= 5; i += 1) await h.goals.message(goalRunId, `m${i}`);
+    polling = false;
+    await Promise.all(pollers);
+    const status = await h.goals.status(goalRunId);
+    expect(status.queuedMessages).toBe(5);
+    const replayed = goalHarness({ authority: late, clock: h.clock, ids: h.ids });
+    expect(await replayed.goals.status(goalRunId)).toEqual({ ...status, progressSummary: expect.stringContaining(status.progressSummary) });
+    gate.release();
+    await h.until(goalRunId, "completed", 5_000);
+    expect(h.leader.phaseCalls.map((c) => c.messages)).toEqual([[]]);
+  });
+});
+
 describe("goal loop: restart", () => {
   it("a restarted server does not drive the goal until x/goal.resume, which re-attaches without re-running completed tasks", async () => {
     const first = goalHarness({ plan: draftPlan([{ id: "a" }, { id: "b" }], undefined) });

@@ -75,7 +75,6 @@ describe("the lease record", () => {
   it("is released on pause and taken again on resume", async () => {
     const { a, productId } = await drivenByA();
     await a.service.pause(productId);
-    await drain();
     expect(await leaseOf(a.authority, productId)).toBeNull();
 
     await a.service.resume(productId);
