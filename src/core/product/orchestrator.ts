@@ -733,14 +733,19 @@ export class ProductOrchestrator {
   private pump(): void {
     if (this.pumpScheduled) return;
     this.pumpScheduled = true;
-    this.exclusive(async () => {
-      this.pumpScheduled = false;
-      await this.wave();
-    })
-      .catch((err: unknown) => {
-        if (!(err instanceof DomainError)) this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
+    // The wave runs after the current turn of the event loop (ctx.defer), not on the next microtask: every result that
+    // settles in the same turn (worker answers arrive in I/O callbacks) is then written in one wave, one transaction,
+    // instead of one wave and its fsyncs per result. Nothing is acted on or announced before it is written.
+    this.ctx.defer(() => {
+      this.exclusive(async () => {
+        this.pumpScheduled = false;
+        await this.wave();
       })
-      .finally(() => this.resolveIdle());
+        .catch((err: unknown) => {
+          if (!(err instanceof DomainError)) this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
+        })
+        .finally(() => this.resolveIdle());
+    });
   }
 
   private task(taskId: string): TaskState | undefined {
