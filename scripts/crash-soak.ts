@@ -44,7 +44,9 @@ const firstSeed = values.seed !== undefined ? positive("seed", values.seed) : Da
 
 for (let round = 0; round < rounds; round += 1) {
   const seed = firstSeed + round * 7_919;
-  process.stderr.write(`crash-soak: round ${round + 1}/${rounds}: ${kills} kill points, seed ${seed}, ${lanes} lanes\n`);
+  process.stderr.write(
+    `crash-soak: round ${round + 1}/${rounds}: ${kills} kill points, seed ${seed}, ${lanes} lanes\n`,
+  );
   const result = spawnSync(
     process.execPath,
     [join(root, "node_modules", "vitest", "vitest.mjs"), "run", "test/e2e/crash-resume.test.ts"],
@@ -61,7 +63,9 @@ for (let round = 0; round < rounds; round += 1) {
     },
   );
   if (result.status !== 0) {
-    process.stderr.write(`crash-soak: round ${round + 1} failed (seed ${seed}); replay with --seed ${seed} --rounds 1\n`);
+    process.stderr.write(
+      `crash-soak: round ${round + 1} failed (seed ${seed}); replay with --seed ${seed} --rounds 1\n`,
+    );
     process.exit(result.status ?? 1);
   }
 }

@@ -67,7 +67,11 @@ export async function coldStartOnce(target: Target): Promise<number> {
  * Cold start samples of both targets, interleaved (echo, server, echo, …) so that a burst of load on this shared
  * machine hits both alike. One unmeasured warm-up of each first (file cache, state file creation).
  */
-export async function coldStart(server: Target, echo: Target, runs: number): Promise<{ server: number[]; echo: number[] }> {
+export async function coldStart(
+  server: Target,
+  echo: Target,
+  runs: number,
+): Promise<{ server: number[]; echo: number[] }> {
   await coldStartOnce(echo);
   await coldStartOnce(server);
   const out = { server: [] as number[], echo: [] as number[] };
@@ -90,7 +94,12 @@ export async function sequential(proc: NdjsonProcess, method: string, params: un
 }
 
 /** Pipelined: `n` requests written at once; resolves with the ms until the last answer and the requests per second. */
-export async function pipelined(proc: NdjsonProcess, method: string, params: unknown, n: number): Promise<{ ms: number; perSecond: number }> {
+export async function pipelined(
+  proc: NdjsonProcess,
+  method: string,
+  params: unknown,
+  n: number,
+): Promise<{ ms: number; perSecond: number }> {
   const t0 = performance.now();
   const all: Promise<unknown>[] = [];
   for (let i = 0; i < n; i += 1) all.push(proc.request(method, params));

@@ -32,13 +32,35 @@ const { values } = parseArgs({
 });
 const quick = values.quick ?? false;
 const only = new Set<Section>(
-  (values.only?.split(",").map((s) => s.trim()) ?? [...SECTIONS]).filter((s): s is Section => (SECTIONS as readonly string[]).includes(s)),
+  (values.only?.split(",").map((s) => s.trim()) ?? [...SECTIONS]).filter((s): s is Section =>
+    (SECTIONS as readonly string[]).includes(s),
+  ),
 );
 
 /** Sizes and counts: the published run, and a quick smoke run. */
 const PLAN = quick
-  ? { coldRuns: 3, seq: 200, warmup: 50, pipe: 500, chunks: 5_000, sizes: [1_000, 5_000], repeats: 1, resumeTasks: 2_000, resumeRepeats: 1 }
-  : { coldRuns: 10, seq: 2_000, warmup: 300, pipe: 5_000, chunks: 100_000, sizes: [1_000, 10_000, 50_000], repeats: 3, resumeTasks: 10_000, resumeRepeats: 3 };
+  ? {
+      coldRuns: 3,
+      seq: 200,
+      warmup: 50,
+      pipe: 500,
+      chunks: 5_000,
+      sizes: [1_000, 5_000],
+      repeats: 1,
+      resumeTasks: 2_000,
+      resumeRepeats: 1,
+    }
+  : {
+      coldRuns: 10,
+      seq: 2_000,
+      warmup: 300,
+      pipe: 5_000,
+      chunks: 100_000,
+      sizes: [1_000, 10_000, 50_000],
+      repeats: 3,
+      resumeTasks: 10_000,
+      resumeRepeats: 3,
+    };
 /** The DAG width, and the product's `maxParallelTasks` (a whole level may run at once). */
 const WIDTH = 100;
 /** The slow reader of figure 3: 32 KiB every 10 ms (about 3 MB/s, well below what the server can produce). */
@@ -64,7 +86,8 @@ function verdict(ok: boolean | undefined): Row["met"] {
 }
 
 async function main(): Promise<void> {
-  if (!COMPILED) throw new Error("Run the benchmark compiled: `npm run bench` (it builds dist/ and dist/bench/ first).");
+  if (!COMPILED)
+    throw new Error("Run the benchmark compiled: `npm run bench` (it builds dist/ and dist/bench/ first).");
   const machine = describeMachine();
   const dir = mkdtempSync(join(tmpdir(), "acp-orchestrator-bench-"));
   const rows: Row[] = [];
@@ -77,7 +100,11 @@ async function main(): Promise<void> {
       const server = serverTarget(dir);
       const echo = echoTarget(dir);
       const cold = await coldStart(server, echo, PLAN.coldRuns);
-      const over = await requestOverhead(server, echo, dir, { sequential: PLAN.seq, pipelined: PLAN.pipe, warmup: PLAN.warmup });
+      const over = await requestOverhead(server, echo, dir, {
+        sequential: PLAN.seq,
+        pipelined: PLAN.pipe,
+        warmup: PLAN.warmup,
+      });
       raw.coldStart = cold;
       raw.overhead = { ...over, sequential: summarizeSeq(over) };
       overheadRows(rows, details, cold, over);
@@ -142,7 +169,12 @@ function summarizeSeq(o: OverheadResult) {
   };
 }
 
-function overheadRows(rows: Row[], details: string[], cold: { server: number[]; echo: number[] }, o: OverheadResult): void {
+function overheadRows(
+  rows: Row[],
+  details: string[],
+  cold: { server: number[]; echo: number[] },
+  o: OverheadResult,
+): void {
   const cs = median(cold.server);
   const ce = median(cold.echo);
   rows.push({
@@ -220,7 +252,7 @@ function streamingRows(rows: Row[], details: string[], fast: StreamingResult, sl
   });
   rows.push({
     figure: "3 streaming",
-    measure: `server peak RSS, slow reader ${Math.round((SLOW.bytesPerTick / SLOW.tickMs) * 1000 / 1e6 * 10) / 10} MB/s (MB)`,
+    measure: `server peak RSS, slow reader ${Math.round((((SLOW.bytesPerTick / SLOW.tickMs) * 1000) / 1e6) * 10) / 10} MB/s (MB)`,
     value: fmt(slow.serverPeakMb, 0),
     baseline: `${fmt(slow.serverBaseMb, 0)} (idle server)`,
     ratio: `${fmt(slow.serverPeakMb / slow.serverBaseMb, 2)}x`,
@@ -309,7 +341,10 @@ function scaleRows(rows: Row[], details: string[], cells: ScaleCell[]): void {
       `runs each, medians. "plan" is product.plan → planReady (validation and persistence of the plan); "run" is ` +
       `confirm → product.completed. "authority ms" is time spent inside authority writes (SQLite commits with fsync).`,
     "",
-    markdownTable(["tasks", "authority", "plan ms", "run ms", "run range", "µs/task", "authority ms", "writes", "peak RSS MB"], body),
+    markdownTable(
+      ["tasks", "authority", "plan ms", "run ms", "run range", "µs/task", "authority ms", "writes", "peak RSS MB"],
+      body,
+    ),
     "",
   );
 }
@@ -398,7 +433,10 @@ function resumeRows(rows: Row[], details: string[], results: ScaleResult[]): voi
       `tail, validated), \`resume\`, and the clock stops when the first task is running again. The restarted process ` +
       `uses the crashed one's lease owner id, so it takes its lease back at once (with a new id it would wait for the ` +
       `lease to expire, 30 s by default). Runs: ${results
-        .map((r) => `load ${fmt(r.loadMs, 0)} + resume ${fmt(r.resumeCallMs, 0)} → running at ${fmt(r.toExecutingMs, 0)} ms (${r.interrupted} interrupted, then completed in ${fmt(r.runMs, 0)} ms)`)
+        .map(
+          (r) =>
+            `load ${fmt(r.loadMs, 0)} + resume ${fmt(r.resumeCallMs, 0)} → running at ${fmt(r.toExecutingMs, 0)} ms (${r.interrupted} interrupted, then completed in ${fmt(r.runMs, 0)} ms)`,
+        )
         .join("; ")}.`,
     "",
   );
@@ -407,7 +445,13 @@ function resumeRows(rows: Row[], details: string[], results: ScaleResult[]): voi
 // ---------------------------------------------------------------------------------------------------------------
 // BENCHMARKS.md
 
-function document(machine: Machine, table: string, details: string[], seconds: number, raw: Record<string, unknown>): string {
+function document(
+  machine: Machine,
+  table: string,
+  details: string[],
+  seconds: number,
+  raw: Record<string, unknown>,
+): string {
   let findings = "";
   try {
     findings = readFileSync(join(REPO_ROOT, "test", "bench", "findings.md"), "utf8").trim();

@@ -10,7 +10,13 @@
  */
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { randomDag } from "./support/dag.js";
-import { benchService, openAuthority, type AuthorityKind, type Completion, type MeterReading } from "./support/in-process.js";
+import {
+  benchService,
+  openAuthority,
+  type AuthorityKind,
+  type Completion,
+  type MeterReading,
+} from "./support/in-process.js";
 
 export interface ScaleOptions {
   mode: "run" | "crash" | "resume";
@@ -101,7 +107,12 @@ async function runCase(o: ScaleOptions): Promise<ScaleResult> {
     o.countBytes ?? false,
     o.completion ?? "instant",
   );
-  const result: Partial<ScaleResult> = { tasks: o.tasks, authority: o.authority, mode: o.mode, completion: o.completion ?? "instant" };
+  const result: Partial<ScaleResult> = {
+    tasks: o.tasks,
+    authority: o.authority,
+    mode: o.mode,
+    completion: o.completion ?? "instant",
+  };
 
   let productId: string;
   let completed: Promise<Record<string, unknown>>;

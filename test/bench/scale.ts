@@ -25,12 +25,17 @@ export function runCase(options: ScaleOptions): Promise<ScaleResult> {
     child.stderr.setEncoding("utf8").on("data", (d: string) => (err += d));
     child.once("exit", (code, signal) => {
       if (options.mode === "crash") {
-        if (signal === "SIGKILL") resolve({ tasks: options.tasks, authority: options.authority, mode: "crash" } as ScaleResult);
+        if (signal === "SIGKILL")
+          resolve({ tasks: options.tasks, authority: options.authority, mode: "crash" } as ScaleResult);
         else reject(new Error(`the crash case did not crash (exit ${String(code)}): ${err.slice(-2000)}`));
         return;
       }
       if (code !== 0) {
-        reject(new Error(`scale case ${JSON.stringify(options)} failed (exit ${String(code ?? signal)}): ${err.slice(-3000)}`));
+        reject(
+          new Error(
+            `scale case ${JSON.stringify(options)} failed (exit ${String(code ?? signal)}): ${err.slice(-3000)}`,
+          ),
+        );
         return;
       }
       try {
@@ -70,19 +75,30 @@ export async function scaleMatrix(
 ): Promise<ScaleCell[]> {
   const cells: ScaleCell[] = [];
   for (const tasks of sizes) {
-    for (const authority of ["memory", "sqlite"] as const) cells.push({ tasks, authority, runs: [], runMs: 0, planMs: 0, peakRssMb: 0, writeMs: 0 });
+    for (const authority of ["memory", "sqlite"] as const)
+      cells.push({ tasks, authority, runs: [], runMs: 0, planMs: 0, peakRssMb: 0, writeMs: 0 });
   }
   for (let r = 0; r < repeats; r += 1) {
     for (const cell of cells) {
       const file = join(dir, `scale-${cell.tasks}-${r}.db`);
       removeDb(file);
-      const result = await runCase({ mode: "run", tasks: cell.tasks, authority: cell.authority, file, maxParallelTasks });
+      const result = await runCase({
+        mode: "run",
+        tasks: cell.tasks,
+        authority: cell.authority,
+        file,
+        maxParallelTasks,
+      });
       removeDb(file);
       if (result.phase !== "completed" || result.started !== cell.tasks || result.errors > 0) {
-        throw new Error(`scale case ${cell.tasks}/${cell.authority} did not complete cleanly: ${JSON.stringify(result).slice(0, 500)}`);
+        throw new Error(
+          `scale case ${cell.tasks}/${cell.authority} did not complete cleanly: ${JSON.stringify(result).slice(0, 500)}`,
+        );
       }
       cell.runs.push(result);
-      log(`  scale ${cell.authority} ${cell.tasks} run ${r + 1}/${repeats}: ${result.runMs.toFixed(0)} ms, peak ${result.peakRssMb.toFixed(0)} MB`);
+      log(
+        `  scale ${cell.authority} ${cell.tasks} run ${r + 1}/${repeats}: ${result.runMs.toFixed(0)} ms, peak ${result.peakRssMb.toFixed(0)} MB`,
+      );
     }
   }
   for (const cell of cells) {
@@ -95,7 +111,12 @@ export async function scaleMatrix(
 }
 
 /** Durability cost at each size: one SQLite run with byte metering on (its times are not used for the scale figure). */
-export async function durabilityCost(dir: string, sizes: readonly number[], maxParallelTasks: number, log: (line: string) => void): Promise<ScaleResult[]> {
+export async function durabilityCost(
+  dir: string,
+  sizes: readonly number[],
+  maxParallelTasks: number,
+  log: (line: string) => void,
+): Promise<ScaleResult[]> {
   const out: ScaleResult[] = [];
   for (const tasks of sizes) {
     const file = join(dir, `bytes-${tasks}.db`);
@@ -112,16 +133,32 @@ export async function durabilityCost(dir: string, sizes: readonly number[], maxP
  * Crash and resume: a SQLite run of `tasks` tasks is SIGKILLed (by itself) after `tasks / 2` worker starts; a fresh
  * process opens the same file, loads the product, resumes it and runs it to completion. Repeated `repeats` times.
  */
-export async function crashAndResume(dir: string, tasks: number, repeats: number, maxParallelTasks: number, log: (line: string) => void): Promise<ScaleResult[]> {
+export async function crashAndResume(
+  dir: string,
+  tasks: number,
+  repeats: number,
+  maxParallelTasks: number,
+  log: (line: string) => void,
+): Promise<ScaleResult[]> {
   const out: ScaleResult[] = [];
   for (let r = 0; r < repeats; r += 1) {
     const file = join(dir, `resume-${r}.db`);
     const idFile = join(dir, `resume-${r}.id`);
     removeDb(file);
-    await runCase({ mode: "crash", tasks, authority: "sqlite", file, idFile, maxParallelTasks, crashAfter: Math.floor(tasks / 2) });
+    await runCase({
+      mode: "crash",
+      tasks,
+      authority: "sqlite",
+      file,
+      idFile,
+      maxParallelTasks,
+      crashAfter: Math.floor(tasks / 2),
+    });
     const result = await runCase({ mode: "resume", tasks, authority: "sqlite", file, idFile, maxParallelTasks });
     removeDb(file);
-    log(`  resume ${tasks} run ${r + 1}/${repeats}: load ${result.loadMs?.toFixed(0)} ms, executing after ${result.toExecutingMs?.toFixed(0)} ms`);
+    log(
+      `  resume ${tasks} run ${r + 1}/${repeats}: load ${result.loadMs?.toFixed(0)} ms, executing after ${result.toExecutingMs?.toFixed(0)} ms`,
+    );
     out.push(result);
   }
   return out;

@@ -83,7 +83,15 @@ export async function streaming(dir: string, chunks: number, slow?: SlowReader):
     await proc.request("product.confirm", {
       productId,
       instances: [{ instanceId: "s1", agentId: "streamer", role: "worker" }],
-      tasks: [{ taskId: "stream", title: "Stream chunks", description: "Stream the benchmark chunks.", instanceId: "s1", dependsOn: [] }],
+      tasks: [
+        {
+          taskId: "stream",
+          title: "Stream chunks",
+          description: "Stream the benchmark chunks.",
+          instanceId: "s1",
+          dependsOn: [],
+        },
+      ],
     });
     const phase = await completed;
     const ms = performance.now() - t0;

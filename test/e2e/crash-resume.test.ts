@@ -38,6 +38,7 @@ import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import type { Instance, Task, TaskState } from "../../protocol/common.js";
 import {
+  LeaseRecord,
   ProductEvent,
   ProductHeaderRecord,
   ProductIndexRecord,
@@ -94,7 +95,13 @@ const DAG = crashDag();
 function impliedOutputs(): Map<string, string> {
   const out = new Map<string, string>();
   for (const t of DAG) {
-    out.set(t.taskId, outputFor(t.taskId, t.dependsOn.map((d) => ({ taskId: d, excerpt: out.get(d) ?? "?" }))));
+    out.set(
+      t.taskId,
+      outputFor(
+        t.taskId,
+        t.dependsOn.map((d) => ({ taskId: d, excerpt: out.get(d) ?? "?" })),
+      ),
+    );
   }
   return out;
 }
@@ -134,7 +141,8 @@ function compileAgent(dir: string): string {
   const sdk = pathToFileURL(createRequire(import.meta.url).resolve("@agentclientprotocol/sdk")).href;
   const js = outputText.replaceAll('from "@agentclientprotocol/sdk"', `from ${JSON.stringify(sdk)}`);
   const bare = [...js.matchAll(/from "([^"]+)"/g)].map((m) => m[1] ?? "").filter((s) => !/^(node:|file:)/.test(s));
-  if (bare.length > 0) throw new Error(`logging-agent.ts must import only node: modules and the SDK, not ${bare.join(", ")}`);
+  if (bare.length > 0)
+    throw new Error(`logging-agent.ts must import only node: modules and the SDK, not ${bare.join(", ")}`);
   const file = join(dir, "logging-agent.mjs");
   writeFileSync(file, js);
   return file;
@@ -183,8 +191,9 @@ interface Status {
 
 /**
  * Checks every stored row of the SQLite file (read-only connection, beside the running server): every event of a
- * product stream parses as a `ProductEvent` and streams have no gaps; every product header, snapshot and index record
- * parses; any other record is a JSON object. Events are checked incrementally (`lastRowid`). Returns counts.
+ * product stream parses as a `ProductEvent` and streams have no gaps; every product header, snapshot, index and lease record
+ * parses; any other record is a JSON object. Events are checked incrementally (`lastRowid`); `events` and `records`
+ * count what was checked.
  */
 class StoreChecker {
   private lastRowid = 0;
@@ -197,50 +206,57 @@ class StoreChecker {
   check(): void {
     const db = new Database(this.statePath, { readonly: true, fileMustExist: true });
     try {
-      const rows = db
-        .prepare("SELECT rowid AS r, project_id AS p, stream AS s, seq, event FROM events WHERE rowid > ? ORDER BY rowid")
-        .all(this.lastRowid) as { r: number; p: string; s: string; seq: number; event: string }[];
-      for (const row of rows) {
-        const key = `${row.p}\u0000${row.s}`;
-        expect(row.seq, `gap in ${row.s}`).toBe((this.lastSeq.get(key) ?? 0) + 1);
-        this.lastSeq.set(key, row.seq);
-        const value: unknown = JSON.parse(row.event);
-        if (row.s.startsWith("product/")) {
-          const parsed = ProductEvent.safeParse(value);
-          expect(parsed.success, `${row.s}#${row.seq}: ${parsed.error?.message ?? ""}`).toBe(true);
-        } else expect(typeof value).toBe("object");
-        this.lastRowid = row.r;
-        this.events += 1;
-      }
-      const records = db.prepare("SELECT project_id AS p, kind, id, value FROM records").all() as {
-        p: string;
-        kind: string;
-        id: string;
-        value: string;
-      }[];
-      for (const rec of records) {
-        const value: unknown = JSON.parse(rec.value);
-        const schema =
-          rec.kind === "product"
-            ? ProductHeaderRecord
-            : rec.kind === "snapshot"
-              ? SnapshotRecord
-              : rec.kind === "product-index"
-                ? ProductIndexRecord
-                : null;
-        if (schema) {
-          const parsed = schema.safeParse(value);
-          expect(parsed.success, `${rec.kind}/${rec.id}: ${parsed.error?.message ?? ""}`).toBe(true);
-        } else expect(value !== null && typeof value === "object", `${rec.kind}/${rec.id}`).toBe(true);
-        if (rec.kind === "snapshot") {
-          const seq = (value as { state: { seq: number } }).state.seq;
-          expect(seq).toBeLessThanOrEqual(this.lastSeq.get(`${rec.p}\u0000product/${rec.id}`) ?? 0);
-        }
-      }
-      this.records = records.length;
+      // One read transaction: the events and the records are seen as of one moment of the running server's writes.
+      db.transaction(() => this.checkIn(db))();
     } finally {
       db.close();
     }
+  }
+
+  private checkIn(db: Database.Database): void {
+    const rows = db
+      .prepare("SELECT rowid AS r, project_id AS p, stream AS s, seq, event FROM events WHERE rowid > ? ORDER BY rowid")
+      .all(this.lastRowid) as { r: number; p: string; s: string; seq: number; event: string }[];
+    for (const row of rows) {
+      const key = `${row.p}\u0000${row.s}`;
+      expect(row.seq, `gap in ${row.s}`).toBe((this.lastSeq.get(key) ?? 0) + 1);
+      this.lastSeq.set(key, row.seq);
+      const value: unknown = JSON.parse(row.event);
+      if (row.s.startsWith("product/")) {
+        const parsed = ProductEvent.safeParse(value);
+        expect(parsed.success, `${row.s}#${row.seq}: ${parsed.error?.message ?? ""}`).toBe(true);
+      } else expect(typeof value).toBe("object");
+      this.lastRowid = row.r;
+      this.events += 1;
+    }
+    const records = db.prepare("SELECT project_id AS p, kind, id, value FROM records").all() as {
+      p: string;
+      kind: string;
+      id: string;
+      value: string;
+    }[];
+    for (const rec of records) {
+      const value: unknown = JSON.parse(rec.value);
+      const schema =
+        rec.kind === "product"
+          ? ProductHeaderRecord
+          : rec.kind === "snapshot"
+            ? SnapshotRecord
+            : rec.kind === "product-index"
+              ? ProductIndexRecord
+              : rec.kind === "lease"
+                ? LeaseRecord
+                : null;
+      if (schema) {
+        const parsed = schema.safeParse(value);
+        expect(parsed.success, `${rec.kind}/${rec.id}: ${parsed.error?.message ?? ""}`).toBe(true);
+      } else expect(value !== null && typeof value === "object", `${rec.kind}/${rec.id}`).toBe(true);
+      if (rec.kind === "snapshot") {
+        const seq = (value as { state: { seq: number } }).state.seq;
+        expect(seq).toBeLessThanOrEqual(this.lastSeq.get(`${rec.p}\u0000product/${rec.id}`) ?? 0);
+      }
+    }
+    this.records = records.length;
   }
 }
 
@@ -364,7 +380,8 @@ class Lane {
   }
 
   private static steps(server: ServerHandle, productId: string): number {
-    return server.notifications.filter((n) => n.method === "product.taskStatus" && n.params.productId === productId).length;
+    return server.notifications.filter((n) => n.method === "product.taskStatus" && n.params.productId === productId)
+      .length;
   }
 
   /**
@@ -401,7 +418,8 @@ class Lane {
     this.debug(`restarted: ${status.phase}, ${status.progress.completed} completed`);
     const completed = new Set(status.tasks.filter((t) => t.status === "completed").map((t) => t.taskId));
     const previous = this.generations[this.generations.length - 1];
-    for (const id of previous?.completedAtStart ?? []) expect(completed.has(id), `${id} lost its completion`).toBe(true);
+    for (const id of previous?.completedAtStart ?? [])
+      expect(completed.has(id), `${id} lost its completion`).toBe(true);
     this.generations.push({ pid: next.child.pid ?? -1, productId, completedAtStart: completed });
     expect(status.dropped).toBe(0);
     this.store.check();
@@ -486,7 +504,7 @@ class Lane {
     const db = new Database(this.statePath, { readonly: true, fileMustExist: true });
     try {
       const rows = db
-        .prepare("SELECT event FROM events WHERE stream = ? AND event LIKE '%\"status\":\"completed\"%'")
+        .prepare('SELECT event FROM events WHERE stream = ? AND event LIKE \'%"status":"completed"%\'')
         .all(`product/${productId}`) as { event: string }[];
       return new Set(rows.map((r) => (JSON.parse(r.event) as { task?: { taskId?: string } }).task?.taskId ?? ""));
     } finally {
@@ -515,9 +533,13 @@ function checkNothingRepeated(lane: LaneResult): number {
     expect(seen.has(once), `${lane.name}: ${s.taskId} started twice under server ${s.ppid}`).toBe(false);
     seen.add(once);
     // Every generation from the first one that found the task completed (same product) must not have started it.
-    const firstCompleted = lane.generations.findIndex((gen) => gen.productId === s.productId && gen.completedAtStart.has(s.taskId));
+    const firstCompleted = lane.generations.findIndex(
+      (gen) => gen.productId === s.productId && gen.completedAtStart.has(s.taskId),
+    );
     if (firstCompleted >= 0) {
-      expect(g ?? -1, `${lane.name}: ${s.taskId} ran again after its completion was persisted`).toBeLessThan(firstCompleted);
+      expect(g ?? -1, `${lane.name}: ${s.taskId} ran again after its completion was persisted`).toBeLessThan(
+        firstCompleted,
+      );
     }
   }
   return starts.length;
@@ -540,13 +562,15 @@ describe("crash-resume under kill -9 (issue 4)", () => {
       // None missing: every task of every run completed exactly once in the final status.
       for (const lane of results) {
         for (const run of lane.runs) {
-          expect(run.tasks.map((t) => [t.taskId, t.status]), `${lane.name} ${run.productId}`).toEqual(
-            DAG.map((t) => [t.taskId, "completed"]),
-          );
+          expect(
+            run.tasks.map((t) => [t.taskId, t.status]),
+            `${lane.name} ${run.productId}`,
+          ).toEqual(DAG.map((t) => [t.taskId, "completed"]));
         }
       }
       // The final result equals the uninterrupted run's, which is what the DAG implies.
-      const outputs = (tasks: TaskState[]): Map<string, string> => new Map(tasks.map((t) => [t.taskId, t.output ?? ""]));
+      const outputs = (tasks: TaskState[]): Map<string, string> =>
+        new Map(tasks.map((t) => [t.taskId, t.output ?? ""]));
       const implied = impliedOutputs();
       expect(reference.runs).toHaveLength(1);
       expect(outputs(reference.runs[0]?.tasks ?? [])).toEqual(implied);
@@ -561,7 +585,9 @@ describe("crash-resume under kill -9 (issue 4)", () => {
         starts += checkNothingRepeated(lane);
         for (const run of lane.runs) {
           for (const t of run.tasks) {
-            const logged = lane.log.filter((l) => l.event === "start" && l.productId === run.productId && l.taskId === t.taskId);
+            const logged = lane.log.filter(
+              (l) => l.event === "start" && l.productId === run.productId && l.taskId === t.taskId,
+            );
             expect(logged.length, `${lane.name} ${t.taskId}`).toBeLessThanOrEqual(t.attempts);
             expect(logged.length, `${lane.name} ${t.taskId}`).toBeGreaterThanOrEqual(1);
           }

@@ -57,7 +57,7 @@ function slowWorkspace(logPath: string, seed = "one", workspace = tempDir("acp-o
         agentId: "slow",
         command: process.execPath,
         args: ["--import", TSX, AGENT],
-        env: { LOGGING_AGENT_LOG: logPath, LOGGING_AGENT_SEED: seed, LOGGING_AGENT_MIN_MS: "400", LOGGING_AGENT_MAX_MS: "400" },
+        env: { LOGGING_AGENT_LOG: logPath, LOGGING_AGENT_SEED: seed, LOGGING_AGENT_MIN_MS: "250", LOGGING_AGENT_MAX_MS: "250" },
       },
     ],
   };

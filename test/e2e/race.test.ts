@@ -160,6 +160,8 @@ describe("two servers on one SQLite file", () => {
 
     const completed = await winner.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 30_000);
     expect(completed.params.phase).toBe("completed");
+    const listed = await loser.request<{ products: { productId: string; phase: string }[] }>("product.list", {});
+    expect(listed.products.find((p) => p.productId === productId)?.phase).toBe("completed");
     const final = await loser.request<{ phase: string; tasks: TaskState[] }>("product.status", { productId });
     expect(final.phase).toBe("completed");
     expect(final.tasks.every((t) => t.status === "completed")).toBe(true);

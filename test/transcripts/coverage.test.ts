@@ -112,6 +112,10 @@ const REQUIRED: Readonly<Record<string, readonly Requirement[]>> = {
       "product.completed",
     ].map(serverMessage),
   ],
+  // "6 goal runs" (x/goal.* requests and notifications) and "7 run-state authority" (runState/* server → client
+  // requests) are being built by others; add them here in the same shape when they are, e.g.
+  //   "6 goal runs": [...request("x/goal.start", P), ...request("x/goal.status", P, NF), serverMessage("x/goal.ended")],
+  //   "7 run-state authority": [serverMessage("runState/get"), serverMessage("runState/put"), …],
 };
 
 const BUSY =

@@ -4,7 +4,10 @@
  *
  * Every change is an event appended to the product's stream through the ProductStore BEFORE it is acted on or
  * announced (DESIGN.md guarantee 1). A failed write pauses the product and tells the client (guarantee 2); a refused
- * write (someone else owns the product) stops this owner for good (guarantee 6). Operations on one product are
+ * write (someone else owns the product) stops this owner for good (guarantee 6). Execution runs only under the
+ * product's lease (lease.ts), taken before the first task starts and given back when execution stops; a completed
+ * task is recorded with a hash of its input and drift of the run's inputs is detected from a fingerprint
+ * (fingerprint.ts; guarantee 7 and issue 4). Operations on one product are
  * serialised through `exclusive`; workers and leader turns run outside it so a long turn never blocks pause/cancel.
  *
  * This file must never import I/O: time comes from the Clock, cancellation is AbortSignal, the rest are ports.

@@ -152,7 +152,10 @@ export class ProductService {
   async list(projectId?: string, phase?: Phase) {
     const { headers } = await this.ctx.store.listHeaders(projectId, phase);
     const products = headers.map((h) => {
-      const live = this.live.get(h.productId);
+      // Memory is the truth for what this process drives; a stale in-memory copy of a product another process
+      // drives (the header moved on) is not.
+      const loaded = this.live.get(h.productId);
+      const live = loaded && (loaded.isDriving || loaded.model.state.updatedAt >= h.updatedAt) ? loaded : undefined;
       const progress = live ? (live.status().progress as typeof h.progress) : h.progress;
       return {
         productId: h.productId,

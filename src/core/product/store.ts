@@ -107,7 +107,10 @@ export class ProductStore {
     this.forgetRevisions(productId);
     // The tail just replayed counts toward the next compaction, so crash after crash cannot grow it without bound.
     this.eventsSinceSnapshot.set(productId, events.length);
-    this.bytesSinceSnapshot.set(productId, events.reduce((n, e) => n + jsonLength(e.event), 0));
+    this.bytesSinceSnapshot.set(
+      productId,
+      events.reduce((n, e) => n + jsonLength(e.event), 0),
+    );
     if (snap) this.snapshotBytes.set(productId, jsonLength(snap.value));
     return { model, dropped };
   }
@@ -248,7 +251,8 @@ export class ProductStore {
       size = jsonLength({ v: 1, state: s });
       this.snapshotBytes.set(s.productId, size);
     }
-    if ((this.bytesSinceSnapshot.get(s.productId) ?? 0) >= SNAPSHOT_BYTES_FACTOR * size) await this.writeSnapshot(model);
+    if ((this.bytesSinceSnapshot.get(s.productId) ?? 0) >= SNAPSHOT_BYTES_FACTOR * size)
+      await this.writeSnapshot(model);
   }
 
   /** Writes a full snapshot of the model (compaction point). */

@@ -60,6 +60,12 @@ export function randomDag(options: DagOptions): DraftPlan {
     });
   }
   const instances: Instance[] = [];
-  for (let w = 0; w < Math.min(width, n); w += 1) instances.push({ instanceId: `w${w}`, agentId: "bench", role: "worker" });
-  return { name: `Random DAG of ${n} tasks`, summary: `Width ${width}, ${Math.ceil(n / width)} levels.`, instances, tasks };
+  for (let w = 0; w < Math.min(width, n); w += 1)
+    instances.push({ instanceId: `w${w}`, agentId: "bench", role: "worker" });
+  return {
+    name: `Random DAG of ${n} tasks`,
+    summary: `Width ${width}, ${Math.ceil(n / width)} levels.`,
+    instances,
+    tasks,
+  };
 }

@@ -8,7 +8,11 @@
  */
 import { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
 import { SqliteAuthority } from "../../../src/adapters/persistence/sqlite-authority.js";
-import { DEFAULT_PRODUCT_OPTIONS, type ProductContext, type ProductOptions } from "../../../src/core/product/context.js";
+import {
+  DEFAULT_PRODUCT_OPTIONS,
+  type ProductContext,
+  type ProductOptions,
+} from "../../../src/core/product/context.js";
 import { ProductService } from "../../../src/core/product/service.js";
 import { ProductStore } from "../../../src/core/product/store.js";
 import type {
@@ -59,8 +63,11 @@ export class QuietLogger implements Logger {
  */
 export class CountingNotifier implements Notifier {
   readonly counts = new Map<string, number>();
-  private waiters: { method: string; pred: (p: Record<string, unknown>) => boolean; resolve: (p: Record<string, unknown>) => void }[] =
-    [];
+  private waiters: {
+    method: string;
+    pred: (p: Record<string, unknown>) => boolean;
+    resolve: (p: Record<string, unknown>) => void;
+  }[] = [];
 
   notify(method: string, params: Record<string, unknown>): void {
     this.counts.set(method, (this.counts.get(method) ?? 0) + 1);
@@ -169,7 +176,17 @@ export interface MeterReading {
  * one extra `JSON.stringify` of everything written, so it is off unless `countBytes` (the timing runs leave it off).
  */
 export class AuthorityMeter implements RunStateAuthority {
-  readonly reading: MeterReading = { writes: 0, appends: 0, puts: 0, events: 0, bytes: 0, writeMs: 0, reads: 0, readMs: 0, bytesBy: {} };
+  readonly reading: MeterReading = {
+    writes: 0,
+    appends: 0,
+    puts: 0,
+    events: 0,
+    bytes: 0,
+    writeMs: 0,
+    reads: 0,
+    readMs: 0,
+    bytesBy: {},
+  };
 
   constructor(
     readonly inner: RunStateAuthority,

@@ -85,7 +85,8 @@ export class NdjsonProcess {
     stdout.once("end", () => {
       if (this.slowTimer) clearTimeout(this.slowTimer);
       // Whatever is still buffered is delivered at once.
-      for (let chunk = stdout.read() as Buffer | null; chunk !== null; chunk = stdout.read() as Buffer | null) this.onData(chunk);
+      for (let chunk = stdout.read() as Buffer | null; chunk !== null; chunk = stdout.read() as Buffer | null)
+        this.onData(chunk);
     });
   }
 

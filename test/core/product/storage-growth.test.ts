@@ -188,7 +188,10 @@ function tasksAtCheckpoints(events: { seq: number; event: unknown }[]): Map<stri
       tasks.clear();
       for (const t of e.tasks) tasks.set(t.taskId, view(t));
     } else if (e.type === "checkpoint") {
-      at.set(e.checkpointId, order.map((id) => ({ ...(tasks.get(id) as TaskView) })));
+      at.set(
+        e.checkpointId,
+        order.map((id) => ({ ...(tasks.get(id) as TaskView) })),
+      );
     }
   }
   return at;
