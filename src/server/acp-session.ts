@@ -397,11 +397,15 @@ export class SessionAdapter {
   }
 
   /**
-   * After a cancel: an executing product is paused (resolves once its workers have stopped). Never throws: a failed
+   * After a cancel: a running planning turn is aborted; an executing product is paused (resolves once its workers have
+   * stopped). Never throws: a failed
    * pause is logged and the turn still answers `cancelled`. At server shutdown the product is left as it is.
    */
   private async settleCancelled(turn: Turn): Promise<"cancelled"> {
     const product = turn.product;
+    // A planning turn the prompt started is stopped too (a model-backed leader gets session/cancel); the product
+    // keeps its phase and the next prompt plans again.
+    if (product && (product.phase === "planning" || product.phase === "awaiting_confirmation")) product.abortLeaderTurn();
     if (!this.stopped && product && product.phase === "executing") {
       await this.o.products.pause(product.productId).catch((err: unknown) => {
         this.o.logger.warn({ err, productId: product.productId }, "could not pause the product after session/cancel");

@@ -92,6 +92,8 @@ export class ProductOrchestrator {
   /** Set when a write was refused: this instance never writes again (guarantee 6). */
   private fenced = false;
   private leaderTurn: string | null = null;
+  /** Aborts the running leader turn (planning, message or consultation) on cancel, delete and shutdown. */
+  private leaderController: AbortController | null = null;
   private planningStarted = false;
   private scheduler: Scheduler | null = null;
   private readonly running = new Map<string, RunningTask>();
@@ -474,6 +476,7 @@ export class ProductOrchestrator {
     if (this.leaderTurn) throw busy(this.productId);
     this.leaderTurn = "plan";
     const controller = new AbortController();
+    this.leaderController = controller;
     try {
       const s = this.model.state;
       let result;
@@ -490,6 +493,9 @@ export class ProductOrchestrator {
           onText: (text) => this.ctx.notifier.notify("product.planningDelta", { productId: s.productId, text }),
         });
       } catch (err) {
+        // A turn aborted by cancel, delete or shutdown is not a planning failure: the product keeps its phase and a
+        // later product.message plans again.
+        if (controller.signal.aborted) return { response: "The leader's turn was cancelled." };
         const error = `The leader could not plan: ${err instanceof Error ? err.message : String(err)}`;
         return await this.exclusive(async () => {
           await this.commit([{ type: "planFailed", error }], { header: true });
@@ -537,7 +543,22 @@ export class ProductOrchestrator {
       });
     } finally {
       this.leaderTurn = null;
+      if (this.leaderController === controller) this.leaderController = null;
     }
+  }
+
+  /**
+   * Aborts the running leader turn, if any (its `signal` fires; a model-backed leader sends `session/cancel`).
+   * Used by cancel, delete and shutdown, and by the ACP session adapter when `session/cancel` arrives during planning.
+   * An aborted planning turn records nothing. Does NOT wait for the turn to end.
+   */
+  abortLeaderTurn(): void {
+    this.leaderController?.abort(new Error("The leader's turn was cancelled."));
+  }
+
+  /** True while a leader turn (planning, message or consultation) runs for this product. */
+  get leaderBusy(): boolean {
+    return this.leaderTurn !== null;
   }
 
   private completePlan(draft: DraftPlan): Plan {
@@ -600,6 +621,7 @@ export class ProductOrchestrator {
       const s = this.model.state;
       if (!s.plan) throw invalidPhase(this.phase, ["executing", "paused"]);
       const controller = new AbortController();
+      this.leaderController = controller;
       const answer = await this.leader().message({
         productId: s.productId,
         goal: s.goal,
@@ -690,7 +712,25 @@ export class ProductOrchestrator {
     this.announceTeam();
     this.announceTopology();
     this.armTimers();
+    this.reconsultUnsettledFailures();
     this.pump();
+  }
+
+  /**
+   * A task that failed for good while its consultation was interrupted (cancel, shutdown, crash) still has pending
+   * dependents that can never become ready: consult the leader again for each such task.
+   */
+  private reconsultUnsettledFailures(): void {
+    if (this.consultations > 0) return; // consultations of this process are still queued or running
+    const tasks = this.model.state.tasks;
+    const failedWithPending = new Set<string>();
+    const failed = new Set(tasks.filter((t) => t.status === "failed").map((t) => t.taskId));
+    if (failed.size === 0) return;
+    for (const t of tasks) {
+      if (t.status !== "pending") continue;
+      for (const d of t.dependsOn) if (failed.has(d)) failedWithPending.add(d);
+    }
+    for (const id of failedWithPending) this.consult(id);
   }
 
   private announceTeam(): void {
@@ -1072,6 +1112,8 @@ export class ProductOrchestrator {
         return;
       }
       this.leaderTurn = "consult";
+      const controller = new AbortController();
+      this.leaderController = controller;
       let decision;
       try {
         decision = await this.leader().consultOnFailure({
@@ -1081,13 +1123,16 @@ export class ProductOrchestrator {
           plan: s.plan ?? plan,
           tasks: s.tasks,
           roster: this.roster(),
-          signal: new AbortController().signal,
+          signal: controller.signal,
         });
       } catch (err) {
         decision = { kind: "giveUp" as const, message: `The leader could not be consulted: ${String(err)}` };
       } finally {
         this.leaderTurn = null;
+        if (this.leaderController === controller) this.leaderController = null;
       }
+      // Aborted by cancel or shutdown: decide nothing now. The dependents stay pending and a resume consults again.
+      if (controller.signal.aborted) return;
       if (decision.kind === "mutate" && !TerminalPhases.includes(this.phase)) {
         const mutations = decision.mutations;
         const message = decision.message;
@@ -1337,6 +1382,7 @@ export class ProductOrchestrator {
     await this.exclusive(async () => {
       await this.syncForWrite();
       this.requirePhase(["planning", "awaiting_confirmation", "executing", "paused"], "product.cancel");
+      this.abortLeaderTurn();
       const elapsedMs = this.elapsedMs();
       this.stopDriving();
       this.stopWorkers("cancel");
@@ -1359,6 +1405,7 @@ export class ProductOrchestrator {
    * are written back as interrupted, then the lease is released so another process may resume at once.
    */
   async shutdown(): Promise<void> {
+    this.abortLeaderTurn();
     await this.stopExecution();
     await this.releaseLease();
   }

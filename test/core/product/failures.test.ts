@@ -249,3 +249,39 @@ describe("persistence failure is a barrier (guarantee 2)", () => {
     expect(model.state.phase).toBe("completed");
   });
 });
+
+describe("a consultation interrupted by shutdown", () => {
+  const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }, { id: "x", instance: "i2" }]);
+
+  it("decides nothing, leaves the dependents pending, and the leader is consulted again on resume", async () => {
+    const first = createHarness({ plan: PLAN });
+    first.worker.script("a", { kind: "fail", error: "broken" });
+    first.leader.consultGate = new Gate();
+    const productId = await first.started();
+    await waitUntil(() => first.leader.consultCalls.length === 1, "the consultation to start");
+    const signal = first.leader.consultCalls[0]?.signal;
+
+    await first.service.shutdown();
+    expect(signal?.aborted).toBe(true);
+    first.leader.decisions.push({ kind: "giveUp", message: "too late" });
+    first.leader.consultGate.release();
+    await drain();
+    expect((await first.tasks(productId)).map((t) => [t.taskId, t.status])).toEqual([
+      ["a", "failed"],
+      ["b", "pending"],
+      ["x", "completed"],
+    ]);
+
+    const second = createHarness({ plan: PLAN, authority: first.authority, clock: first.clock, ids: first.ids });
+    second.leader.decisions.push({ kind: "giveUp", message: "Giving up on a." });
+    await second.service.resume(productId);
+    const done = await second.finished(productId);
+    expect(done.phase).toBe("failed");
+    expect(second.leader.consultCalls.map((c) => c.failedTask.taskId)).toEqual(["a"]);
+    expect((await second.tasks(productId)).map((t) => [t.taskId, t.status])).toEqual([
+      ["a", "failed"],
+      ["b", "skipped"],
+      ["x", "completed"],
+    ]);
+  });
+});
