@@ -9,6 +9,7 @@
  * or skip the authority; it never writes anything but its SQLite file and the `idFile`.
  */
 import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { randomDag } from "./support/dag.js";
 import {
   benchService,
@@ -47,6 +48,12 @@ export interface ScaleResult {
   runMs: number;
   /** Peak resident set size of this process (VmHWM), MB. */
   peakRssMb: number;
+  /**
+   * Longest and 99th-percentile event-loop delay during the run, ms: how long a request arriving meanwhile would
+   * have waited (the server serves every client request on this same loop).
+   */
+  loopDelayMaxMs: number;
+  loopDelayP99Ms: number;
   /** Worker attempts started in this process. */
   started: number;
   phase: string;
@@ -117,6 +124,8 @@ async function runCase(o: ScaleOptions): Promise<ScaleResult> {
   let productId: string;
   let completed: Promise<Record<string, unknown>>;
   const io0 = writeBytes();
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
   if (o.mode === "resume") {
     productId = readFileSync(o.idFile as string, "utf8").trim();
     completed = b.notifier.next("product.completed", (p) => p.productId === productId);
@@ -157,6 +166,9 @@ async function runCase(o: ScaleOptions): Promise<ScaleResult> {
     await completed;
     result.runMs = performance.now() - t1;
   }
+  loop.disable();
+  result.loopDelayMaxMs = loop.max / 1e6;
+  result.loopDelayP99Ms = loop.percentile(99) / 1e6;
   const orchestrator = await b.service.get(productId);
   result.phase = orchestrator.phase;
   result.started = b.worker.started;

@@ -60,6 +60,8 @@ export interface ScaleCell {
   planMs: number;
   peakRssMb: number;
   writeMs: number;
+  /** Median of the runs' longest event-loop delay, ms. */
+  loopDelayMaxMs: number;
 }
 
 /**
@@ -76,7 +78,7 @@ export async function scaleMatrix(
   const cells: ScaleCell[] = [];
   for (const tasks of sizes) {
     for (const authority of ["memory", "sqlite"] as const)
-      cells.push({ tasks, authority, runs: [], runMs: 0, planMs: 0, peakRssMb: 0, writeMs: 0 });
+      cells.push({ tasks, authority, runs: [], runMs: 0, planMs: 0, peakRssMb: 0, writeMs: 0, loopDelayMaxMs: 0 });
   }
   for (let r = 0; r < repeats; r += 1) {
     for (const cell of cells) {
@@ -106,8 +108,30 @@ export async function scaleMatrix(
     cell.planMs = median(cell.runs.map((x) => x.planMs));
     cell.peakRssMb = median(cell.runs.map((x) => x.peakRssMb));
     cell.writeMs = median(cell.runs.map((x) => x.meter.writeMs));
+    cell.loopDelayMaxMs = median(cell.runs.map((x) => x.loopDelayMaxMs));
   }
   return cells;
+}
+
+/**
+ * The 10,000-task SQLite case with worker results arriving on separate turns of the event loop (`io`), as real agents'
+ * answers do: shows whether results that settle together are still written together (one wave, one commit).
+ */
+export async function ioCompletions(
+  dir: string,
+  tasks: number,
+  maxParallelTasks: number,
+  log: (line: string) => void,
+): Promise<ScaleResult> {
+  const file = join(dir, `io-${tasks}.db`);
+  removeDb(file);
+  const result = await runCase({ mode: "run", tasks, authority: "sqlite", file, maxParallelTasks, completion: "io" });
+  removeDb(file);
+  if (result.phase !== "completed" || result.started !== tasks || result.errors > 0) {
+    throw new Error(`the io case did not complete cleanly: ${JSON.stringify(result).slice(0, 500)}`);
+  }
+  log(`  scale sqlite ${tasks} (io completions): ${result.runMs.toFixed(0)} ms, ${result.meter.writes} writes`);
+  return result;
 }
 
 /** Durability cost at each size: one SQLite run with byte metering on (its times are not used for the scale figure). */

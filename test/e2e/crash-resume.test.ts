@@ -17,14 +17,14 @@
  * running when its server was killed exits on its own (stdin EOF), and none is left 5 s after the run.
  *
  * A kill moment is drawn (seeded) as "after n task status changes since the server (re)started and resumed, n in
- * [0, 12), then 0-300 ms more": anchored to progress rather than to wall time, so the kills spread over the whole run
+ * [0, 16), then 0-300 ms more": anchored to progress rather than to wall time, so the kills spread over the whole run
  * on a fast or a heavily loaded machine alike. A quarter of the kills instead hit the `product.resume` call itself
  * (0-40 ms after it was sent). Restarts alternate (seeded) between a fresh lease owner id, which waits for the dead
  * owner's 1.5 s lease to expire, and the lane's own owner id, which takes its lease back at once.
  *
  * CI mode: 50 kill points. Longer local mode: `CRASH_KILLS=500 npx vitest run test/e2e/crash-resume.test.ts` or
  * `npx tsx scripts/crash-soak.ts --kills 500`. Other knobs: CRASH_SEED, CRASH_LANES (kill lanes, default 2),
- * CRASH_MAX_STEPS (default 12), CRASH_TIMEOUT_MS, CRASH_DEBUG=1 (progress on stderr, server debug logs).
+ * CRASH_MAX_STEPS (default 16), CRASH_TIMEOUT_MS, CRASH_DEBUG=1 (progress on stderr, server debug logs).
  *
  * The agent is transpiled once to a plain `.mjs` file (its only bare import rewritten to the SDK's absolute URL) and
  * started with plain `node`: through tsx every one of the few hundred agent starts costs twice the CPU.
@@ -51,7 +51,7 @@ const KILLS = Number(process.env.CRASH_KILLS ?? 50);
 const SEED = Number(process.env.CRASH_SEED ?? 20_260_401);
 const KILL_LANES = Number(process.env.CRASH_LANES ?? 2);
 /** A kill comes after up to this many task status changes since the (re)start, then up to 300 ms more. */
-const MAX_STEPS = Number(process.env.CRASH_MAX_STEPS ?? 12);
+const MAX_STEPS = Number(process.env.CRASH_MAX_STEPS ?? 16);
 /**
  * How long an agent orphaned by a kill may take to exit. It exits as soon as it reads stdin's EOF (~20 ms when idle or
  * mid-turn); one killed while still loading the SDK (~0.25 s of CPU) first finishes loading, which on a machine loaded
