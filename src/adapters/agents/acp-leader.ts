@@ -14,6 +14,7 @@ import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
+import { delay, trackChild } from "./child-processes.js";
 import type { ClientConnection, SessionNotification, StopReason } from "@agentclientprotocol/sdk";
 import { z } from "zod";
 import { Id, Mutation, Plan } from "../../../protocol/common.js";
@@ -462,39 +463,6 @@ export function parseAssessAnswer(
   const passed = criteria.filter((c) => given.has(c.id)).map((c) => c.id);
   const message = extracted.prose || `${passed.length} of ${criteria.length} criteria pass.`;
   return { ok: true, value: { passed, message } };
-}
-
-// ===============================================================================================================
-// Child process tracking (no leader process outlives the server)
-
-const liveChildren = new Set<ChildProcess>();
-let exitHookInstalled = false;
-
-function trackChild(child: ChildProcess): void {
-  liveChildren.add(child);
-  child.once("exit", () => liveChildren.delete(child));
-  child.once("error", () => {
-    if (child.pid === undefined) liveChildren.delete(child);
-  });
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    // Last line of defence: on any exit of this process, SIGKILL every leader process still alive.
-    process.on("exit", () => {
-      for (const c of liveChildren) {
-        try {
-          c.kill("SIGKILL");
-        } catch {
-          // already gone
-        }
-      }
-    });
-  }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    setTimeout(resolve, ms).unref();
-  });
 }
 
 function describeError(error: unknown): string {

@@ -15,6 +15,7 @@ import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
+import { delay, trackChild } from "./child-processes.js";
 import type {
   ClientContext,
   PermissionOption,
@@ -138,39 +139,6 @@ export function parseBriefHeader(text: string): { taskId: string; title: string 
   const match = /^# Task (\S+): (.+)$/m.exec(text);
   if (match === null || match[1] === undefined || match[2] === undefined) return undefined;
   return { taskId: match[1], title: match[2].trim() };
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// Child process tracking (no child outlives the server)
-
-const liveChildren = new Set<ChildProcess>();
-let exitHookInstalled = false;
-
-function trackChild(child: ChildProcess): void {
-  liveChildren.add(child);
-  child.once("exit", () => liveChildren.delete(child));
-  child.once("error", () => {
-    if (child.pid === undefined) liveChildren.delete(child);
-  });
-  if (!exitHookInstalled) {
-    exitHookInstalled = true;
-    // Last line of defence: on any exit of this process, SIGKILL every worker still alive.
-    process.on("exit", () => {
-      for (const c of liveChildren) {
-        try {
-          c.kill("SIGKILL");
-        } catch {
-          // already gone
-        }
-      }
-    });
-  }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    setTimeout(resolve, ms).unref();
-  });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -16,6 +16,16 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
+import {
+  checkKey,
+  checkName,
+  checkPrefix,
+  checkRevision,
+  checkRevisionMatches,
+  checkSeq,
+  checkStream,
+  checkValue,
+} from "./authority-checks.js";
 
 /** The operations of `RunStateAuthority` that fault injection can target. */
 export type AuthorityOperation = "get" | "put" | "delete" | "list" | "appendEvents" | "readEvents" | "listProjects";
@@ -307,60 +317,3 @@ function getOrCreate<K, V>(map: Map<K, V>, key: K, create: () => V): V {
   return value;
 }
 
-function checkRevisionMatches(
-  projectId: string,
-  kind: string,
-  id: string,
-  current: number | undefined,
-  expected: number | null,
-): void {
-  if (current === undefined && expected === null) return;
-  if (current === expected) return;
-  const where = `${kind} "${id}" of project "${projectId}"`;
-  if (current === undefined) {
-    throw new AuthorityConflict(`The ${where} does not exist (expected revision ${expected}).`);
-  }
-  const wanted = expected === null ? "to be absent" : `at revision ${expected}`;
-  throw new AuthorityConflict(`The ${where} is at revision ${current}, expected ${wanted}.`, { revision: current });
-}
-
-// Argument checks. Invalid arguments are programming errors, but the port says every non-conflict failure is an
-// AuthorityFailure, so they are reported as one (and change nothing).
-
-function checkName(value: unknown, what: string): void {
-  if (typeof value !== "string" || value.length === 0)
-    throw new AuthorityFailure(`${what} must be a non-empty string.`);
-  if (/\p{Cs}/u.test(value)) throw new AuthorityFailure(`${what} must be well-formed Unicode (no lone surrogates).`);
-}
-
-function checkPrefix(prefix: unknown): void {
-  if (typeof prefix !== "string") throw new AuthorityFailure("prefix must be a string.");
-  if (/\p{Cs}/u.test(prefix)) throw new AuthorityFailure("prefix must be well-formed Unicode (no lone surrogates).");
-}
-
-function checkKey(projectId: string, kind: string, id: string): void {
-  checkName(projectId, "projectId");
-  checkName(kind, "kind");
-  checkName(id, "id");
-}
-
-function checkStream(projectId: string, stream: string): void {
-  checkName(projectId, "projectId");
-  checkName(stream, "stream");
-}
-
-function checkValue(value: unknown, what: string): void {
-  if (typeof value !== "object" || value === null)
-    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
-}
-
-function checkRevision(revision: number): void {
-  if (!Number.isSafeInteger(revision) || revision < 1) {
-    throw new AuthorityFailure(`expectedRevision must be null or a positive integer, got ${String(revision)}.`);
-  }
-}
-
-function checkSeq(seq: number, what: string): void {
-  if (!Number.isSafeInteger(seq) || seq < 0)
-    throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
-}

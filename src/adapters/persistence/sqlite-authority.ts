@@ -21,6 +21,7 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
+import { checkKey, checkName, checkPrefix, checkRevision, checkRevisionMatches, checkSeq } from "./authority-checks.js";
 
 /** One schema migration, applied at most once, in version order, inside one immediate transaction. */
 interface Migration {
@@ -458,51 +459,3 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-function checkRevisionMatches(
-  projectId: string,
-  kind: string,
-  id: string,
-  current: number | undefined,
-  expected: number | null,
-): void {
-  if (current === undefined && expected === null) return;
-  if (current === expected) return;
-  const where = `${kind} "${id}" of project "${projectId}"`;
-  if (current === undefined) {
-    throw new AuthorityConflict(`The ${where} does not exist (expected revision ${expected}).`);
-  }
-  const wanted = expected === null ? "to be absent" : `at revision ${expected}`;
-  throw new AuthorityConflict(`The ${where} is at revision ${current}, expected ${wanted}.`, { revision: current });
-}
-
-// Argument checks (the same as the memory authority's). Invalid arguments are reported as AuthorityFailure, as the
-// port requires of every non-conflict failure. Lone surrogates are refused because SQLite would store them as U+FFFD
-// and two different ids could then collide.
-
-function checkName(value: unknown, what: string): void {
-  if (typeof value !== "string" || value.length === 0)
-    throw new AuthorityFailure(`${what} must be a non-empty string.`);
-  if (/\p{Cs}/u.test(value)) throw new AuthorityFailure(`${what} must be well-formed Unicode (no lone surrogates).`);
-}
-
-function checkPrefix(prefix: unknown): void {
-  if (typeof prefix !== "string") throw new AuthorityFailure("prefix must be a string.");
-  if (/\p{Cs}/u.test(prefix)) throw new AuthorityFailure("prefix must be well-formed Unicode (no lone surrogates).");
-}
-
-function checkKey(projectId: string, kind: string, id: string): void {
-  checkName(projectId, "projectId");
-  checkName(kind, "kind");
-  checkName(id, "id");
-}
-
-function checkRevision(revision: number): void {
-  if (!Number.isSafeInteger(revision) || revision < 1) {
-    throw new AuthorityFailure(`expectedRevision must be null or a positive integer, got ${String(revision)}.`);
-  }
-}
-
-function checkSeq(seq: number, what: string): void {
-  if (!Number.isSafeInteger(seq) || seq < 0)
-    throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
-}

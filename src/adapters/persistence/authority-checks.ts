@@ -1,0 +1,64 @@
+/**
+ * Argument and revision checks shared by the embedded authorities (memory, SQLite), so both answer the port's contract
+ * (src/core/ports.ts `RunStateAuthority`) with the same errors. Invalid arguments are programming errors, but the port
+ * says every non-conflict failure is an `AuthorityFailure`, so they are reported as one (and change nothing). Lone
+ * surrogates are refused because SQLite would store them as U+FFFD and two different ids could then collide.
+ * This file must never perform I/O.
+ */
+import { AuthorityConflict, AuthorityFailure } from "../../core/ports.js";
+
+/** Throws `AuthorityConflict` (with the current revision) unless `current` is what `expected` says. */
+export function checkRevisionMatches(
+  projectId: string,
+  kind: string,
+  id: string,
+  current: number | undefined,
+  expected: number | null,
+): void {
+  if (current === undefined && expected === null) return;
+  if (current === expected) return;
+  const where = `${kind} "${id}" of project "${projectId}"`;
+  if (current === undefined) {
+    throw new AuthorityConflict(`The ${where} does not exist (expected revision ${expected}).`);
+  }
+  const wanted = expected === null ? "to be absent" : `at revision ${expected}`;
+  throw new AuthorityConflict(`The ${where} is at revision ${current}, expected ${wanted}.`, { revision: current });
+}
+
+export function checkName(value: unknown, what: string): void {
+  if (typeof value !== "string" || value.length === 0)
+    throw new AuthorityFailure(`${what} must be a non-empty string.`);
+  if (/\p{Cs}/u.test(value)) throw new AuthorityFailure(`${what} must be well-formed Unicode (no lone surrogates).`);
+}
+
+export function checkPrefix(prefix: unknown): void {
+  if (typeof prefix !== "string") throw new AuthorityFailure("prefix must be a string.");
+  if (/\p{Cs}/u.test(prefix)) throw new AuthorityFailure("prefix must be well-formed Unicode (no lone surrogates).");
+}
+
+export function checkKey(projectId: string, kind: string, id: string): void {
+  checkName(projectId, "projectId");
+  checkName(kind, "kind");
+  checkName(id, "id");
+}
+
+export function checkStream(projectId: string, stream: string): void {
+  checkName(projectId, "projectId");
+  checkName(stream, "stream");
+}
+
+export function checkValue(value: unknown, what: string): void {
+  if (typeof value !== "object" || value === null)
+    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
+}
+
+export function checkRevision(revision: number): void {
+  if (!Number.isSafeInteger(revision) || revision < 1) {
+    throw new AuthorityFailure(`expectedRevision must be null or a positive integer, got ${String(revision)}.`);
+  }
+}
+
+export function checkSeq(seq: number, what: string): void {
+  if (!Number.isSafeInteger(seq) || seq < 0)
+    throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
+}
