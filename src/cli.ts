@@ -29,7 +29,7 @@ import { GitWorkspaceProbe } from "./adapters/workspace/git-probe.js";
 import { agentsHash } from "./core/product/fingerprint.js";
 import { HeuristicLeader } from "./core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "./core/product/context.js";
-import type { Clock } from "./core/ports.js";
+import { AuthorityFailure, type Clock } from "./core/ports.js";
 import { createLogger, type LogLevel } from "./server/logger.js";
 import { OrchestratorServer } from "./server/server.js";
 
@@ -243,6 +243,17 @@ main(process.argv.slice(2)).then(
     else process.exit(code);
   },
   (err: unknown) => {
+    // Mistakes of the user (an unknown flag, a state file that cannot be opened) get one plain sentence and exit 2;
+    // anything else is a bug and gets its stack.
+    const code = (err as { code?: unknown } | null)?.code;
+    if (typeof code === "string" && code.startsWith("ERR_PARSE_ARGS_")) {
+      process.stderr.write(`acp-orchestrator: ${(err as Error).message} (see acp-orchestrator --help)\n`);
+      process.exit(2);
+    }
+    if (err instanceof AuthorityFailure) {
+      process.stderr.write(`acp-orchestrator: ${err.message}\n`);
+      process.exit(2);
+    }
     process.stderr.write(`acp-orchestrator: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(1);
   },

@@ -21,6 +21,7 @@ import type { ProductOrchestrator } from "../core/product/orchestrator.js";
 import type { ProductService } from "../core/product/service.js";
 import type { Clock, IdGenerator, Logger, RunStateAuthority } from "../core/ports.js";
 import type { RequestContext, RpcConnection } from "./rpc-connection.js";
+import { requireDirectory } from "./workspace-check.js";
 import { invalidParams } from "./wire-errors.js";
 
 /** The authority project that holds session records (sessions are looked up by id alone). */
@@ -157,7 +158,10 @@ export class SessionAdapter {
       method: M,
       fn: (params: ParamsOf<M>, ctx: RequestContext) => Promise<unknown>,
     ): void => handle(method, fn as (params: unknown, ctx: RequestContext) => Promise<unknown>);
-    h("session/new", (p) => this.newSession(p.cwd));
+    h("session/new", async (p) => {
+      await requireDirectory(p.cwd);
+      return this.newSession(p.cwd);
+    });
     h("session/load", (p) => this.load(p.sessionId));
     h("session/list", (p) => this.list(p.cwd ?? undefined, p.cursor ?? undefined));
     h("session/close", (p) => this.close(p.sessionId));

@@ -31,6 +31,7 @@ import type {
 import { SessionAdapter } from "./acp-session.js";
 import { mapDomainError } from "./error-mapping.js";
 import { createFramedTransport } from "./framing.js";
+import { requireDirectory } from "./workspace-check.js";
 import { RpcConnection } from "./rpc-connection.js";
 
 export interface ServerOptions {
@@ -208,8 +209,9 @@ export class OrchestratorServer {
 
     const projectOf = (params: { projectId?: string | undefined; cwd: string }): string =>
       params.projectId ?? this.options.projectIdFor(params.cwd);
-    this.on("product.plan", (params) =>
-      p.plan({
+    this.on("product.plan", async (params) => {
+      await requireDirectory(params.cwd);
+      return p.plan({
         goal: params.goal,
         cwd: params.cwd,
         projectId: projectOf(params),
@@ -218,8 +220,8 @@ export class OrchestratorServer {
         ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
         ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
         ...(params.budget !== undefined ? { budget: params.budget } : {}),
-      }),
-    );
+      });
+    });
     this.on("product.message", (params) => p.message(params.productId, params.content, params.askId));
     this.on("product.confirm", (params) =>
       p.confirm(params.productId, {
@@ -241,16 +243,17 @@ export class OrchestratorServer {
     this.on("product.delete", (params) => p.delete(params.productId));
 
     const g = this.goals;
-    this.on("x/goal.start", (params) =>
-      g.start({
+    this.on("x/goal.start", async (params) => {
+      await requireDirectory(params.cwd);
+      return g.start({
         goal: params.goal,
         cwd: params.cwd,
         projectId: projectOf(params),
         ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
         ...(params.budget !== undefined ? { budget: params.budget } : {}),
         ...(params.noProgressLimit !== undefined ? { noProgressLimit: params.noProgressLimit } : {}),
-      }),
-    );
+      });
+    });
     this.on("x/goal.status", (params) => g.status(params.goalRunId));
     this.on("x/goal.list", (params) => g.list(params.projectId));
     this.on("x/goal.pause", (params) => g.pause(params.goalRunId));

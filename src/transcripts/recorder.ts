@@ -107,6 +107,9 @@ export async function record(options: RecordOptions): Promise<number> {
   };
   // A child that exits while we still write to it: the write fails with EPIPE; the exit is what counts.
   child.stdin.on("error", () => undefined);
+  // Likewise a client that goes away while the agent still writes to it (EPIPE on our stdout): the transcript is
+  // already recorded and the agent's exit code is what the recorder reports.
+  output.on("error", () => undefined);
   input.on("data", onInput);
   input.on("end", onInputEnd);
 

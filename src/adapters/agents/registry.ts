@@ -64,15 +64,18 @@ export type PermissionToolKind = z.infer<typeof PermissionToolKind>;
  * can answer it: `"deny"` (the default), `"allow"`, or per-tool-kind rules, e.g.
  * `{"default": "deny", "rules": {"read": "allow", "edit": "deny"}}` (a kind without a rule gets `default`).
  */
-export const PermissionPolicy = z.union([
-  PermissionDecision,
-  z
-    .object({
-      default: PermissionDecision.default("deny"),
-      rules: z.partialRecord(PermissionToolKind, PermissionDecision).default({}),
-    })
-    .strict(),
-]);
+export const PermissionPolicy = z.union(
+  [
+    PermissionDecision,
+    z
+      .object({
+        default: PermissionDecision.default("deny"),
+        rules: z.partialRecord(PermissionToolKind, PermissionDecision).default({}),
+      })
+      .strict(),
+  ],
+  { error: 'must be "deny", "allow", or {"default": "deny"|"allow", "rules": {<tool kind>: "deny"|"allow"}}' },
+);
 export type PermissionPolicy = z.infer<typeof PermissionPolicy>;
 
 /** The decision of `policy` for a request of tool kind `kind` (`undefined`/`null` = `other`). Pure. */
@@ -182,7 +185,7 @@ function describeIssues(error: z.ZodError): string {
  * Throws `AgentConfigError` naming the file and every offending key/path. Pure: reads nothing.
  */
 export function parseAgentConfig(value: unknown, file: string): AgentConfig {
-  const parsed = AgentConfigFile.safeParse(value);
+  const parsed = AgentConfigFile.safeParse(value, { reportInput: true });
   if (!parsed.success) {
     throw new AgentConfigError(`Invalid agent config ${file}: ${describeIssues(parsed.error)}.`, file);
   }
