@@ -1050,13 +1050,17 @@ function finishDraft(
     tasks.forEach((t, i) => (t.dependsOn = t.dependsOn.filter((d) => (position.get(d) ?? i) < i)));
   }
   const name = planName(goal);
-  const summary = clip(`${teamPhrase(tasks.length, instances.length)} for: ${oneLine(goal, 1_000) || name}`, 20_000);
+  const summary = clip(`${teamPhrase(tasks.length, instances)} for: ${oneLine(goal, 1_000) || name}`, 20_000);
   return { name, summary, instances, tasks };
 }
 
 /** "3 tasks on 2 agents". */
-function teamPhrase(tasks: number, agents: number): string {
-  return `${tasks} ${tasks === 1 ? "task" : "tasks"} on ${agents} ${agents === 1 ? "agent" : "agents"}`;
+function teamPhrase(tasks: number, instances: readonly Instance[]): string {
+  const agents = new Set(instances.map((i) => i.agentId)).size;
+  const taskWord = `${tasks} ${tasks === 1 ? "task" : "tasks"}`;
+  const agentWord = `${agents} ${agents === 1 ? "agent" : "agents"}`;
+  if (instances.length === agents) return `${taskWord} on ${agentWord}`;
+  return `${taskWord} on ${instances.length} instances of ${agentWord}`;
 }
 
 function goalContext(goal: string, constraints: readonly string[]): string {
@@ -1081,7 +1085,7 @@ function planName(goal: string): string {
 /** The leader's message about a plan: one line per task, then what changed and the constraints. */
 function planMessage(plan: DraftPlan, notes: readonly string[], constraints: readonly string[]): string {
   const roleOf = new Map(plan.instances.map((i) => [i.instanceId, i.name ? `${i.name}, ${i.role}` : i.role]));
-  const lines = [`Here is the plan "${plan.name}": ${teamPhrase(plan.tasks.length, plan.instances.length)}.`, ""];
+  const lines = [`Here is the plan "${plan.name}": ${teamPhrase(plan.tasks.length, plan.instances)}.`, ""];
   for (const t of plan.tasks) {
     const after = t.dependsOn.length > 0 ? ` (after ${t.dependsOn.join(", ")})` : "";
     lines.push(`${t.taskId}. ${t.title} — ${roleOf.get(t.instanceId) ?? t.instanceId}${after}`);
