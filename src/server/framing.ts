@@ -5,7 +5,9 @@
  * Owns: newline-delimited JSON (default) and LSP `Content-Length` framing, detected once from the first bytes of the
  * input and then used for both directions; the `-32700` / `-32600` answers to input that is not a valid JSON-RPC
  * message; serialised, backpressure-aware writes. Must never dispatch methods, never log to stdout, and never let a
- * malformed message reach the connection or end the stream.
+ * malformed message reach the connection or end the stream. Input backpressure: while the writer's backlog is above a
+ * limit the reader stops delivering messages and pauses its input, so a client that never reads its answers cannot
+ * grow this process's memory (the server's own notifications are not blocked, only reading).
  */
 import type { Writable } from "node:stream";
 import { AbstractMessageReader, AbstractMessageWriter, ErrorCodes } from "vscode-jsonrpc/node";
@@ -18,6 +20,12 @@ export type Framing = "ndjson" | "content-length";
 
 /** Default maximum size of one message body in bytes (64 MiB). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+
+/** Default writer backlog, in bytes, above which the reader stops consuming input (8 MiB). */
+export const DEFAULT_MAX_OUTPUT_BACKLOG_BYTES = 8 * 1024 * 1024;
+
+/** Bytes of undelivered input the reader buffers while it waits before it pauses its input stream (1 MiB). */
+const PAUSE_BUFFERED_BYTES = 1024 * 1024;
 
 /** Longest `Content-Length` header block accepted before the framing is declared broken, in bytes. */
 const MAX_HEADER_BYTES = 8 * 1024;
@@ -33,6 +41,11 @@ export interface FramedTransportOptions {
   maxMessageBytes?: number;
   /** Where framing problems are logged (debug/warn). Optional. */
   logger?: Logger;
+  /**
+   * Writer backlog (`FramedMessageWriter.backlogBytes`) above which the reader stops delivering input messages and
+   * pauses its input until the backlog is back at or below it, in bytes. Default 8 MiB.
+   */
+  maxOutputBacklogBytes?: number;
 }
 
 /** A reader and a writer sharing one framing decision. */
@@ -47,8 +60,12 @@ export interface FramedTransport {
  * Builds the stdio transport over `input` and `output` (PROTOCOL.md section 1).
  *
  * The reader answers malformed input itself through the writer (`-32700`, `-32600`) and hands only valid JSON-RPC 2.0
- * messages to its callback. Until the framing is detected, writes use newline-delimited JSON. Does NOT start reading:
- * call `reader.listen` (the connection does). Does NOT end or destroy either stream.
+ * messages to its callback. Until the framing is detected, writes use newline-delimited JSON. Input backpressure:
+ * before each message the reader checks the writer's backlog; above `maxOutputBacklogBytes` it pauses `input` and
+ * resumes when the writer has drained to the limit, and it hands over one message per event-loop turn so that a
+ * handler's answer is queued before the next message is considered. Order is kept and nothing is dropped; writes
+ * themselves (answers, notifications, malformed-input errors) are never blocked. Does NOT start reading: call
+ * `reader.listen` (the connection does). Does NOT end or destroy either stream.
  */
 export function createFramedTransport(
   input: NodeJS.ReadableStream,
@@ -59,9 +76,14 @@ export function createFramedTransport(
     options.framing === undefined || options.framing === "auto" ? undefined : options.framing,
   );
   const writer = new FramedMessageWriter(output, decision, options.logger);
+  const backlogLimit = options.maxOutputBacklogBytes ?? DEFAULT_MAX_OUTPUT_BACKLOG_BYTES;
   const reader = new FramedMessageReader(input, decision, {
     maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
     logger: options.logger,
+    gate: {
+      blocked: () => writer.backlogExceeds(backlogLimit),
+      unblocked: () => writer.whenWritable(backlogLimit),
+    },
     reply: (message) => {
       writer.write(message).catch((error: unknown) => {
         options.logger?.warn({ err: error }, "Could not write the error response to malformed input");
@@ -142,6 +164,16 @@ interface ReaderOptions {
   logger: Logger | undefined;
   /** Sends an error response for malformed input. Never throws. */
   reply(message: ResponseMessage): void;
+  /** Input backpressure; without it every buffered message is delivered at once. */
+  gate?: InputGate;
+}
+
+/** When the reader must stop consuming input. */
+interface InputGate {
+  /** True while no further input message may be delivered. Must turn false once `unblocked()` resolved. */
+  blocked(): boolean;
+  /** Resolves when delivery may go on. Never rejects. */
+  unblocked(): Promise<void>;
 }
 
 /**
@@ -149,8 +181,10 @@ interface ReaderOptions {
  *
  * Lines may arrive split across chunks or many per chunk; a trailing `\r` is stripped and blank lines are skipped.
  * Malformed input is answered (`-32700`, `-32600`) and dropped; an oversize message is answered `-32600` and skipped
- * without being buffered. Fires `onClose` when the input ends (a last unterminated line is still delivered) and
- * `onError` when the input stream errors. Does NOT close the input stream.
+ * without being buffered. With a gate (see `createFramedTransport`), delivers at most one message per event-loop turn
+ * and, while the gate is blocked, delivers nothing and pauses the input stream; an end of input seen meanwhile is
+ * acted on only after every buffered message was delivered. Fires `onClose` when the input ends (a last unterminated
+ * line is still delivered) and `onError` when the input stream errors. Does NOT close the input stream.
  */
 export class FramedMessageReader extends AbstractMessageReader {
   private readonly queue = new ByteQueue();
@@ -158,6 +192,15 @@ export class FramedMessageReader extends AbstractMessageReader {
   private callback: DataCallback | undefined;
   private listening: Disposable | undefined;
   private ended = false;
+  /** The input ended while messages were still waiting for the gate; `onClose` fires once they are delivered. */
+  private endPending = false;
+  /** True while delivery waits (for the gate, or for the next event-loop turn). */
+  private waiting = false;
+  /** True while this reader holds the input stream paused. */
+  private inputPaused = false;
+  /** Set by `handleText` when a message went to the callback (the cue to yield the event loop). */
+  private delivered = false;
+  private disposed = false;
   // ndjson state
   private scanned = 0;
   private discardingLine = false;
@@ -205,6 +248,7 @@ export class FramedMessageReader extends AbstractMessageReader {
 
   /** Stops reading and releases the event emitters. Does NOT close the input stream. */
   override dispose(): void {
+    this.disposed = true;
     this.listening?.dispose();
     this.listening = undefined;
     this.queue.clear();
@@ -212,8 +256,15 @@ export class FramedMessageReader extends AbstractMessageReader {
   }
 
   private onData(chunk: Buffer): void {
-    if (this.ended || chunk.length === 0) return;
+    if (this.ended || this.endPending || chunk.length === 0) return;
     this.queue.push(chunk);
+    if (!this.waiting) this.pump();
+    else if (this.queue.length >= PAUSE_BUFFERED_BYTES) this.pauseInput();
+  }
+
+  /** Delivers what is buffered until input runs out or delivery must wait; then acts on a pending end of input. */
+  private pump(): void {
+    if (this.disposed) return;
     try {
       this.drain();
     } catch (error) {
@@ -222,10 +273,43 @@ export class FramedMessageReader extends AbstractMessageReader {
       this.queue.clear();
       this.scanned = 0;
     }
+    if (this.waiting) return;
+    if (this.endPending) this.finishEnd();
+    else this.resumeInput();
+  }
+
+  /** Stops delivery until `until` settles, pausing the input when asked to or when enough is buffered. */
+  private wait(until: Promise<void>, pause: boolean): void {
+    this.waiting = true;
+    if (pause || this.queue.length >= PAUSE_BUFFERED_BYTES) this.pauseInput();
+    const go = () => {
+      this.waiting = false;
+      this.pump();
+    };
+    until.then(go, go);
+  }
+
+  private pauseInput(): void {
+    if (this.inputPaused || this.endPending) return;
+    this.inputPaused = true;
+    this.input.pause();
+  }
+
+  private resumeInput(): void {
+    if (!this.inputPaused || this.disposed) return;
+    this.inputPaused = false;
+    this.input.resume();
   }
 
   private onEnd(): void {
+    if (this.ended || this.endPending) return;
+    this.endPending = true;
+    if (!this.waiting) this.finishEnd();
+  }
+
+  private finishEnd(): void {
     if (this.ended) return;
+    this.endPending = false;
     this.ended = true;
     if (this.queue.length > 0) {
       if (this.mode === "detect" || this.mode === "ndjson") {
@@ -238,14 +322,28 @@ export class FramedMessageReader extends AbstractMessageReader {
     this.fireClose();
   }
 
-  /** Consumes as many complete messages from the queue as there are. */
+  /**
+   * Consumes complete messages from the queue until it holds none or delivery must wait: before each one while the
+   * gate is blocked (input paused until it opens), and after each delivered message (until the next event-loop turn,
+   * so the handler's answer reaches the writer's backlog before the gate is asked again).
+   */
   private drain(): void {
+    const gate = this.options.gate;
     for (;;) {
+      if (gate !== undefined && this.queue.length > 0 && gate.blocked()) {
+        this.wait(gate.unblocked(), true);
+        return;
+      }
       if (this.mode === "detect" && !this.detect()) return;
+      this.delivered = false;
       if (this.mode === "ndjson") {
         if (!this.nextLine()) return;
       } else if (this.mode === "content-length") {
         if (!this.nextFramedMessage()) return;
+      }
+      if (gate !== undefined && this.delivered) {
+        this.wait(new Promise<void>((resolve) => setImmediate(resolve)), false);
+        return;
       }
     }
   }
@@ -376,6 +474,7 @@ export class FramedMessageReader extends AbstractMessageReader {
       this.reply(check.code, check.id, check.message);
       return;
     }
+    this.delivered = true;
     try {
       this.callback?.(check.message);
     } catch (error) {
@@ -597,6 +696,14 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
    */
   get backlogBytes(): number {
     return this.queuedChars + this.output.writableLength;
+  }
+
+  /**
+   * True when `backlogBytes` is above `limit` and the output has not failed or closed: exactly when
+   * `whenWritable(limit)` would wait. Used by the reader to stop consuming input (input backpressure).
+   */
+  backlogExceeds(limit: number): boolean {
+    return this.failure === undefined && this.backlogBytes > limit;
   }
 
   /**

@@ -14,7 +14,7 @@ import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
-import { delay, trackChild } from "./child-processes.js";
+import { delay, killTree, trackChild } from "./child-processes.js";
 import type { ClientConnection, SessionNotification, StopReason } from "@agentclientprotocol/sdk";
 import { z } from "zod";
 import { Id, Mutation, Plan } from "../../../protocol/common.js";
@@ -564,7 +564,7 @@ class LeaderConversation {
         cwd: spec.cwd ?? this.options.cwd,
         env: { ...process.env, ...spec.env },
         stdio: ["pipe", "pipe", "pipe"],
-        detached: false,
+        detached: true, // own process group: killTree stops a wrapper and the agent it spawned together
         windowsHide: true,
       });
     } catch (error) {
@@ -811,10 +811,13 @@ class LeaderConversation {
     const exited = this.exited;
     if (child === undefined || exited === undefined || child.pid === undefined) return;
     if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill("SIGTERM");
-    if (await Promise.race([exited.then(() => true), delay(this.options.graceMs).then(() => false)])) return;
+    killTree(child, "SIGTERM");
+    if (await Promise.race([exited.then(() => true), delay(this.options.graceMs).then(() => false)])) {
+      killTree(child, "SIGKILL"); // the wrapper exited on SIGTERM: a descendant that ignored it must not linger
+      return;
+    }
     this.log.warn({ pid: child.pid }, "leader agent ignored SIGTERM; sending SIGKILL");
-    child.kill("SIGKILL");
+    killTree(child, "SIGKILL");
     await exited;
   }
 

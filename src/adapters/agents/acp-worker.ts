@@ -15,7 +15,7 @@ import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
-import { delay, trackChild } from "./child-processes.js";
+import { delay, killTree, trackChild } from "./child-processes.js";
 import type {
   ClientContext,
   PermissionOption,
@@ -365,7 +365,7 @@ class TaskAttempt {
         cwd: spec.cwd ?? this.request.cwd,
         env: { ...process.env, ...spec.env },
         stdio: ["pipe", "pipe", "pipe"],
-        detached: false,
+        detached: true, // own process group: killTree stops a wrapper and the agent it spawned together
         windowsHide: true,
       });
     } catch (error) {
@@ -688,10 +688,13 @@ class TaskAttempt {
     }
     if (!this.unresponsive && (await waitExit(this.options.graceMs))) return;
     this.log.debug({ pid: child.pid }, "agent still running; sending SIGTERM");
-    child.kill("SIGTERM");
-    if (await waitExit(this.options.graceMs)) return;
+    killTree(child, "SIGTERM");
+    if (await waitExit(this.options.graceMs)) {
+      killTree(child, "SIGKILL"); // the wrapper exited on SIGTERM: a descendant that ignored it must not linger
+      return;
+    }
     this.log.warn({ pid: child.pid }, "agent ignored SIGTERM; sending SIGKILL");
-    child.kill("SIGKILL");
+    killTree(child, "SIGKILL");
     await exited;
   }
 

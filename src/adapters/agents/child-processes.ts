@@ -1,8 +1,11 @@
 /**
  * Child process tracking for agent subprocesses (workers and leaders): no child outlives the server. Every spawned
- * agent is registered here; on any exit of this process every child still alive is SIGKILLed (the last line of
- * defence — the pools stop their children gracefully first). A SIGKILL of the server cannot run this hook; then the
- * children see their stdin close and exit by themselves.
+ * agent is started in its own process group (`detached: true`, stdio still piped, never unref'd) so that a wrapper command
+ * (`npx …`, `node --import tsx …`, a shell script) and the real agent it spawns are stopped together: `killTree`
+ * signals the whole group. Every spawned agent is registered here; on any exit of this process every child group
+ * still alive is SIGKILLed (the last line of defence — the pools stop their children gracefully first). A SIGKILL of
+ * the server cannot run this hook (and, the groups being detached, the kernel does not reach them either); then the
+ * children see their stdin close and exit by themselves. Never unrefs a child, never kills a process it did not spawn.
  */
 import type { ChildProcess } from "node:child_process";
 
@@ -21,12 +24,36 @@ export function trackChild(child: ChildProcess): void {
     process.on("exit", () => {
       for (const c of liveChildren) {
         try {
-          c.kill("SIGKILL");
+          killTree(c, "SIGKILL");
         } catch {
           // already gone
         }
       }
     });
+  }
+}
+
+/**
+ * Sends `signal` to the whole process group led by `child` (the agent was spawned with `detached: true`, so its pid is
+ * its group id): the wrapper and every descendant that stayed in the group receive it. Falls back to
+ * `child.kill(signal)` when the group cannot be signalled (no pid, group already gone, a platform without process
+ * groups). Does not wait for anything to exit; never throws. Descendants that started their own session/group escape
+ * it (by their own choice).
+ */
+export function killTree(child: ChildProcess, signal: NodeJS.Signals): void {
+  const pid = child.pid;
+  if (pid !== undefined && process.platform !== "win32") {
+    try {
+      process.kill(-pid, signal);
+      return;
+    } catch {
+      // no such group (already reaped) or not permitted: fall back to the direct child
+    }
+  }
+  try {
+    child.kill(signal);
+  } catch {
+    // already gone
   }
 }
 

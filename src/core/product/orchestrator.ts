@@ -85,6 +85,8 @@ export const estimateTokens = (chars: number): number => Math.ceil(chars / 4);
 export class ProductOrchestrator {
   /** Records that failed validation when this product was loaded (guarantee 4). */
   dropped = 0;
+  /** Events lost when loading (invalid or missing): the product must not run again (guarantee 4). */
+  lost = 0;
   /** True when this orchestrator was built from stored state (not created in this process). */
   loadedFromStore = false;
   /** True while this process drives execution (holds the product). */
@@ -236,6 +238,22 @@ export class ProductOrchestrator {
     return persistenceFailed(cause);
   }
 
+  /**
+   * Guarantee 4 (fail closed): a product with stored records that failed validation (or are missing) is never run
+   * again — its state could make it repeat completed work or skip work. It can still be read, listed, cancelled and
+   * deleted. Throws `invalid_phase` with no allowed phase.
+   */
+  private requireIntact(operation: string): void {
+    if (this.lost === 0) return;
+    throw new DomainError(
+      "invalid_phase",
+      `Product ${this.productId} has ${this.lost} stored ${this.lost === 1 ? "event" : "events"} that failed ` +
+        `validation or ${this.lost === 1 ? "is" : "are"} missing, so ${operation} is refused: running it could ` +
+        "repeat or skip work. Restore the state store from a backup, or delete the product.",
+      { phase: this.phase, allowed: [] },
+    );
+  }
+
   private requirePhase(allowed: readonly Phase[], operation: string): void {
     if (!allowed.includes(this.phase)) {
       throw invalidPhase(this.phase, allowed, { subject: `Product ${this.productId}`, operation });
@@ -253,6 +271,7 @@ export class ProductOrchestrator {
     if (this.driving || this.running.size > 0) return;
     const { dropped } = await this.ctx.store.catchUp(this.model);
     this.dropped += dropped;
+    this.lost += dropped;
   }
 
   /**
@@ -664,6 +683,7 @@ export class ProductOrchestrator {
     await this.exclusive(async () => {
       await this.catchUpNow();
       this.requirePhase(["awaiting_confirmation"], "product.confirm");
+      this.requireIntact("product.confirm");
       const current = this.model.state.plan;
       if (!current) throw invalidPhase(this.phase, ["awaiting_confirmation"]);
       const edited = edit.instances !== undefined || edit.tasks !== undefined;
@@ -1334,6 +1354,7 @@ export class ProductOrchestrator {
       if (this.phase === "executing" && this.driving) throw alreadyRunning();
       await this.catchUpNow();
       this.requirePhase(["paused", "executing"], "product.resume");
+      this.requireIntact("product.resume");
       const refuseDrift = (drift: Drift[]): void => {
         if (!opts.automatic || drift.length === 0) return;
         throw new DomainError(
@@ -1449,6 +1470,7 @@ export class ProductOrchestrator {
     // Another process may drive it: catch up and refuse before stopping anything here (guarantee 6).
     if (!this.driving) await this.assertWritable();
     this.requirePhase(["executing", "paused", "completed", "failed"], "product.rollback");
+    this.requireIntact("product.rollback");
     const refs = this.model.state.checkpoints;
     const ref = checkpointId === undefined ? refs[refs.length - 1] : refs.find((c) => c.checkpointId === checkpointId);
     if (!ref) throw notFound("checkpoint", checkpointId ?? "(latest)");
@@ -1493,6 +1515,7 @@ export class ProductOrchestrator {
     const reset = await this.exclusive(async () => {
       await this.syncForWrite();
       this.requirePhase(["executing", "paused", "completed", "failed"], "product.replayTask");
+      this.requireIntact("product.replayTask");
       const task = this.task(taskId);
       if (!task) throw notFound("task", taskId);
       if (!["completed", "failed", "skipped"].includes(task.status)) {
@@ -1544,6 +1567,7 @@ export class ProductOrchestrator {
     return this.exclusive(async () => {
       await this.syncForWrite();
       this.requirePhase(["awaiting_confirmation", "executing", "paused"], "product.mutate");
+      this.requireIntact("product.mutate");
       const plan = this.model.state.plan;
       if (!plan) throw invalidPhase(this.phase, ["awaiting_confirmation", "executing", "paused"]);
       const states = this.phase === "awaiting_confirmation" ? [] : this.model.state.tasks;
@@ -1650,6 +1674,15 @@ export class ProductOrchestrator {
   /** Guarantee 10: a paused, failed or ownerless run explains its cause and remedy in plain words. */
   recovery(): { cause: string; resumable: boolean; remediation: string } | undefined {
     const s = this.model.state;
+    if (this.lost > 0 && !TerminalPhases.includes(s.phase)) {
+      return {
+        cause: `${this.lost} stored ${this.lost === 1 ? "event" : "events"} of this product failed validation or ${
+          this.lost === 1 ? "is" : "are"
+        } missing (guarantee 4); its state cannot be trusted to run.`,
+        resumable: false,
+        remediation: "Restore the state store from a backup, or delete the product; it can still be read and listed.",
+      };
+    }
     if (s.phase === "paused" || s.phase === "failed") {
       return (
         s.recovery ?? {

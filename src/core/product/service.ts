@@ -38,6 +38,7 @@ export class ProductService {
       pending = this.ctx.store.load(productId).then((loaded) => {
         const orchestrator = new ProductOrchestrator(loaded.model, this.ctx);
         orchestrator.dropped = loaded.dropped;
+        orchestrator.lost = loaded.lost;
         orchestrator.loadedFromStore = true;
         this.live.set(productId, orchestrator);
         return orchestrator;

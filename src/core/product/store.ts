@@ -27,6 +27,11 @@ export interface LoadedProduct {
   model: ProductModel;
   /** Records (events or snapshot) that failed validation and were skipped (guarantee 4). */
   dropped: number;
+  /**
+   * Of those, the events that were lost (invalid or missing from the sequence): state they carried is unknown, so the
+   * product must not run again (fail closed). An invalid snapshot loses nothing: the events are replayed instead.
+   */
+  lost: number;
 }
 
 /**
@@ -85,6 +90,7 @@ export class ProductStore {
     const header = await this.authority.get(projectId, "product", productId);
     if (!header) throw notFound("product", productId);
     let dropped = 0;
+    let lost = 0;
     let model = modelOf(emptyState(), this.checkpointHistory);
     const snap = await this.authority.get(projectId, "snapshot", productId);
     if (snap) {
@@ -94,9 +100,14 @@ export class ProductStore {
     }
     const events = await this.authority.readEvents(projectId, productStream(productId), model.state.seq);
     for (const { seq, event } of events) {
+      // A gap in the sequence is a lost record: counted like one that does not parse (guarantee 4).
+      const missing = missingBefore(model.state.seq, seq);
+      dropped += missing;
+      lost += missing;
       const parsed = ProductEvent.safeParse(event);
       if (!parsed.success) {
         dropped++;
+        lost++;
         model.state.seq = seq;
         continue;
       }
@@ -112,7 +123,7 @@ export class ProductStore {
       events.reduce((n, e) => n + jsonLength(e.event), 0),
     );
     if (snap) this.snapshotBytes.set(productId, jsonLength(snap.value));
-    return { model, dropped };
+    return { model, dropped, lost };
   }
 
   /**
@@ -123,8 +134,11 @@ export class ProductStore {
     const model = modelOf(emptyState(), this.checkpointHistory);
     let dropped = 0;
     const events = await this.authority.readEvents(projectId, productStream(productId), 0);
+    let last = 0;
     for (const { seq: s, event } of events) {
       if (s > seq) break;
+      dropped += missingBefore(last, s);
+      last = s;
       const parsed = ProductEvent.safeParse(event);
       if (!parsed.success) {
         dropped++;
@@ -132,7 +146,7 @@ export class ProductStore {
       }
       applyEvent(model, parsed.data, s);
     }
-    return { model, dropped };
+    return { model, dropped, lost: dropped };
   }
 
   /**
@@ -148,6 +162,7 @@ export class ProductStore {
     let dropped = 0;
     for (const { seq, event } of events) {
       if (seq <= model.state.seq) continue;
+      dropped += missingBefore(model.state.seq, seq);
       const parsed = ProductEvent.safeParse(event);
       if (!parsed.success) {
         dropped++;
@@ -363,3 +378,8 @@ export function isConflict(err: unknown): err is AuthorityConflict {
 
 export type { ProductState };
 export { DomainError };
+
+/** How many sequence numbers are missing between the last applied event `previous` and the next one read, `seq`. */
+function missingBefore(previous: number, seq: number): number {
+  return seq > previous + 1 ? seq - previous - 1 : 0;
+}

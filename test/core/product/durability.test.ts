@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 import type { AuthorityCall } from "../../../src/adapters/persistence/memory-authority.js";
 import { productStream } from "../../../src/core/product/records.js";
-import { Gate, createHarness, drain, draftPlan, waitUntil, type Harness } from "../../support/fakes.js";
+import { Gate, createHarness, drain, draftPlan, rejectionOf, waitUntil, type Harness } from "../../support/fakes.js";
 
 const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }, { id: "c", deps: ["b"] }]);
 
@@ -138,13 +138,15 @@ describe("fail closed (guarantee 4) and reading never writes (guarantee 3)", () 
     ]);
   });
 
-  it("never executes anything from a dropped record when the product is resumed", async () => {
+  it("never executes anything from a dropped record: a product that lost an event is not run again", async () => {
     const { second, productId } = await tampered();
-    await second.service.resume(productId);
-    const done = await second.finished(productId);
+    const refusal = await rejectionOf(second.service.resume(productId));
+    await drain();
 
-    expect(done).toMatchObject({ phase: "completed", summary: "All 2 tasks completed." });
-    expect(second.worker.started).toEqual(["b"]);
+    expect(refusal).toMatchObject({ code: "invalid_phase", details: { allowed: [] } });
+    expect((refusal as Error).message).toMatch(/failed validation or (is|are) missing/);
+    expect((await second.service.status(productId)).recovery).toMatchObject({ resumable: false });
+    expect(second.worker.started).toEqual([]);
   });
 
   it("performs no write while loading, reading status, checkpoints and listing", async () => {

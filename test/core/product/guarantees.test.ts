@@ -142,9 +142,9 @@ describe("guarantee 4: fail closed, per record", () => {
     expect(status.dropped).toBe(1);
     expect((await second.tasks(productId)).map((t) => t.taskId)).toEqual(["a", "b"]);
 
-    await second.service.resume(productId);
-    await second.finished(productId);
-    expect(second.worker.started).toEqual(["b"]);
+    // Fail closed: the product lost an event, so it is not run again at all (nothing from the record executes).
+    await expect(second.service.resume(productId)).rejects.toMatchObject({ code: "invalid_phase" });
+    expect(second.worker.started).toEqual([]);
   });
 
   it.each([
