@@ -50,6 +50,8 @@ interface RunningTask {
 }
 
 interface SettledResult {
+  /** The attempt's launch record: a result counts only if it belongs to the task's latest launch. */
+  entry: RunningTask;
   taskId: string;
   attempt: number;
   result: WorkerResult;
@@ -99,6 +101,8 @@ export class ProductOrchestrator {
   private planningStarted = false;
   private scheduler: Scheduler | null = null;
   private readonly running = new Map<string, RunningTask>();
+  /** The latest launch of each task whose result has not been taken yet. */
+  private readonly latestLaunch = new Map<string, RunningTask>();
   private readonly settled: SettledResult[] = [];
   private pumpScheduled = false;
   private consultations = 0;
@@ -829,7 +833,10 @@ export class ProductOrchestrator {
     let completedNow = 0;
     for (const r of results) {
       const current = this.task(r.taskId);
-      // Stale results (task reset, removed or re-run since) are ignored.
+      // Stale results (task reset, removed or re-run since) are ignored. Attempt numbers alone cannot tell: a replay
+      // restarts them, so an old worker's late answer could carry the new attempt's number.
+      if (this.latestLaunch.get(r.taskId) !== r.entry) continue;
+      this.latestLaunch.delete(r.taskId);
       if (!current || current.status !== "running" || current.attempts !== r.attempt) continue;
       const task: TaskState = { ...current, endedAt: this.now() };
       const res = r.result;
@@ -976,6 +983,7 @@ export class ProductOrchestrator {
       }),
     };
     this.running.set(task.taskId, entry);
+    this.latestLaunch.set(task.taskId, entry);
     const taskDef: Task = {
       taskId: task.taskId,
       title: task.title,
@@ -988,6 +996,7 @@ export class ProductOrchestrator {
     const finish = (result: WorkerResult): void => {
       if (this.running.get(task.taskId) === entry) this.running.delete(task.taskId);
       this.settled.push({
+        entry,
         taskId: task.taskId,
         attempt: entry.attempt,
         result,

@@ -3,7 +3,7 @@
  * checkpoint and resumes through the normal resume path; replay resets a task and everything downstream of it).
  */
 import { describe, expect, it } from "vitest";
-import { createHarness, drain, draftPlan, waitUntil, type TaskSpec } from "../../support/fakes.js";
+import { Gate, createHarness, drain, draftPlan, waitUntil, type TaskSpec } from "../../support/fakes.js";
 
 describe("product.rollback", () => {
   const CHAIN: TaskSpec[] = [{ id: "a" }, { id: "b", deps: ["a"] }, { id: "c", deps: ["b"] }, { id: "d", deps: ["c"] }];
@@ -91,5 +91,37 @@ describe("product.replayTask", () => {
       ["d", "completed", 1],
       ["e", "completed", 1],
     ]);
+  });
+});
+
+describe("replay while a dependent runs (regression: an old worker's late answer taken for the new run)", () => {
+  it("ignores the late result of the reset worker, so the dependent runs once more, not twice", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "t0" }, { id: "t1", deps: ["t0"] }]) });
+    const second = new Gate();
+    h.worker.script("t1", { kind: "hang" }, { kind: "complete", gate: second });
+    const late = new Gate();
+    let heldBack = false;
+    const runTask = h.worker.runTask.bind(h.worker);
+    h.worker.runTask = async (request, events) => {
+      const result = await runTask(request, events);
+      if (request.task.taskId === "t1" && !heldBack) {
+        heldBack = true;
+        await late.promise; // the old worker answers only after the new one started
+      }
+      return result;
+    };
+    const productId = await h.started();
+    await waitUntil(() => h.worker.runsOf("t1").length === 1, "t1 to start");
+
+    await h.service.replayTask(productId, "t0");
+    await waitUntil(() => h.worker.runsOf("t1").length === 2, "t1 to start again after the replay");
+    late.release();
+    await drain();
+    second.release();
+    const done = await h.finished(productId);
+
+    expect(done.phase).toBe("completed");
+    expect(h.worker.runsOf("t1")).toHaveLength(2);
+    expect((await h.tasks(productId)).find((t) => t.taskId === "t1")).toMatchObject({ status: "completed", attempts: 1 });
   });
 });
