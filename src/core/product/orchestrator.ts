@@ -34,7 +34,7 @@ import type { ProductContext } from "./context.js";
 import { agentsHash, compareFingerprints, planHash, taskInputHash, type Drift, type TaskInput } from "./fingerprint.js";
 import { ProductLease, type LeaseLoss } from "./lease.js";
 import type { Fingerprint, ProductEvent } from "./records.js";
-import { inputHashOf, progressOfModel, type ProductModel } from "./state.js";
+import { attemptsUsed, inputHashOf, progressOfModel, type ProductModel } from "./state.js";
 
 /** Events as the orchestrator builds them: `v` and `at` are stamped on append. */
 type NewEvent = ProductEvent extends infer E ? (E extends ProductEvent ? Omit<E, "v" | "at"> : never) : never;
@@ -860,7 +860,8 @@ export class ProductOrchestrator {
       } else {
         task.error = res.outcome === "failed" ? res.error : "The worker stopped.";
         const max = task.maxAttempts ?? this.ctx.options.defaultMaxAttempts;
-        if (task.attempts < max && this.driving) task.status = "pending";
+        // Interrupted attempts (pause, shutdown, crash) do not use up retries: only failed ones count.
+        if (attemptsUsed(this.model.state, task) < max && this.driving) task.status = "pending";
         else {
           task.status = "failed";
           finalFailures.push(task.taskId);

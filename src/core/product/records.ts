@@ -181,6 +181,11 @@ export const ProductStateSchema = z.object({
   checkpoints: z.array(CheckpointRef),
   /** taskId → input hash of its completed result (guarantee 7); only completed tasks have an entry. */
   inputHashes: z.record(Id, Hash).optional(),
+  /**
+   * taskId → attempts that were interrupted (pause, shutdown, crash) rather than failed. They are counted in
+   * `attempts` (guarantee 7) but do not use up the task's retries (`maxAttempts` limits failed attempts).
+   */
+  interruptedAttempts: z.record(Id, Count).optional(),
   /** The latest recorded fingerprint (drift detection); absent for runs confirmed before fingerprints existed. */
   fingerprint: Fingerprint.optional(),
   createdAt: Timestamp,

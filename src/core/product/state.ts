@@ -144,8 +144,12 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
       } else {
         const old = s.tasks[i];
         if (old) model.counts[old.status]--;
+        if (old?.status === "running" && event.task.status === "pending" && event.task.interruption !== undefined) {
+          countInterruption(s, event.task.taskId, 1);
+        }
         s.tasks[i] = event.task;
       }
+      if (event.task.attempts === 0) countInterruption(s, event.task.taskId, 0);
       model.counts[event.task.status]++;
       bindInput(s, event.task.taskId, event.task.status === "completed" ? event.inputHash : undefined);
       break;
@@ -259,4 +263,22 @@ export function progressOf(tasks: readonly TaskState[]): Progress {
     else if (t.status === "pending" || t.status === "waiting") p.pending++;
   }
   return p;
+}
+
+/** Adds `delta` interrupted attempts for a task (`0` resets its count, e.g. on replay). */
+function countInterruption(s: ProductState, taskId: string, delta: number): void {
+  const counts = (s.interruptedAttempts ??= {});
+  const now = delta === 0 ? 0 : (Object.hasOwn(counts, taskId) ? (counts[taskId] ?? 0) : 0) + delta;
+  if (now === 0) {
+    if (Object.hasOwn(counts, taskId)) delete counts[taskId];
+  } else {
+    Object.defineProperty(counts, taskId, { value: now, enumerable: true, writable: true, configurable: true });
+  }
+}
+
+/** Attempts of a task that failed or completed (its interrupted attempts excluded): what `maxAttempts` limits. */
+export function attemptsUsed(s: ProductState, task: { taskId: string; attempts: number }): number {
+  const counts = s.interruptedAttempts;
+  const interrupted = counts && Object.hasOwn(counts, task.taskId) ? (counts[task.taskId] ?? 0) : 0;
+  return Math.max(0, task.attempts - interrupted);
 }

@@ -111,3 +111,19 @@ describe("product.cancel", () => {
     expect((await h.service.status(productId)).phase).toBe("cancelled");
   });
 });
+
+describe("interrupted attempts do not use up retries (regression: a pause made the next failure final)", () => {
+  it("after a pause and resume during attempt 1, one failure still leaves a retry", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "a", maxAttempts: 2 }]) });
+    h.worker.script("a", { kind: "hang" }, { kind: "fail", error: "transient" }, { kind: "complete" });
+    const productId = await h.started();
+    await waitUntil(() => h.worker.runsOf("a").length === 1, "a to start");
+    await h.service.pause(productId);
+    await h.service.resume(productId);
+    const done = await h.finished(productId);
+
+    expect(done.phase).toBe("completed");
+    expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2, 3]);
+    expect(h.leader.consultCalls).toEqual([]);
+  });
+});
