@@ -10,13 +10,14 @@
  * It must never send product notifications on `session/update` outside a turn, never send a `session/update` of a
  * turn after that turn's answer, and never turn a cancellation into an error (ACP: `stopReason: "cancelled"`).
  */
+import { resolve } from "node:path";
 import { z } from "zod";
 import type { ContentBlock, SessionUpdate } from "../../protocol/acp.js";
 import { RequestPermissionResult } from "../../protocol/acp.js";
 import type { ParamsOf } from "../../protocol/methods.js";
 import { clientNotifications } from "../../protocol/methods.js";
 import { TerminalPhases, type TaskState, type TaskStatus } from "../../protocol/common.js";
-import { busy, invalidPhase, isDomainError, notFound } from "../core/errors.js";
+import { busy, DomainError, invalidPhase, isDomainError, notFound } from "../core/errors.js";
 import type { ProductOrchestrator } from "../core/product/orchestrator.js";
 import type { ProductService } from "../core/product/service.js";
 import type { Clock, IdGenerator, Logger, RunStateAuthority } from "../core/ports.js";
@@ -162,7 +163,7 @@ export class SessionAdapter {
       await requireDirectory(p.cwd);
       return this.newSession(p.cwd);
     });
-    h("session/load", (p) => this.load(p.sessionId));
+    h("session/load", (p) => this.load(p.sessionId, p.cwd));
     h("session/list", (p) => this.list(p.cwd ?? undefined, p.cursor ?? undefined));
     h("session/close", (p) => this.close(p.sessionId));
     h("session/prompt", (p, ctx) => this.prompt(p.sessionId, p.prompt, ctx));
@@ -223,9 +224,20 @@ export class SessionAdapter {
     return { sessionId };
   }
 
-  /** `session/load`: replays the conversation and the latest plan as `session/update`s, then answers `{}`. */
-  private async load(sessionId: string): Promise<Record<string, never>> {
+  /**
+   * `session/load`: replays the conversation and the latest plan as `session/update`s, then answers `{}`. Throws
+   * `not_found` for an unknown session and `ownership` (`{expected: <the session's cwd>, got: cwd}`, -32016) when
+   * `cwd` is not the directory the session was created in; nothing is replayed then.
+   */
+  private async load(sessionId: string, cwd: string): Promise<Record<string, never>> {
     const s = await this.get(sessionId);
+    if (resolve(s.record.cwd) !== resolve(cwd)) {
+      throw new DomainError(
+        "ownership",
+        `Session ${sessionId} belongs to the workspace ${s.record.cwd}, not ${cwd}: load it with its own cwd.`,
+        { expected: s.record.cwd, got: cwd },
+      );
+    }
     s.open = true;
     for (const m of s.record.messages) {
       await this.update(sessionId, {
@@ -241,6 +253,26 @@ export class SessionAdapter {
       if (entries.length > 0) await this.update(sessionId, { sessionUpdate: "plan", entries });
     }
     return {};
+  }
+
+  /**
+   * For `product.plan {sessionId}`: throws `ownership` (`{expected: <the session's project>, got: projectId}`, -32016)
+   * when `sessionId` names a stored session of another project. Read-only; an unknown `sessionId` is accepted (the
+   * product only records it), as before.
+   */
+  async assertSessionProject(sessionId: string, projectId: string): Promise<void> {
+    const s = await this.get(sessionId).catch((err: unknown) => {
+      if (isDomainError(err, "not_found")) return undefined;
+      throw err;
+    });
+    if (s && s.record.projectId !== projectId) {
+      throw new DomainError(
+        "ownership",
+        `Session ${sessionId} belongs to project ${s.record.projectId}, not ${projectId}: ` +
+          "plan in its project or omit sessionId.",
+        { expected: s.record.projectId, got: projectId },
+      );
+    }
   }
 
   /** `session/list`: every readable session record (newest first), optionally only those of `cwd`. One page. */

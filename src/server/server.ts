@@ -211,6 +211,7 @@ export class OrchestratorServer {
       params.projectId ?? this.options.projectIdFor(params.cwd);
     this.on("product.plan", async (params) => {
       await requireDirectory(params.cwd);
+      if (params.sessionId !== undefined) await this.sessions.assertSessionProject(params.sessionId, projectOf(params));
       return p.plan({
         goal: params.goal,
         cwd: params.cwd,

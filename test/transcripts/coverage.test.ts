@@ -121,20 +121,12 @@ const REQUIRED: Readonly<Record<string, readonly Requirement[]>> = {
 const BUSY =
   "the built-in heuristic leader finishes a turn within one event-loop turn and the server dispatches one inbound " +
   "message per turn (vscode-jsonrpc), so no request can observe a running leader turn";
-const PERSISTENCE = "needs a run-state authority that fails writes; a fresh embedded SQLite store does not";
 
 /** Not coverable deterministically against a fresh server: item id → reason (also in protocol/TRANSCRIPTS.md). */
 const NOT_COVERED: Readonly<Record<string, string>> = {
   "error -32603 (internal error)": "a bug by definition (PROTOCOL.md section 3); nothing in the contract triggers it",
   "error -32011 (busy)": BUSY,
   "product.message → -32011": BUSY,
-  "error -32012 (conflict)":
-    "needs a second owner of the same product (another process on the same state, or a host authority); a replay " +
-    "runs one server on a fresh state",
-  "error -32013 (persistence failed)": PERSISTENCE,
-  "server sends product.persistenceError": PERSISTENCE,
-  "error -32016 (ownership)": "no method of this build returns it yet (src/ only defines the factory)",
-  "product.plan → -32016": "no method of this build returns it yet (product.plan does not check ownership)",
   "server sends product.leaderAsk": "the heuristic leader never asks questions (it plans from the goal text alone)",
   "server sends product.planFailed": "the heuristic leader always produces a valid plan",
 };
