@@ -7,47 +7,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { isJsonRpcLine, startRawServer, tempDir, type RawServer } from "../support/server-process.js";
+import { PRODUCT_METHODS, PRODUCT_NOTIFICATIONS } from "../support/protocol-names.js";
 
 type Msg = Record<string, unknown>;
 
 const INIT_PARAMS = { protocolVersion: 1, clientCapabilities: {}, clientInfo: { name: "framing-tests", version: "1" } };
 
-/** PROTOCOL.md section 5, method table and notification table (bare names). */
-const PRODUCT_METHODS = [
-  "product.plan",
-  "product.message",
-  "product.confirm",
-  "product.status",
-  "product.list",
-  "product.pause",
-  "product.resume",
-  "product.cancel",
-  "product.checkpoint",
-  "product.checkpoints",
-  "product.rollback",
-  "product.replayTask",
-  "product.mutate",
-  "product.delete",
-];
-const PRODUCT_NOTIFICATIONS = [
-  "product.planningDelta",
-  "product.leaderMessage",
-  "product.leaderAsk",
-  "product.planReady",
-  "product.planFailed",
-  "product.teamRoster",
-  "product.dagTopology",
-  "product.taskStatus",
-  "product.taskOutputDelta",
-  "product.agentActivity",
-  "product.dagMutated",
-  "product.budgetUpdate",
-  "product.budgetWarning",
-  "product.budgetExceeded",
-  "product.checkpoint",
-  "product.persistenceError",
-  "product.completed",
-];
 
 const line = (message: unknown): string => `${JSON.stringify(message)}\n`;
 const req = (id: string | number, method: string, params: unknown = {}) => ({ jsonrpc: "2.0", id, method, params });

@@ -26,48 +26,13 @@ import {
   type ResultOf,
   type ServerMethodName,
 } from "../../protocol/methods.js";
+import { ACP_METHODS, PRODUCT_METHODS, PRODUCT_NOTIFICATIONS } from "../support/protocol-names.js";
 
 // PROTOCOL.md section 4 (authenticate is not served: authMethods is []).
-const ACP_METHODS = ["initialize", "session/new", "session/load", "session/list", "session/close", "session/prompt"];
 
 // PROTOCOL.md section 5, method table.
-const PRODUCT_METHODS = [
-  "product.plan",
-  "product.message",
-  "product.confirm",
-  "product.status",
-  "product.list",
-  "product.pause",
-  "product.resume",
-  "product.cancel",
-  "product.checkpoint",
-  "product.checkpoints",
-  "product.rollback",
-  "product.replayTask",
-  "product.mutate",
-  "product.delete",
-];
 
 // PROTOCOL.md section 5, notifications table.
-const PRODUCT_NOTIFICATIONS = [
-  "product.planningDelta",
-  "product.leaderMessage",
-  "product.leaderAsk",
-  "product.planReady",
-  "product.planFailed",
-  "product.teamRoster",
-  "product.dagTopology",
-  "product.taskStatus",
-  "product.taskOutputDelta",
-  "product.agentActivity",
-  "product.dagMutated",
-  "product.budgetUpdate",
-  "product.budgetWarning",
-  "product.budgetExceeded",
-  "product.checkpoint",
-  "product.persistenceError",
-  "product.completed",
-];
 
 // PROTOCOL.md section 7, plus ACP's server → client permission request.
 /** PROTOCOL.md section 6, in table order. */

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { coverageOf, type Coverage } from "../../src/transcripts/coverage.js";
 import { parseTranscript } from "../../src/transcripts/format.js";
+import { PRODUCT_NOTIFICATIONS } from "../support/protocol-names.js";
 
 const CORPUS = join(import.meta.dirname, "..", "..", "protocol", "transcripts");
 
@@ -92,25 +93,7 @@ const REQUIRED: Readonly<Record<string, readonly Requirement[]>> = {
     ...request("product.replayTask", P, NF, PH),
     ...request("product.mutate", P, NF, PH, -32014),
     ...request("product.delete", P),
-    ...[
-      "product.planningDelta",
-      "product.leaderMessage",
-      "product.leaderAsk",
-      "product.planReady",
-      "product.planFailed",
-      "product.teamRoster",
-      "product.dagTopology",
-      "product.taskStatus",
-      "product.taskOutputDelta",
-      "product.agentActivity",
-      "product.dagMutated",
-      "product.budgetUpdate",
-      "product.budgetWarning",
-      "product.budgetExceeded",
-      "product.checkpoint",
-      "product.persistenceError",
-      "product.completed",
-    ].map(serverMessage),
+    ...PRODUCT_NOTIFICATIONS.map(serverMessage),
   ],
   // "6 goal runs" (x/goal.* requests and notifications) and "7 run-state authority" (runState/* server → client
   // requests) are being built by others; add them here in the same shape when they are, e.g.
