@@ -37,6 +37,8 @@ const SessionRecord = z.object({
   productId: z.string().optional(),
   /** Version of the product's plan last shown to the user (a confirm word never runs a plan the user did not see). */
   shownPlanVersion: z.number().int().min(0).optional(),
+  /** Set by `session/close`; a closed session takes no prompt until `session/load` opens it again. */
+  closed: z.boolean().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),
   messages: z.array(z.object({ role: z.enum(["user", "agent"]), text: z.string() })),
@@ -239,6 +241,10 @@ export class SessionAdapter {
       );
     }
     s.open = true;
+    if (s.record.closed) {
+      delete s.record.closed;
+      await this.save(s);
+    }
     for (const m of s.record.messages) {
       await this.update(sessionId, {
         sessionUpdate: m.role === "user" ? "user_message_chunk" : "agent_message_chunk",
@@ -307,6 +313,8 @@ export class SessionAdapter {
   private async close(sessionId: string): Promise<Record<string, never>> {
     const s = await this.get(sessionId);
     s.open = false;
+    s.record.closed = true;
+    await this.save(s);
     const turn = this.turns.get(sessionId);
     this.cancel(sessionId);
     if (!turn) this.sessions.delete(sessionId);
@@ -399,6 +407,13 @@ export class SessionAdapter {
     let s: LiveSession | undefined;
     try {
       s = await this.get(sessionId);
+      if (s.record.closed) {
+        throw new DomainError(
+          "not_found",
+          `Session ${sessionId} is closed; open it again with session/load before prompting.`,
+          { kind: "session", id: sessionId },
+        );
+      }
       const text = promptText(blocks);
       if (text === "") {
         // A goal or a message to the leader must not be blank (product.plan / product.message schemas).
