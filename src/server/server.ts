@@ -7,7 +7,6 @@
  * and never writes to stdout except through the framed writer.
  */
 import type { Readable, Writable } from "node:stream";
-import type { z } from "zod";
 import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
 import type { ParamsOf } from "../../protocol/methods.js";
@@ -294,4 +293,3 @@ export class OrchestratorServer {
   }
 }
 
-export type { z };

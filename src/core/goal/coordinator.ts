@@ -48,13 +48,13 @@ import type {
 } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
 import type { ProductOrchestrator } from "../product/orchestrator.js";
+import { listIndexedRecords } from "../indexed-records.js";
 import { INDEX_PROJECT } from "../product/records.js";
 import type { ProductService } from "../product/service.js";
 import {
   GoalEvent,
   GoalHeaderRecord,
   GoalIndexRecord,
-  STATUS_AFTER_END,
   TERMINAL_GOAL_STATUSES,
   applyGoalEvent,
   emptyGoalState,
@@ -918,30 +918,21 @@ export class GoalService {
 
   /** `x/goal.list`: goal runs of one project or of every project (persisted ones too); invalid headers are skipped. */
   async list(projectId?: string) {
-    const projects = new Set<string>();
-    if (projectId !== undefined) projects.add(projectId);
-    else {
-      for (const info of await this.ctx.authority.list(INDEX_PROJECT, "goal-index")) {
-        const rec = await this.ctx.authority.get(INDEX_PROJECT, "goal-index", info.id);
-        const parsed = rec ? GoalIndexRecord.safeParse(rec.value) : undefined;
-        if (parsed?.success) projects.add(parsed.data.projectId);
-      }
-    }
-    const goals: { goalRunId: string; status: GoalStatus; goal: string; phaseIndex: number }[] = [];
-    for (const p of [...projects].sort()) {
-      for (const info of await this.ctx.authority.list(p, "goal")) {
-        const rec = await this.ctx.authority.get(p, "goal", info.id);
-        const parsed = rec ? GoalHeaderRecord.safeParse(rec.value) : undefined;
-        if (!parsed?.success) continue;
-        const live = this.runs.get(parsed.data.goalRunId)?.state;
-        goals.push({
-          goalRunId: parsed.data.goalRunId,
-          status: live?.status ?? parsed.data.status,
-          goal: live?.goal ?? parsed.data.goal,
-          phaseIndex: live?.phaseIndex ?? parsed.data.phaseIndex,
-        });
-      }
-    }
+    const { records } = await listIndexedRecords(this.ctx.authority, {
+      ...(projectId !== undefined ? { projectId } : {}),
+      indexKind: "goal-index",
+      kind: "goal",
+      schema: GoalHeaderRecord,
+    });
+    const goals: { goalRunId: string; status: GoalStatus; goal: string; phaseIndex: number }[] = records.map((h) => {
+      const live = this.runs.get(h.goalRunId)?.state;
+      return {
+        goalRunId: h.goalRunId,
+        status: live?.status ?? h.status,
+        goal: live?.goal ?? h.goal,
+        phaseIndex: live?.phaseIndex ?? h.phaseIndex,
+      };
+    });
     return { goals };
   }
 
@@ -981,4 +972,3 @@ export class GoalService {
   }
 }
 
-export { STATUS_AFTER_END };

@@ -7,7 +7,7 @@
  */
 import type { Budget, Instance, Mutation, Phase, Plan, Task } from "../../../protocol/common.js";
 import type { DraftPlan } from "../ports.js";
-import { notFound } from "../errors.js";
+import { isDomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { ProductOrchestrator } from "./orchestrator.js";
 import type { ProductEvent } from "./records.js";
@@ -232,7 +232,7 @@ export class ProductService {
     try {
       orchestrator = await this.forWrite(productId);
     } catch (err) {
-      if (isNotFound(err)) return { deleted: false };
+      if (isDomainError(err, "not_found")) return { deleted: false };
       throw err;
     }
     // Another process executing it keeps it (conflict with its owner): deleting would pull its state away.
@@ -257,9 +257,6 @@ export class ProductService {
   }
 }
 
-function isNotFound(err: unknown): boolean {
-  return err instanceof Error && (err as { code?: string }).code === "not_found";
-}
 
 /** A short product name from the goal's first line (at most 80 characters). */
 export function defaultName(goal: string): string {
@@ -268,4 +265,3 @@ export function defaultName(goal: string): string {
   return clean.length > 80 ? `${clean.slice(0, 77)}...` : clean || "Untitled product";
 }
 
-export { notFound };

@@ -9,7 +9,8 @@
 import type { Phase } from "../../../protocol/common.js";
 import type { RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
-import { DomainError, notFound } from "../errors.js";
+import { notFound } from "../errors.js";
+import { listIndexedRecords } from "../indexed-records.js";
 import {
   INDEX_PROJECT,
   LeaseRecord,
@@ -18,7 +19,6 @@ import {
   ProductIndexRecord,
   SnapshotRecord,
   productStream,
-  type ProductState,
 } from "./records.js";
 import { applyEvent, emptyState, modelOf, progressOfModel, type ProductModel } from "./state.js";
 
@@ -342,42 +342,17 @@ export class ProductStore {
    * counted. Never writes.
    */
   async listHeaders(projectId?: string, phase?: Phase): Promise<{ headers: ProductHeaderRecord[]; dropped: number }> {
-    const projects = new Set<string>();
-    if (projectId !== undefined) projects.add(projectId);
-    else {
-      const index = await this.authority.list(INDEX_PROJECT, "product-index");
-      for (const info of index) {
-        const rec = await this.authority.get(INDEX_PROJECT, "product-index", info.id);
-        const parsed = rec ? ProductIndexRecord.safeParse(rec.value) : undefined;
-        if (parsed?.success) projects.add(parsed.data.projectId);
-      }
-    }
-    const headers: ProductHeaderRecord[] = [];
-    let dropped = 0;
-    for (const p of [...projects].sort()) {
-      for (const info of await this.authority.list(p, "product")) {
-        const rec = await this.authority.get(p, "product", info.id);
-        if (!rec) continue;
-        const parsed = ProductHeaderRecord.safeParse(rec.value);
-        if (!parsed.success) {
-          dropped++;
-          continue;
-        }
-        if (phase === undefined || parsed.data.phase === phase) headers.push(parsed.data);
-      }
-    }
+    const { records, dropped } = await listIndexedRecords(this.authority, {
+      ...(projectId !== undefined ? { projectId } : {}),
+      indexKind: "product-index",
+      kind: "product",
+      schema: ProductHeaderRecord,
+    });
+    const headers = phase === undefined ? records : records.filter((h) => h.phase === phase);
     headers.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
     return { headers, dropped };
   }
 }
-
-/** True when the error means another owner wrote first (guarantee 6). */
-export function isConflict(err: unknown): err is AuthorityConflict {
-  return err instanceof AuthorityConflict;
-}
-
-export type { ProductState };
-export { DomainError };
 
 /** How many sequence numbers are missing between the last applied event `previous` and the next one read, `seq`. */
 function missingBefore(previous: number, seq: number): number {

@@ -1,0 +1,41 @@
+/**
+ * Listing records of one kind across projects through an index (products and goal runs are looked up by id alone,
+ * so an index record `<indexKind>/<id>` in project `_` names the project that holds each one).
+ *
+ * Read-only (guarantee 3); every record read back is validated and the invalid ones are skipped and counted
+ * (guarantee 4). This file must never perform I/O except through the authority port.
+ */
+import type { z } from "zod";
+import type { RunStateAuthority } from "./ports.js";
+import { INDEX_PROJECT, ProductIndexRecord } from "./product/records.js";
+
+/**
+ * Reads every valid record of `kind` in `projectId`, or, without a project, in every project that `indexKind`'s index
+ * records name. Projects are visited in sorted order, records in id order. Never writes.
+ */
+export async function listIndexedRecords<T>(
+  authority: RunStateAuthority,
+  options: { projectId?: string; indexKind: string; kind: string; schema: z.ZodType<T> },
+): Promise<{ records: T[]; dropped: number }> {
+  const projects = new Set<string>();
+  if (options.projectId !== undefined) projects.add(options.projectId);
+  else {
+    for (const info of await authority.list(INDEX_PROJECT, options.indexKind)) {
+      const rec = await authority.get(INDEX_PROJECT, options.indexKind, info.id);
+      const parsed = rec ? ProductIndexRecord.safeParse(rec.value) : undefined;
+      if (parsed?.success) projects.add(parsed.data.projectId);
+    }
+  }
+  const records: T[] = [];
+  let dropped = 0;
+  for (const p of [...projects].sort()) {
+    for (const info of await authority.list(p, options.kind)) {
+      const rec = await authority.get(p, options.kind, info.id);
+      if (!rec) continue;
+      const parsed = options.schema.safeParse(rec.value);
+      if (parsed.success) records.push(parsed.data);
+      else dropped++;
+    }
+  }
+  return { records, dropped };
+}
