@@ -1655,7 +1655,8 @@ export class ProductOrchestrator {
     if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow());
     const status = this.status();
     const phase = this.model.state.phase;
-    if (this.driving || (phase !== "executing" && phase !== "paused")) return status;
+    // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
+    if (this.lost > 0 || this.driving || (phase !== "executing" && phase !== "paused")) return status;
     const holder = await this.lease.holder();
     if (holder && holder.live && !holder.mine) {
       status.recovery = {

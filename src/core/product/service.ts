@@ -10,6 +10,7 @@ import type { DraftPlan } from "../ports.js";
 import { isDomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { ProductOrchestrator } from "./orchestrator.js";
+import { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
 
 export interface PlanParams {
@@ -157,7 +158,7 @@ export class ProductService {
       // drives (the header moved on) is not.
       const loaded = this.live.get(h.productId);
       const live = loaded && (loaded.isDriving || loaded.model.state.updatedAt >= h.updatedAt) ? loaded : undefined;
-      const progress = live ? (live.status().progress as typeof h.progress) : h.progress;
+      const progress = live ? progressOfModel(live.model) : h.progress;
       return {
         productId: h.productId,
         projectId: h.projectId,

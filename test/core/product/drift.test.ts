@@ -238,3 +238,19 @@ describe("resuming a drifted run", () => {
     });
   });
 });
+
+describe("drift and lost events together (regression: drift reported resumable over a fail-closed product)", () => {
+  it("keeps the recovery not resumable when the product also lost an event", async () => {
+    const { a, productId } = await crashed();
+    const stream = productStream(productId);
+    const seq = (await a.authority.readEvents("proj", stream, 0)).length;
+    await a.authority.appendEvents("proj", stream, [{ v: 2, at: "2026-01-01T00:00:00.000Z", type: "phase" }], seq);
+    const workspace = new FakeWorkspace();
+    const b = processOf("B", workspace, a, { agentsFingerprint: () => "ag1:ffffffffffffffffff" });
+    const status = await b.service.status(productId);
+
+    expect(status.dropped).toBe(1);
+    expect(status.recovery).toMatchObject({ resumable: false });
+    expect((status.recovery as { needsExplicitResume?: boolean }).needsExplicitResume).toBeUndefined();
+  });
+});
