@@ -1,0 +1,131 @@
+/**
+ * What a run depends on outside its stream: the input each task attempt is given (guarantee 7) and the fingerprint of
+ * the run's inputs (plan and leader prompt version, workspace git HEAD, agent definitions) for drift detection.
+ *
+ * This file must never import I/O.
+ */
+import type { Plan, TaskState } from "../../../protocol/common.js";
+import { downstreamOf } from "../dag/graph.js";
+import { agentsHash, compareFingerprints, planHash, taskInputHash, type Drift, type TaskInput } from "./fingerprint.js";
+import type { Fingerprint } from "./records.js";
+import { inputHashOf } from "./state.js";
+import { OrchestratorBase } from "./base.js";
+import type { NewEvent } from "./base.js";
+
+/** What a run depends on outside its stream: a layer of `ProductOrchestrator` (orchestrator.ts), on top of base.ts. */
+export abstract class OrchestratorInputs extends OrchestratorBase {
+  // -------------------------------------------------------------------------------------------------------------
+  // Fingerprints (guarantee 7 and drift detection)
+
+  /** The input a task attempt is (or was) given: definition, assignee as planned, dependency outputs now. */
+  protected inputOf(task: TaskState): TaskInput {
+    const instance = this.model.state.plan?.instances.find((i) => i.instanceId === task.instanceId);
+    return {
+      title: task.title,
+      description: task.description,
+      acceptance: task.acceptance,
+      instanceId: task.instanceId,
+      agentId: instance?.agentId ?? this.ctx.options.fallbackWorkerAgentId,
+      dependencyOutputs: task.dependsOn.map((id) => ({ taskId: id, output: this.task(id)?.output ?? "" })),
+    };
+  }
+
+  protected async gitHead(): Promise<string | null> {
+    const probe = this.ctx.workspace;
+    if (!probe) return null;
+    try {
+      return await probe.gitHead(this.model.state.cwd);
+    } catch {
+      return null;
+    }
+  }
+
+  protected agentsFingerprint(): string {
+    const custom = this.ctx.options.agentsFingerprint;
+    return custom ? custom() : agentsHash(this.ctx.agents.list());
+  }
+
+  /** The fingerprint of the run's inputs now (`plan` defaults to the current plan). Reads the workspace only. */
+  protected async currentFingerprint(plan: Plan | undefined = this.model.state.plan): Promise<Fingerprint> {
+    const promptVersion = this.ctx.options.leaderPromptVersion ?? "heuristic-1";
+    return {
+      promptVersion,
+      planHash: planHash(plan, promptVersion),
+      gitHead: await this.gitHead(),
+      agentsHash: this.agentsFingerprint(),
+    };
+  }
+
+  /**
+   * What changed since the fingerprint recorded with the run (plan/prompt version, git HEAD, agent definitions), in
+   * plain words; `[]` while this process drives it, before confirmation, or for runs recorded without a fingerprint.
+   * Read-only.
+   */
+  async drift(): Promise<Drift[]> {
+    const recorded = this.model.state.fingerprint;
+    if (!recorded || this.driving) return [];
+    return compareFingerprints(recorded, await this.currentFingerprint());
+  }
+
+  /** A `fingerprint` event when the current fingerprint differs from the recorded one; `acknowledged` says why. */
+  protected async fingerprintEvents(plan: Plan | undefined, acknowledged: Drift[]): Promise<NewEvent[]> {
+    const current = await this.currentFingerprint(plan);
+    const recorded = this.model.state.fingerprint;
+    if (recorded && compareFingerprints(recorded, current).length === 0 && recorded.planHash === current.planHash) return [];
+    return [
+      {
+        type: "fingerprint",
+        fingerprint: current,
+        ...(acknowledged.length > 0 ? { acknowledged: acknowledged.map((d) => d.text).slice(0, 10) } : {}),
+      },
+    ];
+  }
+
+  /**
+   * Re-checks, on resume, that every completed task's result was made from the input it would get now (guarantee
+   * 7). A task whose recorded input hash no longer matches goes back to pending with an interruption note, and so
+   * does every task downstream of it that consumed its result. Tasks completed without a recorded hash are trusted.
+   * Returns the changed task states keyed by id (applied over `base`, the states already being changed).
+   */
+  protected rebind(base: Map<string, TaskState>): Map<string, TaskState> {
+    const s = this.model.state;
+    const out = new Map(base);
+    const stale: string[] = [];
+    for (const t of s.tasks) {
+      if (t.status !== "completed") continue;
+      const recorded = inputHashOf(s, t.taskId);
+      if (recorded !== undefined && recorded !== taskInputHash(this.inputOf(t))) stale.push(t.taskId);
+    }
+    for (const id of stale) {
+      for (const d of downstreamOf(s.tasks, id)) {
+        const t = out.get(d) ?? this.task(d);
+        if (!t || !["completed", "failed", "skipped", "running"].includes(t.status)) continue;
+        const note =
+          d === id
+            ? "Its input changed since it completed (its description, assignee or a dependency's output differs); it will run again."
+            : `Task ${id} it depends on will run again, so this task will run again too.`;
+        const fresh: TaskState = { ...t, status: "pending", interruption: note };
+        for (const k of ["output", "error", "endedAt", "question"] as const) delete fresh[k];
+        out.set(d, fresh);
+      }
+    }
+    return out;
+  }
+
+  /** While driving: records the workspace's git HEAD when it moved (workers may commit), off the execution path. */
+  protected refreshHead(): void {
+    if (!this.ctx.workspace || this.headProbe || !this.model.state.fingerprint) return;
+    this.headProbe = this.gitHead()
+      .then((head) =>
+        this.exclusive(async () => {
+          const fp = this.model.state.fingerprint;
+          if (!fp || fp.gitHead === head || !this.driving || this.fenced) return;
+          await this.commit([{ type: "fingerprint", fingerprint: { ...fp, gitHead: head } }]);
+        }),
+      )
+      .catch(() => undefined)
+      .finally(() => {
+        this.headProbe = null;
+      });
+  }
+}

@@ -1,0 +1,145 @@
+/**
+ * What a product reports about itself: `product.status` from memory, `inspect` with what only the authority and the
+ * workspace know, and the plain-words recovery of a paused, failed or ownerless run (guarantee 10). Never writes
+ * (guarantee 3).
+ *
+ * This file must never import I/O.
+ */
+import { TerminalPhases } from "../../../protocol/common.js";
+import type { Drift } from "./fingerprint.js";
+import { progressOfModel } from "./state.js";
+import { OrchestratorHistory } from "./history.js";
+
+/** What `inspect()` adds to a recovery when the run's inputs drifted (issue 4, drift detection). */
+export interface DriftRecovery {
+  cause: string;
+  resumable: boolean;
+  remediation: string;
+  /** True: an automatic resume must not continue; only an explicit `product.resume` acknowledges the drift. */
+  needsExplicitResume: true;
+  drift: { what: Drift["what"]; from: string | null; to: string | null }[];
+}
+
+/** What a product reports about itself: a layer of `ProductOrchestrator` (orchestrator.ts), on top of history.ts. */
+export abstract class OrchestratorStatus extends OrchestratorHistory {
+  // -------------------------------------------------------------------------------------------------------------
+  // Status
+
+  /** The `product.status` result (PROTOCOL.md section 5), computed from memory; never writes (guarantee 3). */
+  status(): Record<string, unknown> {
+    const s = this.model.state;
+    const used = s.usage.inputTokens + s.usage.outputTokens;
+    const last = s.checkpoints[s.checkpoints.length - 1];
+    const recovery = this.recovery();
+    return {
+      productId: s.productId,
+      projectId: s.projectId,
+      name: s.name,
+      phase: s.phase,
+      ...(s.plan ? { plan: s.plan } : {}),
+      tasks: s.tasks,
+      progress: progressOfModel(this.model),
+      budget: {
+        usedTokens: used,
+        inputTokens: s.usage.inputTokens,
+        outputTokens: s.usage.outputTokens,
+        elapsedMs: this.liveElapsedMs(),
+        ...(s.budget.maxTotalTokens !== undefined ? { maxTotalTokens: s.budget.maxTotalTokens } : {}),
+        ...(s.budget.maxDurationMs !== undefined ? { maxDurationMs: s.budget.maxDurationMs } : {}),
+        tokenSource:
+          used === 0 ? "none" : s.usage.estimatedTokens === 0 ? "reported" : s.usage.estimatedTokens >= used ? "estimated" : "mixed",
+      },
+      checkpoints: s.checkpoints.length,
+      ...(last ? { lastCheckpointAt: last.at } : {}),
+      dropped: this.dropped,
+      ...(recovery ? { recovery } : {}),
+    };
+  }
+
+  /**
+   * `product.status` with what only the authority and the workspace know (guarantee 10, issue 4): for a product this
+   * process does not drive, its state is first brought up to date with the authority; a live lease of another
+   * process is reported as such; and a paused or ownerless run whose inputs drifted since its last checkpoint (plan
+   * or leader prompt version, workspace git HEAD, agent definitions) says which changed, old → new, and that it needs
+   * an explicit `product.resume` (`recovery.needsExplicitResume`). Never writes (guarantee 3).
+   */
+  async inspect(): Promise<Record<string, unknown>> {
+    if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow());
+    const status = this.status();
+    const phase = this.model.state.phase;
+    // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
+    if (this.lost > 0 || this.driving || (phase !== "executing" && phase !== "paused")) return status;
+    const holder = await this.lease.holder();
+    if (holder && holder.live && !holder.mine) {
+      status.recovery = {
+        cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
+        resumable: false,
+        remediation: "Use that process, or wait until its lease expires (it stopped renewing) and then call product.resume.",
+      };
+      return status;
+    }
+    const drift = await this.drift();
+    if (drift.length === 0) return status;
+    const base = this.recovery();
+    const recovery: DriftRecovery = {
+      cause: `${base ? `${base.cause} ` : ""}Since its last checkpoint ${drift.map((d) => d.text).join("; ")}.`,
+      resumable: true,
+      remediation:
+        "Check that the workspace and the agents are as the run expects, then call product.resume to continue " +
+        "explicitly (completed tasks are kept); an automatic resume will not continue on its own.",
+      needsExplicitResume: true,
+      drift: drift.map((d) => ({ what: d.what, from: d.from, to: d.to })),
+    };
+    status.recovery = recovery;
+    return status;
+  }
+
+  /** Guarantee 10: a paused, failed or ownerless run explains its cause and remedy in plain words. */
+  recovery(): { cause: string; resumable: boolean; remediation: string } | undefined {
+    const s = this.model.state;
+    if (this.lost > 0 && !TerminalPhases.includes(s.phase)) {
+      return {
+        cause: `${this.lost} stored ${this.lost === 1 ? "event" : "events"} of this product failed validation or ${
+          this.lost === 1 ? "is" : "are"
+        } missing (guarantee 4); its state cannot be trusted to run.`,
+        resumable: false,
+        remediation: "Restore the state store from a backup, or delete the product; it can still be read and listed.",
+      };
+    }
+    if (s.phase === "paused" || s.phase === "failed") {
+      return (
+        s.recovery ?? {
+          cause: s.phase === "paused" ? "The product is paused." : "The product failed.",
+          resumable: s.phase === "paused",
+          remediation: s.phase === "paused" ? "Call product.resume to continue." : "Replay a failed task or roll back.",
+        }
+      );
+    }
+    if (s.phase === "executing" && !this.driving) {
+      return {
+        cause: "No process is driving this product (the server that ran it stopped).",
+        resumable: true,
+        remediation: "Call product.resume to continue; tasks that were running will run again.",
+      };
+    }
+    const waiting = s.tasks.find((t) => t.status === "waiting");
+    if (s.phase === "executing" && waiting) {
+      return {
+        cause: `Task ${waiting.taskId} is waiting for an answer: ${waiting.question ?? "(no question given)"}`,
+        resumable: true,
+        remediation: "Answer with product.message; the task will then run again.",
+      };
+    }
+    if (s.phase === "planning" && this.loadedFromStore && !this.planningStarted && !s.plan && !s.pendingAsk && !s.planError) {
+      return {
+        cause: "Planning did not finish: the server that ran the leader's turn stopped.",
+        resumable: true,
+        remediation: "Send product.message (e.g. \"plan again\") to ask the leader to plan.",
+      };
+    }
+    if (s.phase === "planning" && s.planError) {
+      return { cause: s.planError, resumable: true, remediation: "Send product.message to ask the leader to plan again." };
+    }
+    return undefined;
+  }
+}
