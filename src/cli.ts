@@ -19,10 +19,10 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { AgentConfigError, AgentRegistry } from "./adapters/agents/registry.js";
 import { AcpWorkerPool } from "./adapters/agents/acp-worker.js";
-import { SqliteAuthority } from "./adapters/persistence/sqlite-authority.js";
 import { DelegatingAuthority } from "./adapters/persistence/delegating-authority.js";
 import { DEFAULT_HOST_TIMEOUT_MS } from "./adapters/persistence/host-authority.js";
-import { defaultProjectId, defaultStatePath } from "./adapters/persistence/state-path.js";
+import { describeLocation, openStore, stateLocation } from "./adapters/persistence/open-store.js";
+import { defaultProjectId } from "./adapters/persistence/state-path.js";
 import { LEADER_PROMPT_VERSION } from "./adapters/agents/leader-prompts.js";
 import { createLeaderResolver } from "./adapters/agents/acp-leader.js";
 import { GitWorkspaceProbe } from "./adapters/workspace/git-probe.js";
@@ -46,7 +46,8 @@ Usage:
 
 Options:
   --config FILE      agent registry file (default: acp-orchestrator.json in the working directory, if present)
-  --state PATH       SQLite state file (default: $ACP_ORCHESTRATOR_STATE, else the user's state directory)
+  --state PATH|URL   SQLite state file, or a postgres://user:password@host:port/db[?schema=name] URL shared by
+                     many servers (default: $ACP_ORCHESTRATOR_STATE, else a file in the user's state directory)
   --log-level LEVEL  trace | debug | info | warn | error | fatal | silent (default: info)
   --log-file FILE    write logs to FILE instead of stderr
   --host-timeout-ms N  how long a host that owns the run state (runState/*) has to answer each request
@@ -125,9 +126,11 @@ async function serve(values: {
   }
   const ownerId =
     process.env.ACP_ORCHESTRATOR_OWNER_ID || `${hostname().slice(0, 80)}:${process.pid}:${randomUUID().slice(0, 8)}`;
-  const statePath = resolve(values.state ?? defaultStatePath());
-  // The embedded store until a client declares `runStateAuthority` in initialize (PROTOCOL.md section 7).
-  const authority = new DelegatingAuthority(SqliteAuthority.open(statePath));
+  const location = stateLocation(values.state);
+  const statePath = describeLocation(location);
+  // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
+  // initialize (PROTOCOL.md section 7).
+  const authority = new DelegatingAuthority(await openStore(location));
   const config = registry.config;
   const workers = new AcpWorkerPool({
     registry,

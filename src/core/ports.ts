@@ -53,6 +53,15 @@ export interface StoredEvent {
   event: unknown;
 }
 
+/** One change announced by `RunStateAuthority.watch`: a record (`kind`, `id`) or an event stream (`stream`). */
+export interface AuthorityChange {
+  projectId: string;
+  kind?: string;
+  /** Absent when the key was too long to announce: the listener must then check every record of `kind`. */
+  id?: string;
+  stream?: string;
+}
+
 /**
  * The persistence port. Records are addressed by `{projectId, kind, id}`; event streams by `{projectId, stream}`.
  *
@@ -76,6 +85,13 @@ export interface RunStateAuthority {
   readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]>;
   /** Every project id with at least one record; used by `product.list` without a `projectId`. Optional for hosts. */
   listProjects?(): Promise<string[]>;
+  /**
+   * Subscribes to changes committed by OTHER writers (other servers on a shared store): a record's key, or a stream.
+   * Optional: only backends with a change feed have it (PostgreSQL `LISTEN/NOTIFY`). Delivery is best effort and
+   * prompt (milliseconds), never a replacement for reading: callers keep their periodic checks. Returns the
+   * unsubscribe function.
+   */
+  watch?(listener: (change: AuthorityChange) => void): () => void;
   /** Releases resources. Does NOT delete data. */
   close(): Promise<void>;
 }

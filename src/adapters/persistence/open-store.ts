@@ -1,0 +1,39 @@
+/**
+ * Opens the embedded run-state store named by `--state` or `ACP_ORCHESTRATOR_STATE` (DESIGN.md, Persistence
+ * backends): a `postgres://` (or `postgresql://`) URL selects PostgreSQL, anything else is a SQLite file path.
+ *
+ * Owns only that choice; each backend owns its own settings. It must never print a URL's password: `describe` gives
+ * the location as logs may show it.
+ */
+import { resolve } from "node:path";
+import type { RunStateAuthority } from "../../core/ports.js";
+import { PostgresAuthority, isPostgresUrl, redact } from "./postgres-authority.js";
+import { SqliteAuthority } from "./sqlite-authority.js";
+import { STATE_PATH_ENV, defaultStatePath } from "./state-path.js";
+
+/** Where the embedded state lives. */
+export type StateLocation = { kind: "postgres"; url: string } | { kind: "sqlite"; path: string };
+
+/**
+ * The store selected by `flag` (the `--state` value), else `$ACP_ORCHESTRATOR_STATE`, else the default SQLite file
+ * (state-path.ts). A relative file path is resolved against the current directory. Touches nothing.
+ */
+export function stateLocation(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): StateLocation {
+  const text = flag ?? (env[STATE_PATH_ENV] || undefined);
+  if (text !== undefined && isPostgresUrl(text)) return { kind: "postgres", url: text };
+  return { kind: "sqlite", path: text !== undefined ? resolve(text) : defaultStatePath(env) };
+}
+
+/** The location as logs may show it (a URL without its password). */
+export function describeLocation(location: StateLocation): string {
+  return location.kind === "postgres" ? redact(location.url) : location.path;
+}
+
+/**
+ * Opens the store at `location` (migrating its schema when needed). Throws `AuthorityFailure` with one plain
+ * sentence when it cannot be opened or was written by a newer acp-orchestrator.
+ */
+export async function openStore(location: StateLocation): Promise<RunStateAuthority> {
+  if (location.kind === "postgres") return PostgresAuthority.open(location.url);
+  return SqliteAuthority.open(location.path);
+}

@@ -1,0 +1,211 @@
+/**
+ * What only the PostgreSQL backend has (issue 14), beyond the shared conformance suite (test/authority/postgres.test.ts):
+ * versioned migrations and the refusal of a newer database, compare-and-swap between separate pools (two servers),
+ * the change feed (`LISTEN/NOTIFY`), statement timeouts and database errors as `AuthorityFailure`, fail-closed reads
+ * of rows that are not JSON, and URL handling. Runs only with ACP_ORCHESTRATOR_TEST_PG (see test/support/postgres.ts).
+ */
+import { afterEach, expect, it } from "vitest";
+import {
+  POSTGRES_SCHEMA_VERSION,
+  PostgresAuthority,
+  redact,
+} from "../../../src/adapters/persistence/postgres-authority.js";
+import { stateLocation } from "../../../src/adapters/persistence/open-store.js";
+import { AuthorityConflict, AuthorityFailure, type AuthorityChange } from "../../../src/core/ports.js";
+import { rejectionOf } from "../../support/fakes.js";
+import {
+  adminQuery,
+  describePostgres,
+  dropSchema,
+  eventually,
+  freshSchema,
+  openTestAuthority,
+  urlWithSchema,
+} from "../../support/postgres.js";
+
+const opened: PostgresAuthority[] = [];
+const schemas = new Set<string>();
+
+/** Opens an authority on `schema` (fresh when omitted) and closes it after the test. */
+async function open(schema = freshSchema(), options: Parameters<typeof openTestAuthority>[0] = {}) {
+  schemas.add(schema);
+  const authority = await openTestAuthority({ ...options, schema });
+  opened.push(authority);
+  return authority;
+}
+
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((a) => a.close()));
+  await Promise.all([...schemas].map((s) => dropSchema(s)));
+  schemas.clear();
+});
+
+describePostgres("PostgresAuthority: migrations", () => {
+  it("records the schema version it created", async () => {
+    const a = await open();
+    expect(await a.schemaVersion()).toBe(POSTGRES_SCHEMA_VERSION);
+  });
+
+  it("migrates once when many servers open a new database at the same time", async () => {
+    const schema = freshSchema();
+    await Promise.all(Array.from({ length: 5 }, () => open(schema)));
+    const rows = await adminQuery(`SELECT version FROM "${schema}".schema_version`);
+    expect(rows.rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
+  });
+
+  it("refuses a database written by a newer version, naming both versions", async () => {
+    const schema = freshSchema();
+    await (await open(schema)).close();
+    await adminQuery(`INSERT INTO "${schema}".schema_version (version) VALUES ($1)`, [POSTGRES_SCHEMA_VERSION + 1]);
+    const error = await rejectionOf(PostgresAuthority.open(urlWithSchema(schema)));
+    expect(error).toBeInstanceOf(AuthorityFailure);
+    expect((error as Error).message).toMatch(
+      new RegExp(
+        `schema version ${POSTGRES_SCHEMA_VERSION + 1}, newer than .*\\(${POSTGRES_SCHEMA_VERSION}\\); upgrade`,
+      ),
+    );
+  });
+
+  it("keeps the data of an earlier open", async () => {
+    const schema = freshSchema();
+    const first = await open(schema);
+    await first.put("p", "k", "r1", { n: 1 }, null);
+    const second = await open(schema);
+    expect(await second.get("p", "k", "r1")).toMatchObject({ value: { n: 1 }, revision: 1 });
+  });
+});
+
+describePostgres("PostgresAuthority: two servers on one database", () => {
+  it("lets exactly one of two pools win a put with the same expectedRevision", async () => {
+    const schema = freshSchema();
+    const [a, b] = [await open(schema), await open(schema)];
+    await a.put("p", "k", "r1", { w: 0 }, null);
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).put("p", "k", "r1", { w: i }, 1)),
+    );
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+  });
+
+  it("lets exactly one of two pools win an append at the same sequence number, without gaps", async () => {
+    const schema = freshSchema();
+    const [a, b] = [await open(schema), await open(schema)];
+    await a.appendEvents("p", "s", [{ e: 0 }], 0);
+    const results = await Promise.allSettled(
+      Array.from({ length: 20 }, (_, i) => (i % 2 ? a : b).appendEvents("p", "s", [{ e: i }, { e: i }], 1)),
+    );
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    expect((await b.readEvents("p", "s", 0)).map((e) => e.seq)).toEqual([1, 2, 3]);
+  });
+
+  it("refuses the losers with AuthorityConflict", async () => {
+    const schema = freshSchema();
+    const [a, b] = [await open(schema), await open(schema)];
+    const results = await Promise.allSettled(
+      Array.from({ length: 10 }, (_, i) => (i % 2 ? a : b).appendEvents("p", "s", [{ e: i }], 0)),
+    );
+    const reasons = results.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
+    expect(reasons.length === 9 && reasons.every((r) => r instanceof AuthorityConflict)).toBe(true);
+  });
+});
+
+describePostgres("PostgresAuthority: change feed", () => {
+  it("tells a watcher about another server's put, delete and append", async () => {
+    const schema = freshSchema();
+    const [owner, other] = [await open(schema), await open(schema)];
+    const changes: AuthorityChange[] = [];
+    owner.watch((c) => changes.push(c));
+    await owner.feedReady();
+    await other.put("p", "lease", "prd_1", { v: 1 }, null);
+    await other.delete("p", "lease", "prd_1");
+    await other.appendEvents("p", "product/prd_1", [{ e: 1 }], 0);
+    await eventually(() => changes.length >= 3, 10_000);
+    expect(changes).toEqual([
+      { projectId: "p", kind: "lease", id: "prd_1" },
+      { projectId: "p", kind: "lease", id: "prd_1" },
+      { projectId: "p", stream: "product/prd_1" },
+    ]);
+  });
+
+  it("does not tell a watcher about its own writes or refused ones", async () => {
+    const schema = freshSchema();
+    const [owner, other] = [await open(schema), await open(schema)];
+    const changes: AuthorityChange[] = [];
+    owner.watch((c) => changes.push(c));
+    await owner.feedReady();
+    await owner.put("p", "k", "mine", { n: 1 }, null);
+    await rejectionOf(other.put("p", "k", "mine", { n: 2 }, null));
+    await other.put("p", "k", "theirs", { n: 1 }, null);
+    await eventually(() => changes.length >= 1, 10_000);
+    expect(changes).toEqual([{ projectId: "p", kind: "k", id: "theirs" }]);
+  });
+
+  it("does not mix two schemas on one database", async () => {
+    const [a, b] = [await open(), await open()];
+    const changes: AuthorityChange[] = [];
+    a.watch((c) => changes.push(c));
+    await a.feedReady();
+    const c = await open(a.schema);
+    await b.put("p", "k", "elsewhere", { n: 1 }, null);
+    await c.put("p", "k", "here", { n: 1 }, null);
+    await eventually(() => changes.length >= 1, 10_000);
+    expect(changes.map((x) => x.id)).toEqual(["here"]);
+  });
+});
+
+describePostgres("PostgresAuthority: failures", () => {
+  it("returns a stored value that is not JSON as its raw text", async () => {
+    const a = await open();
+    await a.put("p", "k", "r1", { n: 1 }, null);
+    await adminQuery(`UPDATE "${a.schema}".records SET value = '{not json' WHERE id = 'r1'`);
+    expect((await a.get("p", "k", "r1"))?.value).toBe("{not json");
+  });
+
+  it("turns a statement timeout into AuthorityFailure", async () => {
+    const a = await open(freshSchema(), { statementTimeoutMs: 200 });
+    await a.put("p", "k", "r1", { n: 1 }, null);
+    const lock = adminQuery(
+      `BEGIN; LOCK TABLE "${a.schema}".records IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.5); COMMIT`,
+    );
+    await eventually(async () => {
+      const r = await adminQuery(
+        "SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'records' AND l.mode = 'AccessExclusiveLock'",
+      );
+      return (r.rowCount ?? 0) > 0;
+    }, 10_000);
+    const error = await rejectionOf(a.get("p", "k", "r1"));
+    await lock;
+    expect(error).toBeInstanceOf(AuthorityFailure);
+  });
+
+  it("refuses an id containing U+0000 with AuthorityFailure", async () => {
+    const a = await open();
+    expect(await rejectionOf(a.put("p", "k", "a\u0000b", { n: 1 }, null))).toBeInstanceOf(AuthorityFailure);
+  });
+
+  it("fails to open an unreachable server with AuthorityFailure and no password in the message", async () => {
+    const error = await rejectionOf(
+      PostgresAuthority.open("postgres://acp:secret-pw@127.0.0.1:1/acp_test", { connectionTimeoutMs: 2_000 }),
+    );
+    expect(error instanceof AuthorityFailure && !(error as Error).message.includes("secret-pw")).toBe(true);
+  });
+
+  it("refuses a schema name it cannot quote safely", async () => {
+    expect(await rejectionOf(PostgresAuthority.open(urlWithSchema('x"; DROP TABLE y; --')))).toBeInstanceOf(
+      AuthorityFailure,
+    );
+  });
+});
+
+describePostgres("state selection", () => {
+  it("selects PostgreSQL for a postgres:// URL in --state or ACP_ORCHESTRATOR_STATE", () => {
+    expect([
+      stateLocation("postgres://u@h/db", {}).kind,
+      stateLocation(undefined, { ACP_ORCHESTRATOR_STATE: "postgresql://u@h/db" }).kind,
+      stateLocation("state.db", {}).kind,
+    ]).toEqual(["postgres", "postgres", "sqlite"]);
+  });
+
+  it("redacts the password of a URL", () => {
+    expect(redact("postgres://u:pw@h:5432/db")).toBe("postgres://u:***@h:5432/db");
+  });
+});
