@@ -4,6 +4,12 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 import importX from "eslint-plugin-import-x";
 
+// LangGraph.js is the benchmark's peer (test/bench/langgraph-case.ts, issue 16): a devDependency, never product code.
+const LANGGRAPH_ONLY_IN_BENCH = {
+  group: ["@langchain/*"],
+  message: "LangGraph.js is a benchmark-only devDependency (test/bench); the product never imports it.",
+};
+
 export default tseslint.config(
   { ignores: ["vitest.config.ts", "dist/**", "node_modules/**", "coverage/**", "**/*.js", "**/*.cjs", "**/*.mjs"] },
   js.configs.recommended,
@@ -24,7 +30,10 @@ export default tseslint.config(
   },
   {
     files: ["src/**/*.ts", "protocol/**/*.ts"],
-    rules: { "no-console": "error" },
+    rules: {
+      "no-console": "error",
+      "no-restricted-imports": ["error", { patterns: [LANGGRAPH_ONLY_IN_BENCH] }],
+    },
   },
   {
     files: ["src/core/**/*.ts"],
@@ -35,6 +44,7 @@ export default tseslint.config(
           patterns: [
             { group: ["node:*", "vscode-jsonrpc", "vscode-jsonrpc/*", "pino", "better-sqlite3"], message: "The core imports no I/O (DESIGN.md, Layers)." },
             { group: ["../server/*", "../adapters/*", "../../server/*", "../../adapters/*", "../cli*"], message: "Imports point downwards only (DESIGN.md, Layers)." },
+            LANGGRAPH_ONLY_IN_BENCH,
           ],
         },
       ],

@@ -3,7 +3,7 @@
  * and writes BENCHMARKS.md at the repository root (machine, Node version, date, every figure beside its baseline,
  * each target met or not with its ratio, then the findings in test/bench/findings.md).
  *
- *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume] [--no-write]
+ *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer] [--no-write]
  *
  * `--quick` runs small sizes (a smoke test of the benchmark itself; its numbers are not the published ones and it
  * never writes BENCHMARKS.md). Not part of `npm test`. It starts processes with plain `node` on compiled code and
@@ -14,13 +14,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { coldStart, echoTarget, requestOverhead, serverTarget, type OverheadResult } from "./overhead.js";
+import { peerComparison, timedOut, type PeerCell, type PeerOutcome, type PeerResume } from "./peer.js";
+import type { PeerResult } from "./langgraph-case.js";
 import { crashAndResume, durabilityCost, ioCompletions, scaleMatrix, type ScaleCell } from "./scale.js";
 import type { ScaleResult } from "./scale-case.js";
 import { streaming, type StreamingResult } from "./streaming.js";
 import { COMPILED, REPO_ROOT } from "./support/paths.js";
 import { describeMachine, fmt, markdownTable, median, percentile, type Machine } from "./support/stats.js";
 
-const SECTIONS = ["overhead", "streaming", "scale", "durability", "resume"] as const;
+const SECTIONS = ["overhead", "streaming", "scale", "durability", "resume", "peer"] as const;
 type Section = (typeof SECTIONS)[number];
 
 const { values } = parseArgs({
@@ -50,6 +52,14 @@ const PLAN = quick
       ioTasks: 5_000,
       resumeTasks: 2_000,
       resumeRepeats: 1,
+      peer: {
+        sizes: [1_000],
+        repeats: [1],
+        peerRepeats: [1],
+        timeoutMs: 120_000,
+        resumeTasks: 1_000,
+        resumeRepeats: 1,
+      },
     }
   : {
       coldRuns: 10,
@@ -62,6 +72,15 @@ const PLAN = quick
       ioTasks: 10_000,
       resumeTasks: 10_000,
       resumeRepeats: 3,
+      // A 10,000-task LangGraph run takes minutes on this machine: one run per store, stopped at the limit.
+      peer: {
+        sizes: [1_000, 10_000],
+        repeats: [5, 3],
+        peerRepeats: [5, 1],
+        timeoutMs: 300_000,
+        resumeTasks: 1_000,
+        resumeRepeats: 3,
+      },
     };
 /** The DAG width, and the product's `maxParallelTasks` (a whole level may run at once). */
 const WIDTH = 100;
@@ -140,6 +159,12 @@ async function main(): Promise<void> {
       const resumes = await crashAndResume(dir, PLAN.resumeTasks, PLAN.resumeRepeats, WIDTH, log);
       raw.resume = resumes;
       resumeRows(rows, details, resumes);
+    }
+    if (only.has("peer")) {
+      log("figure 6: LangGraph.js on the identical DAG");
+      const peer = await peerComparison(dir, PLAN.peer, WIDTH, log);
+      raw.peer = peer;
+      peerRows(rows, details, peer.cells, peer.resume, PLAN.peer.timeoutMs);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -486,6 +511,173 @@ function resumeRows(rows: Row[], details: string[], results: ScaleResult[]): voi
             `load ${fmt(r.loadMs, 0)} + resume ${fmt(r.resumeCallMs, 0)} → running at ${fmt(r.toExecutingMs, 0)} ms (${r.interrupted} interrupted, then completed in ${fmt(r.runMs, 0)} ms)`,
         )
         .join("; ")}.`,
+    "",
+  );
+}
+
+function peerDone(outcomes: PeerOutcome[]): PeerResult[] {
+  return outcomes.filter((o): o is PeerResult => !timedOut(o));
+}
+
+/** Best and median of plan/compile + run over the completed runs, ms. */
+function totals(xs: number[]): { best: number; median: number } {
+  return { best: Math.min(...xs), median: median(xs) };
+}
+
+function peerRows(rows: Row[], details: string[], cells: PeerCell[], resume: PeerResume, limitMs: number): void {
+  const limitS = `${fmt(limitMs / 1000, 0)} s`;
+  const table: string[][] = [];
+  for (const c of cells) {
+    const ours = totals(c.ours.map((r) => r.planMs + r.runMs));
+    const done = peerDone(c.peer);
+    const peer = done.length > 0 ? totals(done.map((r) => r.compileMs + r.runMs)) : undefined;
+    const timeout = c.peer.some(timedOut);
+    // Judged on the best runs of both sides (other work on this machine only adds time); a timed-out peer counts as
+    // the limit, so its ratio is a lower bound.
+    const peerBest = peer?.best ?? limitMs;
+    const ratio = peerBest / ours.best;
+    rows.push({
+      figure: "6 LangGraph.js",
+      measure: `${c.tasks} tasks, ${c.store}: plan + run ms, best (median)`,
+      value: `${fmt(ours.best, 0)} (${fmt(ours.median, 0)})`,
+      baseline: peer ? `${fmt(peer.best, 0)} (${fmt(peer.median, 0)}) LangGraph` : `> ${limitS} (stopped) LangGraph`,
+      ratio: `${timeout && !peer ? "> " : ""}${fmt(ratio, 1)}x faster`,
+      target: "≥ 5x faster",
+      met: verdict(ratio >= 5),
+    });
+    if (c.store === "sqlite") {
+      const oursBytes = median(c.ours.map((r) => r.diskWriteBytes / r.tasks));
+      const peerBytes = done.length > 0 ? median(done.map((r) => r.diskWriteBytes / r.tasks)) : undefined;
+      rows.push({
+        figure: "6 LangGraph.js",
+        measure: `${c.tasks} tasks, sqlite: disk bytes written per task (median)`,
+        value: fmt(oursBytes, 0),
+        baseline: peerBytes !== undefined ? `${fmt(peerBytes, 0)} LangGraph` : "— (timed out)",
+        ratio: peerBytes !== undefined ? `${fmt(peerBytes / oursBytes, 1)}x fewer` : "—",
+        target: "fewer",
+        met: peerBytes !== undefined ? verdict(oursBytes < peerBytes) : "—",
+      });
+    }
+    table.push([
+      String(c.tasks),
+      c.store,
+      "acp-orchestrator",
+      String(c.ours.length),
+      fmt(median(c.ours.map((r) => r.planMs)), 0),
+      fmt(median(c.ours.map((r) => r.runMs)), 0),
+      `${fmt(ours.best, 0)} (${fmt(ours.median, 0)})`,
+      fmt(median(c.ours.map((r) => r.peakRssMb)), 0),
+      c.store === "sqlite" ? fmt(median(c.ours.map((r) => r.diskWriteBytes / r.tasks)), 0) : "—",
+      c.store === "sqlite" ? fmt(median(c.ours.map((r) => r.fileBytes / r.tasks)), 0) : "—",
+      c.store === "sqlite" ? `${c.ours[0]?.meter.writes ?? 0} commits` : "—",
+    ]);
+    table.push([
+      String(c.tasks),
+      c.store,
+      "LangGraph.js",
+      `${done.length}${timeout ? ` (+1 stopped at ${limitS})` : ""}`,
+      done.length > 0 ? fmt(median(done.map((r) => r.compileMs)), 0) : "—",
+      done.length > 0 ? fmt(median(done.map((r) => r.runMs)), 0) : `> ${limitS}`,
+      peer ? `${fmt(peer.best, 0)} (${fmt(peer.median, 0)})` : `> ${limitS}`,
+      done.length > 0 ? fmt(median(done.map((r) => r.peakRssMb)), 0) : "—",
+      c.store === "sqlite" && done.length > 0 ? fmt(median(done.map((r) => r.diskWriteBytes / r.tasks)), 0) : "—",
+      c.store === "sqlite" && done.length > 0 ? fmt(median(done.map((r) => r.fileBytes / r.tasks)), 0) : "—",
+      c.store === "sqlite" && done[0]
+        ? `${done[0].checkpoints ?? 0} checkpoints + ${done[0].writeRows ?? 0} task writes`
+        : "—",
+    ]);
+  }
+  const oursResume = resume.ours.map((r) => r.toExecutingMs ?? NaN);
+  const peerResumed = peerDone(resume.peer);
+  const peerResume = peerResumed.map((r) => r.toExecutingMs ?? NaN);
+  const ob = Math.min(...oursResume);
+  const pb = peerResume.length > 0 ? Math.min(...peerResume) : undefined;
+  rows.push({
+    figure: "6 LangGraph.js",
+    measure: `${resume.tasks}-task SQLite run SIGKILLed halfway: load + resume → a task running, best (median) ms`,
+    value: `${fmt(ob, 0)} (${fmt(median(oursResume), 0)})`,
+    baseline: pb !== undefined ? `${fmt(pb, 0)} (${fmt(median(peerResume), 0)}) LangGraph` : "— (timed out)",
+    ratio: pb !== undefined ? `${fmt(pb / ob, 1)}x faster` : "—",
+    target: "faster",
+    met: pb !== undefined ? verdict(ob < pb) : "—",
+  });
+  const rerunOurs = Math.max(...resume.ours.map((r) => r.rerunCompleted ?? 0));
+  const rerunPeer = peerResumed.length > 0 ? Math.max(...peerResumed.map((r) => r.rerunCompleted ?? 0)) : undefined;
+  rows.push({
+    figure: "6 LangGraph.js",
+    measure: "completed tasks run again after that resume",
+    value: String(rerunOurs),
+    baseline: rerunPeer !== undefined ? `${rerunPeer} LangGraph` : "—",
+    ratio: "—",
+    target: "0",
+    met: verdict(rerunOurs === 0 && resume.ours.every((r) => r.phase === "completed")),
+  });
+  const sq = peerDone(cells.find((c) => c.store === "sqlite")?.peer ?? [])[0];
+  const largest = cells
+    .filter((c) => c.store === "sqlite")
+    .flatMap((c) =>
+      peerDone(c.peer).map((r) => `${r.tasks} tasks: ${fmt((r.largestCheckpointBytes ?? 0) / 1024, 0)} KiB`),
+    )
+    .join(", ");
+  details.push(
+    "### 6. LangGraph.js on the identical DAG",
+    "",
+    "The peer is LangGraph.js (`@langchain/langgraph` 1.7.3, `@langchain/langgraph-checkpoint-sqlite` 1.0.4, pinned " +
+      "devDependencies used only by test/bench/langgraph-case.ts). Both sides run the same random layered DAG " +
+      "(test/bench/support/dag.ts: same generator, seed 7, width 100, 1–3 dependencies on the level before) with " +
+      "instant tasks (a resolved promise returning `done <taskId>`), each case in its own `node` process, ours then " +
+      "the peer's in every round. LangGraph gets one node per task, an edge from START for first-level tasks, an edge " +
+      "from the single dependency or one waiting edge from all of them (`addEdge([a, b], c)`: c runs once, after all), " +
+      "and one `outputs` channel merged by the usual `{...a, ...b}` reducer (one channel per task was tried too and " +
+      'was slower). "plan + run" is, for us, `product.plan` → planReady (leader plan validated and persisted) plus ' +
+      "confirm → `product.completed`; for LangGraph, building the StateGraph and `compile()` plus `invoke` → resolved " +
+      "(the graph is code, so every process that runs it builds and compiles it). Time verdicts are judged on each " +
+      `side's best run. LangGraph cases are stopped after ${limitS}; a stopped case counts as the limit, so its ratio ` +
+      "is a lower bound.",
+    "",
+    "What each side guarantees in these runs. **Ours** (SqliteAuthority): WAL, `synchronous=FULL` (fsync on every " +
+      "commit), one commit per wave holding the events of what changed (tasks' states and outputs, usage, automatic " +
+      "checkpoint events), a full snapshot only when the events since the last one reach 4x its size; results are " +
+      "committed before any dependent starts or anything is announced; `memory` is MemoryAuthority (events kept as " +
+      "structured clones, no disk). **LangGraph** (SqliteSaver): WAL as the saver sets it, `synchronous=FULL` set " +
+      `by the benchmark on the saver's connection (its own default is ${sq?.defaultSynchronous === 1 ? "NORMAL (1): in WAL mode no fsync per commit, so it is durable against a process crash but not a power loss" : String(sq?.defaultSynchronous ?? "?")}; ` +
+      `measured in force: journal_mode=${sq?.journalMode ?? "?"}, synchronous=${String(sq?.synchronous ?? "?")}), ` +
+      "`durability: \"sync\"` (a super-step's checkpoint is written before the next one starts); every task's output " +
+      "is saved as a pending write (one transaction per task) and every super-step writes a full checkpoint row: all " +
+      "channel values (the whole `outputs` record so far), channel versions and the versions each node has seen; " +
+      `every checkpoint is kept. Largest checkpoint row: ${largest || "—"}. "memory" is MemorySaver. Bytes are the ` +
+      "process's `write_bytes` from /proc during the run (WAL frames and checkpoints) and the file + WAL size at the end.",
+    "",
+    markdownTable(
+      [
+        "tasks",
+        "store",
+        "side",
+        "runs",
+        "plan / compile ms",
+        "run ms",
+        "plan + run: best (median)",
+        "peak RSS MB",
+        "disk bytes/task",
+        "file bytes/task",
+        "commits",
+      ],
+      table,
+    ),
+    "",
+    `Resume: a ${resume.tasks}-task SQLite run of each side SIGKILLs itself after ${Math.floor(resume.tasks / 2)} task ` +
+      "starts; a fresh process loads and continues it (ours: `service.get` + `resume`; LangGraph: build and compile the " +
+      "graph, read the latest checkpoint, `invoke(null)` on the same thread), and the clock stops when the first task " +
+      `runs again. Ours: ${resume.ours.map((r) => `${fmt(r.toExecutingMs, 0)} ms (load ${fmt(r.loadMs, 0)})`).join(", ")}; ` +
+      `LangGraph: ${
+        resume.peer
+          .map((r) =>
+            timedOut(r)
+              ? `stopped at ${limitS}`
+              : `${fmt(r.toExecutingMs, 0)} ms (build + compile ${fmt(r.compileMs, 0)}, load ${fmt(r.loadMs, 0)}; ${r.completedBeforeResume ?? 0} outputs durable, ${r.rerunCompleted ?? 0} run again)`,
+          )
+          .join(", ") || "—"
+      }.`,
     "",
   );
 }
