@@ -4,8 +4,8 @@
  *
  * Owns: method-name resolution (bare and `_`-prefixed extension spellings), the initialize gate, params validation
  * (`-32602`), error mapping (`ResponseError` passthrough, injected domain mapping, generic `-32603`), cancellation
- * (`$/cancelRequest` and ACP `$/cancel_request` → `AbortSignal`), outbound notifications and requests with the
- * client's chosen extension prefix. Must never know what a method does, never validate results at runtime, never
+ * (`$/cancelRequest` and ACP `$/cancel_request` → `AbortSignal`), outbound notifications and requests, and who hears
+ * what (PROTOCOL.md section 2): extension traffic only once the client uses the extension, in its spelling. Must never know what a method does, never validate results at runtime, never
  * write to stdout other than through the writer, and never let a handler's exception text reach the wire.
  */
 import {
@@ -26,6 +26,7 @@ import {
 import type { z } from "zod";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
 import type { Logger } from "../core/ports.js";
+import type { Framing } from "./framing.js";
 import {
   internalError,
   invalidParams,
@@ -78,6 +79,12 @@ export interface RpcConnectionOptions {
   logger: Logger;
   /** The product layer's domain-error mapping; consulted for every non-`ResponseError` a handler throws. */
   mapError?: ErrorMapper;
+  /**
+   * The transport's framing (`createFramedTransport().framing`): decides how the server cancels its own requests
+   * (PROTOCOL.md section 2: `$/cancelRequest {id}` on Content-Length, ACP `$/cancel_request {requestId}` otherwise).
+   * Without it the connection counts as NDJSON.
+   */
+  framing?: () => Framing | undefined;
 }
 
 export interface OutboundRequestOptions {
@@ -98,6 +105,14 @@ export class RequestTimeoutError extends Error {
   }
 }
 
+/** An extension request to a client that does not use the extension (PROTOCOL.md section 2). Never sent on the wire. */
+export class ExtensionNotUsedError extends Error {
+  override readonly name = "ExtensionNotUsedError";
+  constructor(readonly method: string) {
+    super(`The client does not use the acp-orchestrator extension, so ${method} is not sent to it.`);
+  }
+}
+
 /** The input ended (or the connection was disposed) before the client answered a server → client request. */
 export class ConnectionClosedError extends Error {
   override readonly name = "ConnectionClosedError";
@@ -111,6 +126,8 @@ const STANDARD_PREFIXES = ["session/", "fs/", "terminal/", "elicitation/", "$/"]
 
 /** ACP's cancellation notification (vscode-jsonrpc's own `$/cancelRequest` is handled by the library). */
 const ACP_CANCEL_REQUEST = "$/cancel_request";
+/** vscode-jsonrpc's (LSP's) cancellation notification. */
+const LSP_CANCEL_REQUEST = "$/cancelRequest";
 
 /** The one method allowed before the server is initialized. */
 const INITIALIZE = "initialize";
@@ -147,7 +164,12 @@ export class RpcConnection {
   private idleWaiters: (() => void)[] = [];
   /** Rejecters of outbound requests awaiting an answer, for when the input ends. */
   private readonly outbound = new Set<() => void>();
-  private prefix: "" | "_" = "";
+  /** Set once the client uses the extension (PROTOCOL.md section 2): declared in `initialize` or called a method. */
+  private extensionUsed = false;
+  /** The `extensionPrefix` the client declared in `initialize`, if any: it wins over the first call's spelling. */
+  private declaredPrefix: "" | "_" | undefined;
+  /** The spelling of the first extension method the client called on this connection. */
+  private firstCallPrefix: "" | "_" | undefined;
   private initializedFlag = false;
   private disposed = false;
 
@@ -173,12 +195,14 @@ export class RpcConnection {
         },
       },
       sender: {
-        // Tell the client in both dialects: ACP `$/cancel_request` and vscode-jsonrpc `$/cancelRequest`.
+        // One dialect per framing (PROTOCOL.md section 2): vscode-jsonrpc hosts speak Content-Length and
+        // `$/cancelRequest`; ACP clients speak NDJSON and `$/cancel_request`.
         sendCancellation: async (connection, id) => {
-          await Promise.all([
-            connection.sendNotification(ACP_CANCEL_REQUEST, ParameterStructures.byName, { requestId: id }),
-            connection.sendNotification("$/cancelRequest", ParameterStructures.byName, { id }),
-          ]);
+          if (options.framing?.() === "content-length") {
+            await connection.sendNotification(LSP_CANCEL_REQUEST, ParameterStructures.byName, { id });
+          } else {
+            await connection.sendNotification(ACP_CANCEL_REQUEST, ParameterStructures.byName, { requestId: id });
+          }
         },
         cleanup: () => {},
       },
@@ -233,19 +257,37 @@ export class RpcConnection {
   }
 
   /**
-   * Chooses the spelling of outbound extension traffic (PROTOCOL.md section 2): with `"_"`, every notification and
-   * server → client request whose name does not start with `session/`, `fs/`, `terminal/`, `elicitation/` or `$/`
-   * gets a leading underscore. Takes effect for messages sent afterwards.
+   * Records that the client declared the extension in `initialize` (`clientCapabilities._meta["acp-orchestrator"]`
+   * present, PROTOCOL.md section 2): from now on extension traffic (every notification and server → client request
+   * whose name does not start with `session/`, `fs/`, `terminal/`, `elicitation/` or `$/`) is sent to it, spelled
+   * with a leading `_` when `prefix` is `"_"`, bare when it is `""`, and, when `prefix` is omitted, in the spelling
+   * of the first extension method the client calls (bare until then). A later declaration replaces the prefix.
    */
-  setNotificationPrefix(prefix: "" | "_"): void {
-    this.prefix = prefix;
+  declareExtension(prefix?: "" | "_"): void {
+    this.extensionUsed = true;
+    if (prefix !== undefined) this.declaredPrefix = prefix;
   }
 
   /**
-   * Sends a notification by its bare name, with the extension prefix applied. Never rejects and never throws: a
+   * True once the client uses the extension: it declared it (`declareExtension`) or called an extension method.
+   * Until then extension notifications are dropped and extension requests refused (PROTOCOL.md section 2).
+   */
+  get usesExtension(): boolean {
+    return this.extensionUsed;
+  }
+
+  /** The spelling extension traffic is sent in now (PROTOCOL.md section 2). */
+  get extensionPrefix(): "" | "_" {
+    return this.declaredPrefix ?? this.firstCallPrefix ?? "";
+  }
+
+  /**
+   * Sends a notification by its bare name, with the extension prefix applied. An extension notification on a
+   * connection that does not use the extension is dropped (PROTOCOL.md section 2). Never rejects and never throws: a
    * closed or failed connection is logged (debug) and the notification dropped. Resolves once the writer accepted it.
    */
   notify(method: string, params?: object): Promise<void> {
+    if (!this.extensionUsed && isExtensionTraffic(method)) return Promise.resolve();
     const wire = this.outboundName(method);
     try {
       const sent =
@@ -266,10 +308,13 @@ export class RpcConnection {
    * extension prefix applied, and resolves with the client's `result` (unvalidated: the caller parses it).
    *
    * Rejects with the client's `ResponseError`, with `RequestTimeoutError` after `timeoutMs`, with the signal's reason
-   * when `signal` aborts (a timeout or abort also sends `$/cancel_request` to the client), or with a connection error
-   * when the connection is not listening, closed or disposed. Requires `listen()` first.
+   * when `signal` aborts (a timeout or abort also cancels it at the client, in the framing's dialect), with
+   * `ExtensionNotUsedError` for an extension request on a connection that does not use the extension (PROTOCOL.md
+   * section 2; nothing is sent), or with a connection error when the connection is not listening, closed or disposed.
+   * Requires `listen()` first.
    */
   request(method: string, params: object | undefined, options: OutboundRequestOptions = {}): Promise<unknown> {
+    if (!this.extensionUsed && isExtensionTraffic(method)) return Promise.reject(new ExtensionNotUsedError(method));
     const wire = this.outboundName(method);
     const { signal, timeoutMs } = options;
     if (signal?.aborted) return Promise.reject(abortReason(signal));
@@ -378,6 +423,7 @@ export class RpcConnection {
     const spec = this.requestSpecs.get(wireMethod);
     if (!this.initializedFlag && spec?.method !== INITIALIZE) return notInitialized();
     if (spec === undefined) return methodNotFound(wireMethod);
+    if (spec.extension) this.noteExtensionCall(wireMethod);
     const handler = this.requestHandlers.get(spec.method);
     if (handler === undefined) {
       this.logger.warn({ method: spec.method }, "A declared method has no handler; answered -32601");
@@ -440,6 +486,12 @@ export class RpcConnection {
     } catch (error) {
       this.logger.error({ err: error, method: spec.method }, "Notification handler failed");
     }
+  }
+
+  /** The client called an extension method: it uses the extension, and its first call fixes the spelling. */
+  private noteExtensionCall(wireMethod: string): void {
+    this.extensionUsed = true;
+    this.firstCallPrefix ??= wireMethod.startsWith("_") ? "_" : "";
   }
 
   /** Keeps a running request abortable by id; returns the function that forgets it. */
@@ -523,9 +575,14 @@ export class RpcConnection {
   }
 
   private outboundName(method: string): string {
-    if (this.prefix === "" || method.startsWith("_")) return method;
-    return STANDARD_PREFIXES.some((prefix) => method.startsWith(prefix)) ? method : `_${method}`;
+    if (this.extensionPrefix === "" || method.startsWith("_") || !isExtensionTraffic(method)) return method;
+    return `_${method}`;
   }
+}
+
+/** True for a method of the extension (anything not ACP: not `session/`, `fs/`, `terminal/`, `elicitation/`, `$/`). */
+function isExtensionTraffic(method: string): boolean {
+  return !STANDARD_PREFIXES.some((prefix) => method.startsWith(prefix));
 }
 
 /** The wire spellings of a spec: the bare name, plus `_name` for an extension (PROTOCOL.md section 2). */

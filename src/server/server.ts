@@ -97,10 +97,11 @@ export class OrchestratorServer {
   private resolveClosed!: () => void;
 
   constructor(private readonly options: ServerOptions) {
-    const { reader, writer } = createFramedTransport(options.input, options.output, { logger: options.logger });
+    const { reader, writer, framing } = createFramedTransport(options.input, options.output, { logger: options.logger });
     this.connection = new RpcConnection({
       reader,
       writer,
+      framing,
       methods: serverMethods,
       logger: options.logger,
       mapError: mapDomainError,
@@ -200,7 +201,9 @@ export class OrchestratorServer {
     const p = this.products;
     this.on("initialize", async (params) => {
       const meta = params.clientCapabilities?._meta?.["acp-orchestrator"];
-      this.connection.setNotificationPrefix(meta?.extensionPrefix === "_" ? "_" : "");
+      // Present (even `{}`): the client uses the extension (PROTOCOL.md section 2); absent: plain ACP until it
+      // calls an extension method.
+      if (meta) this.connection.declareExtension(meta.extensionPrefix);
       if (meta?.runStateAuthority) this.useHostAuthority();
       return this.initializeResult();
     });

@@ -154,7 +154,13 @@ describe.concurrent("session/cancel over stdio", () => {
         agents: [{ agentId: "hang", command: process.execPath, args: ["--import", tsxLoader, join(fixturesDir, "fs-agent.ts"), "hang"] }],
       }),
     );
-    const server = await startServer({ cwd: workspace, args: ["--config", config], onPermission: () => confirm });
+    // Uses the extension (PROTOCOL.md section 2) to see the worker's output delta, i.e. that the worker runs.
+    const server = await startServer({
+      cwd: workspace,
+      args: ["--config", config],
+      onPermission: () => confirm,
+      clientCapabilities: { _meta: { "acp-orchestrator": {} } },
+    });
     const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd: workspace, mcpServers: [] });
     const answer = prompt(server, sessionId, "Describe the architecture, then document the API");
     await server.waitFor(

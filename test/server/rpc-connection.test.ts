@@ -13,6 +13,7 @@ import { createFramedTransport } from "../../src/server/framing.js";
 import { createLogger } from "../../src/server/logger.js";
 import {
   ConnectionClosedError,
+  ExtensionNotUsedError,
   RequestTimeoutError,
   RpcConnection,
   type ErrorMapper,
@@ -152,8 +153,8 @@ function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
   const output = new PassThrough();
   const logs: LogEntry[] = [];
   const logger = options.logger ?? memoryLogger(logs);
-  const { reader, writer } = createFramedTransport(input, output, { logger });
-  const connection = new RpcConnection({ reader, writer, methods, logger, mapError });
+  const { reader, writer, framing } = createFramedTransport(input, output, { logger });
+  const connection = new RpcConnection({ reader, writer, methods, logger, mapError, framing });
   const cancelSeen = new Set<number>();
   let release: () => void = () => {};
   const released = { resolve: () => release() };
@@ -530,23 +531,41 @@ describe("client notifications", () => {
 });
 
 describe("server → client traffic", () => {
-  it("sends notifications under the bare name, or with the prefix the client asked for", async () => {
+  it("sends a plain ACP connection ACP traffic only: extension notifications are dropped, extension requests refused", async () => {
     const h = await initialized();
     await h.connection.notify("product.taskStatus", { productId: "p", taskId: "t" });
-    expect(await h.next()).toEqual({
-      jsonrpc: "2.0",
-      method: "product.taskStatus",
-      params: { productId: "p", taskId: "t" },
-    });
-    h.connection.setNotificationPrefix("_");
-    for (const method of [
-      "product.taskStatus",
-      "x/goal.started",
-      "session/update",
-      "fs/read_text_file",
-      "$/progress",
-      "_already",
-    ]) {
+    await h.connection.notify("x/goal.started", { goalRunId: "g" });
+    await h.connection.notify("session/update", { sessionId: "s" });
+    expect((await h.next()).method).toBe("session/update");
+    await expect(h.connection.request("runState/get", { projectId: "p" })).rejects.toBeInstanceOf(ExtensionNotUsedError);
+    expect(h.connection.usesExtension).toBe(false);
+    expect(await h.call(9, "test.fast", {})).toMatchObject({ id: 9, result: { fast: true } });
+  });
+
+  it("after one `_` extension call, sends extension traffic with the `_` spelling", async () => {
+    const h = await initialized();
+    expect(await h.call(1, "_product.plan", { goal: "g", cwd: "/tmp" })).toMatchObject({ result: { productId: "prd_g" } });
+    // A later bare call does not change the spelling: the first call decides.
+    await h.call(2, "test.fast", {});
+    await h.connection.notify("product.taskStatus", { productId: "p" });
+    await h.connection.notify("session/update", { sessionId: "s" });
+    expect((await h.next()).method).toBe("_product.taskStatus");
+    expect((await h.next()).method).toBe("session/update");
+  });
+
+  it("after one bare extension call, sends extension traffic bare", async () => {
+    const h = await initialized();
+    await h.call(1, "product.plan", { goal: "g", cwd: "/tmp" });
+    await h.call(2, "_test.fast", {});
+    await h.connection.notify("x/goal.started", { goalRunId: "g" });
+    expect((await h.next()).method).toBe("x/goal.started");
+  });
+
+  it("lets the declared prefix win over the spelling of the calls, for notifications and requests", async () => {
+    const h = await initialized();
+    h.connection.declareExtension("_");
+    await h.call(1, "product.plan", { goal: "g", cwd: "/tmp" });
+    for (const method of ["product.taskStatus", "x/goal.started", "session/update", "fs/read_text_file", "$/progress", "_already"]) {
       await h.connection.notify(method, { n: 1 });
     }
     const sent: string[] = [];
@@ -561,6 +580,16 @@ describe("server → client traffic", () => {
     ]);
   });
 
+  it("sends extension traffic to a client that declared the extension without a prefix: bare until its first call", async () => {
+    const h = await initialized();
+    h.connection.declareExtension();
+    await h.connection.notify("product.taskStatus", { productId: "p" });
+    expect((await h.next()).method).toBe("product.taskStatus");
+    await h.call(1, "_test.fast", {});
+    await h.connection.notify("product.taskStatus", { productId: "p" });
+    expect((await h.next()).method).toBe("_product.taskStatus");
+  });
+
   it("never throws from notify once the connection is disposed", async () => {
     const h = await initialized();
     h.connection.dispose();
@@ -569,7 +598,7 @@ describe("server → client traffic", () => {
 
   it("round-trips a server → client request, prefixed when asked", async () => {
     const h = await initialized();
-    h.connection.setNotificationPrefix("_");
+    h.connection.declareExtension("_");
     const pending = h.connection.request(
       "runState/get",
       { projectId: "p", kind: "product", id: "x" },
@@ -587,21 +616,61 @@ describe("server → client traffic", () => {
     await expect(permission).rejects.toMatchObject({ code: -32012, data: { revision: 3 } });
   });
 
-  it("rejects a request the client does not answer in time and tells the client to cancel it", async () => {
+  it("rejects a request the client does not answer in time and cancels it with ACP's $/cancel_request only (NDJSON)", async () => {
     const h = await initialized();
+    h.connection.declareExtension();
     vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout"] });
     const pending = h.connection.request("runState/put", { projectId: "p" }, { timeoutMs: 30_000 });
     const rejection = expect(pending).rejects.toBeInstanceOf(RequestTimeoutError);
     const outbound = await h.next();
     vi.advanceTimersByTime(30_000);
     await rejection;
-    const cancels = [await h.next(), await h.next()];
-    expect(cancels).toEqual(
-      expect.arrayContaining([
-        { jsonrpc: "2.0", method: "$/cancel_request", params: { requestId: outbound.id } },
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", method: "$/cancel_request", params: { requestId: outbound.id } });
+    await h.connection.notify("session/update", { marker: true });
+    expect((await h.next()).method).toBe("session/update");
+  });
+
+  it("cancels its own request with $/cancelRequest only on a Content-Length connection", async () => {
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const logger = memoryLogger([]);
+    const { reader, writer, framing } = createFramedTransport(input, output, { logger });
+    const connection = new RpcConnection({ reader, writer, methods, logger, framing });
+    connection.handle(initialize, () => Promise.resolve({ protocolVersion: 1 }));
+    connection.listen();
+    let text = "";
+    output.setEncoding("utf8");
+    output.on("data", (chunk: string) => (text += chunk));
+    const frame = (message: unknown): string => {
+      const body = JSON.stringify(message);
+      return `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    };
+    const bodies = (): Record<string, unknown>[] =>
+      text
+        .split(/Content-Length: \d+\r\n\r\n/)
+        .filter((b) => b !== "")
+        .map((b) => JSON.parse(b) as Record<string, unknown>);
+    const until = async (pred: () => boolean): Promise<void> => {
+      while (!pred()) await new Promise<void>((resolve) => setTimeout(resolve, 5));
+    };
+    try {
+      input.write(frame({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: 1 } }));
+      await until(() => bodies().length === 1);
+      const controller = new AbortController();
+      const pending = connection.request("session/request_permission", { sessionId: "s" }, { signal: controller.signal });
+      await until(() => bodies().length === 2);
+      controller.abort(new Error("withdrawn"));
+      await expect(pending).rejects.toThrow("withdrawn");
+      void connection.notify("session/update", { marker: true });
+      await until(() => bodies().some((b) => b.method === "session/update"));
+      const outbound = bodies()[1]!;
+      expect(bodies().slice(2)).toEqual([
         { jsonrpc: "2.0", method: "$/cancelRequest", params: { id: outbound.id } },
-      ]),
-    );
+        { jsonrpc: "2.0", method: "session/update", params: { marker: true } },
+      ]);
+    } finally {
+      connection.dispose();
+    }
   });
 
   it("rejects with the signal's reason when aborted, and at once when already aborted", async () => {
@@ -615,13 +684,14 @@ describe("server → client traffic", () => {
     await h.next();
     controller.abort(new Error("turn cancelled"));
     await expect(pending).rejects.toThrow("turn cancelled");
-    await expect(h.connection.request("x", {}, { signal: AbortSignal.abort(new Error("already")) })).rejects.toThrow(
+    await expect(h.connection.request("session/x", {}, { signal: AbortSignal.abort(new Error("already")) })).rejects.toThrow(
       "already",
     );
   });
 
   it("flush resolves once everything written was accepted", async () => {
     const h = await initialized();
+    h.connection.declareExtension();
     void h.connection.notify("product.budgetUpdate", { productId: "p" });
     await h.connection.flush();
     expect((await h.next()).method).toBe("product.budgetUpdate");

@@ -3,7 +3,9 @@
  *
  * `startServer` connects the official ACP SDK client to it and records every stdout line, every notification and
  * stderr, so a test can assert that stdout carried JSON-RPC messages only. `startRawServer` gives byte-level access
- * for malformed-frame tests. Every started process is killed when the test file ends.
+ * for malformed-frame tests. Every message any started server sends is checked against the ACP v1 JSON Schema
+ * (acp-schema.ts): a test during which one fails the schema fails. Every started process is killed when the test
+ * file ends.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { existsSync, mkdtempSync } from "node:fs";
@@ -12,6 +14,7 @@ import { join, resolve } from "node:path";
 import { PassThrough, Readable, Writable } from "node:stream";
 import { client, ndJsonStream, type ClientConnection } from "@agentclientprotocol/sdk";
 import { afterAll } from "vitest";
+import { watchWire, type AcpWireChecker } from "./acp-schema.js";
 
 export const REPO_ROOT = resolve(import.meta.dirname, "..", "..");
 export const CLI = join(REPO_ROOT, "dist", "src", "cli.js");
@@ -49,11 +52,12 @@ function spawnServer(options: SpawnOptions) {
     stdio: ["pipe", "pipe", "pipe"],
   });
   started.add(child);
+  const wire = watchWire(child);
   let stderr = "";
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (d: string) => (stderr += d));
   const exited = new Promise<number | null>((resolveExit) => child.once("exit", (code) => resolveExit(code)));
-  return { child, statePath, cwd, stderr: () => stderr, exited };
+  return { child, statePath, cwd, stderr: () => stderr, exited, wire };
 }
 
 /** Splits a byte stream into lines as the server writes them (NDJSON). */
@@ -82,6 +86,8 @@ export function isJsonRpcLine(line: string): boolean {
 
 export interface ServerHandle {
   child: ChildProcessWithoutNullStreams;
+  /** The ACP v1 schema check of everything this server sent (checked automatically after each test). */
+  wire: AcpWireChecker;
   statePath: string;
   cwd: string;
   connection: ClientConnection;
@@ -137,6 +143,7 @@ export async function startServer(options: StartOptions = {}): Promise<ServerHan
   );
   const handle: ServerHandle = {
     child: s.child,
+    wire: s.wire,
     statePath: s.statePath,
     cwd: s.cwd,
     connection,
@@ -181,6 +188,8 @@ export async function startServer(options: StartOptions = {}): Promise<ServerHan
 
 export interface RawServer {
   child: ChildProcessWithoutNullStreams;
+  /** The ACP v1 schema check of everything this server sent (checked automatically after each test). */
+  wire: AcpWireChecker;
   /** Writes raw bytes to stdin. */
   write(data: string): void;
   /** Sends one JSON value as an NDJSON line. */
@@ -217,6 +226,7 @@ export function startRawServer(options: SpawnOptions = {}): RawServer {
   );
   return {
     child: s.child,
+    wire: s.wire,
     stdoutLines,
     stderr: s.stderr,
     write: (data) => s.child.stdin.write(data),

@@ -34,6 +34,7 @@ import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority
 import { AuthorityConflict, AuthorityFailure, type Logger } from "../../src/core/ports.js";
 import { createFramedTransport } from "../../src/server/framing.js";
 import { RpcConnection } from "../../src/server/rpc-connection.js";
+import { watchWire, type AcpWireChecker } from "./acp-schema.js";
 import { RecordingLogger } from "./fakes.js";
 import { CLI, tempDir, type Notification } from "./server-process.js";
 
@@ -264,7 +265,7 @@ export async function connectInProcess(host: TestHost, options: InProcessOptions
   server.handle("initialize", (params) => {
     const meta = (params as { clientCapabilities?: { _meta?: Record<string, { extensionPrefix?: string }> } })
       .clientCapabilities?._meta?.["acp-orchestrator"];
-    server.setNotificationPrefix(meta?.extensionPrefix === "_" ? "_" : "");
+    if (meta) server.declareExtension(meta.extensionPrefix === "_" ? "_" : "");
     return {
       protocolVersion: 1,
       agentCapabilities: {},
@@ -334,6 +335,8 @@ export interface HostedServerOptions {
 
 export interface HostedServer {
   child: ChildProcessWithoutNullStreams;
+  /** The ACP v1 schema check of everything this server sent (checked automatically after each test). */
+  wire: AcpWireChecker;
   statePath: string;
   cwd: string;
   connection: ClientConnection;
@@ -363,6 +366,7 @@ export async function startHostedServer(host: TestHost, options: HostedServerOpt
     stdio: ["pipe", "pipe", "pipe"],
   });
   started.add(child);
+  const wire = watchWire(child);
   let stderr = "";
   child.stderr.setEncoding("utf8");
   child.stderr.on("data", (d: string) => (stderr += d));
@@ -408,6 +412,7 @@ export async function startHostedServer(host: TestHost, options: HostedServerOpt
   );
   const handle: HostedServer = {
     child,
+    wire,
     statePath,
     cwd,
     connection,
