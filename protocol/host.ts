@@ -76,8 +76,13 @@ export type RunStateAppendEventsParams = z.infer<typeof RunStateAppendEventsPara
 export const RunStateAppendEventsResult = z.object({ lastSeq: Count });
 export type RunStateAppendEventsResult = z.infer<typeof RunStateAppendEventsResult>;
 
-/** Events with `seq > afterSeq`, oldest first. */
-export const RunStateReadEventsParams = z.strictObject({ projectId: Id, stream: StreamName, afterSeq: Count });
+/** Events with `seq > afterSeq`, oldest first; at most `limit` of them when given. */
+export const RunStateReadEventsParams = z.strictObject({
+  projectId: Id,
+  stream: StreamName,
+  afterSeq: Count,
+  limit: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+});
 export type RunStateReadEventsParams = z.infer<typeof RunStateReadEventsParams>;
 
 /** `seq` is 1-based within the stream. */
@@ -85,5 +90,14 @@ export const StoredEventWire = z.object({
   seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
   event: z.unknown(),
 });
-export const RunStateReadEventsResult = z.object({ events: z.array(StoredEventWire) });
+/** In `seq` order; `more: true` when the stream has events after the last one returned (ask again after it). */
+export const RunStateReadEventsResult = z.object({ events: z.array(StoredEventWire), more: z.boolean() });
 export type RunStateReadEventsResult = z.infer<typeof RunStateReadEventsResult>;
+
+/** Deletes a whole event stream (`product.delete`); its numbering starts again at 1. */
+export const RunStateDeleteStreamParams = z.strictObject({ projectId: Id, stream: StreamName });
+export type RunStateDeleteStreamParams = z.infer<typeof RunStateDeleteStreamParams>;
+
+/** `deleted: false` when the stream held no event. */
+export const RunStateDeleteStreamResult = z.object({ deleted: z.boolean() });
+export type RunStateDeleteStreamResult = z.infer<typeof RunStateDeleteStreamResult>;

@@ -515,7 +515,16 @@ export const hostRequests = [
     extension: true,
     params: host.RunStateReadEventsParams,
     result: host.RunStateReadEventsResult,
-    summary: "Reads the events of a stream after `afterSeq`, oldest first.",
+    summary:
+      "Reads the events of a stream after `afterSeq`, oldest first, at most `limit` when given; `more` says whether " +
+      "events follow the last one returned.",
+  }),
+  method({
+    method: "runState/deleteStream",
+    extension: true,
+    params: host.RunStateDeleteStreamParams,
+    result: host.RunStateDeleteStreamResult,
+    summary: "Deletes a whole event stream; `deleted: false` when it held no event.",
   }),
   method({
     method: "session/request_permission",

@@ -81,8 +81,28 @@ export interface RunStateAuthority {
   /** Records of one kind in one project, ordered by id; `prefix` filters on the id. */
   list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]>;
   appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }>;
-  /** Events with `seq > afterSeq`, oldest first. */
-  readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]>;
+  /**
+   * Events with `seq > afterSeq`, oldest first. With `limit` (a positive integer), the first `limit` of them, or all
+   * of them when fewer remain: a result shorter than `limit` means the stream has nothing more after it. Events pruned
+   * by `pruneEvents` are not returned, so after a prune the first event may have a `seq` above `afterSeq + 1`.
+   * Throws `AuthorityFailure` on an invalid argument (negative `afterSeq`, `limit` not a positive integer).
+   */
+  readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]>;
+  /**
+   * Deletes a whole event stream (`product.delete`, guarantee 14). Returns `true` when the stream held at least one
+   * event, `false` when it was empty or unknown. Afterwards the stream is empty: its last sequence number is 0 again.
+   * Records are never touched.
+   */
+  deleteStream(projectId: string, stream: string): Promise<boolean>;
+  /**
+   * Compaction (guarantee 14): deletes the events with `seq < beforeSeq` and returns how many were deleted. The
+   * stream's numbering is unchanged (the next append still expects the last sequence number), so the last event is
+   * never pruned: a `beforeSeq` above the last sequence number is refused with `AuthorityFailure` and deletes nothing
+   * (0 and 1 are always accepted: there is nothing before them).
+   * Only the stream's writer (the product's owner) prunes, and only events a snapshot already covers.
+   * Optional: a host authority has no such request (PROTOCOL.md section 7), so its streams are never compacted.
+   */
+  pruneEvents?(projectId: string, stream: string, beforeSeq: number): Promise<number>;
   /** Every project id with at least one record; used by `product.list` without a `projectId`. Optional for hosts. */
   listProjects?(): Promise<string[]>;
   /**

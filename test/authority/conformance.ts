@@ -14,6 +14,8 @@
  * - `list` is ordered by Unicode code point (UTF-8 byte order) and `prefix` is literal (`%`, `_` are not wildcards);
  * - `appendEvents` with no events checks `expectedSeq` and returns it;
  * - `listProjects` lists projects holding at least one record, sorted, without duplicates;
+ * - `readEvents` with `limit` returns the first `limit` events (fewer only at the end of the stream);
+ * - `deleteStream` restarts a stream's numbering; `pruneEvents` keeps it and never deletes the last event;
  * - invalid arguments (empty ids, revision 0, negative sequence numbers, non-object values) are `AuthorityFailure`;
  * - after `close`, every call fails with `AuthorityFailure`.
  *
@@ -634,6 +636,186 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
 
       test("readEvents", "rejects a negative afterSeq with AuthorityFailure", async (a) => {
         expect(await rejectionOf(a.readEvents(P, "s1", -1))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("readEvents", "returns at most limit events, the oldest after afterSeq", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }, { e: 4 }, { e: 5 }], 0);
+        expect((await a.readEvents(P, "s1", 1, 2)).map((e) => e.seq)).toEqual([2, 3]);
+      });
+
+      test("readEvents", "returns every remaining event when fewer than limit remain", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }], 0);
+        expect((await a.readEvents(P, "s1", 1, 10)).map((e) => e.seq)).toEqual([2, 3]);
+      });
+
+      test("readEvents", "reads a stream in pages of limit that join up to the whole stream", async (a) => {
+        await a.appendEvents(P, "s1", Array.from({ length: 7 }, (_, e) => ({ e })), 0);
+        const seqs: number[] = [];
+        for (let page = await a.readEvents(P, "s1", 0, 3); page.length > 0; ) {
+          seqs.push(...page.map((e) => e.seq));
+          page = await a.readEvents(P, "s1", seqs[seqs.length - 1] ?? 0, 3);
+        }
+        expect(seqs).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      });
+
+      test("readEvents", "returns a long stream whole without a limit", async (a) => {
+        const events = Array.from({ length: 1_234 }, (_, i) => ({ i }));
+        await a.appendEvents(P, "s1", events, 0);
+        const read = await a.readEvents(P, "s1", 0);
+        expect(read.map((e) => e.event)).toEqual(events);
+      });
+
+      test("readEvents", "returns the first limit events of a long stream in order", async (a) => {
+        await a.appendEvents(P, "s1", Array.from({ length: 1_234 }, (_, i) => ({ i })), 0);
+        const read = await a.readEvents(P, "s1", 100, 1_000);
+        expect([read.length, read[0]?.seq, read[read.length - 1]?.seq]).toEqual([1_000, 101, 1_100]);
+      });
+
+      test("readEvents", "rejects a limit of 0 with AuthorityFailure", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        expect(await rejectionOf(a.readEvents(P, "s1", 0, 0))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("readEvents", "rejects a non-integer limit with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.readEvents(P, "s1", 0, 1.5))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("deleteStream", () => {
+      test("deleteStream", "returns false for a stream that does not exist", async (a) => {
+        expect(await a.deleteStream(P, "missing")).toBe(false);
+      });
+
+      test("deleteStream", "returns true when it deletes a stream with events", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect(await a.deleteStream(P, "s1")).toBe(true);
+      });
+
+      test("deleteStream", "removes every event of the stream", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        await a.deleteStream(P, "s1");
+        expect(await a.readEvents(P, "s1", 0)).toEqual([]);
+      });
+
+      test("deleteStream", "returns false the second time", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        await a.deleteStream(P, "s1");
+        expect(await a.deleteStream(P, "s1")).toBe(false);
+      });
+
+      test("deleteStream", "restarts the numbering: the next append expects 0 and gets seq 1", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        await a.deleteStream(P, "s1");
+        expect(await a.appendEvents(P, "s1", [{ e: 3 }], 0)).toEqual({ lastSeq: 1 });
+      });
+
+      test("deleteStream", "refuses an append at the old sequence number afterwards with AuthorityConflict", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        await a.deleteStream(P, "s1");
+        expect(await rejectionOf(a.appendEvents(P, "s1", [{ e: 3 }], 2))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("deleteStream", "leaves other streams and other projects' stream of that name", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        await a.appendEvents(P, "s2", [{ e: 2 }], 0);
+        await a.appendEvents(Q, "s1", [{ e: 3 }], 0);
+        await a.deleteStream(P, "s1");
+        expect([await a.readEvents(P, "s2", 0), await a.readEvents(Q, "s1", 0)]).toEqual([
+          [{ seq: 1, event: { e: 2 } }],
+          [{ seq: 1, event: { e: 3 } }],
+        ]);
+      });
+
+      test("deleteStream", "does not touch a record with the same name", async (a) => {
+        await a.put(P, KIND, "s1", { n: 1 }, null);
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        await a.deleteStream(P, "s1");
+        expect((await a.get(P, KIND, "s1"))?.value).toEqual({ n: 1 });
+      });
+
+      test("deleteStream", "rejects an empty stream name with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(a.deleteStream(P, ""))).toBeInstanceOf(AuthorityFailure);
+      });
+    });
+
+    describe("pruneEvents", () => {
+      const prune = async (a: A, projectId: string, stream: string, beforeSeq: number): Promise<number> => {
+        if (!a.pruneEvents) throw new Error(`${initializer.name} does not implement pruneEvents (declare a deviation)`);
+        return a.pruneEvents(projectId, stream, beforeSeq);
+      };
+
+      test("pruneEvents", "deletes the events before beforeSeq and returns how many", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }, { e: 4 }], 0);
+        expect(await prune(a, P, "s1", 3)).toBe(2);
+      });
+
+      test("pruneEvents", "keeps the events from beforeSeq on, with their sequence numbers", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }, { e: 4 }], 0);
+        await prune(a, P, "s1", 3);
+        expect(await a.readEvents(P, "s1", 0)).toEqual([
+          { seq: 3, event: { e: 3 } },
+          { seq: 4, event: { e: 4 } },
+        ]);
+      });
+
+      test("pruneEvents", "keeps the numbering: the next append expects the last sequence number", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }], 0);
+        await prune(a, P, "s1", 3);
+        expect(await a.appendEvents(P, "s1", [{ e: 4 }], 3)).toEqual({ lastSeq: 4 });
+      });
+
+      test("pruneEvents", "refuses an append at 0 after a prune with AuthorityConflict", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }], 0);
+        await prune(a, P, "s1", 3);
+        expect(await rejectionOf(a.appendEvents(P, "s1", [{ e: 4 }], 0))).toBeInstanceOf(AuthorityConflict);
+      });
+
+      test("pruneEvents", "may prune up to the last event, which is kept", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }], 0);
+        await prune(a, P, "s1", 3);
+        expect(await a.readEvents(P, "s1", 0, 10)).toEqual([{ seq: 3, event: { e: 3 } }]);
+      });
+
+      test("pruneEvents", "pages after a prune start at the first kept event", async (a) => {
+        await a.appendEvents(P, "s1", Array.from({ length: 6 }, (_, e) => ({ e })), 0);
+        await prune(a, P, "s1", 4);
+        expect((await a.readEvents(P, "s1", 0, 2)).map((e) => e.seq)).toEqual([4, 5]);
+      });
+
+      test("pruneEvents", "is idempotent: a second prune at the same point deletes nothing", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }], 0);
+        await prune(a, P, "s1", 3);
+        expect(await prune(a, P, "s1", 3)).toBe(0);
+      });
+
+      test("pruneEvents", "deletes nothing for beforeSeq 0 or 1, or an unknown stream", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }], 0);
+        expect([await prune(a, P, "s1", 0), await prune(a, P, "s1", 1), await prune(a, P, "missing", 1)]).toEqual([
+          0, 0, 0,
+        ]);
+      });
+
+      test("pruneEvents", "touches no other stream and no other project", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        await a.appendEvents(P, "s2", [{ e: 1 }, { e: 2 }], 0);
+        await a.appendEvents(Q, "s1", [{ e: 1 }, { e: 2 }], 0);
+        await prune(a, P, "s1", 2);
+        expect([(await a.readEvents(P, "s2", 0)).length, (await a.readEvents(Q, "s1", 0)).length]).toEqual([2, 2]);
+      });
+
+      test("pruneEvents", "refuses to prune the last event with AuthorityFailure", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        expect(await rejectionOf(prune(a, P, "s1", 3))).toBeInstanceOf(AuthorityFailure);
+      });
+
+      test("pruneEvents", "deletes nothing when it refuses", async (a) => {
+        await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }], 0);
+        await rejectionOf(prune(a, P, "s1", 3));
+        expect((await a.readEvents(P, "s1", 0)).map((e) => e.seq)).toEqual([1, 2]);
+      });
+
+      test("pruneEvents", "rejects a negative beforeSeq with AuthorityFailure", async (a) => {
+        expect(await rejectionOf(prune(a, P, "s1", -1))).toBeInstanceOf(AuthorityFailure);
       });
     });
 

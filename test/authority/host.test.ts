@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { DelegatingAuthority } from "../../src/adapters/persistence/delegating-authority.js";
-import { HostAuthority } from "../../src/adapters/persistence/host-authority.js";
+import { HOST_READ_PAGE_EVENTS, HostAuthority } from "../../src/adapters/persistence/host-authority.js";
 import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority.js";
 import { AuthorityConflict, AuthorityFailure } from "../../src/core/ports.js";
 import { rejectionOf, waitUntil } from "../support/fakes.js";
@@ -18,6 +18,20 @@ import { runAuthorityConformance } from "./conformance.js";
 const NO_LIST_PROJECTS =
   "PROTOCOL.md section 7 has no request that lists projects, so HostAuthority leaves listProjects undefined";
 const links = new Map<HostAuthority, InProcessLink>();
+const PRUNE_TESTS = [
+  "deletes the events before beforeSeq and returns how many",
+  "keeps the events from beforeSeq on, with their sequence numbers",
+  "keeps the numbering: the next append expects the last sequence number",
+  "refuses an append at 0 after a prune with AuthorityConflict",
+  "may prune up to the last event, which is kept",
+  "pages after a prune start at the first kept event",
+  "is idempotent: a second prune at the same point deletes nothing",
+  "deletes nothing for beforeSeq 0 or 1, or an unknown stream",
+  "touches no other stream and no other project",
+  "refuses to prune the last event with AuthorityFailure",
+  "deletes nothing when it refuses",
+  "rejects a negative beforeSeq with AuthorityFailure",
+];
 
 runAuthorityConformance({
   name: "host (runState/* over JSON-RPC to an ACP SDK client)",
@@ -38,6 +52,12 @@ runAuthorityConformance({
     "listProjects: lists a project once however many records and kinds it holds": NO_LIST_PROJECTS,
     "listProjects: omits a project whose records were all deleted": NO_LIST_PROJECTS,
     "listProjects: does not count a project that only has events": NO_LIST_PROJECTS,
+    ...Object.fromEntries(
+      PRUNE_TESTS.map((title) => [
+        `pruneEvents: ${title}`,
+        "PROTOCOL.md section 7 has no request that prunes events, so HostAuthority leaves pruneEvents undefined",
+      ]),
+    ),
   },
 });
 
@@ -184,6 +204,7 @@ describe("HostAuthority: validation of what the host answers", () => {
             { seq: 2, event: {} },
             { seq: 1, event: {} },
           ],
+          more: false,
         }),
       (a) => a.readEvents("p", "s", 0),
     ],
@@ -195,13 +216,41 @@ describe("HostAuthority: validation of what the host answers", () => {
             { seq: 3, event: {} },
             { seq: 5, event: {} },
           ],
+          more: false,
         }),
       (a) => a.readEvents("p", "s", 2),
     ],
     [
       "readEvents at or before afterSeq",
-      (h) => h.answerNext("readEvents", { events: [{ seq: 2, event: {} }] }),
+      (h) => h.answerNext("readEvents", { events: [{ seq: 2, event: {} }], more: false }),
       (a) => a.readEvents("p", "s", 2),
+    ],
+    [
+      "readEvents without more",
+      (h) => h.answerNext("readEvents", { events: [{ seq: 1, event: {} }] }),
+      (a) => a.readEvents("p", "s", 0),
+    ],
+    [
+      "readEvents with more events than the limit asked",
+      (h) =>
+        h.answerNext("readEvents", {
+          events: [
+            { seq: 1, event: {} },
+            { seq: 2, event: {} },
+          ],
+          more: false,
+        }),
+      (a) => a.readEvents("p", "s", 0, 1),
+    ],
+    [
+      "readEvents with more: true and no event (it would never end)",
+      (h) => h.answerNext("readEvents", { events: [], more: true }),
+      (a) => a.readEvents("p", "s", 0),
+    ],
+    [
+      "deleteStream with a non-boolean",
+      (h) => h.answerNext("deleteStream", { deleted: "yes" }),
+      (a) => a.deleteStream("p", "s"),
     ],
     ["a null result", (h) => h.answerNext("list", null), (a) => a.list("p", "k")],
   ];
@@ -218,7 +267,7 @@ describe("HostAuthority: validation of what the host answers", () => {
 
   it("passes stored values through unvalidated (the caller validates each record)", () =>
     withHost(async (a, host) => {
-      host.answerNext("readEvents", { events: [{ seq: 1, event: "not an object" }] });
+      host.answerNext("readEvents", { events: [{ seq: 1, event: "not an object" }], more: false });
       expect(await a.readEvents("p", "s", 0)).toEqual([{ seq: 1, event: "not an object" }]);
     }));
 
@@ -229,6 +278,61 @@ describe("HostAuthority: validation of what the host answers", () => {
         records: ["😀", "b", "\uff21", "a"].map((id) => ({ id, revision: 1, updatedAt: at })),
       });
       expect((await a.list("p", "k")).map((r) => r.id)).toEqual(["a", "b", "\uff21", "😀"]);
+    }));
+});
+
+describe("HostAuthority: paged readEvents (PROTOCOL.md section 7)", () => {
+  const fill = async (host: TestHost, count: number): Promise<void> => {
+    await host.store.appendEvents("p", "s", Array.from({ length: count }, (_, i) => ({ i })), 0);
+  };
+
+  it("asks for at most HOST_READ_PAGE_EVENTS per request and pages a long stream until more is false", () =>
+    withHost(async (a, host) => {
+      await fill(host, HOST_READ_PAGE_EVENTS * 2 + 7);
+      const events = await a.readEvents("p", "s", 0);
+      expect([
+        events.length,
+        host.calls.map((c) => [c.params.afterSeq, c.params.limit]),
+      ]).toEqual([
+        HOST_READ_PAGE_EVENTS * 2 + 7,
+        [
+          [0, HOST_READ_PAGE_EVENTS],
+          [HOST_READ_PAGE_EVENTS, HOST_READ_PAGE_EVENTS],
+          [HOST_READ_PAGE_EVENTS * 2, HOST_READ_PAGE_EVENTS],
+        ],
+      ]);
+    }));
+
+  it("follows a host that pages smaller than asked, until more is false", async () => {
+    const host = new TestHost({ pageSize: 3 });
+    const link = await connectInProcess(host);
+    try {
+      await fill(host, 10);
+      const events = await link.authority.readEvents("p", "s", 0);
+      expect([events.map((e) => e.seq), host.calls.length]).toEqual([[1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 4]);
+    } finally {
+      await link.close();
+    }
+  });
+
+  it("stops at limit even when the host says more", async () => {
+    const host = new TestHost({ pageSize: 3 });
+    const link = await connectInProcess(host);
+    try {
+      await fill(host, 10);
+      const events = await link.authority.readEvents("p", "s", 2, 5);
+      expect([events.map((e) => e.seq), host.calls.map((c) => c.params.limit)]).toEqual([[3, 4, 5, 6, 7], [5, 2]]);
+    } finally {
+      await link.close();
+    }
+  });
+
+  it("refuses a limit that is not a positive integer without sending anything", () =>
+    withHost(async (a, host) => {
+      expect([await rejectionOf(a.readEvents("p", "s", 0, 0)), host.calls.length]).toEqual([
+        expect.any(AuthorityFailure),
+        0,
+      ]);
     }));
 });
 
@@ -248,6 +352,7 @@ describe("HostAuthority: requests on the wire", () => {
         await a.delete("p", "k", "r", 1);
         await a.appendEvents("p", "s", [{ e: 1 }], 0);
         await a.readEvents("p", "s", 0);
+        await a.deleteStream("p", "s");
         await a.get("p", "k", "r");
         expect(host.calls.map((c) => c.method)).toEqual([
           "_runState/put",
@@ -255,6 +360,7 @@ describe("HostAuthority: requests on the wire", () => {
           "_runState/delete",
           "_runState/appendEvents",
           "_runState/readEvents",
+          "_runState/deleteStream",
           "_runState/get",
         ]);
       },
@@ -314,6 +420,28 @@ describe("DelegatingAuthority (the server's switch to the host at initialize)", 
         "function",
         "host",
         "undefined",
+      ]);
+    }));
+
+  it("takes pruneEvents from the current backend (none on the host)", () =>
+    withHost(async (hostAuthority) => {
+      const delegating = new DelegatingAuthority(new MemoryAuthority());
+      const before = typeof delegating.pruneEvents;
+      delegating.use(hostAuthority);
+      expect([before, typeof delegating.pruneEvents]).toEqual(["function", "undefined"]);
+    }));
+
+  it("forwards readEvents with its limit and deleteStream to the host", () =>
+    withHost(async (hostAuthority, host) => {
+      const delegating = new DelegatingAuthority(new MemoryAuthority());
+      delegating.use(hostAuthority);
+      await delegating.appendEvents("p", "s", [{ e: 1 }, { e: 2 }, { e: 3 }], 0);
+      const read = await delegating.readEvents("p", "s", 0, 2);
+      const deleted = await delegating.deleteStream("p", "s");
+      expect([read.map((e) => e.seq), deleted, host.calls.map((c) => c.op)]).toEqual([
+        [1, 2],
+        true,
+        ["appendEvents", "readEvents", "deleteStream"],
       ]);
     }));
 

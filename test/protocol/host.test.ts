@@ -35,9 +35,14 @@ const cases: Record<
     required: "expectedSeq",
   },
   "runState/readEvents": {
-    params: { projectId: "proj", stream: "goal/g1", afterSeq: 0 },
-    result: { events: [{ seq: 1, event: { type: "started" } }] },
+    params: { projectId: "proj", stream: "goal/g1", afterSeq: 0, limit: 100 },
+    result: { events: [{ seq: 1, event: { type: "started" } }], more: false },
     required: "afterSeq",
+  },
+  "runState/deleteStream": {
+    params: { projectId: "proj", stream: "product/prd_1" },
+    result: { deleted: true },
+    required: "stream",
   },
 };
 
@@ -73,6 +78,16 @@ describe("host results", () => {
   it("rejects a revision that is not a positive integer", () => {
     expect(specOf("runState/put").result.safeParse({ revision: 0 }).success).toBe(false);
     expect(specOf("runState/put").result.safeParse({ revision: 1.5 }).success).toBe(false);
+  });
+
+  it("runState/readEvents requires more in the result (PROTOCOL.md section 7, paging)", () => {
+    expect(specOf("runState/readEvents").result.safeParse({ events: [] }).success).toBe(false);
+  });
+
+  it("runState/readEvents refuses a limit of 0", () => {
+    expect(specOf("runState/readEvents").params.safeParse({ projectId: "p", stream: "s", afterSeq: 0, limit: 0 }).success).toBe(
+      false,
+    );
   });
 
   it("runState/put requires an object value", () => {

@@ -57,6 +57,7 @@ const HOST_REQUESTS = [
   "runState/list",
   "runState/appendEvents",
   "runState/readEvents",
+  "runState/deleteStream",
   "session/request_permission",
 ];
 

@@ -22,6 +22,7 @@ import type { z } from "zod";
 import {
   RunStateAppendEventsParams,
   RunStateDeleteParams,
+  RunStateDeleteStreamParams,
   RunStateGetParams,
   RunStateListParams,
   RunStatePutParams,
@@ -38,10 +39,10 @@ import { watchWire, type AcpWireChecker } from "./acp-schema.js";
 import { RecordingLogger } from "./fakes.js";
 import { CLI, tempDir, type Notification } from "./server-process.js";
 
-/** The six host operations of PROTOCOL.md section 7. */
-export type HostOperation = "get" | "put" | "delete" | "list" | "appendEvents" | "readEvents";
+/** The seven host operations of PROTOCOL.md section 7. */
+export type HostOperation = "get" | "put" | "delete" | "list" | "appendEvents" | "readEvents" | "deleteStream";
 
-const WRITES: ReadonlySet<HostOperation> = new Set(["put", "delete", "appendEvents"]);
+const WRITES: ReadonlySet<HostOperation> = new Set(["put", "delete", "appendEvents", "deleteStream"]);
 
 /** One request the host received. */
 export interface HostCall {
@@ -75,10 +76,13 @@ export type HostMatch = HostOperation | "write" | "any" | ((call: HostCall) => b
 export class TestHost {
   readonly store: MemoryAuthority;
   readonly calls: HostCall[] = [];
+  /** Most events one `readEvents` answer holds, whatever `limit` asks (a host that pages on its own); default none. */
+  readonly pageSize: number | undefined;
   private readonly faults: { match: HostMatch; fault: HostFault }[] = [];
 
-  constructor(options: { store?: MemoryAuthority } = {}) {
+  constructor(options: { store?: MemoryAuthority; pageSize?: number } = {}) {
     this.store = options.store ?? new MemoryAuthority();
+    this.pageSize = options.pageSize;
   }
 
   /** Queues `fault` for the next call matching `match`. */
@@ -131,6 +135,7 @@ export class TestHost {
     on("list", RunStateListParams);
     on("appendEvents", RunStateAppendEventsParams);
     on("readEvents", RunStateReadEventsParams);
+    on("deleteStream", RunStateDeleteStreamParams);
     return app;
   }
 
@@ -191,8 +196,16 @@ export class TestHost {
         return { records: await s.list(str("projectId"), str("kind"), p.prefix as string | undefined) };
       case "appendEvents":
         return s.appendEvents(str("projectId"), str("stream"), p.events as object[], p.expectedSeq as number);
-      case "readEvents":
-        return { events: await s.readEvents(str("projectId"), str("stream"), p.afterSeq as number) };
+      case "readEvents": {
+        const asked = p.limit as number | undefined;
+        const page = Math.min(asked ?? Number.MAX_SAFE_INTEGER, this.pageSize ?? Number.MAX_SAFE_INTEGER);
+        // One event beyond the page says whether there is more.
+        const read = page === Number.MAX_SAFE_INTEGER ? undefined : page + 1;
+        const events = await s.readEvents(str("projectId"), str("stream"), p.afterSeq as number, read);
+        return { events: events.slice(0, page), more: events.length > page };
+      }
+      case "deleteStream":
+        return { deleted: await s.deleteStream(str("projectId"), str("stream")) };
     }
   }
 }

@@ -62,3 +62,18 @@ export function checkSeq(seq: number, what: string): void {
   if (!Number.isSafeInteger(seq) || seq < 0)
     throw new AuthorityFailure(`${what} must be a non-negative integer, got ${String(seq)}.`);
 }
+
+export function checkLimit(limit: number | undefined): void {
+  if (limit === undefined) return;
+  if (!Number.isSafeInteger(limit) || limit < 1)
+    throw new AuthorityFailure(`limit must be a positive integer, got ${String(limit)}.`);
+}
+
+/** Refuses a prune that would delete the stream's last event (its numbering must go on; `RunStateAuthority.pruneEvents`). */
+export function checkPruneBound(stream: string, beforeSeq: number, lastSeq: number): void {
+  if (beforeSeq > 1 && beforeSeq > lastSeq) {
+    throw new AuthorityFailure(
+      `Cannot prune events before ${beforeSeq} of stream "${stream}": its last sequence number is ${lastSeq}, and the last event is always kept.`,
+    );
+  }
+}

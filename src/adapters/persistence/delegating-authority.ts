@@ -16,8 +16,8 @@ import {
 
 /**
  * Forwards every call to the current backend, chosen at call time: a call already running when `use` switches
- * finishes on the backend it started on. `name` and `listProjects` follow the current backend (`listProjects` is
- * `undefined` while the current backend has none, e.g. the host).
+ * finishes on the backend it started on. `name`, `listProjects` and `pruneEvents` follow the current backend (each
+ * is `undefined` while the current backend has none, e.g. the host).
  *
  * Meant to be switched before anything is persisted (the server refuses every request before `initialize`); it
  * does NOT move records from one backend to another. `close` closes every backend it was given.
@@ -90,9 +90,28 @@ export class DelegatingAuthority implements RunStateAuthority {
     return this.#target("appendEvents").appendEvents(projectId, stream, events, expectedSeq);
   }
 
-  /** Forwards to the current backend's `readEvents`. */
-  async readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]> {
-    return this.#target("readEvents").readEvents(projectId, stream, afterSeq);
+  /** Forwards to the current backend's `readEvents` (with `limit` only when given). */
+  async readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {
+    const target = this.#target("readEvents");
+    return limit === undefined
+      ? target.readEvents(projectId, stream, afterSeq)
+      : target.readEvents(projectId, stream, afterSeq, limit);
+  }
+
+  /** Forwards to the current backend's `deleteStream`. */
+  async deleteStream(projectId: string, stream: string): Promise<boolean> {
+    return this.#target("deleteStream").deleteStream(projectId, stream);
+  }
+
+  /** The current backend's `pruneEvents`, bound to it; `undefined` when that backend has none (the host). */
+  get pruneEvents(): ((projectId: string, stream: string, beforeSeq: number) => Promise<number>) | undefined {
+    const backend = this.#current;
+    const pruneEvents = backend.pruneEvents;
+    if (pruneEvents === undefined) return undefined;
+    return (projectId, stream, beforeSeq) =>
+      this.#closed
+        ? Promise.reject(closedError("pruneEvents"))
+        : pruneEvents.call(backend, projectId, stream, beforeSeq);
   }
 
   /** The current backend's `listProjects`, bound to it; `undefined` when that backend has none. */

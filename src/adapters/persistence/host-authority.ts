@@ -18,6 +18,8 @@ import {
   RunStateAppendEventsResult,
   RunStateDeleteParams,
   RunStateDeleteResult,
+  RunStateDeleteStreamParams,
+  RunStateDeleteStreamResult,
   RunStateGetParams,
   RunStateGetResult,
   RunStateListParams,
@@ -46,6 +48,12 @@ import { compareCodePoints } from "./memory-authority.js";
 /** Default time the host has to answer one `runState/*` request, in milliseconds. */
 export const DEFAULT_HOST_TIMEOUT_MS = 30_000;
 
+/**
+ * Most events asked of the host in one `runState/readEvents` (its `limit`), so that one answer stays a bounded
+ * message however long the stream; longer reads are paged (PROTOCOL.md section 7).
+ */
+export const HOST_READ_PAGE_EVENTS = 500;
+
 /** Longest piece of a host's error message quoted in our own messages, in characters. */
 const MAX_QUOTED_MESSAGE = 300;
 
@@ -66,14 +74,15 @@ export interface HostAuthorityOptions {
   logger?: Logger;
 }
 
-/** The six requests of PROTOCOL.md section 7, by bare name. */
+/** The seven requests of PROTOCOL.md section 7, by bare name. */
 type HostMethod =
   | "runState/get"
   | "runState/put"
   | "runState/delete"
   | "runState/list"
   | "runState/appendEvents"
-  | "runState/readEvents";
+  | "runState/readEvents"
+  | "runState/deleteStream";
 
 /**
  * A `RunStateAuthority` whose store is the client (PROTOCOL.md section 7). Used when the client declares
@@ -88,7 +97,8 @@ type HostMethod =
  * holds whatever the host's collation.
  *
  * Does NOT implement `listProjects` (section 7 has no such request: the product store lists products through its
- * index records), does NOT retry, and `close` does NOT close the connection.
+ * index records) nor `pruneEvents` (no such request either: a host's streams are never compacted), does NOT retry,
+ * and `close` does NOT close the connection.
  */
 export class HostAuthority implements RunStateAuthority {
   readonly name = "host";
@@ -180,19 +190,44 @@ export class HostAuthority implements RunStateAuthority {
   }
 
   /**
-   * `runState/readEvents`: events with `seq > afterSeq`, oldest first. The answer must number them `afterSeq + 1`,
-   * `afterSeq + 2`, … without gaps (events cannot be deleted through section 7, so a gap means the host lost some).
+   * `runState/readEvents`: events with `seq > afterSeq`, oldest first, at most `limit` of them when given. Pages:
+   * each request asks for at most `HOST_READ_PAGE_EVENTS` events, and the next one starts after the last event
+   * received, until the host answers `more: false` or `limit` events were read. Each answer must hold at most the
+   * events asked for, numbered `afterSeq + 1`, `afterSeq + 2`, … without gaps (section 7 can only delete a whole
+   * stream, so a gap means the host lost some), and `more: true` must come with at least one event.
    */
-  async readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]> {
+  async readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {
     checkAddress({ projectId, stream });
-    const params = { projectId, stream, afterSeq };
-    const result = await this.#call("runState/readEvents", RunStateReadEventsParams, params, RunStateReadEventsResult);
-    result.events.forEach((e, index) => {
-      if (e.seq !== afterSeq + index + 1) {
-        throw malformed("runState/readEvents", `event ${index} has seq ${e.seq}, expected ${afterSeq + index + 1}`);
+    if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
+      throw new AuthorityFailure(`limit must be a positive integer, got ${String(limit)}.`);
+    }
+    const events: StoredEvent[] = [];
+    let after = afterSeq;
+    for (;;) {
+      const want = Math.min(HOST_READ_PAGE_EVENTS, limit === undefined ? HOST_READ_PAGE_EVENTS : limit - events.length);
+      const params = { projectId, stream, afterSeq: after, limit: want };
+      const page = await this.#call("runState/readEvents", RunStateReadEventsParams, params, RunStateReadEventsResult);
+      if (page.events.length > want) {
+        throw malformed("runState/readEvents", `${page.events.length} events answered for a limit of ${want}`);
       }
-    });
-    return result.events.map((e) => ({ seq: e.seq, event: e.event }));
+      page.events.forEach((e, index) => {
+        if (e.seq !== after + index + 1) {
+          throw malformed("runState/readEvents", `event ${index} has seq ${e.seq}, expected ${after + index + 1}`);
+        }
+      });
+      for (const e of page.events) events.push({ seq: e.seq, event: e.event });
+      if (!page.more || (limit !== undefined && events.length >= limit)) return events;
+      if (page.events.length === 0) throw malformed("runState/readEvents", "more is true but no event was answered");
+      after += page.events.length;
+    }
+  }
+
+  /** `runState/deleteStream`: deletes a whole event stream; `true` when it held at least one event. */
+  async deleteStream(projectId: string, stream: string): Promise<boolean> {
+    checkAddress({ projectId, stream });
+    const params = { projectId, stream };
+    const result = await this.#call("runState/deleteStream", RunStateDeleteStreamParams, params, RunStateDeleteStreamResult);
+    return result.deleted;
   }
 
   /** Makes every later call fail with `AuthorityFailure`. Idempotent. Does NOT close the connection or touch data. */

@@ -18,8 +18,10 @@ import {
 } from "../../core/ports.js";
 import {
   checkKey,
+  checkLimit,
   checkName,
   checkPrefix,
+  checkPruneBound,
   checkRevision,
   checkRevisionMatches,
   checkSeq,
@@ -28,10 +30,25 @@ import {
 } from "./authority-checks.js";
 
 /** The operations of `RunStateAuthority` that fault injection can target. */
-export type AuthorityOperation = "get" | "put" | "delete" | "list" | "appendEvents" | "readEvents" | "listProjects";
+export type AuthorityOperation =
+  | "get"
+  | "put"
+  | "delete"
+  | "list"
+  | "appendEvents"
+  | "readEvents"
+  | "deleteStream"
+  | "pruneEvents"
+  | "listProjects";
 
 /** Operations that change stored data. */
-const WRITE_OPERATIONS: ReadonlySet<AuthorityOperation> = new Set(["put", "delete", "appendEvents"]);
+const WRITE_OPERATIONS: ReadonlySet<AuthorityOperation> = new Set([
+  "put",
+  "delete",
+  "appendEvents",
+  "deleteStream",
+  "pruneEvents",
+]);
 
 /** One call as fault-injection predicates see it. Fields that do not apply to the operation are absent. */
 export interface AuthorityCall {
@@ -59,6 +76,12 @@ interface StoredEntry {
   updatedAt: string;
 }
 
+/** One event stream: `events[i]` has sequence number `pruned + i + 1` (the first `pruned` were compacted away). */
+interface StoredStream {
+  pruned: number;
+  events: object[];
+}
+
 interface PendingFailure {
   op: AuthorityOperation | "write" | "any";
   error: Error | undefined;
@@ -78,8 +101,8 @@ export class MemoryAuthority implements RunStateAuthority {
 
   /** projectId → kind → id → entry. */
   readonly #records = new Map<string, Map<string, Map<string, StoredEntry>>>();
-  /** projectId → stream → events (index i holds seq i + 1). */
-  readonly #streams = new Map<string, Map<string, object[]>>();
+  /** projectId → stream → its events. */
+  readonly #streams = new Map<string, Map<string, StoredStream>>();
   readonly #now: () => number;
   readonly #pending: PendingFailure[] = [];
   #predicate: FailurePredicate | null = null;
@@ -109,7 +132,10 @@ export class MemoryAuthority implements RunStateAuthority {
     this.#predicate = predicate;
   }
 
-  /** Number of writes (`put`, `delete` that removed a record, non-empty `appendEvents`) that changed the store. */
+  /**
+   * Number of writes that changed the store: `put`, `delete` that removed a record, non-empty `appendEvents`,
+   * `deleteStream` of a non-empty stream, `pruneEvents` that deleted something.
+   */
   get writeCount(): number {
     return this.#writeCount;
   }
@@ -215,7 +241,7 @@ export class MemoryAuthority implements RunStateAuthority {
     events.forEach((event, index) => checkValue(event, `events[${index}]`));
     const copies = events.map((event) => cloneValue(event));
     const existing = this.#streams.get(projectId)?.get(stream);
-    const lastSeq = existing?.length ?? 0;
+    const lastSeq = existing ? existing.pruned + existing.events.length : 0;
     if (lastSeq !== expectedSeq) {
       throw new AuthorityConflict(
         `Event stream "${stream}" of project "${projectId}" is at sequence ${lastSeq}, not the expected ${expectedSeq}.`,
@@ -227,24 +253,62 @@ export class MemoryAuthority implements RunStateAuthority {
       getOrCreate(
         getOrCreate(this.#streams, projectId, () => new Map()),
         stream,
-        () => [],
+        () => ({ pruned: 0, events: [] }),
       );
-    target.push(...copies);
+    target.events.push(...copies);
     this.#writeCount += 1;
-    return { lastSeq: target.length };
+    return { lastSeq: target.pruned + target.events.length };
   }
 
-  /** Events of one stream with `seq > afterSeq`, oldest first, as fresh copies; `[]` for an unknown stream. Never writes. */
-  async readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]> {
+  /**
+   * Events of one stream with `seq > afterSeq`, oldest first, as fresh copies; at most `limit` of them when given;
+   * `[]` for an unknown stream. Pruned events are skipped. Never writes.
+   */
+  async readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {
     this.#enter({ op: "readEvents", projectId, stream });
     checkStream(projectId, stream);
     checkSeq(afterSeq, "afterSeq");
-    const events = this.#streams.get(projectId)?.get(stream) ?? [];
+    checkLimit(limit);
+    const stored = this.#streams.get(projectId)?.get(stream);
+    if (!stored) return [];
     const result: StoredEvent[] = [];
-    for (let index = afterSeq; index < events.length; index += 1) {
-      result.push({ seq: index + 1, event: cloneValue(events[index] as object) });
+    const end = limit === undefined ? stored.events.length : Math.min(stored.events.length, Math.max(afterSeq - stored.pruned, 0) + limit);
+    for (let index = Math.max(afterSeq - stored.pruned, 0); index < end; index += 1) {
+      result.push({ seq: stored.pruned + index + 1, event: cloneValue(stored.events[index] as object) });
     }
     return result;
+  }
+
+  /** Deletes a whole stream; `true` when it held events. Its numbering starts again at 1. Records are not touched. */
+  async deleteStream(projectId: string, stream: string): Promise<boolean> {
+    this.#enter({ op: "deleteStream", projectId, stream });
+    checkStream(projectId, stream);
+    const byProject = this.#streams.get(projectId);
+    const stored = byProject?.get(stream);
+    if (!byProject || !stored) return false;
+    byProject.delete(stream);
+    if (byProject.size === 0) this.#streams.delete(projectId);
+    this.#writeCount += 1;
+    return stored.events.length > 0;
+  }
+
+  /**
+   * Deletes the events with `seq < beforeSeq` (compaction) and returns how many were deleted; the numbering goes on.
+   * Refuses (`AuthorityFailure`, nothing deleted) a `beforeSeq` above the last sequence number (0 and 1 always pass).
+   */
+  async pruneEvents(projectId: string, stream: string, beforeSeq: number): Promise<number> {
+    this.#enter({ op: "pruneEvents", projectId, stream });
+    checkStream(projectId, stream);
+    checkSeq(beforeSeq, "beforeSeq");
+    const stored = this.#streams.get(projectId)?.get(stream);
+    checkPruneBound(stream, beforeSeq, stored ? stored.pruned + stored.events.length : 0);
+    if (!stored) return 0;
+    const count = Math.max(0, Math.min(beforeSeq - 1 - stored.pruned, stored.events.length));
+    if (count === 0) return 0;
+    stored.events.splice(0, count);
+    stored.pruned += count;
+    this.#writeCount += 1;
+    return count;
   }
 
   /** Project ids that hold at least one record (event streams alone do not count), in code-point order. Never writes. */

@@ -21,7 +21,16 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
-import { checkKey, checkName, checkPrefix, checkRevision, checkRevisionMatches, checkSeq } from "./authority-checks.js";
+import {
+  checkKey,
+  checkLimit,
+  checkName,
+  checkPrefix,
+  checkPruneBound,
+  checkRevision,
+  checkRevisionMatches,
+  checkSeq,
+} from "./authority-checks.js";
 
 /** One schema migration, applied at most once, in version order, inside one immediate transaction. */
 interface Migration {
@@ -109,7 +118,9 @@ interface Statements {
   listProjects: Database.Statement<[], string>;
   lastSeq: Database.Statement<[string, string], number | null>;
   insertEvent: Database.Statement<[string, string, number, string]>;
-  readEvents: Database.Statement<[string, string, number], EventRow>;
+  readEvents: Database.Statement<[string, string, number, number], EventRow>;
+  deleteStream: Database.Statement<[string, string]>;
+  pruneEvents: Database.Statement<[string, string, number]>;
 }
 
 /**
@@ -136,6 +147,7 @@ export class SqliteAuthority implements RunStateAuthority {
   readonly #appendTransaction: Database.Transaction<
     (projectId: string, stream: string, events: string[], expectedSeq: number) => number
   >;
+  readonly #pruneTransaction: Database.Transaction<(projectId: string, stream: string, beforeSeq: number) => number>;
 
   private constructor(
     /** Absolute path of the database file (or `:memory:`). */
@@ -181,6 +193,11 @@ export class SqliteAuthority implements RunStateAuthority {
         s.insertEvent.run(projectId, stream, seq, event);
       }
       return seq;
+    });
+
+    this.#pruneTransaction = db.transaction((projectId, stream, beforeSeq) => {
+      checkPruneBound(stream, beforeSeq, s.lastSeq.get(projectId, stream) ?? 0);
+      return s.pruneEvents.run(projectId, stream, beforeSeq).changes;
     });
   }
 
@@ -307,17 +324,41 @@ export class SqliteAuthority implements RunStateAuthority {
   }
 
   /**
-   * Events of one stream with `seq > afterSeq`, oldest first; `[]` for an unknown stream. An event whose text is not
-   * valid JSON comes back as its raw text. Never writes.
+   * Events of one stream with `seq > afterSeq`, oldest first, at most `limit` of them when given; `[]` for an
+   * unknown stream. An event whose text is not valid JSON comes back as its raw text. Never writes.
    */
-  async readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]> {
+  async readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {
     return this.#run("readEvents", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
       checkSeq(afterSeq, "afterSeq");
+      checkLimit(limit);
       return this.#statements.readEvents
-        .all(projectId, stream, afterSeq)
+        .all(projectId, stream, afterSeq, limit ?? -1)
         .map((row) => ({ seq: row.seq, event: parseStored(row.event) }));
+    });
+  }
+
+  /** Deletes every event of one stream in one transaction; `true` when there was one. Records are not touched. */
+  async deleteStream(projectId: string, stream: string): Promise<boolean> {
+    return this.#run("deleteStream", () => {
+      checkName(projectId, "projectId");
+      checkName(stream, "stream");
+      return this.#statements.deleteStream.run(projectId, stream).changes > 0;
+    });
+  }
+
+  /**
+   * Deletes the events with `seq < beforeSeq` inside `BEGIN IMMEDIATE` (compaction) and returns how many were
+   * deleted; the numbering goes on. Refuses (`AuthorityFailure`, nothing deleted) a `beforeSeq` above the last
+   * sequence number (0 and 1 always pass). Freed pages are reused by later writes, so the file stops growing.
+   */
+  async pruneEvents(projectId: string, stream: string, beforeSeq: number): Promise<number> {
+    return this.#run("pruneEvents", () => {
+      checkName(projectId, "projectId");
+      checkName(stream, "stream");
+      checkSeq(beforeSeq, "beforeSeq");
+      return this.#pruneTransaction.immediate(projectId, stream, beforeSeq);
     });
   }
 
@@ -428,8 +469,10 @@ function prepareStatements(db: Database.Database): Statements {
       .pluck(),
     insertEvent: db.prepare("INSERT INTO events (project_id, stream, seq, event) VALUES (?, ?, ?, ?)"),
     readEvents: db.prepare(
-      "SELECT seq, event FROM events WHERE project_id = ? AND stream = ? AND seq > ? ORDER BY seq",
+      "SELECT seq, event FROM events WHERE project_id = ? AND stream = ? AND seq > ? ORDER BY seq LIMIT ?",
     ),
+    deleteStream: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ?"),
+    pruneEvents: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ? AND seq < ?"),
   };
 }
 

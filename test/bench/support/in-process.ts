@@ -240,8 +240,21 @@ export class AuthorityMeter implements RunStateAuthority {
     for (const e of events) this.count(`event:${String((e as { type?: unknown }).type)}`, e);
     return this.timed("write", () => this.inner.appendEvents(projectId, stream, events, expectedSeq));
   }
-  readEvents(projectId: string, stream: string, afterSeq: number): Promise<StoredEvent[]> {
-    return this.timed("read", () => this.inner.readEvents(projectId, stream, afterSeq));
+  readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {
+    return this.timed("read", () =>
+      limit === undefined
+        ? this.inner.readEvents(projectId, stream, afterSeq)
+        : this.inner.readEvents(projectId, stream, afterSeq, limit),
+    );
+  }
+  deleteStream(projectId: string, stream: string): Promise<boolean> {
+    return this.timed("write", () => this.inner.deleteStream(projectId, stream));
+  }
+  get pruneEvents(): ((projectId: string, stream: string, beforeSeq: number) => Promise<number>) | undefined {
+    const prune = this.inner.pruneEvents;
+    if (prune === undefined) return undefined;
+    return (projectId, stream, beforeSeq) =>
+      this.timed("write", () => prune.call(this.inner, projectId, stream, beforeSeq));
   }
   close(): Promise<void> {
     return this.inner.close();
