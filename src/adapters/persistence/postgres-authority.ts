@@ -24,7 +24,15 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
-import { checkKey, checkName, checkPrefix, checkRevision, checkRevisionMatches, checkSeq } from "./authority-checks.js";
+import {
+  checkKey,
+  checkName,
+  checkPrefix,
+  checkPruneBound,
+  checkRevision,
+  checkRevisionMatches,
+  checkSeq,
+} from "./authority-checks.js";
 
 /** One schema migration, applied at most once, in version order, under an advisory lock. Never edit a released one. */
 interface Migration {
@@ -396,6 +404,32 @@ export class PostgresAuthority implements RunStateAuthority {
           await client.query(`SELECT ${notify.sql}`, notify.params);
         }
         return existed;
+      });
+    });
+  }
+
+  /**
+   * Compaction: deletes the events with `seq < beforeSeq` in one transaction that locks the stream's head row, and
+   * returns how many were deleted; the numbering (the head's `last_seq`) is unchanged. Refuses (`AuthorityFailure`,
+   * nothing deleted) a `beforeSeq` above the last sequence number (0 and 1 always pass), so the last event is kept.
+   */
+  async pruneEvents(projectId: string, stream: string, beforeSeq: number): Promise<number> {
+    return this.#run("pruneEvents", async () => {
+      checkNameText(projectId, "projectId");
+      checkNameText(stream, "stream");
+      checkSeq(beforeSeq, "beforeSeq");
+      return this.#transaction(async (client) => {
+        const head = await client.query<{ last_seq: string }>(
+          "SELECT last_seq FROM streams WHERE project_id = $1 AND stream = $2 FOR UPDATE",
+          [projectId, stream],
+        );
+        checkPruneBound(stream, beforeSeq, Number(head.rows[0]?.last_seq ?? 0));
+        const deleted = await client.query("DELETE FROM events WHERE project_id = $1 AND stream = $2 AND seq < $3", [
+          projectId,
+          stream,
+          beforeSeq,
+        ]);
+        return deleted.rowCount ?? 0;
       });
     });
   }
