@@ -1,12 +1,12 @@
 /**
  * The `record` and `replay` subcommands of the CLI (protocol/TRANSCRIPTS.md): argument parsing, usage text and exit
- * codes. src/cli.ts dispatches `acp-orchestrator record …` and `acp-orchestrator replay …` here.
+ * codes. src/commands/record.ts and replay.ts dispatch `acp-orchestrator record …` and `acp-orchestrator replay …` here.
  *
  * Owns the command-line contract of the two subcommands only. It must never write to stdout while recording (stdout
  * then carries the agent's protocol stream) and never print anything but the report while replaying.
  */
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { parseCommandArgs } from "../commands/args.js";
 import { record } from "./recorder.js";
 import {
   DEFAULT_EXIT_TIMEOUT_MS,
@@ -56,11 +56,13 @@ export async function runRecordCommand(argv: readonly string[]): Promise<number>
   const { before, after } = splitAtDashes(argv);
   let values: { out?: string; normalize?: boolean; help?: boolean };
   try {
-    ({ values } = parseArgs({
-      args: before,
-      allowPositionals: false,
-      options: { out: { type: "string" }, normalize: { type: "boolean" }, help: { type: "boolean", short: "h" } },
-    }));
+    const parsed = parseCommandArgs("record", before, {
+      out: { type: "string" },
+      normalize: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
+    });
+    if (parsed.positionals.length > 0) return fail(`unexpected argument "${parsed.positionals[0]}" (the agent command goes after --)`, RECORD_USAGE);
+    ({ values } = parsed);
   } catch (err) {
     return fail(err instanceof Error ? err.message : String(err), RECORD_USAGE);
   }
@@ -96,16 +98,12 @@ export async function runReplayCommand(argv: readonly string[]): Promise<number>
     positionals: string[];
   };
   try {
-    parsed = parseArgs({
-      args: before,
-      allowPositionals: true,
-      options: {
-        timeout: { type: "string" },
-        "exit-timeout": { type: "string" },
-        jobs: { type: "string" },
-        keep: { type: "boolean" },
-        help: { type: "boolean", short: "h" },
-      },
+    parsed = parseCommandArgs("replay", before, {
+      timeout: { type: "string" },
+      "exit-timeout": { type: "string" },
+      jobs: { type: "string" },
+      keep: { type: "boolean" },
+      help: { type: "boolean", short: "h" },
     });
   } catch (err) {
     return fail(err instanceof Error ? err.message : String(err), REPLAY_USAGE);

@@ -8,7 +8,7 @@ import { CLI } from "../support/server-process.js";
 
 describe("acp-orchestrator demo", () => {
   it("runs a product end to end and exits 0", () => {
-    const run = spawnSync(process.execPath, [CLI, "demo", "--goal=- Write a README\n- Then write a changelog"], {
+    const run = spawnSync(process.execPath, [CLI, "demo", "--goal", "- Write a README\n- Then write a changelog"], {
       encoding: "utf8",
       timeout: 60_000,
     });

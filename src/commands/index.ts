@@ -1,0 +1,19 @@
+/**
+ * The CLI's commands, in the order `acp-orchestrator help` lists them. Adding a command is one module exporting a
+ * `Command` (command.ts) and one line here.
+ */
+import type { Command } from "./command.js";
+import { demoCommand } from "./demo.js";
+import { helpCommand } from "./help.js";
+import { recordCommand, replayCommand } from "./record.js";
+import { serveCommand } from "./serve.js";
+import { versionCommand } from "./version.js";
+
+export const COMMANDS: readonly Command[] = [
+  serveCommand,
+  demoCommand,
+  recordCommand,
+  replayCommand,
+  helpCommand(() => COMMANDS),
+  versionCommand,
+];

@@ -1,0 +1,187 @@
+/**
+ * `acp-orchestrator serve` (the default command): the composition root of the server (DESIGN.md, Layers). Builds the
+ * logger, the run-state authority, the agent registry, the workers and the leader, and serves JSON-RPC (ACP) on
+ * stdin/stdout until stdin closes or a signal arrives.
+ *
+ * stdout carries protocol frames only; logs go to stderr (or --log-file). This file wires; it holds no protocol or
+ * domain logic.
+ */
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { resolve } from "node:path";
+import { AgentConfigError, AgentRegistry } from "../adapters/agents/registry.js";
+import { AcpWorkerPool } from "../adapters/agents/acp-worker.js";
+import { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
+import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
+import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
+import { defaultProjectId } from "../adapters/persistence/state-path.js";
+import { LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
+import { createLeaderResolver } from "../adapters/agents/acp-leader.js";
+import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
+import { agentsHash } from "../core/product/fingerprint.js";
+import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
+import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
+import type { Clock } from "../core/ports.js";
+import { createLogger } from "../server/logger.js";
+import { OrchestratorServer } from "../server/server.js";
+import { expectPositionals, parseCommandArgs } from "./args.js";
+import type { Command } from "./command.js";
+import {
+  HOST_TIMEOUT_ENV,
+  integerSetting,
+  LEASE_TTL_ENV,
+  logLevelSetting,
+  OWNER_ID_ENV,
+} from "./environment.js";
+import { packageVersion } from "./version.js";
+
+const OPTIONS = {
+  config: { type: "string" },
+  state: { type: "string" },
+  "log-level": { type: "string" },
+  "log-file": { type: "string" },
+  "host-timeout-ms": { type: "string" },
+} as const;
+
+const HELP = `Usage: acp-orchestrator [serve] [options]
+
+Serves JSON-RPC (ACP) on stdin/stdout: what an IDE or an agent host spawns. When stdin closes the server stops
+scheduling, persists running tasks as interrupted, and exits 0.
+
+Options:
+  --config FILE        agent registry file (default: acp-orchestrator.json in the working directory, if present)
+  --state PATH|URL     SQLite state file, or a postgres://user:password@host:port/db[?schema=name] URL shared by
+                       many servers (default: $ACP_ORCHESTRATOR_STATE, else a file in the user's state directory)
+  --log-level LEVEL    trace | debug | info | warn | error | fatal | silent (default: $ACP_ORCHESTRATOR_LOG_LEVEL, else info)
+  --log-file FILE      write logs to FILE instead of stderr
+  --host-timeout-ms N  how long a host that owns the run state (runState/*) has to answer each request
+                       (default: $ACP_ORCHESTRATOR_HOST_TIMEOUT_MS, else ${DEFAULT_HOST_TIMEOUT_MS})
+
+Environment:
+  ${LEASE_TTL_ENV}  lifetime of a product lease without renewal (default ${DEFAULT_PRODUCT_OPTIONS.leaseTtlMs}; renewed every third)
+  ${OWNER_ID_ENV}      this process's lease owner id (default: host:pid:random; must be unique per process)
+`;
+
+const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimer(ms, fn) {
+    const t = setTimeout(fn, Math.min(Math.max(0, ms), 2_147_483_647));
+    t.unref();
+    return () => clearTimeout(t);
+  },
+};
+
+async function serve(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseCommandArgs("serve", argv, OPTIONS);
+  expectPositionals("serve", positionals, 0, 0, "no arguments");
+  const level = logLevelSetting("serve", values["log-level"]);
+  const hostTimeoutMs = integerSetting("serve", {
+    flag: "host-timeout-ms",
+    flagValue: values["host-timeout-ms"],
+    envName: HOST_TIMEOUT_ENV,
+    fallback: DEFAULT_HOST_TIMEOUT_MS,
+    min: 1,
+    unit: "milliseconds",
+  });
+  // Guarantee 6: the lease owner id of this process and how long its leases live without renewal.
+  const leaseTtlMs = integerSetting("serve", {
+    envName: LEASE_TTL_ENV,
+    fallback: DEFAULT_PRODUCT_OPTIONS.leaseTtlMs,
+    min: 30,
+    unit: "milliseconds",
+  });
+  const logger = createLogger({ level, ...(values["log-file"] ? { file: values["log-file"] } : {}) });
+  let registry: AgentRegistry;
+  try {
+    registry = await AgentRegistry.load({
+      ...(values.config ? { configPath: resolve(values.config) } : {}),
+      cwd: process.cwd(),
+    });
+  } catch (err) {
+    if (err instanceof AgentConfigError) {
+      process.stderr.write(`acp-orchestrator: ${err.message}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  const config = registry.config;
+  if (config.leader !== undefined && registry.get(config.leader) === undefined) {
+    process.stderr.write(`acp-orchestrator: the config's "leader" is "${config.leader}", which is not one of its "agents".\n`);
+    return 2;
+  }
+  const ownerId = process.env[OWNER_ID_ENV] || `${hostname().slice(0, 80)}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  const location = stateLocation(values.state);
+  // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
+  // initialize (PROTOCOL.md section 7).
+  const authority = new DelegatingAuthority(await openStore(location));
+  const workers = new AcpWorkerPool({
+    registry,
+    logger: logger.child({ component: "workers" }),
+    ...(config.taskTimeoutMs !== undefined ? { taskTimeoutMs: config.taskTimeoutMs } : {}),
+    ...(config.permissions !== undefined ? { permissions: config.permissions } : {}),
+  });
+  // The leader: a product's `leaderAgentId`, else the config's `leader`, as an ACP agent; with neither, the heuristic one.
+  const leaders = createLeaderResolver({
+    registry,
+    logger: logger.child({ component: "leader" }),
+    fallback: new HeuristicLeader(),
+    ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
+    leaderOptions: {
+      clientVersion: packageVersion(),
+      defaultCwd: process.cwd(),
+      ...(config.taskTimeoutMs !== undefined ? { turnTimeoutMs: config.taskTimeoutMs } : {}),
+    },
+  });
+  const server = new OrchestratorServer({
+    input: process.stdin,
+    output: process.stdout,
+    logger,
+    authority,
+    agents: registry,
+    workers,
+    leader: leaders.resolve,
+    clock: systemClock,
+    ids: (prefix) => `${prefix}_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
+    version: packageVersion(),
+    productOptions: {
+      ...DEFAULT_PRODUCT_OPTIONS,
+      ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
+      ownerId,
+      leaseTtlMs,
+      leaseRenewMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
+      // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
+      leaderPromptVersion: `${DEFAULT_PRODUCT_OPTIONS.leaderPromptVersion}+${LEADER_PROMPT_VERSION}`,
+      agentsFingerprint: ((hash: string) => () => hash)(agentsHash(config.agents)),
+    },
+    workspace: new GitWorkspaceProbe(),
+    projectIdFor: (cwd) => defaultProjectId(cwd),
+    hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
+  });
+  // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
+  workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
+  // Backpressure (issue 7): workers' output is read only while the client keeps up with the notifications it becomes.
+  workers.setOutputGate(() => server.connection.whenWritable());
+  logger.info({ statePath: describeLocation(location), ownerId }, "acp-orchestrator serving on stdio");
+  const stop = (signal: string) => {
+    logger.info({ signal }, "stopping");
+    void server.shutdown().finally(() => {
+      void Promise.allSettled([leaders.close(), authority.close()]).finally(() => process.exit(0));
+    });
+  };
+  process.once("SIGTERM", () => stop("SIGTERM"));
+  process.once("SIGINT", () => stop("SIGINT"));
+  await server.serve();
+  await leaders.close();
+  await authority.close();
+  logger.info({}, "stdin closed; stopped");
+  logger.flush();
+  return 0;
+}
+
+export const serveCommand: Command = {
+  name: "serve",
+  synopsis: "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N]",
+  summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
+  help: HELP,
+  run: serve,
+};

@@ -1,0 +1,79 @@
+/**
+ * The command dispatcher (src/cli.ts) of the built CLI as a user meets it (issue 15, "README and CLI"): `help` and
+ * `version` as commands, each command's help, our own one-sentence messages for unknown commands and options, bad
+ * environment variables named as environment variables, and option values that start with "-".
+ */
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { CLI, REPO_ROOT, tempDir } from "../support/server-process.js";
+
+function cli(args: string[], env: Record<string, string> = {}) {
+  const run = spawnSync(process.execPath, [CLI, ...args], {
+    encoding: "utf8",
+    cwd: tempDir("acp-orch-cli-"),
+    env: { ...process.env, ...env },
+    input: "",
+    timeout: 30_000,
+  });
+  return { code: run.status, stdout: run.stdout, stderr: run.stderr };
+}
+
+const version = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
+
+describe("acp-orchestrator help and version", () => {
+  it.each([["help"], ["--help"], ["-h"]])("%s lists every command and exits 0", (flag) => {
+    const run = cli([flag]);
+    expect(run.code).toBe(0);
+    for (const name of ["serve", "demo", "record", "replay", "help", "version"]) {
+      expect(run.stdout).toContain(`acp-orchestrator ${name === "serve" ? "[serve]" : name}`);
+    }
+    expect(run.stderr).toBe("");
+  });
+
+  it.each([["version"], ["--version"], ["-v"]])("%s prints the package version", (flag) => {
+    expect(cli([flag])).toEqual({ code: 0, stdout: `${version}\n`, stderr: "" });
+  });
+
+  it("help COMMAND and COMMAND --help print that command's options", () => {
+    const viaHelp = cli(["help", "demo"]);
+    expect(viaHelp.code).toBe(0);
+    expect(viaHelp.stdout).toMatch(/^Usage: acp-orchestrator demo /);
+    expect(cli(["demo", "--help"]).stdout).toBe(viaHelp.stdout);
+    expect(cli(["serve", "-h"]).stdout).toMatch(/^Usage: acp-orchestrator \[serve\]/);
+  });
+});
+
+describe("mistakes get one plain sentence and exit 2", () => {
+  it("an unknown command", () => {
+    const run = cli(["lsit"]);
+    expect(run.code).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toBe('acp-orchestrator: There is no command "lsit". See "acp-orchestrator help".\n');
+  });
+
+  it("an unknown option, in our words (no parser text, balanced quotes)", () => {
+    const run = cli(["serve", "--sate", "x.db"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toBe('acp-orchestrator: "serve" has no option --sate. See "acp-orchestrator help serve".\n');
+    expect(cli(["--sate", "x.db"]).stderr).toBe(run.stderr);
+  });
+
+  it("a flag given a value and an option without one", () => {
+    expect(cli(["demo", "--keep=yes"]).stderr).toContain("The option --keep of \"demo\" takes no value.");
+    expect(cli(["demo", "--goal"]).stderr).toContain("The option --goal of \"demo\" needs a value.");
+  });
+
+  it("a bad environment variable is named as the environment variable, a bad option as the option", () => {
+    const fromEnv = cli(["serve"], { ACP_ORCHESTRATOR_LOG_LEVEL: "loud" });
+    expect(fromEnv.code).toBe(2);
+    expect(fromEnv.stderr).toContain('The log level "loud" from the environment variable ACP_ORCHESTRATOR_LOG_LEVEL');
+    const fromFlag = cli(["serve", "--log-level", "loud"], { ACP_ORCHESTRATOR_LOG_LEVEL: "warn" });
+    expect(fromFlag.stderr).toContain('The log level "loud" from --log-level is not one of trace, debug');
+    const timeout = cli(["serve"], { ACP_ORCHESTRATOR_HOST_TIMEOUT_MS: "soon" });
+    expect(timeout.stderr).toContain('"soon" from the environment variable ACP_ORCHESTRATOR_HOST_TIMEOUT_MS must be');
+    const lease = cli(["serve"], { ACP_ORCHESTRATOR_LEASE_TTL_MS: "5" });
+    expect(lease.stderr).toContain('"5" from the environment variable ACP_ORCHESTRATOR_LEASE_TTL_MS must be an integer of at least 30');
+  });
+});
