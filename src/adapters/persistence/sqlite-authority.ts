@@ -7,9 +7,12 @@
  * failing, and compare-and-swap inside `BEGIN IMMEDIATE` transactions (guarantee 6).
  * It must never write on a read path (guarantee 3), never coerce or drop a stored row it cannot parse (guarantee 4:
  * the raw text goes back to the caller, whose schema check fails closed), and never let a SQLite error escape as
- * anything but `AuthorityFailure` (guarantee 2).
+ * anything but `AuthorityFailure` (guarantee 2). It also never reports a write as done when the file it went to is no
+ * longer the file at its path: the identity (device, inode) of the database file and its `-wal` is taken at open and
+ * compared after every write (lease heartbeats included); a file that was deleted or replaced under the running
+ * server fails that write and every later one (guarantee 2), since what they commit would be lost at the next restart.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
 import {
@@ -148,6 +151,10 @@ export class SqliteAuthority implements RunStateAuthority {
     (projectId: string, stream: string, events: string[], expectedSeq: number) => number
   >;
   readonly #pruneTransaction: Database.Transaction<(projectId: string, stream: string, beforeSeq: number) => number>;
+  /** Identity of the database file and its `-wal` at open (absent for `:memory:`). */
+  readonly #identity: FileIdentity | null;
+  /** Set once the file was found deleted or replaced: every later write fails with this. */
+  #lostFile: AuthorityFailure | null = null;
 
   private constructor(
     /** Absolute path of the database file (or `:memory:`). */
@@ -159,6 +166,7 @@ export class SqliteAuthority implements RunStateAuthority {
     const clock = options.clock;
     this.#now = clock ? () => clock.now() : Date.now;
     this.#statements = prepareStatements(db);
+    this.#identity = path === ":memory:" ? null : identityOf(path);
     const s = this.#statements;
 
     this.#putTransaction = db.transaction((projectId, kind, id, json, expected, updatedAt) => {
@@ -261,7 +269,7 @@ export class SqliteAuthority implements RunStateAuthority {
     value: object,
     expectedRevision: number | null,
   ): Promise<{ revision: number }> {
-    return this.#run("put", () => {
+    return this.#write("put", () => {
       checkKey(projectId, kind, id);
       if (expectedRevision !== null) checkRevision(expectedRevision);
       const json = toJson(value, "value");
@@ -278,7 +286,7 @@ export class SqliteAuthority implements RunStateAuthority {
    * touched.
    */
   async delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean> {
-    return this.#run("delete", () => {
+    return this.#write("delete", () => {
       checkKey(projectId, kind, id);
       if (expectedRevision !== undefined) checkRevision(expectedRevision);
       return this.#deleteTransaction.immediate(projectId, kind, id, expectedRevision);
@@ -313,7 +321,7 @@ export class SqliteAuthority implements RunStateAuthority {
     events: object[],
     expectedSeq: number,
   ): Promise<{ lastSeq: number }> {
-    return this.#run("appendEvents", () => {
+    return this.#write("appendEvents", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
       checkSeq(expectedSeq, "expectedSeq");
@@ -341,7 +349,7 @@ export class SqliteAuthority implements RunStateAuthority {
 
   /** Deletes every event of one stream in one transaction; `true` when there was one. Records are not touched. */
   async deleteStream(projectId: string, stream: string): Promise<boolean> {
-    return this.#run("deleteStream", () => {
+    return this.#write("deleteStream", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
       return this.#statements.deleteStream.run(projectId, stream).changes > 0;
@@ -354,7 +362,7 @@ export class SqliteAuthority implements RunStateAuthority {
    * sequence number (0 and 1 always pass). Freed pages are reused by later writes, so the file stops growing.
    */
   async pruneEvents(projectId: string, stream: string, beforeSeq: number): Promise<number> {
-    return this.#run("pruneEvents", () => {
+    return this.#write("pruneEvents", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
       checkSeq(beforeSeq, "beforeSeq");
@@ -388,6 +396,46 @@ export class SqliteAuthority implements RunStateAuthority {
     }
   }
 
+  /**
+   * Runs one write like `#run`, refusing it when the file was lost earlier and checking afterwards that the database
+   * file and its `-wal` are still the ones opened (guarantee 2): a write into a deleted or replaced file is lost at the
+   * next restart, so it fails, and so does every later write of this connection.
+   */
+  #write<T>(op: string, work: () => T): T {
+    if (this.#lostFile) throw this.#lostFile;
+    this.#checkIdentity(op);
+    const result = this.#run(op, work);
+    this.#checkIdentity(op);
+    return result;
+  }
+
+  /** Throws (and remembers) `AuthorityFailure` when the database file or its `-wal` is not the one opened. */
+  #checkIdentity(op: string): void {
+    const opened = this.#identity;
+    if (opened === null || this.#lostFile) {
+      if (this.#lostFile) throw this.#lostFile;
+      return;
+    }
+    let now: FileIdentity;
+    try {
+      now = identityOf(this.path);
+    } catch (error) {
+      throw new AuthorityFailure(`SQLite ${op} failed: cannot check the state file ${this.path}: ${messageOf(error)}`, {
+        cause: error,
+      });
+    }
+    const changed = (which: "db" | "wal"): boolean =>
+      opened[which] !== null && (now[which] === null || now[which].dev !== opened[which].dev || now[which].ino !== opened[which].ino);
+    const lost = changed("db") ? this.path : changed("wal") ? `${this.path}-wal` : null;
+    if (lost === null) return;
+    const gone = (lost === this.path ? now.db : now.wal) === null;
+    this.#lostFile = new AuthorityFailure(
+      `SQLite ${op} failed: the state file ${lost} was ${gone ? "deleted" : "replaced"} while the server was running, ` +
+        "so nothing written now would survive a restart; restore the file and restart the server.",
+    );
+    throw this.#lostFile;
+  }
+
   /** Runs one operation, turning every error other than a conflict into `AuthorityFailure`. */
   #run<T>(op: string, work: () => T): T {
     if (!this.#db.open) throw new AuthorityFailure(`The SQLite authority is closed (${op}).`);
@@ -398,6 +446,20 @@ export class SqliteAuthority implements RunStateAuthority {
       throw new AuthorityFailure(`SQLite ${op} failed: ${messageOf(error)}`, { cause: error });
     }
   }
+}
+
+/** Device and inode of the database file and of its `-wal` (`null` for a file that does not exist). */
+interface FileIdentity {
+  db: { dev: number; ino: number } | null;
+  wal: { dev: number; ino: number } | null;
+}
+
+function identityOf(path: string): FileIdentity {
+  const one = (file: string): { dev: number; ino: number } | null => {
+    const st = statSync(file, { throwIfNoEntry: false });
+    return st ? { dev: st.dev, ino: st.ino } : null;
+  };
+  return { db: one(path), wal: one(`${path}-wal`) };
 }
 
 /** Reads the schema version, 0 for a database without a `meta` table. Never writes. */

@@ -513,6 +513,62 @@ describe("failures surface as AuthorityFailure (guarantee 2)", () => {
   });
 });
 
+describe("a state file deleted or replaced under the running server (issue 10 finding 4, guarantee 2)", () => {
+  it("fails a write once the database file was unlinked", async () => {
+    const authority = open();
+    await authority.put("p", "k", "a", { n: 1 }, null);
+    rmSync(file);
+
+    const error = await rejectionOf(authority.put("p", "k", "a", { n: 2 }, 1));
+
+    expect(error).toBeInstanceOf(AuthorityFailure);
+    expect((error as Error).message).toMatch(/was deleted while the server was running/);
+  });
+
+  it("fails an append once the -wal file was unlinked", async () => {
+    const authority = open();
+    await authority.appendEvents("p", "s", [{ n: 1 }], 0);
+    rmSync(`${file}-wal`);
+
+    const error = await rejectionOf(authority.appendEvents("p", "s", [{ n: 2 }], 1));
+
+    expect((error as Error).message).toMatch(/state\.db-wal was deleted/);
+  });
+
+  it("fails a write once the database file was replaced by a copy, and writes nothing into the copy", async () => {
+    const authority = open();
+    await authority.put("p", "k", "a", { n: 1 }, null);
+    const bytes = readFileSync(file);
+    rmSync(file);
+    writeFileSync(file, bytes);
+
+    const error = await rejectionOf(authority.delete("p", "k", "a", 1));
+
+    expect((error as Error).message).toMatch(/was replaced while the server was running/);
+    const copy = new Database(file, { readonly: true });
+    opened.push(copy);
+    expect(copy.prepare("SELECT count(*) FROM records WHERE id = ?").pluck().get("a")).toBe(1);
+  });
+
+  it("keeps failing every later write (the loss is sticky) while reads still answer", async () => {
+    const authority = open();
+    await authority.put("p", "k", "a", { n: 1 }, null);
+    rmSync(file);
+    await rejectionOf(authority.put("p", "k", "b", { n: 1 }, null));
+
+    expect(await rejectionOf(authority.put("p", "k", "c", { n: 1 }, null))).toBeInstanceOf(AuthorityFailure);
+    expect((await authority.get("p", "k", "a"))?.value).toEqual({ n: 1 });
+  });
+
+  it("accepts writes while the files at the path are the ones it opened, another connection's writes included", async () => {
+    const authority = open();
+    const other = open();
+    await other.put("p", "k", "a", { n: 1 }, null);
+
+    expect(await authority.put("p", "k", "a", { n: 2 }, 1)).toEqual({ revision: 2 });
+  });
+});
+
 describe("micro-measure", () => {
   /** Appends single events until `count` are written or `deadlineMs` has passed; returns what it did. */
   async function appendSingles(authority: SqliteAuthority, count: number, deadlineMs: number) {
