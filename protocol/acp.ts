@@ -183,7 +183,7 @@ export type InitializeResult = z.infer<typeof InitializeResult>;
 // ---------------------------------------------------------------------------------------------------------------
 // Sessions
 
-export const SessionId = z.string().min(1);
+export const SessionId = z.string().min(1).max(1_000);
 
 export const EnvVariable = z.looseObject({ name: z.string(), value: z.string(), _meta: AcpMeta });
 export const HttpHeader = z.looseObject({ name: z.string(), value: z.string(), _meta: AcpMeta });
@@ -242,7 +242,7 @@ export type SessionLoadResult = z.infer<typeof SessionLoadResult>;
 
 export const SessionListParams = z.looseObject({
   cwd: AbsolutePath.nullish(),
-  cursor: z.string().nullish(),
+  cursor: z.string().max(1_000).nullish(),
   _meta: AcpMeta,
 });
 export type SessionListParams = z.infer<typeof SessionListParams>;
@@ -271,9 +271,35 @@ export type SessionCloseParams = z.infer<typeof SessionCloseParams>;
 export const SessionCloseResult = z.looseObject({ _meta: AcpMeta });
 export type SessionCloseResult = z.infer<typeof SessionCloseResult>;
 
+/**
+ * Most characters of text one prompt may carry (text blocks, embedded text resources and resource links together):
+ * the limit of a product's goal, which a first prompt becomes (DESIGN.md guarantee 14).
+ */
+export const MAX_PROMPT_TEXT_CHARS = 100_000;
+
+/** Characters of the text a prompt's blocks carry (what `promptText` joins); stops counting past the limit. */
+function promptTextChars(blocks: readonly ContentBlock[]): number {
+  let total = 0;
+  for (const b of blocks) {
+    if (b.type === "text") total += b.text.length;
+    else if (b.type === "resource_link") total += b.name.length + b.uri.length;
+    else if (b.type === "resource") {
+      const text = (b.resource as { text?: unknown }).text;
+      if (typeof text === "string") total += text.length;
+    }
+    if (total > MAX_PROMPT_TEXT_CHARS) break;
+  }
+  return total;
+}
+
 export const SessionPromptParams = z.looseObject({
   sessionId: SessionId,
-  prompt: z.array(ContentBlock),
+  prompt: z
+    .array(ContentBlock)
+    .max(1_000, { abort: true })
+    .refine((blocks) => promptTextChars(blocks) <= MAX_PROMPT_TEXT_CHARS, {
+      message: `carries too much text: at most ${MAX_PROMPT_TEXT_CHARS} characters are accepted (like a goal)`,
+    }),
   _meta: AcpMeta,
 });
 export type SessionPromptParams = z.infer<typeof SessionPromptParams>;

@@ -21,8 +21,8 @@ export type GoalBudgetInput = z.infer<typeof GoalBudgetInput>;
 
 const GoalText = z
   .string()
-  .min(1)
-  .max(100_000)
+  .min(1, { abort: true })
+  .max(100_000, { abort: true })
   .refine((s) => s.trim().length > 0, { message: "must not be blank" });
 
 export const GoalStartParams = requestParams({

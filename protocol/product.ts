@@ -70,7 +70,7 @@ const Text = (max: number) =>
   z
     .string()
     .min(1, { abort: true })
-    .max(max)
+    .max(max, { abort: true })
     .refine((s) => s.trim().length > 0, { message: "must not be blank" });
 
 // ---------------------------------------------------------------------------------------------------------------

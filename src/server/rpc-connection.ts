@@ -27,6 +27,7 @@ import type { z } from "zod";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
 import type { Logger } from "../core/ports.js";
 import type { Framing } from "./framing.js";
+import { checkInputBounds } from "./input-bounds.js";
 import {
   internalError,
   invalidParams,
@@ -429,6 +430,9 @@ export class RpcConnection {
       this.logger.warn({ method: spec.method }, "A declared method has no handler; answered -32601");
       return methodNotFound(wireMethod);
     }
+    // Guarantee 14: structural bounds first, so no schema does work proportional to an oversized input.
+    const outOfBounds = checkInputBounds(params);
+    if (outOfBounds) return invalidParams([outOfBounds]);
     let parsed: ReturnType<typeof spec.params.safeParse>;
     try {
       parsed = spec.params.safeParse(params ?? {});
@@ -471,6 +475,11 @@ export class RpcConnection {
     const spec = this.notificationSpecs.get(wireMethod);
     if (spec === undefined) {
       this.logger.debug({ method: wireMethod }, "Unknown notification ignored");
+      return;
+    }
+    const outOfBounds = checkInputBounds(params);
+    if (outOfBounds) {
+      this.logger.warn({ method: wireMethod, issues: [outOfBounds] }, "Notification with oversized params dropped");
       return;
     }
     const parsed = spec.params.safeParse(params ?? {});
