@@ -10,13 +10,12 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { AgentConfigError, AgentRegistry } from "../adapters/agents/registry.js";
-import { AcpWorkerPool } from "../adapters/agents/acp-worker.js";
+import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
 import { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
 import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
 import { defaultProjectId } from "../adapters/persistence/state-path.js";
 import { LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
-import { createLeaderResolver } from "../adapters/agents/acp-leader.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
@@ -114,14 +113,16 @@ async function serve(argv: readonly string[]): Promise<number> {
   // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
   // initialize (PROTOCOL.md section 7).
   const authority = new DelegatingAuthority(await openStore(location));
-  const workers = new AcpWorkerPool({
+  // The ACP SDK and the agent adapters load when a task first runs on an agent or an ACP leader first takes a turn
+  // (issue 16: most of the start-up time otherwise).
+  const workers = new LazyAcpWorkerPool({
     registry,
     logger: logger.child({ component: "workers" }),
     ...(config.taskTimeoutMs !== undefined ? { taskTimeoutMs: config.taskTimeoutMs } : {}),
     ...(config.permissions !== undefined ? { permissions: config.permissions } : {}),
   });
   // The leader: a product's `leaderAgentId`, else the config's `leader`, as an ACP agent; with neither, the heuristic one.
-  const leaders = createLeaderResolver({
+  const leaders = lazyLeaderResolver({
     registry,
     logger: logger.child({ component: "leader" }),
     fallback: new HeuristicLeader(),

@@ -7,7 +7,7 @@
  */
 import { resolve } from "node:path";
 import type { RunStateAuthority } from "../../core/ports.js";
-import { PostgresAuthority, isPostgresUrl, redact } from "./postgres-authority.js";
+import { isPostgresUrl, redact } from "./postgres-url.js";
 import { SqliteAuthority } from "./sqlite-authority.js";
 import { STATE_PATH_ENV, defaultStatePath } from "./state-path.js";
 
@@ -31,9 +31,13 @@ export function describeLocation(location: StateLocation): string {
 
 /**
  * Opens the store at `location` (migrating its schema when needed). Throws `AuthorityFailure` with one plain
- * sentence when it cannot be opened or was written by a newer acp-orchestrator.
+ * sentence when it cannot be opened or was written by a newer acp-orchestrator. The PostgreSQL backend (and `pg`) is
+ * loaded here, on first use, so a server on SQLite never pays for it at start-up (issue 16).
  */
 export async function openStore(location: StateLocation): Promise<RunStateAuthority> {
-  if (location.kind === "postgres") return PostgresAuthority.open(location.url);
+  if (location.kind === "postgres") {
+    const { PostgresAuthority } = await import("./postgres-authority.js");
+    return PostgresAuthority.open(location.url);
+  }
   return SqliteAuthority.open(location.path);
 }

@@ -33,6 +33,7 @@ import {
   checkRevisionMatches,
   checkSeq,
 } from "./authority-checks.js";
+import { redact } from "./postgres-url.js";
 
 /** One schema migration, applied at most once, in version order, under an advisory lock. Never edit a released one. */
 interface Migration {
@@ -713,22 +714,6 @@ function parseUrl(url: string, schemaOption: string | undefined): { connectionSt
     );
   }
   return { connectionString: parsed.toString(), schema };
-}
-
-/** True when `url` selects the PostgreSQL backend (`postgres://` or `postgresql://`). */
-export function isPostgresUrl(url: string): boolean {
-  return /^postgres(ql)?:\/\//i.test(url);
-}
-
-/** The URL with its password replaced, for messages and logs. */
-export function redact(url: string): string {
-  try {
-    const parsed = new URL(url);
-    if (parsed.password) parsed.password = "***";
-    return parsed.toString();
-  } catch {
-    return "(an invalid URL)";
-  }
 }
 
 function quoteIdent(name: string): string {

@@ -5,11 +5,8 @@
  * of rows that are not JSON, and URL handling. Runs only with ACP_ORCHESTRATOR_TEST_PG (see test/support/postgres.ts).
  */
 import { afterEach, expect, it } from "vitest";
-import {
-  POSTGRES_SCHEMA_VERSION,
-  PostgresAuthority,
-  redact,
-} from "../../../src/adapters/persistence/postgres-authority.js";
+import { POSTGRES_SCHEMA_VERSION, PostgresAuthority } from "../../../src/adapters/persistence/postgres-authority.js";
+import { redact } from "../../../src/adapters/persistence/postgres-url.js";
 import { stateLocation } from "../../../src/adapters/persistence/open-store.js";
 import { AuthorityConflict, AuthorityFailure, type AuthorityChange } from "../../../src/core/ports.js";
 import { rejectionOf } from "../../support/fakes.js";
