@@ -40,6 +40,7 @@ const OPTIONS = {
   "log-level": { type: "string" },
   "log-file": { type: "string" },
   "host-timeout-ms": { type: "string" },
+  recover: { type: "boolean" },
 } as const;
 
 const HELP = `Usage: acp-orchestrator [serve] [options]
@@ -55,6 +56,8 @@ Options:
   --log-file FILE      write logs to FILE instead of stderr
   --host-timeout-ms N  how long a host that owns the run state (runState/*) has to answer each request
                        (default: $ACP_ORCHESTRATOR_HOST_TIMEOUT_MS, else ${DEFAULT_HOST_TIMEOUT_MS})
+  --recover            also resume products left executing by a server that is gone (its lease expired, or its
+                       process on this host died), each by exactly one server: for a fleet on one PostgreSQL store
 
 Environment:
   ${LEASE_TTL_ENV}  lifetime of a product lease without renewal (default ${DEFAULT_PRODUCT_OPTIONS.leaseTtlMs}; renewed every third)
@@ -157,6 +160,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     workspace: new GitWorkspaceProbe(),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
+    fleet: { recover: values.recover === true },
   });
   // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
   workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
@@ -181,7 +185,7 @@ async function serve(argv: readonly string[]): Promise<number> {
 
 export const serveCommand: Command = {
   name: "serve",
-  synopsis: "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N]",
+  synopsis: "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--recover]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,

@@ -12,6 +12,7 @@ import { extensionMethodNames, extensionNotificationNames, serverMethods } from 
 import type { ParamsOf } from "../../protocol/methods.js";
 import type { ProductContext, ProductOptions } from "../core/product/context.js";
 import { GoalService } from "../core/goal/coordinator.js";
+import { Fleet } from "../core/product/fleet.js";
 import { ProductService } from "../core/product/service.js";
 import { ProductStore } from "../core/product/store.js";
 import type { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
@@ -57,6 +58,12 @@ export interface ServerOptions {
    * Without it the offer is logged and the server keeps its own store.
    */
   hostAuthority?: { target: DelegatingAuthority; timeoutMs?: number };
+  /**
+   * Many servers on one shared store (issue 14, fleet.ts): with `recover`, products whose owner is gone are resumed
+   * here; requests for products another live server owns are forwarded to it when the store has a change feed.
+   * `scanMs` is the period of the recovery scan (default: the lease renewal period).
+   */
+  fleet?: { recover: boolean; scanMs?: number };
 }
 
 type Handler<M extends string> = M extends keyof HandlerParams ? (p: HandlerParams[M]) => Promise<unknown> : never;
@@ -90,6 +97,8 @@ class FanOutNotifier implements Notifier {
 export class OrchestratorServer {
   readonly connection: RpcConnection;
   readonly products: ProductService;
+  /** Leases, forwarding and recovery across servers sharing one store (fleet.ts). */
+  readonly fleet: Fleet;
   readonly goals: GoalService;
   readonly sessions: SessionAdapter;
   private readonly notifier: FanOutNotifier;
@@ -126,6 +135,21 @@ export class OrchestratorServer {
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
     this.products = new ProductService(ctx);
+    this.fleet = new Fleet({
+      service: this.products,
+      store: ctx.store,
+      authority: options.authority,
+      clock: options.clock,
+      ids: options.ids,
+      logger: options.logger.child({ component: "fleet" }),
+      ownerId: options.productOptions.ownerId,
+      recover: options.fleet?.recover ?? false,
+      scanMs: options.fleet?.scanMs ?? options.productOptions.leaseRenewMs,
+    });
+    this.products.setForwarder((productId, request, refusal) => {
+      if (!this.fleet.canForward) return Promise.reject(refusal);
+      return this.fleet.forward(productId, request, refusal);
+    });
     this.goals = new GoalService({
       authority: options.authority,
       products: this.products,
@@ -273,6 +297,7 @@ export class OrchestratorServer {
   async serve(): Promise<void> {
     this.connection.onClose(() => this.resolveClosed());
     this.connection.listen();
+    this.fleet.start();
     await this.closed;
     await this.shutdown();
   }
@@ -282,6 +307,7 @@ export class OrchestratorServer {
   /** Stops everything this server runs. Idempotent. Does NOT close the authority (the owner of it does). */
   shutdown(): Promise<void> {
     this.shuttingDown ??= (async () => {
+      this.fleet.stop();
       this.sessions.shutdown();
       this.goals.shutdown();
       await this.products.shutdown();
@@ -295,4 +321,3 @@ export class OrchestratorServer {
     return this.shuttingDown;
   }
 }
-

@@ -30,11 +30,8 @@
  * started with plain `node`: through tsx every one of the few hundred agent starts costs twice the CPU.
  */
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
 import Database from "better-sqlite3";
-import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import type { Instance, Task, TaskState } from "../../protocol/common.js";
 import {
@@ -44,6 +41,7 @@ import {
   ProductIndexRecord,
   SnapshotRecord,
 } from "../../src/core/product/records.js";
+import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js";
 import { outputFor, type ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
@@ -130,22 +128,6 @@ async function until(pred: () => boolean, what: string, timeoutMs: number): Prom
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(20);
   }
-}
-
-/** Transpiles the logging agent to one plain ESM file runnable by `node` (see the file header). */
-function compileAgent(dir: string): string {
-  const source = readFileSync(fileURLToPath(new URL("../fixtures/agents/logging-agent.ts", import.meta.url)), "utf8");
-  const { outputText } = ts.transpileModule(source, {
-    compilerOptions: { module: ts.ModuleKind.ESNext, target: ts.ScriptTarget.ES2022 },
-  });
-  const sdk = pathToFileURL(createRequire(import.meta.url).resolve("@agentclientprotocol/sdk")).href;
-  const js = outputText.replaceAll('from "@agentclientprotocol/sdk"', `from ${JSON.stringify(sdk)}`);
-  const bare = [...js.matchAll(/from "([^"]+)"/g)].map((m) => m[1] ?? "").filter((s) => !/^(node:|file:)/.test(s));
-  if (bare.length > 0)
-    throw new Error(`logging-agent.ts must import only node: modules and the SDK, not ${bare.join(", ")}`);
-  const file = join(dir, "logging-agent.mjs");
-  writeFileSync(file, js);
-  return file;
 }
 
 /** State letter and parent pid of a process from /proc/<pid>/stat, or `null` when it is gone. Linux only. */
@@ -550,7 +532,7 @@ describe("crash-resume under kill -9 (issue 4)", () => {
     `loses and repeats nothing across ${KILLS} kill points, and ends with the uninterrupted run's outputs`,
     async () => {
       const t0 = Date.now();
-      const agentFile = compileAgent(tempDir("acp-orch-agent-"));
+      const agentFile = compileLoggingAgent(tempDir("acp-orch-agent-"));
       const lanes = [new Lane("reference", agentFile, 0, SEED)];
       for (let i = 0; i < KILL_LANES; i += 1) {
         const share = Math.floor(KILLS / KILL_LANES) + (i < KILLS % KILL_LANES ? 1 : 0);

@@ -8,6 +8,7 @@
  */
 import {
   AuthorityFailure,
+  type AuthorityChange,
   type RecordInfo,
   type RunStateAuthority,
   type StoredEvent,
@@ -120,6 +121,17 @@ export class DelegatingAuthority implements RunStateAuthority {
     const listProjects = backend.listProjects;
     if (listProjects === undefined) return undefined;
     return () => (this.#closed ? Promise.reject(closedError("listProjects")) : listProjects.call(backend));
+  }
+
+  /** The current backend's change feed (`watch`), bound to it; `undefined` when that backend has none. */
+  get watch(): ((listener: (change: AuthorityChange) => void) => () => void) | undefined {
+    const backend = this.#current;
+    const watch = backend.watch;
+    if (watch === undefined) return undefined;
+    return (listener) => {
+      if (this.#closed) throw closedError("watch");
+      return watch.call(backend, listener);
+    };
   }
 
   /**

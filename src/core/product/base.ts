@@ -127,6 +127,14 @@ export abstract class OrchestratorBase {
     return this.fenced;
   }
 
+  /**
+   * Re-checks the held lease now, e.g. because another server wrote it or this product's stream (fleet.ts): a
+   * take-over fences this instance at once instead of at the next heartbeat. Does nothing when no lease is held.
+   */
+  async verifyLease(): Promise<void> {
+    if (this.lease.held) await this.lease.renewNow();
+  }
+
   /** Resolves once no worker of this instance is running and every settled result was handled. */
   whenStopped(): Promise<void> {
     return this.whenIdle();

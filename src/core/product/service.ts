@@ -7,7 +7,7 @@
  */
 import type { Budget, Instance, Mutation, Phase, Plan, Task } from "../../../protocol/common.js";
 import type { DraftPlan } from "../ports.js";
-import { isDomainError } from "../errors.js";
+import { isDomainError, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { ProductOrchestrator } from "./orchestrator.js";
 import { progressOfModel } from "./state.js";
@@ -23,6 +23,17 @@ export interface PlanParams {
   allowedAgents?: string[];
   budget?: Budget;
 }
+
+/** `forward: false` answers locally only (the owner applying a forwarded request must never forward it again). */
+export interface ForwardOptions {
+  forward?: boolean;
+}
+
+/** What a server that does not own a product asks its owner to do (fleet.ts). */
+export type ControlRequest = { op: "pause" } | { op: "cancel" } | { op: "mutate"; mutations: Mutation[] };
+
+/** Forwards a request to the product's owner on another server; resolves with its result or throws its refusal. */
+export type Forwarder = (productId: string, request: ControlRequest, refusal: DomainError) => Promise<unknown>;
 
 export class ProductService {
   private readonly live = new Map<string, ProductOrchestrator>();
@@ -171,9 +182,42 @@ export class ProductService {
     return { products: phase === undefined ? products : products.filter((p) => p.phase === phase) };
   }
 
-  async pause(productId: string): Promise<{ productId: string; phase: "paused" }> {
-    await (await this.forWrite(productId)).pause();
-    return { productId, phase: "paused" };
+  /**
+   * `product.pause`. When another live server owns the product and a forwarder is set (a shared store with a change
+   * feed), the request is forwarded to the owner instead of refused (fleet.ts); `forward: false` never forwards.
+   */
+  async pause(productId: string, opts: ForwardOptions = {}): Promise<{ productId: string; phase: "paused" }> {
+    return this.orForward(productId, { op: "pause" }, opts, async () => {
+      await (await this.forWrite(productId)).pause();
+      return { productId, phase: "paused" as const };
+    });
+  }
+
+  /**
+   * Sets who forwards a request refused because another live server owns the product (fleet.ts). Without one, the
+   * refusal (`conflict` with the owner) reaches the client as before.
+   */
+  setForwarder(forwarder: Forwarder): void {
+    this.forwarder = forwarder;
+  }
+
+  private forwarder: Forwarder | undefined;
+
+  private async orForward<T>(
+    productId: string,
+    request: ControlRequest,
+    opts: ForwardOptions,
+    local: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await local();
+    } catch (err) {
+      const forwarder = this.forwarder;
+      if (opts.forward === false || !forwarder || !isDomainError(err, "conflict") || err.details.owner === undefined) {
+        throw err;
+      }
+      return (await forwarder(productId, request, err)) as T;
+    }
   }
 
   /**
@@ -190,9 +234,12 @@ export class ProductService {
     return { productId, phase: "executing" };
   }
 
-  async cancel(productId: string): Promise<{ productId: string; phase: "cancelled" }> {
-    await (await this.forWrite(productId)).cancel();
-    return { productId, phase: "cancelled" };
+  /** `product.cancel`; forwarded to a live owner elsewhere like `pause`. */
+  async cancel(productId: string, opts: ForwardOptions = {}): Promise<{ productId: string; phase: "cancelled" }> {
+    return this.orForward(productId, { op: "cancel" }, opts, async () => {
+      await (await this.forWrite(productId)).cancel();
+      return { productId, phase: "cancelled" as const };
+    });
   }
 
   async checkpoint(productId: string) {
@@ -222,9 +269,16 @@ export class ProductService {
     return { productId, reset };
   }
 
-  async mutate(productId: string, mutations: Mutation[]) {
-    const r = await (await this.forWrite(productId)).mutate(mutations);
-    return { productId, ...r };
+  /** `product.mutate`; forwarded to a live owner elsewhere like `pause`. */
+  async mutate(
+    productId: string,
+    mutations: Mutation[],
+    opts: ForwardOptions = {},
+  ): Promise<{ productId: string; applied: number; version: number }> {
+    return this.orForward(productId, { op: "mutate", mutations }, opts, async () => {
+      const r = await (await this.forWrite(productId)).mutate(mutations);
+      return { productId, ...r };
+    });
   }
 
   /** `product.delete`: stops a live run first; `deleted: false` when there was nothing to delete. */
@@ -258,11 +312,9 @@ export class ProductService {
   }
 }
 
-
 /** A short product name from the goal's first line (at most 80 characters). */
 export function defaultName(goal: string): string {
   const first = goal.trim().split(/\r?\n/)[0]?.trim() ?? "";
   const clean = first.replace(/^[-*+]\s+|^\d+[.)]\s+/, "");
   return clean.length > 80 ? `${clean.slice(0, 77)}...` : clean || "Untitled product";
 }
-

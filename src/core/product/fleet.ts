@@ -1,0 +1,335 @@
+/**
+ * Fleet: many servers on one shared store (issue 14; DESIGN.md, Persistence backends: `postgres`; guarantees 6, 13).
+ *
+ * Owns three things, all built on the authority's change feed (`RunStateAuthority.watch`, PostgreSQL LISTEN/NOTIFY)
+ * with periodic checks as a fallback:
+ * - the owner hears at once when another server writes its product's lease or event stream, and re-checks its lease
+ *   (a take-over fences it without waiting for the next heartbeat);
+ * - control forwarding: `product.pause`, `product.cancel` and `product.mutate` sent to a server that does not own the
+ *   product are written as a control request record (`control/<productId>/<requestId>` in the product's project);
+ *   the owner, told by the feed, applies it as if its own client had asked and writes the answer into the same
+ *   record, which the requesting server returns to its client;
+ * - recovery (`serve --recover`): products left `executing` by an owner that is gone (no lease, an expired one, or
+ *   one the lease policy finds dead) are resumed here; the lease's compare-and-swap lets exactly one server win.
+ *
+ * It never bypasses the orchestrator: every change goes through ProductService, so the durability guarantees hold
+ * unchanged. It never performs I/O except through the authority and the service.
+ */
+import { z } from "zod";
+import { Id, Mutation, Timestamp } from "../../../protocol/common.js";
+import { DomainError, isDomainError, type DomainErrorCode } from "../errors.js";
+import type { AuthorityChange, Clock, IdGenerator, Logger, RunStateAuthority } from "../ports.js";
+import { AuthorityConflict } from "../ports.js";
+import type { ControlRequest, ProductService } from "./service.js";
+import type { ProductStore } from "./store.js";
+
+/** The record kind of control requests. */
+export const CONTROL_KIND = "control";
+
+/** A control request forwarded to a product's owner, and its answer (written by the owner into the same record). */
+export const ControlRequestRecord = z.object({
+  v: z.literal(1),
+  productId: Id,
+  op: z.enum(["pause", "cancel", "mutate"]),
+  mutations: z.array(Mutation).max(1_000).optional(),
+  /** Owner id of the server that forwarded it. */
+  by: z.string().min(1).max(500),
+  at: Timestamp,
+  state: z.enum(["pending", "done", "refused"]),
+  result: z.record(z.string(), z.unknown()).optional(),
+  error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }).optional(),
+});
+export type ControlRequestRecord = z.infer<typeof ControlRequestRecord>;
+
+export interface FleetOptions {
+  service: ProductService;
+  store: ProductStore;
+  authority: RunStateAuthority;
+  clock: Clock;
+  ids: IdGenerator;
+  logger: Logger;
+  /** This server's lease owner id. */
+  ownerId: string;
+  /** Resume products whose owner is gone (`serve --recover`). */
+  recover: boolean;
+  /** Period of the recovery scan and of the owner's fallback check for control requests, ms. */
+  scanMs: number;
+  /** How long a forwarded request waits for the owner's answer before the original conflict is returned, ms. */
+  forwardTimeoutMs?: number;
+}
+
+/** The host part of an owner id made by the composition root (`host:pid:random`). */
+function hostOf(ownerId: string): string {
+  const i = ownerId.indexOf(":");
+  return i < 0 ? "" : ownerId.slice(0, i);
+}
+
+export class Fleet {
+  readonly #o: FleetOptions;
+  #unwatch: (() => void) | null = null;
+  #cancelScan: (() => void) | null = null;
+  #scanning: Promise<void> | null = null;
+  #rescan = false;
+  #stopped = false;
+  /** Control requests being applied here (by record id), so a request is never applied twice by this server. */
+  readonly #handling = new Set<string>();
+  /** Answers awaited by forwarded requests of this server (by record id). */
+  readonly #waiters = new Map<string, () => void>();
+
+  constructor(options: FleetOptions) {
+    this.#o = options;
+  }
+
+  /** True when the authority has a change feed, so forwarding can reach an owner at once. */
+  get canForward(): boolean {
+    return this.#o.authority.watch !== undefined;
+  }
+
+  /**
+   * Subscribes to the change feed (when the authority has one) and starts the periodic checks; with `recover`, scans
+   * for orphaned products at once. Call once.
+   */
+  start(): void {
+    const watch = this.#o.authority.watch;
+    if (watch) this.#unwatch = watch.call(this.#o.authority, (change) => this.#onChange(change));
+    if (this.#o.recover || this.canForward) this.#schedule(this.#o.recover ? 0 : this.#o.scanMs);
+  }
+
+  /** Stops listening and scanning. Forwarded requests still waiting give up at their timeout. Idempotent. */
+  stop(): void {
+    this.#stopped = true;
+    this.#unwatch?.();
+    this.#unwatch = null;
+    this.#cancelScan?.();
+    this.#cancelScan = null;
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // The change feed
+
+  #onChange(change: AuthorityChange): void {
+    if (this.#stopped) return;
+    if (change.stream !== undefined && change.stream.startsWith("product/")) {
+      this.#verifyOwnership(change.stream.slice("product/".length));
+      return;
+    }
+    if (change.kind === "lease") {
+      if (change.id === undefined) return;
+      this.#verifyOwnership(change.id);
+      // A lease released or taken elsewhere may leave a product to recover.
+      if (this.#o.recover) this.#schedule(50 + Math.floor(Math.random() * 200));
+      return;
+    }
+    if (change.kind === CONTROL_KIND && change.id !== undefined) {
+      const waiter = this.#waiters.get(change.id);
+      if (waiter) {
+        waiter();
+        return;
+      }
+      const productId = change.id.slice(0, change.id.indexOf("/"));
+      if (this.#drives(productId)) void this.#apply(change.projectId, change.id);
+    }
+  }
+
+  #drives(productId: string): boolean {
+    return this.#o.service.loaded().some((o) => o.productId === productId && o.isDriving);
+  }
+
+  /** Another server wrote this product's lease or stream: the owner re-checks its lease now (guarantee 6). */
+  #verifyOwnership(productId: string): void {
+    const orchestrator = this.#o.service.loaded().find((o) => o.productId === productId && o.isDriving);
+    if (!orchestrator) return;
+    orchestrator.verifyLease().catch((err: unknown) => {
+      this.#o.logger.warn({ productId, err }, "could not re-check the product lease");
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Control forwarding: the owner's side
+
+  /** Applies one pending control request addressed to a product this server drives, and writes the answer. */
+  async #apply(projectId: string, id: string): Promise<void> {
+    if (this.#handling.has(id)) return;
+    this.#handling.add(id);
+    try {
+      const stored = await this.#o.authority.get(projectId, CONTROL_KIND, id);
+      if (!stored) return;
+      const parsed = ControlRequestRecord.safeParse(stored.value);
+      if (!parsed.success || parsed.data.state !== "pending") return;
+      const request = parsed.data;
+      let answer: ControlRequestRecord;
+      try {
+        const result = await this.#run(request);
+        answer = { ...request, state: "done", result };
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        answer = {
+          ...request,
+          state: "refused",
+          error: { code: err.code, message: err.message, details: err.details },
+        };
+      }
+      this.#o.logger.info(
+        { productId: request.productId, op: request.op, by: request.by, state: answer.state },
+        "applied a forwarded control request",
+      );
+      await this.#o.authority.put(projectId, CONTROL_KIND, id, answer, stored.revision).catch((err: unknown) => {
+        // The requester withdrew (timed out) or the store failed: it reports the original conflict.
+        if (!(err instanceof AuthorityConflict)) this.#o.logger.warn({ id, err }, "could not answer a control request");
+      });
+    } catch (err) {
+      this.#o.logger.warn({ id, err }, "could not apply a control request");
+    } finally {
+      this.#handling.delete(id);
+    }
+  }
+
+  async #run(request: ControlRequestRecord): Promise<Record<string, unknown>> {
+    const local = { forward: false };
+    switch (request.op) {
+      case "pause":
+        return this.#o.service.pause(request.productId, local);
+      case "cancel":
+        return this.#o.service.cancel(request.productId, local);
+      case "mutate":
+        return this.#o.service.mutate(request.productId, request.mutations ?? [], local);
+    }
+  }
+
+  /** Fallback for a missed notification: pending requests of the products this server drives. */
+  async #applyPending(): Promise<void> {
+    for (const orchestrator of this.#o.service.loaded()) {
+      if (!orchestrator.isDriving) continue;
+      const projectId = orchestrator.model.state.projectId;
+      const pending = await this.#o.authority.list(projectId, CONTROL_KIND, `${orchestrator.productId}/`);
+      for (const { id } of pending) await this.#apply(projectId, id);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Control forwarding: the requesting side
+
+  /**
+   * Asks the owner of `productId` (another server) to apply `request`, and returns its result; throws the owner's
+   * DomainError when it refused. When no answer comes within the forward timeout the request is withdrawn and
+   * `refusal` (the conflict that made this server forward) is thrown. Throws `persistence_failed` (as a DomainError
+   * from the caller's mapping) when the store fails.
+   */
+  async forward(productId: string, request: ControlRequest, refusal: DomainError): Promise<Record<string, unknown>> {
+    const projectId = await this.#o.store.projectOf(productId);
+    if (projectId === undefined) throw refusal;
+    const id = `${productId}/${this.#o.ids("ctl")}`;
+    const record: ControlRequestRecord = {
+      v: 1,
+      productId,
+      op: request.op,
+      ...(request.op === "mutate" ? { mutations: request.mutations } : {}),
+      by: this.#o.ownerId,
+      at: new Date(this.#o.clock.now()).toISOString(),
+      state: "pending",
+    };
+    let wake: () => void = () => undefined;
+    this.#waiters.set(id, () => wake());
+    try {
+      await this.#o.authority.put(projectId, CONTROL_KIND, id, record, null);
+      const deadline = this.#o.clock.now() + (this.#o.forwardTimeoutMs ?? 10_000);
+      for (;;) {
+        const stored = await this.#o.authority.get(projectId, CONTROL_KIND, id);
+        const answer = stored ? ControlRequestRecord.safeParse(stored.value) : null;
+        if (stored && answer?.success && answer.data.state !== "pending") {
+          await this.#o.authority.delete(projectId, CONTROL_KIND, id, stored.revision).catch(() => false);
+          if (answer.data.state === "done") return answer.data.result ?? {};
+          const error = answer.data.error;
+          throw new DomainError(
+            (error?.code ?? "conflict") as DomainErrorCode,
+            error?.message ?? refusal.message,
+            (error?.details ?? {}) as never,
+          );
+        }
+        const left = deadline - this.#o.clock.now();
+        if (left <= 0) {
+          // Withdraw unless the owner took it meanwhile (then read its answer on the next turn).
+          const withdrawn = stored
+            ? await this.#o.authority.delete(projectId, CONTROL_KIND, id, stored.revision).catch((err: unknown) => {
+                if (err instanceof AuthorityConflict) return false;
+                throw err;
+              })
+            : true;
+          if (withdrawn) throw refusal;
+          continue;
+        }
+        // Woken by the change feed at once; polled every 500 ms in case a notification is lost.
+        await new Promise<void>((resolve) => {
+          const cancel = this.#o.clock.setTimer(Math.min(500, left), () => resolve());
+          wake = () => {
+            cancel();
+            resolve();
+          };
+        });
+      }
+    } finally {
+      this.#waiters.delete(id);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Recovery and periodic checks
+
+  #schedule(ms: number): void {
+    if (this.#stopped) return;
+    if (this.#scanning) {
+      this.#rescan = true;
+      return;
+    }
+    this.#cancelScan?.();
+    this.#cancelScan = this.#o.clock.setTimer(ms, () => {
+      this.#cancelScan = null;
+      this.#scanning = this.#tick().finally(() => {
+        this.#scanning = null;
+        const again = this.#rescan;
+        this.#rescan = false;
+        // Jitter keeps servers that started together from scanning in lockstep.
+        this.#schedule(again ? 0 : this.#o.scanMs + Math.floor(Math.random() * (this.#o.scanMs / 4)));
+      });
+    });
+  }
+
+  async #tick(): Promise<void> {
+    try {
+      if (this.canForward) await this.#applyPending();
+      if (this.#o.recover) await this.recoverOrphans();
+    } catch (err) {
+      this.#o.logger.warn({ err }, "fleet check failed; retrying at the next period");
+    }
+  }
+
+  /**
+   * One recovery pass: every product whose header says `executing`, not driven here, whose lease is missing, expired,
+   * or held by an owner on this host (the lease policy decides whether that one is dead), is resumed here (an
+   * automatic resume: a run whose inputs drifted waits for an explicit one). A lost race with another server is not
+   * an error. Returns the ids of the products this server took over.
+   */
+  async recoverOrphans(): Promise<string[]> {
+    const taken: string[] = [];
+    const { headers } = await this.#o.store.listHeaders(undefined, "executing");
+    const myHost = hostOf(this.#o.ownerId);
+    for (const header of headers) {
+      if (this.#stopped) break;
+      if (this.#drives(header.productId)) continue;
+      const { lease } = await this.#o.store.readLease(header.projectId, header.productId);
+      if (lease && Date.parse(lease.expiresAt) > this.#o.clock.now() && hostOf(lease.owner) !== myHost) continue;
+      try {
+        await this.#o.service.resume(header.productId, undefined, { automatic: true });
+        taken.push(header.productId);
+        this.#o.logger.info(
+          { productId: header.productId, previousOwner: lease?.owner },
+          "recovered a product whose owner is gone",
+        );
+      } catch (err) {
+        const expected = isDomainError(err, "conflict") || isDomainError(err, "invalid_phase");
+        if (!expected) this.#o.logger.warn({ productId: header.productId, err }, "could not recover a product");
+      }
+    }
+    return taken;
+  }
+}
