@@ -86,6 +86,36 @@ export const Plan = z.object({
 });
 export type Plan = z.infer<typeof Plan>;
 
+/** A git commit id (hex, SHA-1 or SHA-256). */
+export const CommitId = z.string().regex(/^[0-9a-f]{40}(?:[0-9a-f]{24})?$/, "must be a hex commit id");
+
+/** `isolation` of a product (PROTOCOL.md section 5, Isolation and integration). */
+export const Isolation = z.enum(["worktree", "shared"]);
+export type Isolation = z.infer<typeof Isolation>;
+
+/** Where a task attempt ran with `isolation: "worktree"`: its worktree, the ref keeping its commit, base and result. */
+export const TaskWorkspace = z.object({
+  path: AbsolutePath,
+  branch: z.string().min(1).max(1_000),
+  baseCommit: CommitId,
+  commit: CommitId.optional(),
+  changedFiles: z.array(z.string().max(4_096)).max(100_000).optional(),
+});
+export type TaskWorkspace = z.infer<typeof TaskWorkspace>;
+
+/** The product's integration branch and how its result reaches the user (PROTOCOL.md section 5). */
+export const Integration = z.object({
+  mode: z.enum(["branch", "merge"]),
+  branch: z.string().min(1).max(1_000),
+  head: CommitId,
+  targetBranch: z.string().min(1).max(1_000).optional(),
+  state: z.enum(["pending", "integrating", "integrated", "conflict"]),
+  /** Task ids in merge order. */
+  merged: z.array(Id),
+  conflict: z.object({ taskId: Id.optional(), files: z.array(z.string().max(4_096)).max(10_000) }).optional(),
+});
+export type Integration = z.infer<typeof Integration>;
+
 export const TaskState = Task.extend({
   status: TaskStatus,
   attempts: Count,
@@ -96,6 +126,8 @@ export const TaskState = Task.extend({
   question: z.string().optional(),
   /** Set when a crash or shutdown interrupted a running attempt (DESIGN.md guarantee 7). */
   interruption: z.string().optional(),
+  /** Isolation `worktree` only: the attempt's worktree and, once integrated, its commit. */
+  workspace: TaskWorkspace.optional(),
 });
 export type TaskState = z.infer<typeof TaskState>;
 

@@ -428,6 +428,18 @@ export const productNotifications = [
     summary: "A write to the run-state authority failed; the product is paused.",
   }),
   notification({
+    method: "product.taskIntegrated",
+    extension: true,
+    params: product.TaskIntegratedNotification,
+    summary: "A task attempt's commit was merged into the product's integration branch (isolation `worktree`).",
+  }),
+  notification({
+    method: "product.integrated",
+    extension: true,
+    params: product.IntegratedNotification,
+    summary: "The end of a `worktree` product's integration, whatever the outcome (`integration.state`).",
+  }),
+  notification({
     method: "product.completed",
     extension: true,
     params: product.CompletedNotification,

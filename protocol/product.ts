@@ -9,6 +9,9 @@
  */
 import { z } from "zod";
 import {
+  CommitId,
+  Integration,
+  Isolation,
   AbsolutePath,
   Budget,
   BudgetStatus,
@@ -86,6 +89,13 @@ export const PlanParams = requestParams({
   /** Presence-based: omitted = every ready agent; `[]` = the leader alone. */
   allowedAgents: z.array(Id).max(1_000).optional(),
   budget: BudgetInput.optional(),
+  /** `worktree` (default for a git cwd with a commit) or `shared` (PROTOCOL.md section 5, Isolation and integration). */
+  isolation: Isolation.optional(),
+  /** How the result reaches the user: `branch` (default) or `merge` into `targetBranch` (default: the branch at confirm). */
+  integration: z
+    .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
+    .strict()
+    .optional(),
 });
 export type PlanParams = z.infer<typeof PlanParams>;
 
@@ -142,6 +152,11 @@ export const StatusResult = z.object({
   /** Stored records that failed validation and were skipped (DESIGN.md guarantee 4). */
   dropped: Count,
   recovery: Recovery.optional(),
+  /** How tasks run: each attempt in its own git worktree, or all in `cwd` (PROTOCOL.md section 5). */
+  isolation: Isolation.optional(),
+  /** Why the product runs `shared` (not a git checkout, no commit yet, asked for), or a warning about sharing. */
+  isolationNote: z.string().optional(),
+  integration: Integration.optional(),
 });
 export type StatusResult = z.infer<typeof StatusResult>;
 
@@ -282,6 +297,16 @@ export const CheckpointNotification = notificationParams({ checkpointId: Id, at:
 
 /** The product is paused (DESIGN.md guarantee 2). */
 export const PersistenceErrorNotification = notificationParams({ projectId: Id, error: z.string() });
+
+/** A task attempt's commit was merged into the integration branch (isolation `worktree`). */
+export const TaskIntegratedNotification = notificationParams({
+  taskId: Id,
+  commit: CommitId,
+  changedFiles: z.array(z.string()),
+});
+
+/** At the end of a `worktree` product, whatever the outcome. */
+export const IntegratedNotification = notificationParams({ integration: Integration });
 
 export const CompletedNotification = notificationParams({
   projectId: Id,

@@ -17,6 +17,7 @@ import { describeLocation, openStore, stateLocation } from "../adapters/persiste
 import { defaultProjectId } from "../adapters/persistence/state-path.js";
 import { LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
+import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
 import { agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
@@ -150,6 +151,8 @@ async function serve(argv: readonly string[]): Promise<number> {
     productOptions: {
       ...DEFAULT_PRODUCT_OPTIONS,
       ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
+      ...(config.isolation !== undefined ? { isolation: config.isolation } : {}),
+      ...(config.integration !== undefined ? { integration: config.integration } : {}),
       ownerId,
       leaseTtlMs,
       leaseRenewMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
@@ -158,6 +161,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       agentsFingerprint: ((hash: string) => () => hash)(agentsHash(config.agents)),
     },
     workspace: new GitWorkspaceProbe(),
+    workspaces: new GitWorkspace(),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
     fleet: { recover: values.recover === true },

@@ -364,3 +364,72 @@ export interface WorkspaceProbe {
    */
   gitHead(cwd: string): Promise<string | null>;
 }
+
+/** What a product's `cwd` is, as far as isolation goes (PROTOCOL.md section 5, Isolation and integration). */
+export type WorkspaceInfo =
+  | {
+      kind: "git";
+      /** The commit checked out in `cwd` (hex). */
+      head: string;
+      /** The branch checked out in `cwd` (`main`, without `refs/heads/`), or `null` on a detached HEAD. */
+      branch: string | null;
+    }
+  /** Not usable for worktrees; `reason` says why in one plain sentence (not a git checkout, no commit yet, …). */
+  | { kind: "none"; reason: string };
+
+/** What merging a task attempt's commit into the integration head would give. Computed only: no ref moves. */
+export type MergeOutcome =
+  | { kind: "fastForward"; commit: string }
+  | { kind: "merge"; commit: string }
+  | { kind: "conflict"; files: string[] };
+
+/**
+ * Isolated workspaces and integration over a repository (DESIGN.md, Workspaces and integration; guarantee 11). The
+ * core decides what to do and records each step as an event BEFORE it calls a method that moves a ref; the adapter
+ * does it (git) and must make every ref move a compare-and-swap on the expected head, so a step replayed after a crash
+ * either finds the ref where it left it or refuses. `cwd` is always the product's workspace (any directory of the
+ * repository); refs are full names (`refs/heads/acp/<productId>`). Methods throw an `Error` with a plain message on a
+ * git failure; none of them touches the user's working tree or branches except `integrateInto`.
+ */
+export interface WorkspacePort {
+  /** Whether `cwd` can host worktrees (a git checkout with at least one commit). Reads only; never throws. */
+  inspect(cwd: string): Promise<WorkspaceInfo>;
+  /**
+   * The absolute directory a task attempt's worktree will use, outside the user's working tree (under the
+   * repository's git directory). Pure as far as the repository goes: creates nothing.
+   */
+  attemptPath(cwd: string, productId: string, taskId: string, attempt: number): Promise<string>;
+  /** The commit a ref points at, or `null` when it does not exist. Reads only. */
+  readRef(cwd: string, ref: string): Promise<string | null>;
+  /**
+   * Moves `ref` to `to` only if it now points at `expected` (`null`: only if it does not exist). Returns true when
+   * the ref is at `to` afterwards (moved now, or already there); false when it is somewhere else (nothing moved).
+   */
+  moveRef(cwd: string, ref: string, to: string, expected: string | null): Promise<boolean>;
+  /** Deletes every ref under `prefix` (`refs/acp-orchestrator/<productId>/`) and the given refs. Missing ones are fine. */
+  deleteRefs(cwd: string, refs: string[], prefix?: string): Promise<void>;
+  /** Creates a detached worktree at `path` checked out at `base`. Idempotent: an existing worktree there is reused. */
+  prepare(cwd: string, path: string, base: string): Promise<void>;
+  /**
+   * Commits everything that changed in the worktree at `path` (new, modified and deleted files) with `message`.
+   * `commit: null` when nothing changed (no commit is made). Moves only the worktree's own detached HEAD.
+   */
+  capture(path: string, message: string): Promise<{ commit: string | null; changedFiles: string[] }>;
+  /** What merging `commit` into `head` gives (fast-forward, a new merge commit object, or the conflicting files). */
+  merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome>;
+  /** Removes the worktree at `path` (and forgets it in git). Missing is fine. */
+  release(cwd: string, path: string): Promise<void>;
+  /** Worktree directories of a product that still exist (leftovers of a dead owner, or running attempts). */
+  leftovers(cwd: string, productId: string): Promise<string[]>;
+  /**
+   * Brings `head` into the branch `target` (short name): fast-forward or merge commit, never a rewrite. When `target`
+   * is checked out in `cwd` the user's working tree is updated by git itself (and left unchanged on a conflict).
+   * Returns the target's new head, or the conflicting files (nothing changed).
+   */
+  integrateInto(
+    cwd: string,
+    target: string,
+    head: string,
+    message: string,
+  ): Promise<{ state: "integrated"; head: string } | { state: "conflict"; files: string[] }>;
+}

@@ -26,6 +26,7 @@ import type {
   Notifier,
   RunStateAuthority,
   WorkerPort,
+  WorkspacePort,
   WorkspaceProbe,
 } from "../core/ports.js";
 import { SessionAdapter } from "./acp-session.js";
@@ -51,6 +52,8 @@ export interface ServerOptions {
   projectIdFor(cwd: string): string;
   /** Reads a workspace's git HEAD for drift detection (issue 4); without it no workspace counts as a git checkout. */
   workspace?: WorkspaceProbe;
+  /** Worktrees and integration (guarantee 11); without it every product runs `shared`. */
+  workspaces?: WorkspacePort;
   /**
    * Host-owned run state (PROTOCOL.md section 7): when the first `initialize` declares
    * `clientCapabilities._meta["acp-orchestrator"].runStateAuthority: true`, `target` (normally the same object as
@@ -132,6 +135,7 @@ export class OrchestratorServer {
       defer: (fn) => setImmediate(fn),
       options: options.productOptions,
       ...(options.workspace ? { workspace: options.workspace } : {}),
+      ...(options.workspaces ? { workspaces: options.workspaces } : {}),
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
     this.products = new ProductService(ctx);
@@ -247,6 +251,8 @@ export class OrchestratorServer {
         ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
         ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
         ...(params.budget !== undefined ? { budget: params.budget } : {}),
+        ...(params.isolation !== undefined ? { isolation: params.isolation } : {}),
+        ...(params.integration !== undefined ? { integration: params.integration } : {}),
       });
     });
     this.on("product.message", (params) => p.message(params.productId, params.content, params.askId));

@@ -43,5 +43,7 @@ export const PRODUCT_NOTIFICATIONS = [
   "product.budgetExceeded",
   "product.checkpoint",
   "product.persistenceError",
+  "product.taskIntegrated",
+  "product.integrated",
   "product.completed",
 ];

@@ -125,6 +125,13 @@ export const AgentConfigFile = z
       .max(7 * 24 * 3_600_000)
       .optional(),
     permissions: PermissionPolicy.optional(),
+    /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
+    isolation: z.enum(["worktree", "shared"]).optional(),
+    /** Default integration of products whose `product.plan` does not say. */
+    integration: z
+      .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
+      .strict()
+      .optional(),
   })
   .strict();
 export type AgentConfig = z.infer<typeof AgentConfigFile>;

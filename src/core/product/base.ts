@@ -7,7 +7,7 @@
  *
  * This file must never import I/O: time comes from the Clock, cancellation is AbortSignal, the rest are ports.
  */
-import type { Phase, TaskState } from "../../../protocol/common.js";
+import type { Phase, TaskState, TaskWorkspace } from "../../../protocol/common.js";
 import { TerminalPhases } from "../../../protocol/common.js";
 import type { Scheduler } from "../dag/scheduler.js";
 import { DomainError, conflict, invalidPhase, persistenceFailed } from "../errors.js";
@@ -29,6 +29,8 @@ export interface RunningTask {
   reportedUsage: boolean;
   /** Hash of the input this attempt was given (guarantee 7), recorded with its completion. */
   inputHash: string;
+  /** The attempt's worktree (isolation `worktree`), removed once its result was written. */
+  workspace?: TaskWorkspace;
 }
 
 export interface SettledResult {
@@ -89,6 +91,8 @@ export abstract class OrchestratorBase {
   /** A git HEAD probe in flight while driving (the recorded fingerprint follows the workspace). */
   protected headProbe: Promise<void> | null = null;
   protected stopReason: StopReason | null = null;
+  /** Set when driving starts: the next wave first prunes leftover worktrees and verifies the branch (guarantee 11). */
+  protected pruneBeforeStart = false;
 
   constructor(
     readonly model: ProductModel,

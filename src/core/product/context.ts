@@ -11,6 +11,7 @@ import type {
   Logger,
   Notifier,
   WorkerPort,
+  WorkspacePort,
   WorkspaceProbe,
 } from "../ports.js";
 import type { ProductStore } from "./store.js";
@@ -50,6 +51,10 @@ export interface ProductOptions {
    * absent the core hashes what `AgentDirectory.list()` shows (ids, names, roles, strengths).
    */
   agentsFingerprint?: () => string;
+  /** Isolation of products whose `product.plan` does not say (config file `isolation`); default by workspace. */
+  isolation?: "worktree" | "shared";
+  /** Integration of products whose `product.plan` does not say (config file `integration`); default `branch`. */
+  integration?: { mode?: "branch" | "merge"; targetBranch?: string };
 }
 
 export const DEFAULT_PRODUCT_OPTIONS: ProductOptions = {
@@ -83,6 +88,11 @@ export interface ProductContext {
   options: ProductOptions;
   /** Reads the workspace's git HEAD for drift detection; when absent every workspace counts as "not in git". */
   workspace?: WorkspaceProbe;
+  /**
+   * Worktrees and integration (guarantee 11). When absent every product runs `shared` (the reason says so): a core
+   * without a git adapter still works, e.g. in unit tests.
+   */
+  workspaces?: WorkspacePort;
   /**
    * Called after a product's phase changed (persisted, or in memory after a persistence failure). Used by goal runs
    * to follow their phase's product. Must not throw and must not call back into the product synchronously.

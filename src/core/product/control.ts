@@ -67,6 +67,9 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
         this.requirePhase(["paused", "executing"], "product.resume");
         const drift = await this.drift();
         refuseDrift(drift);
+        // Guarantee 11: a merge recorded but not confirmed before a crash is settled first (completed or kept).
+        const recovered = await this.recoverPending();
+        if (recovered.length > 0) await this.commit(recovered);
         const events: NewEvent[] = [];
         if (additionalBudget && Object.keys(additionalBudget).length > 0) {
           events.push({ type: "budgetAdded", budget: additionalBudget });

@@ -61,11 +61,16 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       // Guarantee 6: the lease is taken before the first task can start.
       const epoch = await this.takeLease();
       try {
-        await this.commit([{ type: "confirmed", plan, fingerprint }], { header: true });
+        // Isolation is decided now, from the workspace as it is at confirmation (guarantee 11).
+        const chosen = await this.chooseWorkspace();
+        await this.commit([{ type: "confirmed", plan, fingerprint }, chosen], { header: true });
       } catch (err) {
         await this.releaseLease(epoch);
         throw err;
       }
+      // The integration branch is created after `workspaceChosen` recorded it (a later start verifies it again).
+      const problem = await this.verifyBranch().catch((err: unknown) => String(err));
+      if (problem) this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not created at confirm");
     });
     this.ctx.defer(() => this.startDriving());
   }
@@ -78,6 +83,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       return;
     }
     this.driving = true;
+    this.pruneBeforeStart = true;
     this.executingSinceMs = this.ctx.clock.now();
     this.scheduler = new Scheduler(
       this.model.state.tasks.map((t) => ({ ...t })),
@@ -175,7 +181,11 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     const events: NewEvent[] = [];
     const announce: TaskState[] = [];
     const finalFailures: string[] = [];
+    /** Events already written in this wave: a merge is recorded only after everything before it (guarantee 11). */
+    const flushed: NewEvent[] = [];
+    const integratedNow: { taskId: string; commit: string; changedFiles: string[] }[] = [];
     let completedNow = 0;
+    let completedUnwritten = 0;
     for (const r of results) {
       const current = this.task(r.taskId);
       // Stale results (task reset, removed or re-run since) are ignored. Attempt numbers alone cannot tell: a replay
@@ -184,13 +194,29 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       this.latestLaunch.delete(r.taskId);
       if (!current || current.status !== "running" || current.attempts !== r.attempt) continue;
       const task: TaskState = { ...current, endedAt: this.now() };
-      const res = r.result;
+      let res = r.result;
+      if (res.outcome === "completed" && current.workspace && this.isolated()) {
+        // Isolation: the attempt's commit is merged (serialised, recorded before the branch moves) before the task
+        // counts as completed, so dependents start only after the merge is recorded.
+        if (events.length > 0) {
+          await this.commit(events);
+          flushed.push(...events.splice(0));
+          completedUnwritten = 0;
+        }
+        const integration = await this.integrateAttempt(current, res.output, r.inputHash);
+        if (integration.workspace) task.workspace = integration.workspace;
+        if (integration.ok) {
+          events.push(...integration.events);
+          if (integration.integrated) integratedNow.push({ taskId: task.taskId, ...integration.integrated });
+        } else res = { outcome: "failed", error: integration.error };
+      }
       if (res.outcome === "completed") {
         task.status = "completed";
         task.output = res.output;
         delete task.error;
         delete task.interruption;
         completedNow++;
+        completedUnwritten++;
       } else if (res.outcome === "waiting") {
         task.status = "waiting";
         task.question = res.question;
@@ -224,7 +250,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         });
       }
       if (task.status === "completed") {
-        const done = this.model.counts.completed + completedNow;
+        const done = this.model.counts.completed + completedUnwritten;
         events.push({
           type: "checkpoint",
           checkpointId: this.ctx.ids("ckp"),
@@ -236,12 +262,14 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     }
     if (results.length > 0 || this.driving) events.push({ type: "elapsed", elapsedMs: this.elapsedMs() });
     if (events.length > 0) await this.commit(events);
+    for (const r of results) await this.releaseWorkspace(r.entry.workspace);
     const sched = this.scheduler;
+    for (const t of integratedNow) this.ctx.notifier.notify("product.taskIntegrated", { productId: this.productId, ...t });
     for (const t of announce) {
       this.notifyTask(t);
       sched?.settle(t.taskId, t.status === "running" ? "pending" : t.status);
     }
-    for (const e of events) {
+    for (const e of [...flushed, ...events]) {
       if (e.type === "checkpoint") {
         const ref = this.model.state.checkpoints.find((c) => c.checkpointId === e.checkpointId);
         if (ref) this.ctx.notifier.notify("product.checkpoint", { productId: this.productId, checkpointId: ref.checkpointId, at: ref.at });
@@ -255,6 +283,24 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       this.resolveIdle();
       return;
     }
+    if (this.driving && this.phase === "executing" && sched && this.pruneBeforeStart && this.running.size === 0) {
+      // A resumed product first removes what a dead owner left and checks its branch (guarantee 11).
+      this.pruneBeforeStart = false;
+      await this.pruneWorkspaces(new Set());
+      const problem = await this.verifyBranch();
+      if (problem) {
+        await this.pauseInside(
+          {
+            cause: problem,
+            resumable: true,
+            remediation: "Move the integration branch back to the recorded head (or roll back to a checkpoint), then call product.resume.",
+          },
+          "pause",
+        );
+        this.resolveIdle();
+        return;
+      }
+    }
     if (this.driving && this.phase === "executing" && sched && (await this.leaseReady())) {
       const ready = sched.next();
       if (ready.length > 0) {
@@ -267,6 +313,10 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
           delete task.endedAt;
           delete task.question;
           delete task.output;
+          // Isolation: the attempt's worktree is recorded with its running state, before it is created.
+          const workspace = await this.attemptWorkspace(task.taskId, task.attempts);
+          if (workspace) task.workspace = workspace;
+          else delete task.workspace;
           started.push(task);
           startEvents.push({ type: "task", task });
         }
@@ -278,7 +328,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       }
       if (this.running.size === 0 && this.consultations === 0 && !sched.hasRunnable()) await this.finishIfDone();
     }
-    if (results.length > 0 || events.length > 0) await this.writeHeader();
+    if (results.length > 0 || events.length > 0 || flushed.length > 0) await this.writeHeader();
     this.resolveIdle();
   }
 
@@ -312,6 +362,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         dependencyOutputs: dependencyOutputs.map((d) => ({ taskId: d.taskId, output: d.output })),
       }),
     };
+    if (task.workspace) entry.workspace = task.workspace;
     this.running.set(task.taskId, entry);
     this.latestLaunch.set(task.taskId, entry);
     const taskDef: Task = {
@@ -336,13 +387,44 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       });
       this.pump();
     };
+    // Isolation: the worker runs in the attempt's worktree (its cwd and its fs confinement root), created first.
+    const workspace = task.workspace;
+    const prepared = workspace ? this.prepareWorkspace(workspace) : Promise.resolve();
+    prepared
+      .then(
+        () => undefined,
+        (err: unknown) => `The task's worktree could not be prepared: ${err instanceof Error ? err.message : String(err)}`,
+      )
+      .then((prepareError) =>
+        prepareError !== undefined
+          ? finish({ outcome: "failed", error: prepareError })
+          : this.runWorker(task, taskDef, { ...instance, agentId }, workspace?.path ?? this.model.state.cwd, dependencyOutputs, controller, entry, finish),
+      )
+      .catch(() => undefined);
+  }
+
+  /** Runs the worker of a launched attempt in `cwd`; its result goes to `finish`. Never throws. */
+  private runWorker(
+    task: TaskState,
+    taskDef: Task,
+    instance: Instance,
+    cwd: string,
+    dependencyOutputs: { taskId: string; title: string; output: string }[],
+    controller: AbortController,
+    entry: RunningTask,
+    finish: (result: WorkerResult) => void,
+  ): void {
+    if (controller.signal.aborted) {
+      finish({ outcome: "cancelled" });
+      return;
+    }
     this.ctx.workers
       .runTask(
         {
           productId: this.productId,
           task: taskDef,
-          instance: { ...instance, agentId },
-          cwd: this.model.state.cwd,
+          instance,
+          cwd,
           attempt: task.attempts,
           dependencyOutputs,
           signal: controller.signal,
@@ -559,11 +641,15 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
               "Replay a failed task with product.replayTask, roll back with product.rollback, or mutate the plan and replay.",
           }
         : null;
+    // Isolation: the end of the integration (merge mode: into the target) is recorded with the outcome.
+    const ended = await this.endIntegration(phase === "completed");
     await this.commit([
+      ...ended,
       { type: "elapsed", elapsedMs: this.elapsedMs() },
       { type: "phase", phase, recovery },
       { type: "dialogue", role: "leader", text: summary },
     ]);
+    this.announceIntegrated();
     this.stopDriving();
     try {
       await this.writeHeader();

@@ -68,10 +68,14 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
               ...(inputHashes ? { inputHashes } : {}),
             },
             ...fingerprint,
+            // Guarantee 11: the code goes back too; the head it leaves is kept under the product's refs.
+            ...this.branchRollbackEvents(ref),
             { type: "phase", phase: "executing", recovery: null },
           ],
           { header: true },
         );
+        const problem = await this.verifyBranch();
+        if (problem) this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not moved on rollback");
       } catch (err) {
         await this.releaseLease(epoch);
         throw err;
@@ -104,7 +108,7 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
         const t = this.task(id);
         if (!t) continue;
         const fresh: TaskState = { ...t, status: "pending", attempts: 0 };
-        for (const k of ["output", "error", "startedAt", "endedAt", "question", "interruption"] as const) delete fresh[k];
+        for (const k of ["output", "error", "startedAt", "endedAt", "question", "interruption", "workspace"] as const) delete fresh[k];
         events.push({ type: "task", task: fresh });
       }
       const wasTerminal = this.phase === "completed" || this.phase === "failed";

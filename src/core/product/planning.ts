@@ -10,10 +10,10 @@ import { validatePlanGraph } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
 import { busy, invalidInput, invalidPhase } from "../errors.js";
 import type { AgentInfo, DraftPlan, LeaderPort } from "../ports.js";
-import { OrchestratorInputs } from "./inputs.js";
+import { OrchestratorWorkspaces } from "./workspaces.js";
 
-/** The planning dialogue with the leader: a layer of `ProductOrchestrator` (orchestrator.ts), on top of inputs.ts. */
-export abstract class OrchestratorPlanning extends OrchestratorInputs {
+/** The planning dialogue with the leader: a layer of `ProductOrchestrator` (orchestrator.ts), on top of workspaces.ts. */
+export abstract class OrchestratorPlanning extends OrchestratorWorkspaces {
   /** Schedules one execution wave (execution.ts). */
   protected abstract pump(): void;
 

@@ -14,8 +14,10 @@
 import { z } from "zod";
 import {
   Budget,
+  CommitId,
   Count,
   Id,
+  Isolation,
   Mutation,
   Phase,
   Plan,
@@ -24,6 +26,7 @@ import {
   TaskState,
   Timestamp,
 } from "../../../protocol/common.js";
+import { IntegrationRecord, IsolationRequest, WorkspaceEvents } from "../workspace/records.js";
 
 /** The authority project that holds cross-project indexes. */
 export const INDEX_PROJECT = "_";
@@ -43,6 +46,10 @@ export const CheckpointRef = z.object({
   seq: Count,
   completed: Count,
   total: Count,
+  /** The integration branch's head when the checkpoint was taken (isolation `worktree`; guarantee 11). */
+  integrationHead: CommitId.optional(),
+  /** Task ids merged into the integration branch at that point, in merge order. */
+  merged: z.array(Id).optional(),
 });
 export type CheckpointRef = z.infer<typeof CheckpointRef>;
 
@@ -96,10 +103,14 @@ export const ProductCreatedEvent = z.object({
   leaderAgentId: z.string().optional(),
   allowedAgents: z.array(z.string()).optional(),
   budget: Budget.optional(),
+  /** What `product.plan` asked for (isolation and integration); decided at confirmation. */
+  isolation: IsolationRequest.shape.isolation,
+  integration: IsolationRequest.shape.integration,
 });
 
 export const ProductEvent = z.discriminatedUnion("type", [
   ProductCreatedEvent,
+  ...WorkspaceEvents,
   z.object({ ...base, type: z.literal("dialogue"), role: z.enum(["user", "leader"]), text: z.string() }),
   z.object({ ...base, type: z.literal("planProposed"), plan: Plan }),
   z.object({ ...base, type: z.literal("planFailed"), error: z.string() }),
@@ -188,6 +199,13 @@ export const ProductStateSchema = z.object({
   interruptedAttempts: z.record(Id, Count).optional(),
   /** The latest recorded fingerprint (drift detection); absent for runs confirmed before fingerprints existed. */
   fingerprint: Fingerprint.optional(),
+  /** Isolation asked for by `product.plan` (until confirmation decides). */
+  isolationRequest: IsolationRequest.optional(),
+  /** Isolation decided at confirmation, and why `shared` when it is. */
+  isolation: Isolation.optional(),
+  isolationReason: z.string().optional(),
+  /** The integration branch and its state (isolation `worktree`). */
+  integration: IntegrationRecord.optional(),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });

@@ -22,6 +22,8 @@ export interface PlanParams {
   leaderAgentId?: string;
   allowedAgents?: string[];
   budget?: Budget;
+  isolation?: "worktree" | "shared";
+  integration?: { mode?: "branch" | "merge"; targetBranch?: string };
 }
 
 /** `forward: false` answers locally only (the owner applying a forwarded request must never forward it again). */
@@ -95,6 +97,8 @@ export class ProductService {
       ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
       ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
       ...(params.budget !== undefined ? { budget: params.budget } : {}),
+      ...(params.isolation !== undefined ? { isolation: params.isolation } : {}),
+      ...(params.integration !== undefined ? { integration: params.integration } : {}),
     };
     const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal };
     const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);
@@ -293,6 +297,8 @@ export class ProductService {
     // Another process executing it keeps it (conflict with its owner): deleting would pull its state away.
     if (!orchestrator.isDriving) await orchestrator.assertWritable();
     await orchestrator.shutdown();
+    // No worktree, branch or ref of the product outlives it (PROTOCOL.md section 5, Isolation and integration).
+    await orchestrator.removeWorkspaces();
     this.live.delete(productId);
     const deleted = await this.ctx.store.delete(productId);
     return { deleted };

@@ -6,6 +6,7 @@
  * event). It never performs I/O and never rejects an event: validation happens before an event is appended.
  */
 import type { Plan, Progress, TaskState, TaskStatus } from "../../../protocol/common.js";
+import { applyWorkspaceEvent, isWorkspaceEvent } from "../workspace/integration.js";
 import type { CheckpointRef, ProductEvent, ProductState } from "./records.js";
 
 /** Default number of checkpoints kept (DESIGN.md, Execution model: "History keeps the newest N (default 20)"). */
@@ -91,6 +92,10 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
   const s = model.state;
   s.seq = seq;
   s.updatedAt = event.at;
+  if (isWorkspaceEvent(event)) {
+    applyWorkspaceEvent(s, event);
+    return;
+  }
   switch (event.type) {
     case "created":
       s.productId = event.productId;
@@ -102,6 +107,12 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
       if (event.leaderAgentId !== undefined) s.leaderAgentId = event.leaderAgentId;
       if (event.allowedAgents !== undefined) s.allowedAgents = event.allowedAgents;
       s.budget = { ...(event.budget ?? {}) };
+      if (event.isolation !== undefined || event.integration !== undefined) {
+        s.isolationRequest = {
+          ...(event.isolation !== undefined ? { isolation: event.isolation } : {}),
+          ...(event.integration !== undefined ? { integration: event.integration } : {}),
+        };
+      }
       s.phase = "planning";
       s.createdAt = event.at;
       break;
@@ -186,6 +197,10 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
         completed: event.completed,
         total: event.total,
       };
+      if (s.integration) {
+        ref.integrationHead = s.integration.head;
+        ref.merged = [...s.integration.merged];
+      }
       s.checkpoints.push(ref);
       if (s.checkpoints.length > model.checkpointHistory) {
         s.checkpoints.splice(0, s.checkpoints.length - model.checkpointHistory);

@@ -9,6 +9,7 @@ import { TerminalPhases } from "../../../protocol/common.js";
 import type { Drift } from "./fingerprint.js";
 import { progressOfModel } from "./state.js";
 import { OrchestratorHistory } from "./history.js";
+import { integrationView, isolationNote } from "../workspace/integration.js";
 
 /** What `inspect()` adds to a recovery when the run's inputs drifted (issue 4, drift detection). */
 export interface DriftRecovery {
@@ -53,6 +54,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
       ...(last ? { lastCheckpointAt: last.at } : {}),
       dropped: this.dropped,
       ...(recovery ? { recovery } : {}),
+      ...this.isolationStatus(),
     };
   }
 
@@ -92,6 +94,18 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     };
     status.recovery = recovery;
     return status;
+  }
+
+  /** `isolation`, `isolationNote` and `integration` of `product.status` (PROTOCOL.md section 5); empty before confirmation. */
+  private isolationStatus(): Record<string, unknown> {
+    const s = this.model.state;
+    if (!s.isolation) return {};
+    const note = isolationNote(s, this.ctx.options.maxParallelTasks);
+    return {
+      isolation: s.isolation,
+      ...(note !== undefined ? { isolationNote: note } : {}),
+      ...(s.integration && s.isolation === "worktree" ? { integration: integrationView(s.integration) } : {}),
+    };
   }
 
   /** Guarantee 10: a paused, failed or ownerless run explains its cause and remedy in plain words. */

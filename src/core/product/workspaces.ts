@@ -1,0 +1,299 @@
+/**
+ * Isolation and integration of a product's tasks (DESIGN.md guarantee 11; PROTOCOL.md section 5, Isolation and
+ * integration), as steps of the orchestrator: choose the isolation at confirmation, give each task attempt a worktree
+ * based on the integration head, commit and merge its result, keep failed attempts' commits, verify a recorded step
+ * after a crash, prune what a dead owner left, end the integration, move the branch on rollback, and remove it all on
+ * delete.
+ *
+ * Every step that moves a ref is recorded as an event first (`commit`), and every move is a compare-and-swap through
+ * `WorkspacePort`. The decisions themselves are pure functions of src/core/workspace/. This file must never import I/O.
+ */
+import type { TaskState, TaskWorkspace } from "../../../protocol/common.js";
+import type { WorkspacePort } from "../ports.js";
+import {
+  attemptBase,
+  attemptMessage,
+  attemptRef,
+  chooseIsolation,
+  conflictError,
+  integrationRef,
+  integrationView,
+  keptHeadRef,
+  mergeMessage,
+  pendingOutcome,
+  productRefPrefix,
+} from "../workspace/integration.js";
+import type { IntegrationRecord, PendingIntegration } from "../workspace/records.js";
+import type { NewEvent } from "./base.js";
+import { OrchestratorInputs } from "./inputs.js";
+import type { CheckpointRef } from "./records.js";
+
+/** What integrating a completed attempt gave: events to record with its completion, or the failure. */
+export type IntegrationResult =
+  | { ok: true; events: NewEvent[]; workspace?: TaskWorkspace; integrated?: { commit: string; changedFiles: string[] } }
+  | { ok: false; error: string; workspace?: TaskWorkspace };
+
+/** Isolation and integration steps: a layer of `ProductOrchestrator` (orchestrator.ts), on top of inputs.ts. */
+export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
+  /** The port and the integration record when this product runs with worktree isolation, else `null`. */
+  protected isolated(): { port: WorkspacePort; integration: IntegrationRecord } | null {
+    const s = this.model.state;
+    const port = this.ctx.workspaces;
+    if (!port || s.isolation !== "worktree" || !s.integration) return null;
+    return { port, integration: s.integration };
+  }
+
+  /** The `workspaceChosen` event for confirmation: inspects `cwd` (reads only). */
+  protected async chooseWorkspace(): Promise<NewEvent> {
+    const s = this.model.state;
+    const info = this.ctx.workspaces
+      ? await this.ctx.workspaces.inspect(s.cwd)
+      : { kind: "none" as const, reason: "This server has no git workspace adapter, so tasks share cwd." };
+    const o = this.ctx.options;
+    const requested = s.isolationRequest;
+    const isolation = requested?.isolation ?? o.isolation;
+    const integration = requested?.integration ?? o.integration;
+    const choice = chooseIsolation(
+      this.productId,
+      { ...(isolation !== undefined ? { isolation } : {}), ...(integration !== undefined ? { integration } : {}) },
+      info,
+    );
+    return {
+      type: "workspaceChosen",
+      isolation: choice.isolation,
+      ...(choice.reason !== undefined ? { reason: choice.reason } : {}),
+      ...(choice.integration ? { integration: choice.integration } : {}),
+    };
+  }
+
+  /**
+   * Makes sure the integration branch is where the state says (created at confirmation; a rollback's recorded move
+   * finished). Returns a plain-words problem when it is somewhere else (someone moved it): nothing is overwritten.
+   */
+  protected async verifyBranch(): Promise<string | null> {
+    const iso = this.isolated();
+    if (!iso) return null;
+    const { port, integration } = iso;
+    const cwd = this.model.state.cwd;
+    const ref = integrationRef(this.productId);
+    const current = await port.readRef(cwd, ref);
+    if (current === integration.head) return null;
+    if (current === null && (await port.moveRef(cwd, ref, integration.head, null))) return null;
+    const moving = integration.moving;
+    if (moving && current === moving.from && moving.to === integration.head) {
+      await port.moveRef(cwd, moving.keptAs, moving.from, null);
+      if (await port.moveRef(cwd, ref, moving.to, moving.from)) return null;
+    }
+    const pending = integration.pending;
+    if (pending && (current === pending.to || current === pending.from)) return null; // settled by recoverPending
+    return `The integration branch ${integration.branch} is at ${current ?? "(missing)"}, not at the recorded head ${integration.head}: something else moved it.`;
+  }
+
+  /**
+   * After a crash: settles a merge that was recorded (`integrating`) but not confirmed. Returns the events to record:
+   * the task's integration and completion when the branch moved (or could be moved now from the expected head), else
+   * the attempt's commit kept and nothing integrated. Call inside `exclusive`.
+   */
+  protected async recoverPending(): Promise<NewEvent[]> {
+    const iso = this.isolated();
+    const pending = iso?.integration.pending;
+    if (!iso || !pending) return [];
+    const cwd = this.model.state.cwd;
+    await iso.port.moveRef(cwd, pending.ref, pending.commit, null);
+    let outcome = pendingOutcome(pending, await iso.port.readRef(cwd, integrationRef(this.productId)));
+    if (outcome === "notMoved" && (await iso.port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from))) {
+      outcome = "moved";
+    }
+    if (outcome !== "moved") {
+      return [{ type: "attemptKept", taskId: pending.taskId, attempt: pending.attempt, commit: pending.commit, ref: pending.ref, files: [] }];
+    }
+    const events: NewEvent[] = [this.integratedEvent(pending)];
+    const task = this.task(pending.taskId);
+    if (task && task.status === "running" && task.attempts === pending.attempt) {
+      const done: TaskState = { ...task, status: "completed", output: pending.output, endedAt: this.now() };
+      delete done.error;
+      delete done.interruption;
+      if (done.workspace) done.workspace = { ...done.workspace, commit: pending.commit, changedFiles: pending.changedFiles };
+      events.push(pending.inputHash !== undefined ? { type: "task", task: done, inputHash: pending.inputHash } : { type: "task", task: done });
+    }
+    return events;
+  }
+
+  private integratedEvent(p: PendingIntegration): NewEvent {
+    return { type: "taskIntegrated", taskId: p.taskId, attempt: p.attempt, commit: p.commit, head: p.to, changedFiles: p.changedFiles };
+  }
+
+  /** The worktree a new attempt of `taskId` gets (recorded with its `running` state before the worktree exists). */
+  protected async attemptWorkspace(taskId: string, attempt: number): Promise<TaskWorkspace | undefined> {
+    const iso = this.isolated();
+    if (!iso) return undefined;
+    return {
+      path: await iso.port.attemptPath(this.model.state.cwd, this.productId, taskId, attempt),
+      branch: attemptRef(this.productId, taskId, attempt),
+      baseCommit: attemptBase(iso.integration),
+    };
+  }
+
+  /** Creates the attempt's worktree (after its `running` state was recorded). Throws with a plain message. */
+  protected async prepareWorkspace(ws: TaskWorkspace): Promise<void> {
+    const port = this.ctx.workspaces;
+    if (!port) throw new Error("No workspace adapter is configured.");
+    await port.prepare(this.model.state.cwd, ws.path, ws.baseCommit);
+  }
+
+  /**
+   * Integrates a completed attempt (inside `exclusive`, one at a time: merges are serialised): commits its changes
+   * (none → no commit), records the merge (`integrating`) BEFORE keeping the commit and moving the branch by
+   * compare-and-swap, and returns the `taskIntegrated` event to record with the task's completion. A conflict records
+   * `attemptKept` (the commit stays under the product's refs) and fails the attempt naming the files.
+   */
+  protected async integrateAttempt(task: TaskState, output: string, inputHash: string): Promise<IntegrationResult> {
+    const iso = this.isolated();
+    const ws = task.workspace;
+    if (!iso || !ws) return { ok: true, events: [] };
+    const { port, integration } = iso;
+    const cwd = this.model.state.cwd;
+    let captured;
+    try {
+      captured = await port.capture(ws.path, attemptMessage(this.productId, task, task.attempts));
+    } catch (err) {
+      return { ok: false, error: `The task's changes could not be committed: ${message(err)}`, workspace: ws };
+    }
+    if (captured.commit === null) return { ok: true, events: [], workspace: { ...ws, changedFiles: [] } };
+    const withCommit: TaskWorkspace = { ...ws, commit: captured.commit, changedFiles: captured.changedFiles };
+    const head = integration.head;
+    let merge;
+    try {
+      merge = await port.merge(cwd, head, captured.commit, mergeMessage(this.productId, `task ${task.taskId} (attempt ${task.attempts})`));
+    } catch (err) {
+      merge = { kind: "error" as const, error: message(err) };
+    }
+    if (merge.kind === "conflict" || merge.kind === "error") {
+      await this.commit([
+        { type: "attemptKept", taskId: task.taskId, attempt: task.attempts, commit: captured.commit, ref: ws.branch, files: merge.kind === "conflict" ? merge.files : [] },
+      ]);
+      await port.moveRef(cwd, ws.branch, captured.commit, null);
+      const error =
+        merge.kind === "conflict" ? conflictError(merge.files) : `The task's commit could not be merged: ${merge.error}`;
+      return { ok: false, error, workspace: withCommit };
+    }
+    const pending: PendingIntegration = {
+      taskId: task.taskId,
+      attempt: task.attempts,
+      commit: captured.commit,
+      changedFiles: captured.changedFiles,
+      ref: ws.branch,
+      from: head,
+      to: merge.commit,
+      output,
+      inputHash,
+    };
+    await this.commit([{ type: "integrating", pending }]);
+    await port.moveRef(cwd, ws.branch, captured.commit, null);
+    if (!(await port.moveRef(cwd, integrationRef(this.productId), merge.commit, head))) {
+      const files: string[] = [];
+      await this.commit([{ type: "attemptKept", taskId: task.taskId, attempt: task.attempts, commit: captured.commit, ref: ws.branch, files }]);
+      return { ok: false, error: `The integration branch ${integration.branch} moved while task ${task.taskId} was being merged; nothing was overwritten.`, workspace: withCommit };
+    }
+    return {
+      ok: true,
+      events: [this.integratedEvent(pending)],
+      workspace: withCommit,
+      integrated: { commit: captured.commit, changedFiles: captured.changedFiles },
+    };
+  }
+
+  /** Removes an attempt's worktree; failures are logged (a later resume prunes leftovers). */
+  protected async releaseWorkspace(ws: TaskWorkspace | undefined): Promise<void> {
+    const port = this.ctx.workspaces;
+    if (!port || !ws) return;
+    try {
+      await port.release(this.model.state.cwd, ws.path);
+    } catch (err) {
+      this.ctx.logger.warn({ productId: this.productId, path: ws.path, err: message(err) }, "could not remove a worktree");
+    }
+  }
+
+  /** Removes worktrees of this product that no running attempt of this process uses (a dead owner's leftovers). */
+  protected async pruneWorkspaces(inUse: ReadonlySet<string>): Promise<void> {
+    const port = this.ctx.workspaces;
+    if (!port || this.model.state.isolation !== "worktree") return;
+    try {
+      for (const path of await port.leftovers(this.model.state.cwd, this.productId)) {
+        if (!inUse.has(path)) await port.release(this.model.state.cwd, path);
+      }
+    } catch (err) {
+      this.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not prune worktrees");
+    }
+  }
+
+  /**
+   * The end of a worktree product (inside `exclusive`, before its terminal phase is recorded): `branch` mode leaves
+   * the result on the integration branch; `merge` mode records the intent, then merges into the target (fast-forward
+   * or merge commit, never a rewrite). Returns the events to record with the phase; `[]` without isolation.
+   */
+  protected async endIntegration(completed: boolean): Promise<NewEvent[]> {
+    const iso = this.isolated();
+    if (!iso) return [];
+    const { port, integration } = iso;
+    if (integration.mode === "branch") return [{ type: "integrationEnded", state: "integrated" }];
+    if (!completed || !integration.targetBranch) return [{ type: "integrationEnded", state: "pending" }];
+    await this.commit([{ type: "integrationEnded", state: "integrating" }]);
+    try {
+      const result = await port.integrateInto(
+        this.model.state.cwd,
+        integration.targetBranch,
+        integration.head,
+        mergeMessage(this.productId, `${integration.branch} into ${integration.targetBranch}`),
+      );
+      return result.state === "integrated"
+        ? [{ type: "integrationEnded", state: "integrated", targetHead: result.head }]
+        : [{ type: "integrationEnded", state: "conflict", files: result.files }];
+    } catch (err) {
+      this.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not merge into the target branch");
+      return [{ type: "integrationEnded", state: "conflict", files: [] }];
+    }
+  }
+
+  /** Tells the client how the integration ended (`product.integrated`), after it was recorded. */
+  protected announceIntegrated(): void {
+    const integration = this.model.state.integration;
+    if (this.model.state.isolation !== "worktree" || !integration) return;
+    this.ctx.notifier.notify("product.integrated", { productId: this.productId, integration: integrationView(integration) });
+  }
+
+  /**
+   * Rollback of the code (guarantee 11): the event that moves the integration branch back to the checkpoint's head,
+   * keeping the head it leaves under the product's refs. `[]` when there is nothing to move.
+   */
+  protected branchRollbackEvents(ref: CheckpointRef): NewEvent[] {
+    const iso = this.isolated();
+    if (!iso || !ref.integrationHead || ref.integrationHead === iso.integration.head) return [];
+    return [
+      {
+        type: "branchMoved",
+        from: iso.integration.head,
+        to: ref.integrationHead,
+        keptAs: keptHeadRef(this.productId, iso.integration.kept + 1),
+        merged: [...(ref.merged ?? [])],
+      },
+    ];
+  }
+
+  /** Removes every worktree, the integration branch and the product's refs (`product.delete`). Best effort, logged. */
+  async removeWorkspaces(): Promise<void> {
+    const port = this.ctx.workspaces;
+    const s = this.model.state;
+    if (!port || s.isolation !== "worktree") return;
+    try {
+      await this.pruneWorkspaces(new Set());
+      await port.deleteRefs(s.cwd, [integrationRef(this.productId)], productRefPrefix(this.productId));
+    } catch (err) {
+      this.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not remove the product's branches");
+    }
+  }
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
