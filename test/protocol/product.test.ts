@@ -227,6 +227,10 @@ describe("product notifications", () => {
     "product.budgetExceeded": { usedTokens: 101, maxTotalTokens: 100, reason: "token budget exceeded" },
     "product.checkpoint": { checkpointId: "ckp_1", at: "2025-01-01T00:00:00.000Z" },
     "product.persistenceError": { projectId: "proj", error: "disk full" },
+    "product.taskIntegrated": { taskId: "t1", commit: "a".repeat(40), changedFiles: ["notes/t1.md"] },
+    "product.integrated": {
+      integration: { mode: "branch", branch: "acp/prd_1", head: "b".repeat(40), state: "integrated", merged: ["t1"] },
+    },
     "product.completed": { projectId: "proj", phase: "completed", summary: "All 3 tasks completed." },
   };
 

@@ -105,6 +105,10 @@ const BUSY =
   "the built-in heuristic leader finishes a turn within one event-loop turn and the server dispatches one inbound " +
   "message per turn (vscode-jsonrpc), so no request can observe a running leader turn";
 
+const WORKTREE =
+  "sent only with worktree isolation, which needs a git repository with a commit as cwd; the corpus runs in plain " +
+  "temporary folders (covered over real stdio by test/e2e/worktrees.test.ts)";
+
 /** Not coverable deterministically against a fresh server: item id → reason (also in protocol/TRANSCRIPTS.md). */
 const NOT_COVERED: Readonly<Record<string, string>> = {
   "error -32603 (internal error)": "a bug by definition (PROTOCOL.md section 3); nothing in the contract triggers it",
@@ -112,6 +116,8 @@ const NOT_COVERED: Readonly<Record<string, string>> = {
   "product.message → -32011": BUSY,
   "server sends product.leaderAsk": "the heuristic leader never asks questions (it plans from the goal text alone)",
   "server sends product.planFailed": "the heuristic leader always produces a valid plan",
+  "server sends product.taskIntegrated": WORKTREE,
+  "server sends product.integrated": WORKTREE,
 };
 
 function loadCoverage(): { coverage: Coverage; files: string[] } {
