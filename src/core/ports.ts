@@ -314,19 +314,56 @@ export interface WorkerRequest {
   signal: AbortSignal;
 }
 
+/** A worker permission request that was refused (PROTOCOL.md section 5, `TaskState.refusedPermissions`). */
+export interface RefusedPermission {
+  /** ACP tool kind of the refused tool call (`other` when nobody said). */
+  kind: string;
+  /** One-line title of the refused tool call. */
+  title: string;
+  /** Who refused: the configured permission policy, or the client (the IDE of the product's ACP session). */
+  by: "policy" | "client";
+}
+
 export interface WorkerEvents {
   /** Agent message text (`product.taskOutputDelta`). */
   onText(text: string): void;
-  /** A tool call the agent reported (`product.agentActivity`). */
-  onActivity(toolName: string): void;
-  /** Token usage the agent reported (integers, tokens). Without reports the core estimates 4 characters per token. */
+  /**
+   * A tool call the agent reported (`product.agentActivity`): `toolName` is its one-line title. Called once per tool
+   * call, and again with the same `toolCallId` each time its title changes.
+   */
+  onActivity(toolName: string, toolCallId?: string): void;
+  /**
+   * Token usage the agent reported for a prompt it answered (integers, tokens). Without reports the core estimates
+   * 4 characters per token (labelled `estimated`).
+   */
   onUsage(usage: { inputTokens: number; outputTokens: number }): void;
+  /** A permission request of the worker was refused (by the policy or by the client). Kept on the task. */
+  onPermissionRefused?(refusal: RefusedPermission): void;
 }
+
+/**
+ * Why a failed attempt failed, when the core must treat it specially:
+ * - `configuration`: retrying cannot help (missing command, authentication required, the agent refused `initialize`
+ *   or `session/new`): the product pauses with a recovery naming the agent and the fix (DESIGN.md "Processes").
+ * - `permission`: the turn ended after the permission policy refused an action: not retried under the same policy.
+ */
+export type WorkerFailureKind = "configuration" | "permission";
 
 export type WorkerResult =
   | { outcome: "completed"; output: string }
-  | { outcome: "failed"; error: string }
-  | { outcome: "cancelled" }
+  | {
+      outcome: "failed";
+      error: string;
+      kind?: WorkerFailureKind;
+      /** For `configuration`: what the operator should do, in plain words, naming the agent. */
+      remediation?: string;
+      /** The agent this attempt ran on. */
+      agentId?: string;
+      /** False when the attempt failed before a prompt was sent: nothing is charged for it. */
+      prompted?: boolean;
+    }
+  /** `prompted: false`: stopped before a prompt was sent (nothing is charged). */
+  | { outcome: "cancelled"; prompted?: boolean }
   /** The worker needs an answer before it can go on (DESIGN.md guarantee 8). */
   | { outcome: "waiting"; question: string };
 

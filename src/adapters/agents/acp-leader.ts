@@ -10,11 +10,12 @@
  * does not serve (no fs, no terminal; the leader's permission requests are always refused), never hand the core an
  * answer that did not validate, and never leave a child running after `close()` or after the server process exits.
  */
-import { spawn } from "node:child_process";
-import type { ChildProcess } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
-import { delay, killTree, trackChild } from "./child-processes.js";
+import { AgentProcess, delay } from "./agent-process.js";
+import type { AgentExit } from "./agent-process.js";
+import { handshakeConfigurationError, unknownAuthMethodError } from "./agent-errors.js";
+import type { StartStage } from "./agent-errors.js";
 import type { ClientConnection, SessionNotification, StopReason } from "@agentclientprotocol/sdk";
 import { z } from "zod";
 import { Id, Mutation, Plan } from "../../../protocol/common.js";
@@ -41,7 +42,8 @@ import type {
   PlanRequest,
   PlanResult,
 } from "../../core/ports.js";
-import { choosePermission, META_KEY } from "./acp-worker.js";
+import { META_KEY } from "./task-brief.js";
+import { choosePermission } from "./worker-permissions.js";
 import {
   assessPrompt,
   checklistPrompt,
@@ -478,10 +480,7 @@ function abortReason(signal: AbortSignal): unknown {
 // ===============================================================================================================
 // One conversation: one child process, one ACP session
 
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
+type Exit = AgentExit;
 
 interface TurnMeta {
   kind: LeaderTurnKind;
@@ -514,8 +513,8 @@ const STDERR_TAIL_CHARS = 2_048;
  * a kill, a timeout or an unanswered cancel the conversation is dead and the owner replaces it.
  */
 class LeaderConversation {
-  private child: ChildProcess | undefined;
-  private exited: Promise<Exit> | undefined;
+  private child: AgentProcess | undefined;
+  private exited: Promise<AgentExit> | undefined;
   private closedIo: Promise<void> | undefined;
   private connection: ClientConnection | undefined;
   private sessionId: string | undefined;
@@ -558,14 +557,13 @@ class LeaderConversation {
 
   private start(): Promise<void> {
     const { spec, agentId } = this.options;
-    let child: ChildProcess;
+    let child: AgentProcess;
     try {
-      child = spawn(spec.command, spec.args, {
+      child = AgentProcess.spawn({
+        command: spec.command,
+        args: spec.args,
         cwd: spec.cwd ?? this.options.cwd,
-        env: { ...process.env, ...spec.env },
-        stdio: ["pipe", "pipe", "pipe"],
-        detached: true, // own process group: killTree stops a wrapper and the agent it spawned together
-        windowsHide: true,
+        env: spec.env,
       });
     } catch (error) {
       this.dead = true;
@@ -574,38 +572,22 @@ class LeaderConversation {
       );
     }
     this.child = child;
-    trackChild(child);
-    const spawnError = new Promise<Error>((resolve) => child.once("error", resolve));
-    void spawnError.then((error) => {
-      if (child.pid === undefined) this.spawnFailure = `${spec.command}: ${error.message}`;
+    const spawnError = child.spawnFailed;
+    void spawnError.then((failure) => {
+      this.spawnFailure = `${spec.command}: ${failure.message}`;
+      this.dead = true;
     });
-    this.exited = new Promise<Exit>((resolve) => {
-      child.once("exit", (code, sig) => {
-        this.dead = true;
-        resolve({ code, signal: sig });
-      });
-      child.once("error", () => {
-        if (child.pid === undefined) {
-          this.dead = true;
-          resolve({ code: null, signal: null });
-        }
-      });
+    this.exited = child.exited.then((exit) => {
+      this.dead = true;
+      return exit;
     });
-    this.closedIo = new Promise<void>((resolve) => {
-      child.once("close", () => resolve());
-      child.once("error", () => {
-        if (child.pid === undefined) resolve();
-      });
-    });
-    child.stdin?.on("error", (error) => this.log.debug({ error: error.message }, "leader stdin error"));
-    child.stdout?.on("error", (error) => this.log.debug({ error: error.message }, "leader stdout error"));
-    child.stderr?.setEncoding("utf8");
-    child.stderr?.on("data", (chunk: string) => {
+    this.closedIo = child.closed;
+    child.stdin.on("error", (error) => this.log.debug({ error: error.message }, "leader stdin error"));
+    child.stdout.on("error", (error) => this.log.debug({ error: error.message }, "leader stdout error"));
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (chunk: string) => {
       this.stderrTail = (this.stderrTail + chunk).slice(-4 * STDERR_TAIL_CHARS);
     });
-    if (child.stdin === null || child.stdout === null) {
-      return Promise.reject(new Error("leader agent stdio is not piped"));
-    }
     this.log.debug({ pid: child.pid, command: spec.command, args: spec.args }, "leader agent started");
     const app = client({ name: this.options.clientName })
       .onNotification(methods.client.session.update, ({ params }) => this.onUpdate(params))
@@ -624,6 +606,8 @@ class LeaderConversation {
       ),
     );
     this.connection = connection;
+    let stage: StartStage = "initialize";
+    let authMethods: { id: string; name?: string }[] = [];
     const handshake = (async () => {
       const init = await connection.agent.request(methods.agent.initialize, {
         protocolVersion: PROTOCOL_VERSION,
@@ -635,17 +619,34 @@ class LeaderConversation {
           `leader agent "${agentId}" speaks ACP protocol version ${init.protocolVersion}, not ${PROTOCOL_VERSION}`,
         );
       }
+      authMethods = (init.authMethods ?? []).map((m) => ({ id: m.id, name: m.name }));
+      if (spec.auth !== undefined && authMethods.length > 0) {
+        if (!authMethods.some((m) => m.id === spec.auth?.methodId)) {
+          throw unknownAuthMethodError(agentId, spec.auth.methodId, authMethods);
+        }
+        stage = "authenticate";
+        await connection.agent.request(methods.agent.authenticate, { methodId: spec.auth.methodId });
+      }
+      stage = "session/new";
       const session = await connection.agent.request(methods.agent.session.new, {
         cwd: this.options.cwd,
         mcpServers: [],
       });
       this.sessionId = session.sessionId;
-    })();
+    })().catch((error: unknown) => {
+      // A refused handshake is a configuration error: say what to fix (DESIGN.md "Processes").
+      const configuration = handshakeConfigurationError(agentId, stage, error, authMethods);
+      if (configuration === undefined) throw error;
+      throw new Error(`${configuration.message} ${configuration.remediation}`);
+    });
     // Whichever comes first: the handshake, a spawn failure, or an exit.
     return Promise.race([
       handshake,
-      spawnError.then((error) => {
-        throw new Error(`could not start leader agent "${agentId}" (${spec.command}): ${error.message}`);
+      spawnError.then((failure) => {
+        throw new Error(
+          `could not start leader agent "${agentId}" (${spec.command}): ${failure.message}. Install it, or fix ` +
+            `"command" of agent "${agentId}" in the agent configuration.`,
+        );
       }),
       this.exited.then(async (exit) => {
         throw new Error(await this.exitMessage(exit, "before its session was ready"));
@@ -793,52 +794,37 @@ class LeaderConversation {
   private async exitMessage(exit: Exit, when: string): Promise<string> {
     if (this.closedIo !== undefined) await Promise.race([this.closedIo, delay(Math.min(500, this.options.graceMs))]);
     const how =
-      exit.signal !== null
-        ? `was killed by ${exit.signal}`
-        : exit.code === null
-          ? `could not be started (${this.spawnFailure ?? this.options.spec.command})`
-          : exit.code === 0
-            ? "exited (code 0)"
-            : `crashed (exit code ${exit.code})`;
+      this.child?.spawnFailure !== undefined || this.spawnFailure !== undefined
+        ? `could not be started (${this.spawnFailure ?? `${this.options.spec.command}: ${this.child?.spawnFailure?.message ?? ""}`})`
+        : exit.signal !== null
+          ? `was killed by ${exit.signal}`
+          : exit.code === null
+            ? `could not be started (${this.spawnFailure ?? this.options.spec.command})`
+            : exit.code === 0
+              ? "exited (code 0)"
+              : `crashed (exit code ${exit.code})`;
     const tail = this.stderrTail.trim().slice(-STDERR_TAIL_CHARS);
     return `the leader agent "${this.options.agentId}" ${how} ${when}${tail === "" ? "" : ` — stderr tail: ${tail}`}`;
   }
 
-  /** Marks the conversation dead and ends its process: SIGTERM, `graceMs`, SIGKILL. Resolves once it has exited. */
+  /** Marks the conversation dead and SIGKILLs its process group. Resolves once it (and all it started) is gone. */
   private async kill(): Promise<void> {
     this.dead = true;
     const child = this.child;
-    const exited = this.exited;
-    if (child === undefined || exited === undefined || child.pid === undefined) return;
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    killTree(child, "SIGTERM");
-    if (await Promise.race([exited.then(() => true), delay(this.options.graceMs).then(() => false)])) {
-      killTree(child, "SIGKILL"); // the wrapper exited on SIGTERM: a descendant that ignored it must not linger
-      return;
-    }
-    this.log.warn({ pid: child.pid }, "leader agent ignored SIGTERM; sending SIGKILL");
-    killTree(child, "SIGKILL");
-    await exited;
+    if (child === undefined || child.gone) return;
+    await child.kill();
   }
 
   /**
-   * Ends the conversation: closes stdin and gives the agent `graceMs` to exit, then SIGTERM, `graceMs`, SIGKILL. A
-   * running turn rejects ("was closed"). Resolves once the process has exited. Idempotent.
+   * Ends the conversation: closes stdin and signals the agent's group at once (SIGTERM, then SIGKILL after
+   * `graceMs`): a leader between turns owes nothing. A running turn rejects ("was closed"). Resolves once the process
+   * and everything it started are gone. Idempotent.
    */
   close(): Promise<void> {
     this.closing ??= (async () => {
       this.dead = true;
       const child = this.child;
-      const exited = this.exited;
-      if (child === undefined || exited === undefined || child.pid === undefined) return;
-      const gone = (): boolean => child.exitCode !== null || child.signalCode !== null;
-      try {
-        child.stdin?.end();
-      } catch {
-        // already closed
-      }
-      if (!gone()) await Promise.race([exited, delay(this.options.graceMs)]);
-      if (!gone()) await this.kill();
+      if (child !== undefined) await child.stop(this.options.graceMs);
       this.connection?.close();
     })();
     return this.closing;

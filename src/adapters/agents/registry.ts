@@ -36,6 +36,11 @@ export const AgentConfigEntry = z
     env: z.record(z.string(), z.string()).default({}),
     /** Free-form hints for the leader's assignment, e.g. `["typescript", "tests"]`. */
     strengths: z.array(z.string().min(1).max(200)).default([]),
+    /**
+     * ACP authentication: when the agent advertises auth methods in `initialize`, the client calls `authenticate`
+     * with this `methodId` before opening a session (issue 11). Absent: no `authenticate` call.
+     */
+    auth: z.object({ methodId: z.string().min(1).max(200) }).strict().optional(),
   })
   .strict();
 export type AgentConfigEntry = z.infer<typeof AgentConfigEntry>;
@@ -77,6 +82,11 @@ export const PermissionPolicy = z.union(
   { error: 'must be "deny", "allow", or {"default": "deny"|"allow", "rules": {<tool kind>: "deny"|"allow"}}' },
 );
 export type PermissionPolicy = z.infer<typeof PermissionPolicy>;
+
+/** The policy in words for messages: `"deny"`, or its JSON for per-kind rules. Pure. */
+export function describePolicy(policy: PermissionPolicy): string {
+  return typeof policy === "string" ? `"${policy}"` : JSON.stringify(policy);
+}
 
 /** The decision of `policy` for a request of tool kind `kind` (`undefined`/`null` = `other`). Pure. */
 export function permissionDecision(policy: PermissionPolicy, kind: string | null | undefined): PermissionDecision {
@@ -124,6 +134,13 @@ export const AgentConfigFile = z
       .min(1)
       .max(7 * 24 * 3_600_000)
       .optional(),
+    /** Wall-time limit of starting a worker (spawn, `initialize`, `authenticate`, `session/new`), ms. Default 60 s. */
+    startTimeoutMs: z
+      .number()
+      .int()
+      .min(1)
+      .max(24 * 3_600_000)
+      .optional(),
     permissions: PermissionPolicy.optional(),
     /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
     isolation: z.enum(["worktree", "shared"]).optional(),
@@ -155,6 +172,8 @@ export interface LaunchSpec {
   env: Record<string, string>;
   /** Working directory of the process; when absent the caller uses the task's workspace. */
   cwd?: string;
+  /** The auth method to use when the agent advertises any (`authenticate {methodId}`). */
+  auth?: { methodId: string };
 }
 
 /** The result of `loadAgentConfig`: the validated config and the file it came from (`null` = none, defaults). */
@@ -278,7 +297,12 @@ export class AgentRegistry implements AgentDirectory {
         role: agent.role,
         strengths: [...agent.strengths],
       });
-      this.specs.set(agent.agentId, { command: agent.command, args: [...agent.args], env: { ...agent.env } });
+      this.specs.set(agent.agentId, {
+        command: agent.command,
+        args: [...agent.args],
+        env: { ...agent.env },
+        ...(agent.auth !== undefined ? { auth: { ...agent.auth } } : {}),
+      });
     }
     this.infos.set(BUILTIN_WORKER_AGENT_ID, { ...BUILTIN_WORKER_INFO, strengths: [...BUILTIN_WORKER_INFO.strengths] });
     this.specs.set(BUILTIN_WORKER_AGENT_ID, builtinWorkerLaunchSpec());
@@ -305,6 +329,11 @@ export class AgentRegistry implements AgentDirectory {
   launchSpec(agentId: string): LaunchSpec {
     const spec = this.specs.get(agentId);
     if (spec === undefined) throw new Error(`Unknown agent "${agentId}": it is not in the agent registry.`);
-    return { ...spec, args: [...spec.args], env: { ...spec.env } };
+    return {
+      ...spec,
+      args: [...spec.args],
+      env: { ...spec.env },
+      ...(spec.auth !== undefined ? { auth: { ...spec.auth } } : {}),
+    };
   }
 }

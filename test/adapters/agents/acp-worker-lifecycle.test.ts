@@ -62,7 +62,7 @@ describe("AcpWorkerPool cancellation, timeout and shutdown", () => {
     expect(logger.entries.map((e) => e.msg)).not.toContain("agent still running; sending SIGTERM");
   });
 
-  it("kills an agent that ignores session/cancel and SIGTERM: SIGKILL after two grace periods", async () => {
+  it("kills an agent that ignores session/cancel and SIGTERM: SIGKILL after one grace period", async () => {
     const controller = new AbortController();
     const running = makePool().runTask(taskRequest("wedged", cwd, { signal: controller.signal }), recorder().events);
     const pid = await pidFile("hanging-agent", cwd);
@@ -71,16 +71,15 @@ describe("AcpWorkerPool cancellation, timeout and shutdown", () => {
     controller.abort();
     expect(await running).toEqual({ outcome: "cancelled" });
     const elapsed = Date.now() - t0;
-    expect(elapsed).toBeGreaterThanOrEqual(2 * GRACE_MS - 20);
-    expect(elapsed).toBeLessThan(2 * GRACE_MS + 1_500);
+    // The grace is for the cancelled prompt to answer; an agent that did not gets SIGKILL at once.
+    expect(elapsed).toBeGreaterThanOrEqual(GRACE_MS - 20);
+    expect(elapsed).toBeLessThan(GRACE_MS + 1_500);
     expect(() => process.kill(pid, 0)).toThrow();
   });
 
   it("fails with 'timed out after N ms' when a task runs past taskTimeoutMs", async () => {
-    const t0 = Date.now();
     const result = await makePool({ taskTimeoutMs: 800 }).runTask(taskRequest("hanging", cwd), recorder().events);
     expect(result.outcome === "failed" && result.error).toMatch(/^timed out after 800 ms — stderr tail: /);
-    expect(Date.now() - t0).toBeLessThan(800 + GRACE_MS + 1_000);
   });
 
   it("shutdown stops every running task and resolves only once every child has exited", async () => {

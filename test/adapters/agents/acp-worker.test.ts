@@ -111,22 +111,42 @@ describe("AcpWorkerPool outcomes", () => {
   it("fails, never throws, when the agent cannot be started or is not in the registry", async () => {
     const p = makePool();
     const missing = await p.runTask(taskRequest("missing", cwd), recorder().events);
-    expect(missing.outcome === "failed" && missing.error).toMatch(/^could not start agent "missing" \(.*\): .*ENOENT/);
+    // A missing command is a configuration error: no retry helps, the remediation names the agent and the fix.
+    expect(missing).toMatchObject({
+      outcome: "failed",
+      kind: "configuration",
+      agentId: "missing",
+      prompted: false,
+      error: expect.stringMatching(/^Could not start agent "missing": the command ".*no-such-agent" was not found\.$/),
+      remediation: expect.stringContaining('fix "command" of agent "missing"'),
+    });
     const unknown = await p.runTask(taskRequest("nobody", cwd), recorder().events);
-    expect(unknown).toEqual({ outcome: "failed", error: 'Unknown agent "nobody": it is not in the agent registry.' });
+    expect(unknown).toEqual({
+      outcome: "failed",
+      error: 'Unknown agent "nobody": it is not in the agent registry.',
+      prompted: false,
+    });
   });
 
-  it("reports tool calls and usage, and denies permission requests by default", async () => {
+  it("reports tool calls and the response's usage, and a refusal by the default policy fails the task", async () => {
     const rec = recorder();
-    const result = await makePool().runTask(taskRequest("reporting", cwd), rec.events);
-    expect(rec.activities).toEqual(["Run tests", "search"]);
-    // usage_update growth (1000, then +200), then the response's totals reconcile the sum to 1500 in / 300 out.
-    expect(rec.usage).toEqual([
-      { inputTokens: 1_000, outputTokens: 0 },
-      { inputTokens: 200, outputTokens: 0 },
-      { inputTokens: 300, outputTokens: 300 },
+    const refusals: unknown[] = [];
+    const result = await makePool().runTask(taskRequest("reporting", cwd), {
+      ...rec.events,
+      onPermissionRefused: (r) => refusals.push(r),
+    });
+    expect(rec.activities).toEqual([
+      "Run tests",
+      "search",
+      'Edit config.json (edit): refused by the permission policy "deny"',
     ]);
-    expect(result).toEqual({ outcome: "completed", output: "permission: no\nAll tests pass.\n" });
+    // usage_update (a context size) is not consumption: only the prompt response's totals count.
+    expect(rec.usage).toEqual([{ inputTokens: 1_500, outputTokens: 300 }]);
+    expect(refusals).toEqual([{ kind: "edit", title: "Edit config.json", by: "policy" }]);
+    expect(result).toMatchObject({ outcome: "failed", kind: "permission", prompted: true });
+    expect(result.outcome === "failed" && result.error).toMatch(
+      /^The permission policy "deny" refused edit "Edit config.json" to agent "reporting"/,
+    );
   });
 
   it("allows permission requests when built with permissions: allow", async () => {

@@ -82,7 +82,9 @@ describe("WorkspaceFs reads", () => {
       expect(error.code, path).toBe(FS_ERROR_CODES.refused);
       expect(error.data, path).toEqual({ path, reason, workspace: root });
     }
-    expect((await refusal(fs.readTextFile("/etc/passwd"))).message).toBe(`Refused "/etc/passwd": it is outside the workspace ${root}.`);
+    expect((await refusal(fs.readTextFile("/etc/passwd"))).message).toBe(
+      `Refused "/etc/passwd": it is outside the workspace ${root}.`,
+    );
   });
 
   it("refuses symlinks that leave the workspace (directory or file) and dangling ones, but follows those that stay", async () => {
