@@ -102,15 +102,22 @@ describe.concurrent("worker requests over stdio", () => {
     const config = writeConfig({ agents: [fsAgent("probe", "probe"), fsAgent("usage", "usage")] });
     const server = await startServer({ cwd: workspace, args: ["--config", config] });
 
-    const probe = await runHeadless(server, "Probe the workspace, then summarise", workspace, ["probe", "builtin-worker"]);
+    const probe = await runHeadless(server, "Probe the workspace, then summarise", workspace, [
+      "probe",
+      "builtin-worker",
+    ]);
     const reported = await runHeadless(server, "Count the tokens, then count them again", usageOnly, ["usage"], true);
-    const mixed = await runHeadless(server, "Count the tokens, then write a note", mixedWs, ["usage", "builtin-worker"]);
+    const mixed = await runHeadless(server, "Count the tokens, then write a note", mixedWs, [
+      "usage",
+      "builtin-worker",
+    ]);
     const done = await Promise.all([probe, reported, mixed].map((id) => completedOf(server, id)));
     expect(done.map((n) => n.params.phase)).toEqual(["completed", "completed", "completed"]);
 
     const status = await server.request<Status>("product.status", { productId: probe });
     const output = status.tasks.find((t) => t.taskId === "t1")?.output ?? "";
-    const line = (prefix: string): string => output.split("\n").find((l) => l.startsWith(prefix)) ?? `(no line ${prefix})`;
+    const line = (prefix: string): string =>
+      output.split("\n").find((l) => l.startsWith(prefix)) ?? `(no line ${prefix})`;
     expect(line("capabilities:")).toBe("capabilities: read=true write=true terminal=false");
     expect(line("read /etc/passwd ->")).toMatch(/-> error -32602: .*outside the workspace/);
     expect(line(`read ${workspace}/../outside.txt ->`)).toMatch(/-> error -32602: .*outside the workspace/);
@@ -118,19 +125,30 @@ describe.concurrent("worker requests over stdio", () => {
     expect(line("write ../outside.txt ->")).toMatch(/-> error -32602: .*must be absolute/);
     expect(line(`write ${workspace}/../outside.txt ->`)).toMatch(/-> error -32602: .*outside the workspace/);
     expect(line(`write ${join(workspace, "link", "pwned.txt")} ->`)).toMatch(/-> error -32602: .*symlink/);
-    expect(line(`write ${join(workspace, "inside", "ok.txt")} ->`)).toBe(`write ${join(workspace, "inside", "ok.txt")} -> ok`);
-    expect(line(`read ${join(workspace, "inside", "ok.txt")} ->`)).toBe(`read ${join(workspace, "inside", "ok.txt")} -> ok: "line two\\n"`);
+    expect(line(`write ${join(workspace, "inside", "ok.txt")} ->`)).toBe(
+      `write ${join(workspace, "inside", "ok.txt")} -> ok`,
+    );
+    expect(line(`read ${join(workspace, "inside", "ok.txt")} ->`)).toBe(
+      `read ${join(workspace, "inside", "ok.txt")} -> ok: "line two\\n"`,
+    );
     expect(output).not.toContain("root:");
     expect(output).not.toContain("secret outside");
     // Nothing was written outside the workspace; the allowed write is there.
     expect(readFileSync(join(base, "outside.txt"), "utf8")).toBe("do not touch\n");
     expect(existsSync(join(away, "pwned.txt"))).toBe(false);
-    expect(existsSync(join(base, "..", "outside.txt")) && readFileSync(join(base, "..", "outside.txt"), "utf8") === "pwned").toBe(false);
+    expect(
+      existsSync(join(base, "..", "outside.txt")) && readFileSync(join(base, "..", "outside.txt"), "utf8") === "pwned",
+    ).toBe(false);
     expect(readFileSync(join(workspace, "inside", "ok.txt"), "utf8")).toBe("line one\nline two\nline three\n");
 
     // Usage: reported by the agent (usage_update growth, then the response's _meta totals) vs the 4-chars estimate.
     const r = await server.request<Status>("product.status", { productId: reported });
-    expect(r.budget).toMatchObject({ inputTokens: 1_000, outputTokens: 250, usedTokens: 1_250, tokenSource: "reported" });
+    expect(r.budget).toMatchObject({
+      inputTokens: 1_000,
+      outputTokens: 250,
+      usedTokens: 1_250,
+      tokenSource: "reported",
+    });
     const m = await server.request<Status>("product.status", { productId: mixed });
     expect(m.budget.tokenSource).toBe("mixed");
     expect(m.budget.usedTokens).toBeGreaterThan(1_250);
@@ -162,7 +180,10 @@ describe.concurrent("worker requests over stdio", () => {
         return { outcome: { outcome: "selected", optionId: options.find((o) => o.kind === want)!.optionId } };
       },
     });
-    const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd: workspace, mcpServers: [] });
+    const { sessionId } = await server.request<{ sessionId: string }>("session/new", {
+      cwd: workspace,
+      mcpServers: [],
+    });
     const headlessId = await runHeadless(server, "Check the permissions, then summarise", headless, ["perm"], true);
     const answer = await server.request<{ stopReason: string }>("session/prompt", {
       sessionId,
@@ -181,11 +202,16 @@ describe.concurrent("worker requests over stdio", () => {
         title: `Task t1 "Check the permissions": Do a ${kind} thing`,
         kind,
       });
-      expect((params.options as { optionId: string }[]).map((o) => o.optionId)).toEqual([`allow-${kind}`, `reject-${kind}`]);
+      expect((params.options as { optionId: string }[]).map((o) => o.optionId)).toEqual([
+        `allow-${kind}`,
+        `reject-${kind}`,
+      ]);
     }
     const t1 = server.notifications
       .filter((n) => n.method === "session/update" && n.params.sessionId === sessionId)
-      .map((n) => n.params.update as { toolCallId?: string; status?: string; content?: { content: { text: string } }[] })
+      .map(
+        (n) => n.params.update as { toolCallId?: string; status?: string; content?: { content: { text: string } }[] },
+      )
       .filter((u) => u.toolCallId === "t1" && u.status === "completed")
       .at(-1);
     const ideText = t1?.content?.[0]?.content.text ?? "";
@@ -193,12 +219,15 @@ describe.concurrent("worker requests over stdio", () => {
     expect(ideText).toContain("permission edit: allow-edit");
     expect(ideText).toContain("permission execute: allow-execute");
 
-    // Headless (no session): the policy decides by tool kind.
+    // Headless (no session): the policy decides by tool kind; the turn that ended after its refusals failed the task,
+    // naming the refused actions and the policy (issue 11), with the allowed read not among them.
     const status = await server.request<Status>("product.status", { productId: headlessId });
-    const text = status.tasks.find((t) => t.taskId === "t1")?.output ?? "";
-    expect(text).toContain("permission read: allow-read");
-    expect(text).toContain("permission edit: reject-edit");
-    expect(text).toContain("permission execute: reject-execute");
+    const t1Headless = status.tasks.find((t) => t.taskId === "t1");
+    expect(t1Headless?.status).toBe("failed");
+    expect(t1Headless?.error).toMatch(
+      /^The permission policy \{.*\} refused edit "Do a edit thing", execute "Do a execute thing" to agent "perm"/,
+    );
+    expect(t1Headless?.error).not.toContain("read");
     expect(await server.close()).toBe(0);
   });
 
@@ -228,7 +257,10 @@ describe.concurrent("worker requests over stdio", () => {
     const [hanging] = await waitForPids(cancelWs);
     await server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.productId === cancelled);
     expect(isAlive(hanging!)).toBe(true);
-    expect(await server.request("product.cancel", { productId: cancelled })).toEqual({ productId: cancelled, phase: "cancelled" });
+    expect(await server.request("product.cancel", { productId: cancelled })).toEqual({
+      productId: cancelled,
+      phase: "cancelled",
+    });
     expect(isAlive(hanging!)).toBe(false);
 
     // Server exit: stdin closes while a worker is mid-turn; the server stops it and exits 0.
@@ -246,7 +278,8 @@ describe.concurrent("worker requests over stdio", () => {
     const server = await startServer({ cwd: workspace, args: ["--config", config] });
     const productId = await runHeadless(server, "Wait forever, then stop", workspace, ["hang"], true);
     const timedOut = await server.waitFor(
-      (n) => n.method === "product.taskStatus" && n.params.productId === productId && typeof n.params.error === "string",
+      (n) =>
+        n.method === "product.taskStatus" && n.params.productId === productId && typeof n.params.error === "string",
     );
     expect(String(timedOut.params.error)).toContain("timed out after 3000 ms");
     expect(timedOut.params.attempt).toBe(1);
