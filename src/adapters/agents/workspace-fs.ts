@@ -116,7 +116,12 @@ export class WorkspaceFs {
    */
   async resolve(path: string): Promise<string> {
     if (typeof path !== "string" || path === "" || path.includes("\0")) {
-      throw this.refuse(FS_ERROR_CODES.refused, String(path), "invalid_path", "The path must be a non-empty string without NUL bytes.");
+      throw this.refuse(
+        FS_ERROR_CODES.refused,
+        String(path),
+        "invalid_path",
+        "The path must be a non-empty string without NUL bytes.",
+      );
     }
     if (!isAbsolute(path)) {
       throw this.refuse(
@@ -185,9 +190,11 @@ export class WorkspaceFs {
    */
   async readTextFile(path: string, options: { line?: number | null; limit?: number | null } = {}): Promise<string> {
     const full = await this.resolve(path);
+    await this.refuseSpecial(path, full);
     let handle;
     try {
-      handle = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW);
+      // O_NONBLOCK: a FIFO swapped in after the check opens at once instead of waiting for a writer (issue 11).
+      handle = await open(full, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (error) {
       if (errnoOf(error) === "ENOENT") {
         throw this.refuse(FS_ERROR_CODES.notFound, path, "not_found", `The file ${path} does not exist.`);
@@ -230,10 +237,16 @@ export class WorkspaceFs {
     if (typeof content !== "string") {
       throw this.refuse(FS_ERROR_CODES.refused, path, "invalid_path", "The content must be a string.");
     }
+    await this.refuseSpecial(path, full);
     let handle;
     try {
       await mkdir(dirname(full), { recursive: true });
-      handle = await open(full, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o644);
+      // O_NONBLOCK: a FIFO swapped in after the check fails at once (ENXIO) instead of waiting for a reader.
+      handle = await open(
+        full,
+        constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW | constants.O_NONBLOCK,
+        0o644,
+      );
     } catch (error) {
       if (errnoOf(error) === "ELOOP") {
         throw this.refuse(FS_ERROR_CODES.refused, path, "symlink_escape", `Refused "${path}": it became a symlink.`);
@@ -241,15 +254,44 @@ export class WorkspaceFs {
       if (errnoOf(error) === "EISDIR") {
         throw this.refuse(FS_ERROR_CODES.refused, path, "not_a_file", `Refused "${path}": it is a directory.`);
       }
+      if (errnoOf(error) === "ENXIO") throw this.notAFile(path);
       throw this.ioError(path, error);
     }
     try {
+      if (!(await handle.stat()).isFile()) throw this.notAFile(path);
       await handle.writeFile(content, "utf8");
     } catch (error) {
       throw this.ioError(path, error);
     } finally {
       await handle.close().catch(() => undefined);
     }
+  }
+
+  /**
+   * Refuses at once a path that exists and is not a regular file (a FIFO, a device, a socket, a directory): opening
+   * one could block a thread-pool thread for good (issue 11). Reads only (`lstat`).
+   */
+  private async refuseSpecial(path: string, full: string): Promise<void> {
+    let info;
+    try {
+      info = await lstat(full);
+    } catch {
+      return; // absent (a write creates it) or unreadable: the open says which
+    }
+    if (info.isSymbolicLink() || info.isFile()) return; // a symlink is refused by O_NOFOLLOW at open
+    if (info.isDirectory()) {
+      throw this.refuse(FS_ERROR_CODES.refused, path, "not_a_file", `Refused "${path}": it is a directory.`);
+    }
+    throw this.notAFile(path);
+  }
+
+  private notAFile(path: string): WorkspaceFsError {
+    return this.refuse(
+      FS_ERROR_CODES.refused,
+      path,
+      "not_a_file",
+      `Refused "${path}": it is not a regular file (a FIFO, device or socket is never opened).`,
+    );
   }
 
   private ioError(path: string, error: unknown): WorkspaceFsError {

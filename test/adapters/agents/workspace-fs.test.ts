@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -151,6 +152,21 @@ describe("WorkspaceFs writes", () => {
 
   it("refuses to write over a directory", async () => {
     expect((await refusal(fs.writeTextFile(join(root, "src"), "x"))).data.reason).toBe("not_a_file");
+  });
+
+  it("refuses FIFOs at once, reading and writing, and keeps answering other requests (issue 11)", async () => {
+    const fifos = [1, 2, 3, 4].map((i) => join(root, `pipe-${i}`));
+    for (const fifo of fifos) execFileSync("mkfifo", [fifo]);
+    // Eight requests on FIFOs: before the fix each open blocked a thread-pool thread for good (4 of them = all).
+    const answers = await Promise.all(
+      fifos.flatMap((fifo) => [refusal(fs.readTextFile(fifo)), refusal(fs.writeTextFile(fifo, "x"))]),
+    );
+    expect(answers.map((e) => [e.code, e.data.reason])).toEqual(
+      fifos.flatMap(() => Array(2).fill([-32602, "not_a_file"])),
+    );
+    expect(answers[0]?.message).toMatch(/is not a regular file/);
+    // The pool is free: a normal request still answers.
+    expect(await fs.readTextFile(join(root, "src", "a.txt"))).toBe("one\ntwo\nthree\n");
   });
 
   it("requires an absolute root", () => {
