@@ -128,6 +128,11 @@ export const TaskState = Task.extend({
   interruption: z.string().optional(),
   /** Isolation `worktree` only: the attempt's worktree and, once integrated, its commit. */
   workspace: TaskWorkspace.optional(),
+  /** Worker permission requests that were refused, by the policy or by the client (issue 11). */
+  refusedPermissions: z
+    .array(z.object({ kind: z.string().max(100), title: z.string().max(1_000), by: z.enum(["policy", "client"]) }))
+    .max(50)
+    .optional(),
 });
 export type TaskState = z.infer<typeof TaskState>;
 

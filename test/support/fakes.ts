@@ -37,6 +37,8 @@ import type {
   WorkerPort,
   WorkerRequest,
   WorkerResult,
+  WorkerFailureKind,
+  RefusedPermission,
 } from "../../src/core/ports.js";
 import type { Budget, Instance, Task } from "../../protocol/common.js";
 
@@ -312,7 +314,18 @@ export type WorkerStep =
       /** Settles after this many ms of the harness's FakeClock (advance it to finish). */
       afterMs?: number;
     }
-  | { kind: "fail"; error?: string; gate?: Gate }
+  | {
+      kind: "fail";
+      error?: string;
+      gate?: Gate;
+      /** The failure's kind (a configuration error, a refusal by the permission policy). */
+      failure?: WorkerFailureKind;
+      remediation?: string;
+      /** False: the attempt failed before it sent a prompt (nothing is charged). */
+      prompted?: boolean;
+      /** Reported through `onPermissionRefused` before settling. */
+      refusals?: RefusedPermission[];
+    }
   | { kind: "wait"; question: string }
   /** Never settles on its own; only an abort ends it (with `cancelled`). */
   | { kind: "hang" };
@@ -404,7 +417,14 @@ export class FakeWorker implements WorkerPort {
       }
       case "fail":
         if (!(await hold(step.gate))) return { outcome: "cancelled" };
-        return { outcome: "failed", error: step.error ?? `${request.task.taskId} failed` };
+        for (const refusal of step.refusals ?? []) events.onPermissionRefused?.(refusal);
+        return {
+          outcome: "failed",
+          error: step.error ?? `${request.task.taskId} failed`,
+          ...(step.failure !== undefined ? { kind: step.failure } : {}),
+          ...(step.remediation !== undefined ? { remediation: step.remediation } : {}),
+          ...(step.prompted !== undefined ? { prompted: step.prompted } : {}),
+        };
       case "wait":
         return { outcome: "waiting", question: step.question };
       case "hang":

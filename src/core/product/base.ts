@@ -11,7 +11,7 @@ import type { Phase, TaskState, TaskWorkspace } from "../../../protocol/common.j
 import { TerminalPhases } from "../../../protocol/common.js";
 import type { Scheduler } from "../dag/scheduler.js";
 import { DomainError, conflict, invalidPhase, persistenceFailed } from "../errors.js";
-import type { WorkerResult } from "../ports.js";
+import type { RefusedPermission, WorkerResult } from "../ports.js";
 import { AuthorityConflict, AuthorityFailure } from "../ports.js";
 import type { ProductContext } from "./context.js";
 import { ProductLease, type LeaseLoss } from "./lease.js";
@@ -27,6 +27,8 @@ export interface RunningTask {
   startedMs: number;
   briefChars: number;
   reportedUsage: boolean;
+  /** Permission requests refused during this attempt (kept on the task when it settles). */
+  refusals: RefusedPermission[];
   /** Hash of the input this attempt was given (guarantee 7), recorded with its completion. */
   inputHash: string;
   /** The attempt's worktree (isolation `worktree`), removed once its result was written. */

@@ -184,6 +184,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     /** Events already written in this wave: a merge is recorded only after everything before it (guarantee 11). */
     const flushed: NewEvent[] = [];
     const integratedNow: { taskId: string; commit: string; changedFiles: string[] }[] = [];
+    let configurationError: { cause: string; resumable: boolean; remediation: string } | undefined;
     let completedNow = 0;
     let completedUnwritten = 0;
     for (const r of results) {
@@ -228,18 +229,37 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
           task.status = "pending";
           task.interruption = INTERRUPTION[reason];
         }
+      } else if (res.outcome === "failed" && res.kind === "configuration") {
+        // Retrying cannot fix a configuration error (DESIGN.md "Processes"): the task waits, the product pauses with
+        // the fix, no retry is spent and the leader is not consulted (no fix-up task on the same broken agent).
+        task.status = "pending";
+        task.error = res.error;
+        task.interruption = `The attempt could not start: ${res.error}`;
+        configurationError ??= {
+          cause: res.error,
+          resumable: true,
+          remediation: res.remediation ?? "Fix the agent configuration, then call product.resume.",
+        };
       } else {
         task.error = res.outcome === "failed" ? res.error : "The worker stopped.";
         const max = task.maxAttempts ?? this.ctx.options.defaultMaxAttempts;
+        // A refusal by the permission policy would only be refused again: no retry under the same policy.
+        const retryable = !(res.outcome === "failed" && res.kind === "permission");
         // Interrupted attempts (pause, shutdown, crash) do not use up retries: only failed ones count.
-        if (attemptsUsed(this.model.state, task) < max && this.driving) task.status = "pending";
+        if (retryable && attemptsUsed(this.model.state, task) < max && this.driving) task.status = "pending";
         else {
           task.status = "failed";
           finalFailures.push(task.taskId);
         }
       }
+      if (r.entry.refusals.length > 0) {
+        // Kept on the task across attempts (PROTOCOL.md section 5, TaskState.refusedPermissions), the newest 50.
+        task.refusedPermissions = [...(current.refusedPermissions ?? []), ...r.entry.refusals].slice(-50);
+      }
       events.push(task.status === "completed" ? { type: "task", task, inputHash: r.inputHash } : { type: "task", task });
-      if (!r.reportedUsage) {
+      // An attempt that never sent a prompt consumed nothing: it is not charged, not even by estimate.
+      const prompted = !((res.outcome === "failed" || res.outcome === "cancelled") && res.prompted === false);
+      if (!r.reportedUsage && prompted) {
         const outputChars = res.outcome === "completed" ? res.output.length : 0;
         events.push({
           type: "usage",
@@ -278,6 +298,12 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     if (results.length > 0) this.announceBudget();
     if (completedNow > 0) this.refreshHead();
     for (const id of finalFailures) this.consult(id);
+    if (configurationError !== undefined && this.driving) {
+      await this.pauseInside(configurationError, "pause");
+      await this.writeHeader();
+      this.resolveIdle();
+      return;
+    }
     if (this.driving && (await this.checkBudget())) {
       await this.writeHeader();
       this.resolveIdle();
@@ -357,6 +383,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       startedMs: this.ctx.clock.now(),
       briefChars,
       reportedUsage: false,
+      refusals: [],
       inputHash: taskInputHash({
         ...this.inputOf(task),
         dependencyOutputs: dependencyOutputs.map((d) => ({ taskId: d.taskId, output: d.output })),
@@ -437,6 +464,9 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
           },
           onActivity: (toolName) =>
             this.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId: task.taskId, toolName }),
+          onPermissionRefused: (refusal) => {
+            if (entry.refusals.length < 50) entry.refusals.push({ ...refusal });
+          },
           onUsage: (usage) => {
             entry.reportedUsage = true;
             this.recordUsage(task.taskId, usage.inputTokens, usage.outputTokens);

@@ -285,3 +285,65 @@ describe("a consultation interrupted by shutdown", () => {
     ]);
   });
 });
+
+describe("configuration errors and permission refusals (issue 11)", () => {
+  it("a configuration error pauses the product with the fix: no retry, no consultation, nothing charged", async () => {
+    const h = createHarness({
+      plan: draftPlan([
+        { id: "a", maxAttempts: 3 },
+        { id: "b", deps: ["a"] },
+      ]),
+    });
+    h.worker.script(
+      "a",
+      {
+        kind: "fail",
+        failure: "configuration",
+        prompted: false,
+        error: 'Could not start agent "coder": the command "coder-acp" was not found.',
+        remediation: 'Install the agent, or fix "command" of agent "coder".',
+      },
+      { kind: "complete" },
+    );
+    const productId = await h.started();
+    await waitUntil(() => h.notifier.of("product.taskStatus", productId).length >= 2, "a back to pending");
+    await waitUntil(() => h.worker.runsOf("a")[0]?.result !== undefined, "a settled");
+    await drain();
+    const status = await h.service.status(productId);
+    expect(status.phase).toBe("paused");
+    expect(status.recovery).toEqual({
+      cause: 'Could not start agent "coder": the command "coder-acp" was not found.',
+      resumable: true,
+      remediation: 'Install the agent, or fix "command" of agent "coder".',
+    });
+    expect(h.worker.runsOf("a")).toHaveLength(1);
+    expect(h.leader.consultCalls).toEqual([]);
+    expect(status.budget).toMatchObject({ usedTokens: 0, tokenSource: "none" });
+    // After the fix, resume runs the task again, with its retries untouched.
+    await h.service.resume(productId);
+    const done = await h.finished(productId);
+    expect(done.phase).toBe("completed");
+    expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2]);
+  });
+
+  it("a refusal by the permission policy fails the task at once (no retry) and is kept on the task", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "a", maxAttempts: 3 }]) });
+    h.worker.script("a", {
+      kind: "fail",
+      failure: "permission",
+      error: 'The permission policy "deny" refused edit "Write hello.txt".',
+      refusals: [{ kind: "edit", title: "Write hello.txt", by: "policy" }],
+    });
+    h.leader.decisions.push({ kind: "giveUp", message: "Allow edits first." });
+    const productId = await h.started();
+    await h.finished(productId);
+    const [a] = await h.tasks(productId);
+    expect(h.worker.runsOf("a")).toHaveLength(1);
+    expect(a).toMatchObject({
+      status: "failed",
+      error: 'The permission policy "deny" refused edit "Write hello.txt".',
+      refusedPermissions: [{ kind: "edit", title: "Write hello.txt", by: "policy" }],
+    });
+    expect(h.leader.consultCalls).toHaveLength(1);
+  });
+});
