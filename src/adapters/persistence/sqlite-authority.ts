@@ -155,6 +155,15 @@ export class SqliteAuthority implements RunStateAuthority {
   readonly #identity: FileIdentity | null;
   /** Set once the file was found deleted or replaced: every later write fails with this. */
   #lostFile: AuthorityFailure | null = null;
+  /**
+   * Known event stream heads (`projectId NUL stream` → an upper bound of the highest `seq` in it), valid while the
+   * connection's `PRAGMA data_version` is `#headsVersion` (it changes when any other connection commits; this
+   * connection's own commits update the map). Lets `readEvents` answer an empty tail without the query: the catch-up
+   * read of every `product.status` on a product this process does not drive (issue 16, request path).
+   */
+  readonly #heads = new Map<string, number>();
+  #headsVersion: unknown = undefined;
+  readonly #dataVersion: Database.Statement<[], unknown>;
 
   private constructor(
     /** Absolute path of the database file (or `:memory:`). */
@@ -166,6 +175,7 @@ export class SqliteAuthority implements RunStateAuthority {
     const clock = options.clock;
     this.#now = clock ? () => clock.now() : Date.now;
     this.#statements = prepareStatements(db);
+    this.#dataVersion = db.prepare<[], unknown>("PRAGMA data_version").pluck();
     this.#identity = path === ":memory:" ? null : identityOf(path);
     const s = this.#statements;
 
@@ -327,7 +337,9 @@ export class SqliteAuthority implements RunStateAuthority {
       checkSeq(expectedSeq, "expectedSeq");
       if (!Array.isArray(events)) throw new AuthorityFailure("events must be an array.");
       const texts = events.map((event, index) => toJson(event, `events[${index}]`));
-      return { lastSeq: this.#appendTransaction.immediate(projectId, stream, texts, expectedSeq) };
+      const lastSeq = this.#appendTransaction.immediate(projectId, stream, texts, expectedSeq);
+      this.#heads.set(headKey(projectId, stream), lastSeq);
+      return { lastSeq };
     });
   }
 
@@ -341,9 +353,18 @@ export class SqliteAuthority implements RunStateAuthority {
       checkName(stream, "stream");
       checkSeq(afterSeq, "afterSeq");
       checkLimit(limit);
-      return this.#statements.readEvents
-        .all(projectId, stream, afterSeq, limit ?? -1)
-        .map((row) => ({ seq: row.seq, event: parseStored(row.event) }));
+      const version = this.#dataVersion.get();
+      if (version !== this.#headsVersion) {
+        this.#heads.clear();
+        this.#headsVersion = version;
+      }
+      const key = headKey(projectId, stream);
+      const head = this.#heads.get(key);
+      if (head !== undefined && head <= afterSeq) return [];
+      const rows = this.#statements.readEvents.all(projectId, stream, afterSeq, limit ?? -1);
+      // A complete tail tells where the stream ends: its last seq, or (empty) nothing beyond afterSeq.
+      if (limit === undefined || rows.length < limit) this.#heads.set(key, rows.at(-1)?.seq ?? afterSeq);
+      return rows.map((row) => ({ seq: row.seq, event: parseStored(row.event) }));
     });
   }
 
@@ -352,6 +373,7 @@ export class SqliteAuthority implements RunStateAuthority {
     return this.#write("deleteStream", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
+      this.#heads.delete(headKey(projectId, stream));
       return this.#statements.deleteStream.run(projectId, stream).changes > 0;
     });
   }
@@ -446,6 +468,11 @@ export class SqliteAuthority implements RunStateAuthority {
       throw new AuthorityFailure(`SQLite ${op} failed: ${messageOf(error)}`, { cause: error });
     }
   }
+}
+
+/** The key of one event stream in `#heads`. */
+function headKey(projectId: string, stream: string): string {
+  return `${projectId}\u0000${stream}`;
 }
 
 /** Device and inode of the database file and of its `-wal` (`null` for a file that does not exist). */

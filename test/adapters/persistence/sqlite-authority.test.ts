@@ -164,6 +164,33 @@ describe("two connections on one file", () => {
     await a.appendEvents("p", "s", [{ from: "a" }], 0);
     expect(await rejectionOf(b.appendEvents("p", "s", [{ from: "b" }], 0))).toBeInstanceOf(AuthorityConflict);
   });
+
+  // readEvents answers an empty tail from the stream heads it knows (issue 16); these fail if that answer outlives a
+  // commit of another connection, a plain SQL writer, or this connection's own append or deleteStream.
+  it("see events appended by the other after an empty tail was read", async () => {
+    const a = open();
+    const b = open();
+    await a.appendEvents("p", "s", [{ n: 1 }], 0);
+    expect(await a.readEvents("p", "s", 1)).toEqual([]);
+    expect(await a.readEvents("p", "s", 1)).toEqual([]);
+    await b.appendEvents("p", "s", [{ n: 2 }], 1);
+    expect(await a.readEvents("p", "s", 1)).toEqual([{ seq: 2, event: { n: 2 } }]);
+    raw().prepare("INSERT INTO events (project_id, stream, seq, event) VALUES ('p', 's', 3, '{\"n\":3}')").run();
+    expect(await a.readEvents("p", "s", 2)).toEqual([{ seq: 3, event: { n: 3 } }]);
+  });
+
+  it("see their own appends and deletions after an empty tail was read", async () => {
+    const a = open();
+    expect(await a.readEvents("p", "s", 0)).toEqual([]);
+    await a.appendEvents("p", "s", [{ n: 1 }, { n: 2 }], 0);
+    expect((await a.readEvents("p", "s", 0)).map((e) => e.seq)).toEqual([1, 2]);
+    expect(await a.readEvents("p", "s", 0, 1)).toEqual([{ seq: 1, event: { n: 1 } }]);
+    expect(await a.readEvents("p", "s", 2)).toEqual([]);
+    await a.deleteStream("p", "s");
+    expect(await a.readEvents("p", "s", 0)).toEqual([]);
+    await a.appendEvents("p", "s", [{ n: "again" }], 0);
+    expect(await a.readEvents("p", "s", 0)).toEqual([{ seq: 1, event: { n: "again" } }]);
+  });
 });
 
 // The child runs the same read-modify-CAS loop as `hammer` below, in plain JavaScript under tsx.
