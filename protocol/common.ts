@@ -161,6 +161,14 @@ export const Recovery = z.object({
 });
 export type Recovery = z.infer<typeof Recovery>;
 
+/**
+ * The owner of a product's lease (PROTOCOL.md section 5, Ownership; DESIGN.md guarantee 13): the server process
+ * driving it, until when its lease runs, and whether it is live — false once the lease expired, or when the owner ran
+ * on this host and its process is gone (pid and process start time no longer match).
+ */
+export const Owner = z.object({ ownerId: z.string(), expiresAt: Timestamp, live: z.boolean() });
+export type Owner = z.infer<typeof Owner>;
+
 export const Progress = z.object({
   total: Count,
   completed: Count,

@@ -58,12 +58,20 @@ export type InvalidPhaseData = z.infer<typeof InvalidPhaseData>;
 export const BusyData = z.object({ productId: z.string() });
 export type BusyData = z.infer<typeof BusyData>;
 
-/** `-32012` data: the other owner of the lease and/or the stored revision, when known. */
-export const ConflictData = z.object({ owner: z.string().optional(), revision: z.number().int().optional() });
+/**
+ * `-32012` data: the other owner of the lease, until when its lease runs and whether it is live (false when it is
+ * known to be dead, PROTOCOL.md section 5), and/or the stored revision, when known.
+ */
+export const ConflictData = z.object({
+  owner: z.string().optional(),
+  revision: z.number().int().optional(),
+  expiresAt: z.string().optional(),
+  live: z.boolean().optional(),
+});
 export type ConflictData = z.infer<typeof ConflictData>;
 
-/** `-32013` data: why the run-state authority refused or failed the write, in plain words. */
-export const PersistenceFailedData = z.object({ cause: z.string() });
+/** `-32013` data: why the run-state authority refused or failed a read or a write, in plain words, and which it was. */
+export const PersistenceFailedData = z.object({ cause: z.string(), operation: z.enum(["read", "write"]) });
 export type PersistenceFailedData = z.infer<typeof PersistenceFailedData>;
 
 /** `-32014` data: the 0-based index of the first rejected mutation of the batch and why it was rejected. */

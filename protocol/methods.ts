@@ -440,6 +440,12 @@ export const productNotifications = [
     summary: "The end of a `worktree` product's integration, whatever the outcome (`integration.state`).",
   }),
   notification({
+    method: "product.ownershipLost",
+    extension: true,
+    params: product.OwnershipLostNotification,
+    summary: "Another server took the product over; this server stopped driving it and sends nothing more about it.",
+  }),
+  notification({
     method: "product.completed",
     extension: true,
     params: product.CompletedNotification,

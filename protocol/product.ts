@@ -19,6 +19,7 @@ import {
   Id,
   Instance,
   Mutation,
+  Owner,
   Phase,
   Plan,
   Progress,
@@ -157,6 +158,8 @@ export const StatusResult = z.object({
   /** Why the product runs `shared` (not a git checkout, no commit yet, asked for), or a warning about sharing. */
   isolationNote: z.string().optional(),
   integration: Integration.optional(),
+  /** Who holds the product's lease (present while a lease exists). */
+  owner: Owner.optional(),
 });
 export type StatusResult = z.infer<typeof StatusResult>;
 
@@ -170,6 +173,8 @@ export const ProductSummary = z.object({
   phase: Phase,
   progress: Progress,
   updatedAt: Timestamp,
+  /** Who drives an executing product, and whether that owner is live. */
+  owner: Owner.optional(),
 });
 export type ProductSummary = z.infer<typeof ProductSummary>;
 
@@ -307,6 +312,11 @@ export const TaskIntegratedNotification = notificationParams({
 
 /** At the end of a `worktree` product, whatever the outcome. */
 export const IntegratedNotification = notificationParams({ integration: Integration });
+/**
+ * Another server took the product over; this server stopped driving it (DESIGN.md guarantee 13). `ownerId` is the
+ * owner id this server held the lease under; `error` says what happened and where to follow the product.
+ */
+export const OwnershipLostNotification = notificationParams({ ownerId: z.string(), error: z.string() });
 
 export const CompletedNotification = notificationParams({
   projectId: Id,

@@ -7,7 +7,6 @@
  * domain logic.
  */
 import { randomUUID } from "node:crypto";
-import { hostname } from "node:os";
 import { resolve } from "node:path";
 import { AgentConfigError, AgentRegistry } from "../adapters/agents/registry.js";
 import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
@@ -18,6 +17,7 @@ import { defaultProjectId } from "../adapters/persistence/state-path.js";
 import { LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
+import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
@@ -62,7 +62,8 @@ Options:
 
 Environment:
   ${LEASE_TTL_ENV}  lifetime of a product lease without renewal (default ${DEFAULT_PRODUCT_OPTIONS.leaseTtlMs}; renewed every third)
-  ${OWNER_ID_ENV}      this process's lease owner id (default: host:pid:random; must be unique per process)
+  ${OWNER_ID_ENV}      this process's lease owner id (default: host:pid:start-time:scope, which lets a restarted
+                     server take over at once from a dead one on the same host; must be unique per process)
 `;
 
 const systemClock: Clock = {
@@ -112,7 +113,10 @@ async function serve(argv: readonly string[]): Promise<number> {
     process.stderr.write(`acp-orchestrator: the config's "leader" is "${config.leader}", which is not one of its "agents".\n`);
     return 2;
   }
-  const ownerId = process.env[OWNER_ID_ENV] || `${hostname().slice(0, 80)}:${process.pid}:${randomUUID().slice(0, 8)}`;
+  // Guarantee 13: the owner id names this host, pid and process start time, so a server restarted after a crash can
+  // prove the old owner dead and take its products over at once (src/adapters/system/process-liveness.ts).
+  const liveness = new ProcessLiveness();
+  const ownerId = process.env[OWNER_ID_ENV] || liveness.ownerId;
   const location = stateLocation(values.state);
   // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
   // initialize (PROTOCOL.md section 7).
@@ -142,6 +146,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     output: process.stdout,
     logger,
     authority,
+    liveness,
     agents: registry,
     workers,
     leader: leaders.resolve,
@@ -171,14 +176,26 @@ async function serve(argv: readonly string[]): Promise<number> {
   // Backpressure (issue 7): workers' output is read only while the client keeps up with the notifications it becomes.
   workers.setOutputGate(() => server.connection.whenWritable());
   logger.info({ statePath: describeLocation(location), ownerId }, "acp-orchestrator serving on stdio");
+  // The first SIGTERM/SIGINT stops the server: running tasks are written back as interrupted and the leases released
+  // (guarantee 13: another server may then resume at once). A repeated signal must not cut that short, so it is
+  // ignored until the leases are released; after that it ends the process without waiting for the rest.
+  let stopping = false;
+  let leasesReleased = false;
   const stop = (signal: string) => {
+    if (stopping) {
+      if (leasesReleased) process.exit(0);
+      logger.warn({ signal }, "already stopping: the signal is ignored until the product leases are released");
+      return;
+    }
+    stopping = true;
     logger.info({ signal }, "stopping");
     void server.shutdown().finally(() => {
+      leasesReleased = true;
       void Promise.allSettled([leaders.close(), authority.close()]).finally(() => process.exit(0));
     });
   };
-  process.once("SIGTERM", () => stop("SIGTERM"));
-  process.once("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
   await server.serve();
   await leaders.close();
   await authority.close();

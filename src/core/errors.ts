@@ -14,10 +14,10 @@ export interface DomainErrorDetails {
   invalid_phase: { phase: string; allowed: string[] };
   /** A leader turn for this product is already running. */
   busy: { productId: string };
-  /** A revision or lease is held by another owner (DESIGN.md guarantee 6). */
-  conflict: { owner?: string; revision?: number };
-  /** The run-state authority refused or failed a write (DESIGN.md guarantee 2). */
-  persistence_failed: { cause: string };
+  /** A revision or lease is held by another owner (DESIGN.md guarantees 6 and 13). */
+  conflict: ConflictDetails;
+  /** The run-state authority refused or failed a read or a write (DESIGN.md guarantee 2). */
+  persistence_failed: { cause: string; operation: "read" | "write" };
   /** A DAG mutation batch was rejected; `index` is the 0-based position of the offending mutation. */
   invalid_mutation: { index: number; reason: string };
   /** The `projectId`/`sessionId` given does not own the record. */
@@ -99,19 +99,33 @@ export function busy(productId: string): DomainError<"busy"> {
 }
 
 /**
- * A revision or lease held by someone else (DESIGN.md guarantee 6). `subject` names the record ("Product prd_x";
- * default "The record"). The message says to reload rather than retry blindly.
+ * `conflict` details (PROTOCOL.md section 3, `-32012` data): the lease's owner, when it expires (ISO-8601 UTC, as far
+ * as this process believes it) and whether that owner is live (false when the lease expired or its process is
+ * provably gone, guarantee 13); or the record's current revision.
  */
-export function conflict(
-  details: { owner?: string; revision?: number },
-  subject = "The record",
-): DomainError<"conflict"> {
-  const clean: { owner?: string; revision?: number } = {};
+export interface ConflictDetails {
+  owner?: string;
+  revision?: number;
+  expiresAt?: string;
+  live?: boolean;
+}
+
+/**
+ * A revision or lease held by someone else (DESIGN.md guarantees 6 and 13). `subject` names the record ("Product
+ * prd_x"; default "The record"). The message says to reload rather than retry blindly, and when a lease will expire.
+ */
+export function conflict(details: ConflictDetails, subject = "The record"): DomainError<"conflict"> {
+  const clean: ConflictDetails = {};
   if (details.owner !== undefined) clean.owner = details.owner;
   if (details.revision !== undefined) clean.revision = details.revision;
+  if (details.expiresAt !== undefined) clean.expiresAt = details.expiresAt;
+  if (details.live !== undefined) clean.live = details.live;
   const message =
     clean.owner !== undefined
-      ? `${subject} is held by another owner (${clean.owner}); stop that process or wait for its lease to expire.`
+      ? clean.expiresAt !== undefined && clean.live !== false
+        ? `${subject} is being driven by another server process (owner ${clean.owner}) whose lease runs until ` +
+          `${clean.expiresAt}; use that process, or retry after that time if it stopped.`
+        : `${subject} is held by another owner (${clean.owner}); stop that process or wait for its lease to expire.`
       : clean.revision !== undefined
         ? `${subject} was changed by someone else (now at revision ${clean.revision}); reload it before writing again.`
         : `${subject} was changed by someone else; reload it before writing again.`;
@@ -119,15 +133,17 @@ export function conflict(
 }
 
 /**
- * The run-state authority failed a write (DESIGN.md guarantee 2). `cause` may be anything thrown; its message is
- * kept in `details.cause` and the original value as the error's `cause`.
+ * The run-state authority failed a write (DESIGN.md guarantee 2) or, with `operation: "read"`, a read. `cause` may be
+ * anything thrown; its message is kept in `details.cause` and the original value as the error's `cause`.
  */
-export function persistenceFailed(cause: unknown): DomainError<"persistence_failed"> {
+export function persistenceFailed(cause: unknown, operation: "read" | "write" = "write"): DomainError<"persistence_failed"> {
   const text = describeCause(cause);
   return new DomainError(
     "persistence_failed",
-    `The run-state authority failed a write (${text}); the product is paused until it is resumed.`,
-    { cause: text },
+    operation === "write"
+      ? `The run-state authority failed a write (${text}); the product is paused until it is resumed.`
+      : `The run-state authority failed a read (${text}); nothing was changed, try again once it is reachable.`,
+    { cause: text, operation },
     { cause },
   );
 }

@@ -27,6 +27,25 @@ export interface Logger {
   child(bindings: object): Logger;
 }
 
+/** What this process can prove about the process behind a lease owner id (DESIGN.md guarantee 13). */
+export type OwnerLivenessVerdict =
+  /** The owner ran on this host and its process still runs (same pid, same process start time). */
+  | "alive"
+  /** The owner ran on this host and its process is gone, or its pid now belongs to a process started at another time. */
+  | "dead"
+  /** Nothing can be proved: another host, or an owner id this host's scheme did not make. */
+  | "unknown";
+
+/**
+ * Tells whether the process behind a lease owner id still runs (DESIGN.md guarantee 13, PROTOCOL.md section 5
+ * "Ownership"). The adapter makes this process's owner id (host, pid, process start time) and knows how to look a
+ * process up; the core only asks. `check` must be cheap (it runs on every lease read), must never throw, and answers
+ * `dead` only when that is provable: a lease of an owner that may be alive elsewhere is respected until it expires.
+ */
+export interface OwnerLiveness {
+  check(ownerId: string): OwnerLivenessVerdict;
+}
+
 /** Generates a fresh unique id with a readable prefix, e.g. `prd_…`, `ckp_…`. */
 export type IdGenerator = (prefix: string) => string;
 
@@ -130,8 +149,14 @@ export class AuthorityConflict extends Error {
 /** Thrown by an authority when a read or write fails for any reason other than a conflict (wire code -32013). */
 export class AuthorityFailure extends Error {
   override readonly name = "AuthorityFailure";
-  constructor(message: string, options?: { cause?: unknown }) {
+  /**
+   * Whether the failed call read or wrote (PROTOCOL.md section 3, `-32013` data). Set by the backend or by the
+   * server's wrapper (`withFailureOperations`) on the way out; absent when nobody knew.
+   */
+  operation: "read" | "write" | undefined;
+  constructor(message: string, options?: { cause?: unknown; operation?: "read" | "write" }) {
     super(message, options);
+    this.operation = options?.operation;
   }
 }
 

@@ -5,14 +5,14 @@
  */
 import type { ResponseError } from "vscode-jsonrpc";
 import { NotFoundKind } from "../../protocol/errors.js";
-import { DomainError } from "../core/errors.js";
+import { DomainError, type ConflictDetails } from "../core/errors.js";
 import { AuthorityConflict, AuthorityFailure } from "../core/ports.js";
 import * as wire from "./wire-errors.js";
 
 /** Returns the wire error for a domain error, or `undefined` for anything else (a bug → -32603). */
 export function mapDomainError(err: unknown): ResponseError<unknown> | undefined {
   if (err instanceof AuthorityConflict) return wire.conflict(err.details, err.message);
-  if (err instanceof AuthorityFailure) return wire.persistenceFailed(err.message);
+  if (err instanceof AuthorityFailure) return wire.persistenceFailed(err.message, err.operation ?? "write");
   if (!(err instanceof DomainError)) return undefined;
   const e = err as DomainError;
   switch (e.code) {
@@ -28,9 +28,11 @@ export function mapDomainError(err: unknown): ResponseError<unknown> | undefined
     case "busy":
       return wire.busy((e.details as { productId: string }).productId, e.message);
     case "conflict":
-      return wire.conflict(e.details as { owner?: string; revision?: number }, e.message);
-    case "persistence_failed":
-      return wire.persistenceFailed((e.details as { cause: string }).cause, e.message);
+      return wire.conflict(e.details as ConflictDetails, e.message);
+    case "persistence_failed": {
+      const d = e.details as { cause: string; operation?: "read" | "write" };
+      return wire.persistenceFailed(d.cause, d.operation ?? "write", e.message);
+    }
     case "invalid_mutation": {
       const d = e.details as { index: number; reason: string };
       return wire.invalidMutation(d.index, d.reason, e.message);

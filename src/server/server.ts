@@ -17,6 +17,7 @@ import { ProductService } from "../core/product/service.js";
 import { ProductStore } from "../core/product/store.js";
 import type { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
+import { withFailureOperations } from "../adapters/persistence/failure-operation.js";
 import type {
   AgentDirectory,
   Clock,
@@ -24,6 +25,7 @@ import type {
   LeaderResolver,
   Logger,
   Notifier,
+  OwnerLiveness,
   RunStateAuthority,
   WorkerPort,
   WorkspacePort,
@@ -40,6 +42,8 @@ export interface ServerOptions {
   output: Writable;
   logger: Logger;
   authority: RunStateAuthority;
+  /** Tells whether a lease's owner process still runs (guarantee 13); without it, leases are respected until expiry. */
+  liveness?: OwnerLiveness;
   agents: AgentDirectory;
   workers: WorkerPort;
   leader: LeaderResolver;
@@ -123,8 +127,10 @@ export class OrchestratorServer {
         options.logger.warn({ err, method }, "could not send a notification");
       });
     }, options.logger);
+    // -32013 says whether a read or a write failed (PROTOCOL.md section 3).
+    const authority = withFailureOperations(options.authority);
     const ctx: ProductContext = {
-      store: new ProductStore(options.authority, options.productOptions.checkpointHistory),
+      store: new ProductStore(authority, options.productOptions.checkpointHistory),
       leader: options.leader,
       workers: options.workers,
       agents: options.agents,
@@ -136,6 +142,7 @@ export class OrchestratorServer {
       options: options.productOptions,
       ...(options.workspace ? { workspace: options.workspace } : {}),
       ...(options.workspaces ? { workspaces: options.workspaces } : {}),
+      ...(options.liveness ? { liveness: options.liveness } : {}),
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
     this.products = new ProductService(ctx);
@@ -155,7 +162,7 @@ export class OrchestratorServer {
       return this.fleet.forward(productId, request, refusal);
     });
     this.goals = new GoalService({
-      authority: options.authority,
+      authority,
       products: this.products,
       leader: options.leader,
       agents: options.agents,
@@ -168,7 +175,7 @@ export class OrchestratorServer {
     this.sessions = new SessionAdapter({
       products: this.products,
       connection: this.connection,
-      authority: options.authority,
+      authority,
       logger: options.logger,
       clock: options.clock,
       ids: options.ids,

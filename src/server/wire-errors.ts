@@ -132,11 +132,13 @@ export function busy(productId: string, message?: string): ResponseError<BusyDat
   );
 }
 
-/** `-32012 Conflict` with `data: {owner?, revision?}` (absent fields are omitted, not `null`). */
+/** `-32012 Conflict` with `data: {owner?, revision?, expiresAt?, live?}` (absent fields are omitted, not `null`). */
 export function conflict(details: ConflictData, message?: string): ResponseError<ConflictData> {
   const data: ConflictData = {};
   if (details.owner !== undefined) data.owner = details.owner;
   if (details.revision !== undefined) data.revision = details.revision;
+  if (details.expiresAt !== undefined) data.expiresAt = details.expiresAt;
+  if (details.live !== undefined) data.live = details.live;
   const fallback =
     data.owner !== undefined
       ? `The record is held by another owner (${data.owner}); reload it and retry.`
@@ -144,12 +146,19 @@ export function conflict(details: ConflictData, message?: string): ResponseError
   return new ResponseError(ErrorCodes.Conflict, message ?? fallback, data);
 }
 
-/** `-32013 Persistence failed` with `data: {cause}` (plain words, no stack). */
-export function persistenceFailed(cause: string, message?: string): ResponseError<PersistenceFailedData> {
+/** `-32013 Persistence failed` with `data: {cause, operation}` (plain words, no stack); the message says which. */
+export function persistenceFailed(
+  cause: string,
+  operation: "read" | "write",
+  message?: string,
+): ResponseError<PersistenceFailedData> {
   return new ResponseError(
     ErrorCodes.PersistenceFailed,
-    message ?? `The run-state authority failed to persist the change: ${stripPeriod(cause)}.`,
-    { cause },
+    message ??
+      (operation === "read"
+        ? `The run-state authority failed to read the stored state: ${stripPeriod(cause)}.`
+        : `The run-state authority failed to persist the change: ${stripPeriod(cause)}.`),
+    { cause, operation },
   );
 }
 

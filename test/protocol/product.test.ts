@@ -231,6 +231,7 @@ describe("product notifications", () => {
     "product.integrated": {
       integration: { mode: "branch", branch: "acp/prd_1", head: "b".repeat(40), state: "integrated", merged: ["t1"] },
     },
+    "product.ownershipLost": { ownerId: "host:1:2:0a1b2c3d", error: "Another server process took the product over." },
     "product.completed": { projectId: "proj", phase: "completed", summary: "All 3 tasks completed." },
   };
 

@@ -29,6 +29,7 @@ import type {
   MessageRequest,
   MessageResult,
   Notifier,
+  OwnerLiveness,
   PhasePlanRequest,
   PhasePlanResult,
   PlanRequest,
@@ -518,6 +519,8 @@ export interface HarnessOptions {
   ids?: IdGenerator;
   options?: Partial<ProductOptions>;
   checkpointHistory?: number;
+  /** The liveness port (guarantee 13); absent = no owner is ever provably dead. */
+  liveness?: OwnerLiveness;
 }
 
 /** Wires the fakes into a `ProductService` (a "server process"); pass the same authority to simulate a restart. */
@@ -541,6 +544,7 @@ export function createHarness(opts: HarnessOptions = {}): Harness {
     logger,
     defer: (fn) => setImmediate(fn),
     options: { ...DEFAULT_PRODUCT_OPTIONS, ...(opts.options ?? {}) },
+    ...(opts.liveness ? { liveness: opts.liveness } : {}),
   };
   const service = new ProductService(ctx);
   const h: Harness = {

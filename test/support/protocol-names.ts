@@ -45,5 +45,6 @@ export const PRODUCT_NOTIFICATIONS = [
   "product.persistenceError",
   "product.taskIntegrated",
   "product.integrated",
+  "product.ownershipLost",
   "product.completed",
 ];

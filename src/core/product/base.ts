@@ -14,7 +14,7 @@ import { DomainError, conflict, invalidPhase, persistenceFailed } from "../error
 import type { RefusedPermission, WorkerResult } from "../ports.js";
 import { AuthorityConflict, AuthorityFailure } from "../ports.js";
 import type { ProductContext } from "./context.js";
-import { ProductLease, type LeaseLoss } from "./lease.js";
+import { ProductLease, holderDetails, type LeaseLoss } from "./lease.js";
 import type { ProductEvent } from "./records.js";
 import type { ProductModel } from "./state.js";
 
@@ -95,6 +95,8 @@ export abstract class OrchestratorBase {
   protected stopReason: StopReason | null = null;
   /** Set when driving starts: the next wave first prunes leftover worktrees and verifies the branch (guarantee 11). */
   protected pruneBeforeStart = false;
+  /** Set once `product.ownershipLost` was sent for this instance. */
+  private ownershipLostAnnounced = false;
 
   constructor(
     readonly model: ProductModel,
@@ -109,6 +111,7 @@ export abstract class OrchestratorBase {
       model.state.productId,
       { owner: o.ownerId ?? "local", ttlMs: o.leaseTtlMs ?? 30_000, renewMs: o.leaseRenewMs ?? 10_000 },
       (loss) => this.onLeaseLost(loss),
+      ctx.liveness,
     );
   }
 
@@ -190,12 +193,14 @@ export abstract class OrchestratorBase {
 
   protected onWriteError(err: unknown): DomainError {
     if (err instanceof AuthorityConflict) {
+      const wasDriving = this.driving || this.lease.held || this.running.size > 0;
       this.fenced = true;
       this.ctx.logger.error({ productId: this.productId, err: err.message }, "write refused: another owner");
       this.stopWorkers("fenced");
       this.driving = false;
       this.lease.drop();
       this.disarmTimers();
+      if (wasDriving) this.announceOwnershipLost(err.details.owner);
       return conflict(err.details, `Product ${this.productId}`);
     }
     const cause = err instanceof Error ? err.message : String(err);
@@ -272,7 +277,31 @@ export abstract class OrchestratorBase {
     if (this.driving || this.running.size > 0) return;
     await this.catchUpNow();
     const holder = await this.lease.holder();
-    if (holder && holder.live && !holder.mine) throw conflict({ owner: holder.owner }, `Product ${this.productId}`);
+    if (holder && holder.live && !holder.mine) throw conflict(holderDetails(holder), `Product ${this.productId}`);
+  }
+
+  /** The lease's holder as `product.status` and `product.list` show it (`Owner`, PROTOCOL.md section 5). Read-only. */
+  async owner(): Promise<{ ownerId: string; expiresAt: string; live: boolean } | undefined> {
+    const holder = await this.lease.holder();
+    return holder ? { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live } : undefined;
+  }
+
+  /**
+   * Tells the client that another server took the product over and this one stopped driving it (guarantee 13,
+   * `product.ownershipLost {productId, ownerId, error}`; `ownerId` is the id this server held the lease under). Sent
+   * once per instance: a fenced instance never drives again.
+   */
+  protected announceOwnershipLost(newOwner: string | undefined): void {
+    if (this.ownershipLostAnnounced) return;
+    this.ownershipLostAnnounced = true;
+    const by = newOwner !== undefined && newOwner !== this.lease.owner ? ` (owner ${newOwner})` : "";
+    this.ctx.notifier.notify("product.ownershipLost", {
+      productId: this.productId,
+      ownerId: this.lease.owner,
+      error:
+        `Another server process${by} took product ${this.productId} over, so this server stopped driving it; ` +
+        "follow it through that process, or with product.status.",
+    });
   }
 
   /**
@@ -328,6 +357,7 @@ export abstract class OrchestratorBase {
       this.ctx.logger.error({ productId: this.productId, owner: loss.owner }, "lease taken by another owner; stopping");
       this.stopDriving();
       this.stopWorkers("fenced");
+      this.announceOwnershipLost(loss.owner);
       return;
     }
     const error = loss.error instanceof Error ? loss.error : new AuthorityFailure(String(loss.error));

@@ -10,6 +10,7 @@ import type {
   LeaderResolver,
   Logger,
   Notifier,
+  OwnerLiveness,
   WorkerPort,
   WorkspacePort,
   WorkspaceProbe,
@@ -86,6 +87,11 @@ export interface ProductContext {
    */
   defer(fn: () => void): void;
   options: ProductOptions;
+  /**
+   * Tells whether the process behind a lease owner id still runs (guarantee 13): a same-host owner that is gone is
+   * taken over at once. When absent, no owner is ever provably dead and every lease is respected until it expires.
+   */
+  liveness?: OwnerLiveness;
   /** Reads the workspace's git HEAD for drift detection; when absent every workspace counts as "not in git". */
   workspace?: WorkspaceProbe;
   /**

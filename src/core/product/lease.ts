@@ -1,20 +1,26 @@
 /**
- * ProductLease: one owner at a time (DESIGN.md guarantee 6). A product being executed holds a lease record
- * (`lease/<productId>`: `{v: 1, owner, expiresAt}`) in the run-state authority, taken and renewed only by
+ * ProductLease: one owner at a time (DESIGN.md guarantees 6 and 13). A product being executed holds a lease record
+ * (`lease/<productId>`: `{v: 1, owner, expiresAt, ttlMs}`) in the run-state authority, taken and renewed only by
  * compare-and-swap on its revision, renewed by a heartbeat on the Clock, and deleted when the owner stops.
  *
- * Policy: a live lease of another owner refuses the take-over (`conflict` with the owner); an expired lease, a
- * missing one, one that does not parse, or one with this process's own owner id may be taken. A renewal that finds
- * the revision changed means someone else took the lease: the owner is told (`onLost`) and never renews again.
- * Lease operations of one product run one at a time, so a release never races a renewal.
+ * Policy: a live lease of another owner refuses the take-over (`conflict` with `{owner, expiresAt, live: true}`); an
+ * expired lease, a missing one, one that does not parse, one with this process's own owner id, or one whose owner is
+ * provably dead (`OwnerLiveness` says `dead`: same host, process gone) may be taken at once. A renewal that finds the
+ * revision changed means someone else took the lease: the owner is told (`onLost`) and never renews again. Lease
+ * operations of one product run one at a time, so a release never races a renewal.
+ *
+ * Trust (guarantee 14): a reader never believes `expiresAt` further than the lease's lifetime (`ttlMs`, capped at
+ * `MAX_LEASE_TTL_MS`; this process's TTL for records without one) past the moment it first saw the record's current
+ * revision. A renewing owner writes a new revision every `renewMs`, so this only ever shortens leases that stopped
+ * being renewed, such as one dated far in the future by a wrong clock or a hand edit.
  *
  * This file never decides what losing the lease means for the product (the orchestrator fences itself) and never
- * performs I/O except through the ProductStore.
+ * performs I/O except through the ProductStore and the liveness port.
  */
 import { DomainError, conflict, persistenceFailed } from "../errors.js";
-import type { Clock, Logger } from "../ports.js";
+import type { Clock, Logger, OwnerLiveness } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
-import type { LeaseRecord } from "./records.js";
+import { MAX_LEASE_TTL_MS, type LeaseRecord } from "./records.js";
 import type { ProductStore } from "./store.js";
 
 export interface LeaseSettings {
@@ -36,12 +42,45 @@ export type LeaseLoss =
 /** Who holds a lease now, as read from the authority. */
 export interface LeaseHolder {
   owner: string;
-  /** ISO-8601 UTC. */
+  /** ISO-8601 UTC: the record's `expiresAt`, never later than its lifetime past when this process first saw it. */
   expiresAt: string;
-  /** True when it has not expired by this process's clock. */
+  /**
+   * True when it has not expired by this process's clock and its owner is not provably dead (guarantee 13); the
+   * `live` of PROTOCOL.md section 5 `Owner`.
+   */
   live: boolean;
   /** True when the owner is this process's owner id. */
   mine: boolean;
+  /** What the liveness port proved about the owner's process. */
+  process: "alive" | "dead" | "unknown";
+}
+
+/** The conflict details of a refusal by a live holder (PROTOCOL.md section 3, `-32012` data). */
+export function holderDetails(holder: LeaseHolder): { owner: string; expiresAt: string; live: boolean } {
+  return { owner: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
+}
+
+/**
+ * How a reader sees a lease record (guarantees 13 and 14): its expiry is never believed further than the lease's
+ * lifetime (`ttlMs`, capped at `MAX_LEASE_TTL_MS`; `view.ttlMs` for records without one) past `seenAtMs`, when the
+ * reader first saw the record's current revision (`nowMs` for a one-off read); it is live while that expiry is ahead
+ * of `nowMs` and the liveness port does not prove its owner dead. Pure.
+ */
+export function describeLease(
+  lease: LeaseRecord,
+  view: { nowMs: number; seenAtMs: number; owner: string; ttlMs: number; liveness?: OwnerLiveness },
+): LeaseHolder {
+  const ttlMs = Math.min(lease.ttlMs ?? view.ttlMs, MAX_LEASE_TTL_MS);
+  const expiresAtMs = Math.min(Date.parse(lease.expiresAt), view.seenAtMs + ttlMs);
+  const mine = lease.owner === view.owner;
+  const process = mine ? "alive" : (view.liveness?.check(lease.owner) ?? "unknown");
+  return {
+    owner: lease.owner,
+    expiresAt: new Date(expiresAtMs).toISOString(),
+    live: expiresAtMs > view.nowMs && process !== "dead",
+    mine,
+    process,
+  };
 }
 
 export class ProductLease {
@@ -53,6 +92,8 @@ export class ProductLease {
   #queue: Promise<unknown> = Promise.resolve();
   /** Bumped by every acquire and release, so a heartbeat scheduled for an earlier holding does nothing. */
   #generation = 0;
+  /** The revision of the lease record this process last read and when (epoch ms) it first saw that revision. */
+  #seen: { revision: number; atMs: number } | null = null;
 
   constructor(
     private readonly store: ProductStore,
@@ -62,6 +103,7 @@ export class ProductLease {
     private readonly productId: string,
     private readonly settings: LeaseSettings,
     private readonly onLost: (loss: LeaseLoss) => void,
+    private readonly liveness?: OwnerLiveness,
   ) {}
 
   /** True while this process holds the lease (acquired, not released, not lost). */
@@ -81,17 +123,21 @@ export class ProductLease {
 
   /** Reads the current holder of the lease, or `null` when there is none (or the record does not parse). Never writes. */
   async holder(): Promise<LeaseHolder | null> {
-    const { lease } = await this.store.readLease(this.projectId, this.productId);
-    return lease ? this.describe(lease) : null;
+    const { lease, revision } = await this.store.readLease(this.projectId, this.productId);
+    return lease && revision !== null ? this.describe(lease, revision) : null;
   }
 
-  private describe(lease: LeaseRecord): LeaseHolder {
-    return {
-      owner: lease.owner,
-      expiresAt: lease.expiresAt,
-      live: Date.parse(lease.expiresAt) > this.clock.now(),
-      mine: lease.owner === this.settings.owner,
-    };
+  /** The holder as this process may believe it: expiry bounded by the lease's lifetime, liveness of its process. */
+  private describe(lease: LeaseRecord, revision: number): LeaseHolder {
+    const now = this.clock.now();
+    if (this.#seen?.revision !== revision) this.#seen = { revision, atMs: now };
+    return describeLease(lease, {
+      nowMs: now,
+      seenAtMs: this.#seen.atMs,
+      owner: this.settings.owner,
+      ttlMs: this.settings.ttlMs,
+      ...(this.liveness ? { liveness: this.liveness } : {}),
+    });
   }
 
   /**
@@ -111,9 +157,15 @@ export class ProductLease {
         if (current.invalid) {
           this.logger.warn({ productId: this.productId }, "lease record does not parse; treating it as expired");
         }
-        if (current.lease) {
-          const holder = this.describe(current.lease);
-          if (holder.live && !holder.mine) throw conflict({ owner: holder.owner }, `Product ${this.productId}`);
+        if (current.lease && current.revision !== null) {
+          const holder = this.describe(current.lease, current.revision);
+          if (holder.live && !holder.mine) throw conflict(holderDetails(holder), `Product ${this.productId}`);
+          if (holder.process === "dead" && !holder.mine) {
+            this.logger.warn(
+              { productId: this.productId, owner: holder.owner },
+              "the lease's owner process is gone; taking the product over without waiting for the lease to expire",
+            );
+          }
         }
         const now = this.clock.now();
         this.#revision = await this.store.putLease(this.projectId, this.productId, this.value(now), current.revision);
@@ -122,9 +174,8 @@ export class ProductLease {
         this.arm();
       } catch (err) {
         if (err instanceof AuthorityConflict) {
-          const winner = await this.store.readLease(this.projectId, this.productId).catch(() => null);
-          const owner = winner?.lease?.owner;
-          throw conflict(owner !== undefined ? { owner } : {}, `Product ${this.productId}`);
+          const winner = await this.holder().catch(() => null);
+          throw conflict(winner ? holderDetails(winner) : {}, `Product ${this.productId}`);
         }
         if (err instanceof DomainError) throw err;
         throw persistenceFailed(err);
@@ -169,7 +220,12 @@ export class ProductLease {
   }
 
   private value(now: number): LeaseRecord {
-    return { v: 1, owner: this.settings.owner, expiresAt: new Date(now + this.settings.ttlMs).toISOString() };
+    return {
+      v: 1,
+      owner: this.settings.owner,
+      expiresAt: new Date(now + this.settings.ttlMs).toISOString(),
+      ttlMs: this.settings.ttlMs,
+    };
   }
 
   private serial<T>(fn: () => Promise<T>): Promise<T> {

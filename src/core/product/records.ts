@@ -78,14 +78,21 @@ export const Fingerprint = z.object({
 });
 export type Fingerprint = z.infer<typeof Fingerprint>;
 
+/** The longest lease lifetime a reader believes (1 h): a larger `ttlMs` in a record is cut to this when read. */
+export const MAX_LEASE_TTL_MS = 3_600_000;
+
 /**
- * The lease of one product (DESIGN.md guarantee 6): who executes it and until when (ISO-8601 UTC). Written only by
- * compare-and-swap; an expired lease may be taken over; a record that does not parse proves no one is alive.
+ * The lease of one product (DESIGN.md guarantees 6 and 13): who executes it and until when (ISO-8601 UTC), and the
+ * lifetime the owner gives each renewal (`ttlMs`, absent in records of older servers). Written only by
+ * compare-and-swap; an expired lease, or one whose owner is provably dead, may be taken over; a record that does not
+ * parse proves no one is alive. Readers never trust `expiresAt` further than `ttlMs` past the moment they first saw
+ * the record's revision (lease.ts), so a lease dated far in the future blocks nobody for longer than one lifetime.
  */
 export const LeaseRecord = z.object({
   v: z.literal(1),
   owner: Id,
   expiresAt: Timestamp.refine((t) => Number.isFinite(Date.parse(t)), "must be a date"),
+  ttlMs: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
 });
 export type LeaseRecord = z.infer<typeof LeaseRecord>;
 

@@ -9,6 +9,7 @@ import type { Budget, Instance, Mutation, Phase, Plan, Task } from "../../../pro
 import type { DraftPlan } from "../ports.js";
 import { isDomainError, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
+import { describeLease } from "./lease.js";
 import { ProductOrchestrator } from "./orchestrator.js";
 import { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
@@ -36,6 +37,17 @@ export type ControlRequest = { op: "pause" } | { op: "cancel" } | { op: "mutate"
 
 /** Forwards a request to the product's owner on another server; resolves with its result or throws its refusal. */
 export type Forwarder = (productId: string, request: ControlRequest, refusal: DomainError) => Promise<unknown>;
+
+/** One `product.list` entry (PROTOCOL.md section 5). */
+interface ListedProduct {
+  productId: string;
+  projectId: string;
+  name: string;
+  phase: Phase;
+  progress: ReturnType<typeof progressOfModel>;
+  updatedAt: string;
+  owner?: { ownerId: string; expiresAt: string; live: boolean };
+}
 
 export class ProductService {
   private readonly live = new Map<string, ProductOrchestrator>();
@@ -168,7 +180,7 @@ export class ProductService {
   /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */
   async list(projectId?: string, phase?: Phase) {
     const { headers } = await this.ctx.store.listHeaders(projectId, phase);
-    const products = headers.map((h) => {
+    const products = headers.map((h): ListedProduct => {
       // Memory is the truth for what this process drives; a stale in-memory copy of a product another process
       // drives (the header moved on) is not.
       const loaded = this.live.get(h.productId);
@@ -183,7 +195,34 @@ export class ProductService {
         updatedAt: live ? live.model.state.updatedAt : h.updatedAt,
       };
     });
+    // Guarantee 13: an executing product shows who drives it and whether that owner is live (a lease exists only
+    // while a product executes, so only those are read).
+    await Promise.all(
+      products.map(async (p) => {
+        if (p.phase !== "executing") return;
+        const owner = await this.ownerOf(p.projectId, p.productId);
+        if (owner) p.owner = owner;
+      }),
+    );
     return { products: phase === undefined ? products : products.filter((p) => p.phase === phase) };
+  }
+
+  /** The `Owner` of a product's lease as this process sees it now (PROTOCOL.md section 5), or `undefined`. Read-only. */
+  private async ownerOf(projectId: string, productId: string): Promise<{ ownerId: string; expiresAt: string; live: boolean } | undefined> {
+    const loaded = this.live.get(productId);
+    if (loaded) return loaded.owner();
+    const { lease } = await this.ctx.store.readLease(projectId, productId);
+    if (!lease) return undefined;
+    const nowMs = this.ctx.clock.now();
+    const o = this.ctx.options;
+    const holder = describeLease(lease, {
+      nowMs,
+      seenAtMs: nowMs,
+      owner: o.ownerId,
+      ttlMs: o.leaseTtlMs,
+      ...(this.ctx.liveness ? { liveness: this.ctx.liveness } : {}),
+    });
+    return { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
   }
 
   /**

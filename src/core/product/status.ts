@@ -69,9 +69,11 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow());
     const status = this.status();
     const phase = this.model.state.phase;
+    // Guarantee 13: who holds the lease, until when, and whether that owner is live (PROTOCOL.md section 5, Owner).
+    const holder = await this.lease.holder();
+    if (holder) status.owner = { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
     if (this.lost > 0 || this.driving || (phase !== "executing" && phase !== "paused")) return status;
-    const holder = await this.lease.holder();
     if (holder && holder.live && !holder.mine) {
       status.recovery = {
         cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
@@ -79,6 +81,13 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
         remediation: "Use that process, or wait until its lease expires (it stopped renewing) and then call product.resume.",
       };
       return status;
+    }
+    if (holder && !holder.mine && holder.process === "dead" && phase === "executing") {
+      status.recovery = {
+        cause: `The server process that drove this product (owner ${holder.owner}) is gone.`,
+        resumable: true,
+        remediation: "Call product.resume to continue at once; tasks that were running will run again, completed ones are kept.",
+      };
     }
     const drift = await this.drift();
     if (drift.length === 0) return status;

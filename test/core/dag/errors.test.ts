@@ -45,7 +45,7 @@ describe("domain errors", () => {
   it("persistenceFailed keeps the cause text and the original cause", () => {
     const cause = new Error("disk full");
     const e = persistenceFailed(cause);
-    expect(e.details).toEqual({ cause: "disk full" });
+    expect(e.details).toEqual({ cause: "disk full", operation: "write" });
     expect(e.cause).toBe(cause);
     expect(e.message).toContain("disk full");
   });

@@ -9,19 +9,30 @@ import { FakeClock, createHarness, draftPlan, drain, rejectionOf, waitUntil, typ
 import { isDomainError } from "../../../src/core/errors.js";
 import { productStream } from "../../../src/core/product/records.js";
 import type { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
+import type { OwnerLiveness, OwnerLivenessVerdict } from "../../../src/core/ports.js";
 
 const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }]);
 const LEASE = { leaseTtlMs: 3_000, leaseRenewMs: 1_000 };
 const T0 = Date.parse("2030-01-01T00:00:00.000Z");
 
 /** A "process" with its own owner id; `clock` defaults to a fresh FakeClock at T0 + `aheadMs`. */
-function processOf(owner: string, shared?: Harness, opts: { aheadMs?: number; clock?: FakeClock } = {}): Harness {
+function processOf(
+  owner: string,
+  shared?: Harness,
+  opts: { aheadMs?: number; clock?: FakeClock; liveness?: OwnerLiveness } = {},
+): Harness {
   return createHarness({
     plan: PLAN,
     ...(shared ? { authority: shared.authority, ids: shared.ids } : {}),
     clock: opts.clock ?? new FakeClock(T0 + (opts.aheadMs ?? 0)),
     options: { ownerId: owner, ...LEASE },
+    ...(opts.liveness ? { liveness: opts.liveness } : {}),
   });
+}
+
+/** A liveness port that knows the verdict for each owner id (what the process adapter proves on one host). */
+function livenessOf(verdicts: Record<string, OwnerLivenessVerdict>): OwnerLiveness {
+  return { check: (ownerId) => verdicts[ownerId] ?? "unknown" };
 }
 
 async function leaseOf(authority: MemoryAuthority, productId: string) {
@@ -48,7 +59,7 @@ describe("the lease record", () => {
     await a.started();
     await waitUntil(() => a.worker.hasStarted("a"), "a to start");
 
-    expect(leaseAtStart).toEqual({ v: 1, owner: "A", expiresAt: new Date(T0 + 3_000).toISOString() });
+    expect(leaseAtStart).toEqual({ v: 1, owner: "A", expiresAt: new Date(T0 + 3_000).toISOString(), ttlMs: 3_000 });
   });
 
   it("is renewed by heartbeat (CAS on its revision) while the product executes", async () => {
@@ -60,7 +71,7 @@ describe("the lease record", () => {
     const after = await leaseOf(a.authority, productId);
 
     expect(after?.revision).toBe((before?.revision ?? 0) + 1);
-    expect(after?.value).toEqual({ v: 1, owner: "A", expiresAt: new Date(T0 + 4_000).toISOString() });
+    expect(after?.value).toEqual({ v: 1, owner: "A", expiresAt: new Date(T0 + 4_000).toISOString(), ttlMs: 3_000 });
   });
 
   it("is released when the product completes, leaving no timer armed", async () => {
@@ -103,8 +114,12 @@ describe("a second process while the lease is live", () => {
     const writes = a.authority.writeCount;
 
     const err = await rejectionOf(b.service.resume(productId));
-    expect(isDomainError(err, "conflict") && err.details).toEqual({ owner: "A" });
-    expect(isDomainError(err) && err.message).toContain("(A)");
+    expect(isDomainError(err, "conflict") && err.details).toEqual({
+      owner: "A",
+      expiresAt: new Date(T0 + 3_000).toISOString(),
+      live: true,
+    });
+    expect(isDomainError(err) && err.message).toContain("(owner A)");
     expect(a.authority.writeCount).toBe(writes);
     expect(b.worker.executions).toEqual([]);
   });
@@ -123,7 +138,11 @@ describe("a second process while the lease is live", () => {
     const writes = a.authority.writeCount;
 
     const err = await rejectionOf(call(b, productId));
-    expect(isDomainError(err, "conflict") && err.details).toEqual({ owner: "A" });
+    expect(isDomainError(err, "conflict") && err.details).toEqual({
+      owner: "A",
+      expiresAt: new Date(T0 + 3_000).toISOString(),
+      live: true,
+    });
     expect(a.authority.writeCount).toBe(writes);
     expect((await a.service.status(productId)).phase).toBe("executing");
   });
@@ -157,12 +176,17 @@ describe("after the lease expired", () => {
     await drain();
 
     expect(a.worker.runsOf("a")[0]?.request.signal.aborted).toBe(true);
+    expect(await a.notifier.next("product.ownershipLost")).toEqual({
+      productId,
+      ownerId: "A",
+      error: expect.stringContaining("(owner B) took product"),
+    });
     expect(await a.authority.readEvents("proj", productStream(productId), 0)).toEqual(stream);
     expect((await leaseOf(a.authority, productId))?.value).toMatchObject({ owner: "B" });
     // Fenced: every write of A's instance is refused without reaching the authority.
     const writes = a.authority.writeCount;
     const err = await rejectionOf(a.service.checkpoint(productId));
-    expect(isDomainError(err, "conflict") && err.details).toEqual({ owner: "B" });
+    expect(isDomainError(err, "conflict") && err.details).toMatchObject({ owner: "B", live: true });
     expect(a.authority.writeCount).toBe(writes);
   });
 
@@ -180,6 +204,8 @@ describe("after the lease expired", () => {
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
     expect(lost?.status === "rejected" && isDomainError(lost.reason, "conflict") && lost.reason.details).toEqual({
       owner: won === 0 ? "B" : "C",
+      expiresAt: new Date(T0 + 13_000).toISOString(),
+      live: true,
     });
     const done = await winner.finished(productId);
     expect(done.phase).toBe("completed");
@@ -211,6 +237,90 @@ describe("after the lease expired", () => {
     const done = await a.finished(productId);
     expect(done.phase).toBe("completed");
     expect(a.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 3]);
+  });
+});
+
+describe("dead owners do not block (guarantee 13, issue 10 finding 9)", () => {
+  it("a lease whose owner process is provably gone is taken over at once, long before it expires", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a, { liveness: livenessOf({ A: "dead" }) });
+
+    await b.service.resume(productId);
+    expect((await leaseOf(a.authority, productId))?.value).toMatchObject({ owner: "B" });
+    expect((await b.finished(productId)).phase).toBe("completed");
+    expect(b.clock.now()).toBe(T0);
+  });
+
+  it("shows the dead owner in product.status and product.list with live: false, and says resume continues at once", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a, { liveness: livenessOf({ A: "dead" }) });
+    const owner = { ownerId: "A", expiresAt: new Date(T0 + 3_000).toISOString(), live: false };
+
+    const status = await b.service.status(productId);
+    const list = await b.service.list("proj");
+
+    expect(status.owner).toEqual(owner);
+    expect(status.recovery).toMatchObject({ resumable: true, cause: expect.stringContaining("(owner A) is gone") });
+    expect(list.products[0]).toMatchObject({ productId, owner });
+  });
+
+  it("an owner that may be alive (alive or unknown) is respected until its lease expires, with live: true", async () => {
+    for (const verdict of ["alive", "unknown"] as const) {
+      const { a, productId } = await drivenByA();
+      const b = processOf("B", a, { liveness: livenessOf({ A: verdict }) });
+
+      const err = await rejectionOf(b.service.resume(productId));
+
+      expect(isDomainError(err, "conflict") && err.details).toEqual({
+        owner: "A",
+        expiresAt: new Date(T0 + 3_000).toISOString(),
+        live: true,
+      });
+      expect((await b.service.list("proj")).products[0]?.owner).toMatchObject({ ownerId: "A", live: true });
+    }
+  });
+
+  it("the driving process shows itself as the live owner in product.status", async () => {
+    const { a, productId } = await drivenByA();
+
+    expect((await a.service.status(productId)).owner).toEqual({
+      ownerId: "A",
+      expiresAt: new Date(T0 + 3_000).toISOString(),
+      live: true,
+    });
+  });
+});
+
+describe("a lease dated far in the future (guarantee 14, issue 10 finding 7)", () => {
+  it("is believed for at most its lifetime after it was first seen, then taken over", async () => {
+    const { a, productId } = await drivenByA();
+    await a.service.shutdown();
+    await a.authority.put("proj", "lease", productId, { v: 1, owner: "Z", expiresAt: "2999-01-01T00:00:00.000Z" }, null);
+    const b = processOf("B", a);
+
+    const err = await rejectionOf(b.service.resume(productId));
+    expect(isDomainError(err, "conflict") && err.details).toEqual({
+      owner: "Z",
+      expiresAt: new Date(T0 + 3_000).toISOString(),
+      live: true,
+    });
+    b.clock.advance(3_001);
+    await b.service.resume(productId);
+
+    expect((await b.finished(productId)).phase).toBe("completed");
+  });
+
+  it("keeps being respected while its owner renews it (each renewal is a new revision)", async () => {
+    const { a, productId } = await drivenByA();
+    const b = processOf("B", a, { clock: a.clock });
+    await rejectionOf(b.service.resume(productId));
+    for (let i = 0; i < 5; i++) {
+      a.clock.advance(1_000);
+      await waitUntil(() => a.clock.pendingTimers > 0, "renewal");
+      await drain();
+    }
+
+    expect(isDomainError(await rejectionOf(b.service.resume(productId)), "conflict")).toBe(true);
   });
 });
 
