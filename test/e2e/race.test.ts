@@ -129,9 +129,10 @@ describe("two servers on one SQLite file", () => {
         (e: unknown) => e,
       )),
     )) as RpcError[];
+    // An owner id of another scheme proves nothing about its process (guarantee 13): respected, live, until it expires.
     expect(early.map((e) => [e.code, e.data])).toEqual([
-      [-32012, { owner: "server-1" }],
-      [-32012, { owner: "server-1" }],
+      [-32012, { owner: "server-1", expiresAt: expect.any(String), live: true }],
+      [-32012, { owner: "server-1", expiresAt: expect.any(String), live: true }],
     ]);
     const atKill = await stored(statePath, productId);
     const completedAtKill = atKill.tasks.filter((t) => t.status === "completed").map((t) => t.taskId);
@@ -150,7 +151,7 @@ describe("two servers on one SQLite file", () => {
     const lost = answers[1 - wonAt] as { err?: RpcError };
     expect(answers.filter((a) => "ok" in a)).toEqual([{ ok: { productId, phase: "executing" } }]);
     expect(lost.err?.code).toBe(-32012);
-    expect(lost.err?.data).toEqual({ owner: wonAt === 0 ? "server-2" : "server-3" });
+    expect(lost.err?.data).toMatchObject({ owner: wonAt === 0 ? "server-2" : "server-3", live: true });
 
     // While the winner drives, the loser is refused every time, and it says who drives.
     const again = (await loser.request("product.resume", { productId }).catch((e: unknown) => e)) as RpcError;
