@@ -59,16 +59,14 @@ function readLog(logPath: string): ExecutionLogLine[] {
     .map((l) => JSON.parse(l) as ExecutionLogLine);
 }
 
-const completedIn = (s: ServerHandle) => (n: Notification) =>
-  n.method === "product.taskStatus" && n.params.status === "completed";
+const isCompletion = (n: Notification) => n.method === "product.taskStatus" && n.params.status === "completed";
 
 /** Plans and confirms the chain on `s`; resolves once `done` tasks completed and the next one runs. */
 async function runUntil(s: ServerHandle, workspace: string, done: number): Promise<string> {
   const { productId } = await s.request<{ productId: string }>("product.plan", { goal: "Chain", cwd: workspace });
   await s.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
   await s.request("product.confirm", { productId, instances: INSTANCES, tasks: TASKS });
-  const completed = completedIn(s);
-  await s.waitFor((n) => completed(n) && s.notifications.filter(completed).length >= done, 60_000);
+  await s.waitFor((n) => isCompletion(n) && s.notifications.filter(isCompletion).length >= done, 60_000);
   await s.waitFor(
     (n) => n.method === "product.taskStatus" && n.params.status === "running" && n.params.taskId === `t${done + 1}`,
     60_000,
