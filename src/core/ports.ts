@@ -114,14 +114,14 @@ export interface RunStateAuthority {
    */
   deleteStream(projectId: string, stream: string): Promise<boolean>;
   /**
-   * Compaction (guarantee 14): deletes the events with `seq < beforeSeq` and returns how many were deleted. The
-   * stream's numbering is unchanged (the next append still expects the last sequence number), so the last event is
-   * never pruned: a `beforeSeq` above the last sequence number is refused with `AuthorityFailure` and deletes nothing
-   * (0 and 1 are always accepted: there is nothing before them).
-   * Only the stream's writer (the product's owner) prunes, and only events a snapshot already covers.
+   * Compaction (guarantee 14): deletes the events with `afterSeq < seq < beforeSeq` (`afterSeq` defaults to 0: every
+   * event before `beforeSeq`) and returns how many were deleted. The stream's numbering is unchanged (the next append
+   * still expects the last sequence number), so the last event is never pruned: a `beforeSeq` above the last sequence
+   * number is refused with `AuthorityFailure` and deletes nothing (0 and 1 are always accepted: there is nothing
+   * before them). Only the stream's writer (the product's owner) prunes, and only events a snapshot already covers.
    * Optional: a host authority has no such request (PROTOCOL.md section 7), so its streams are never compacted.
    */
-  pruneEvents?(projectId: string, stream: string, beforeSeq: number): Promise<number>;
+  pruneEvents?(projectId: string, stream: string, beforeSeq: number, afterSeq?: number): Promise<number>;
   /** Every project id with at least one record; used by `product.list` without a `projectId`. Optional for hosts. */
   listProjects?(): Promise<string[]>;
   /**

@@ -739,9 +739,11 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
     });
 
     describe("pruneEvents", () => {
-      const prune = async (a: A, projectId: string, stream: string, beforeSeq: number): Promise<number> => {
+      const prune = async (a: A, projectId: string, stream: string, beforeSeq: number, afterSeq?: number) => {
         if (!a.pruneEvents) throw new Error(`${initializer.name} does not implement pruneEvents (declare a deviation)`);
-        return a.pruneEvents(projectId, stream, beforeSeq);
+        return afterSeq === undefined
+          ? a.pruneEvents(projectId, stream, beforeSeq)
+          : a.pruneEvents(projectId, stream, beforeSeq, afterSeq);
       };
 
       test("pruneEvents", "deletes the events before beforeSeq and returns how many", async (a) => {
@@ -801,6 +803,23 @@ export function runAuthorityConformance<A extends RunStateAuthority>(initializer
         await a.appendEvents(Q, "s1", [{ e: 1 }, { e: 2 }], 0);
         await prune(a, P, "s1", 2);
         expect([(await a.readEvents(P, "s2", 0)).length, (await a.readEvents(Q, "s1", 0)).length]).toEqual([2, 2]);
+      });
+
+      test("pruneEvents", "with afterSeq deletes only the events strictly between afterSeq and beforeSeq", async (a) => {
+        await a.appendEvents(P, "s1", Array.from({ length: 8 }, (_, e) => ({ e })), 0);
+        expect(await prune(a, P, "s1", 6, 2)).toBe(3);
+      });
+
+      test("pruneEvents", "leaves a hole that readEvents skips, in order, with the kept sequence numbers", async (a) => {
+        await a.appendEvents(P, "s1", Array.from({ length: 8 }, (_, e) => ({ e })), 0);
+        await prune(a, P, "s1", 6, 2);
+        expect((await a.readEvents(P, "s1", 0)).map((e) => e.seq)).toEqual([1, 2, 6, 7, 8]);
+      });
+
+      test("pruneEvents", "counts only kept events against limit across a hole", async (a) => {
+        await a.appendEvents(P, "s1", Array.from({ length: 8 }, (_, e) => ({ e })), 0);
+        await prune(a, P, "s1", 6, 2);
+        expect((await a.readEvents(P, "s1", 1, 3)).map((e) => e.seq)).toEqual([2, 6, 7]);
       });
 
       test("pruneEvents", "refuses to prune the last event with AuthorityFailure", async (a) => {

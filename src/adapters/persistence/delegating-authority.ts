@@ -105,14 +105,16 @@ export class DelegatingAuthority implements RunStateAuthority {
   }
 
   /** The current backend's `pruneEvents`, bound to it; `undefined` when that backend has none (the host). */
-  get pruneEvents(): ((projectId: string, stream: string, beforeSeq: number) => Promise<number>) | undefined {
+  get pruneEvents():
+    | ((projectId: string, stream: string, beforeSeq: number, afterSeq?: number) => Promise<number>)
+    | undefined {
     const backend = this.#current;
     const pruneEvents = backend.pruneEvents;
     if (pruneEvents === undefined) return undefined;
-    return (projectId, stream, beforeSeq) =>
+    return (projectId, stream, beforeSeq, afterSeq) =>
       this.#closed
         ? Promise.reject(closedError("pruneEvents"))
-        : pruneEvents.call(backend, projectId, stream, beforeSeq);
+        : pruneEvents.call(backend, projectId, stream, beforeSeq, afterSeq);
   }
 
   /** The current backend's `listProjects`, bound to it; `undefined` when that backend has none. */

@@ -76,10 +76,13 @@ interface StoredEntry {
   updatedAt: string;
 }
 
-/** One event stream: `events[i]` has sequence number `pruned + i + 1` (the first `pruned` were compacted away). */
+/**
+ * One event stream: `events[i]` has sequence number `pruned + i + 1` (the first `pruned` were compacted away);
+ * `undefined` marks an event pruned from the middle. The first and the last entries are never `undefined`.
+ */
 interface StoredStream {
   pruned: number;
-  events: object[];
+  events: (object | undefined)[];
 }
 
 interface PendingFailure {
@@ -272,9 +275,10 @@ export class MemoryAuthority implements RunStateAuthority {
     const stored = this.#streams.get(projectId)?.get(stream);
     if (!stored) return [];
     const result: StoredEvent[] = [];
-    const end = limit === undefined ? stored.events.length : Math.min(stored.events.length, Math.max(afterSeq - stored.pruned, 0) + limit);
-    for (let index = Math.max(afterSeq - stored.pruned, 0); index < end; index += 1) {
-      result.push({ seq: stored.pruned + index + 1, event: cloneValue(stored.events[index] as object) });
+    for (let index = Math.max(afterSeq - stored.pruned, 0); index < stored.events.length; index += 1) {
+      if (limit !== undefined && result.length >= limit) break;
+      const event = stored.events[index];
+      if (event !== undefined) result.push({ seq: stored.pruned + index + 1, event: cloneValue(event) });
     }
     return result;
   }
@@ -289,25 +293,37 @@ export class MemoryAuthority implements RunStateAuthority {
     byProject.delete(stream);
     if (byProject.size === 0) this.#streams.delete(projectId);
     this.#writeCount += 1;
-    return stored.events.length > 0;
+    return stored.events.some((event) => event !== undefined);
   }
 
   /**
-   * Deletes the events with `seq < beforeSeq` (compaction) and returns how many were deleted; the numbering goes on.
-   * Refuses (`AuthorityFailure`, nothing deleted) a `beforeSeq` above the last sequence number (0 and 1 always pass).
+   * Deletes the events with `afterSeq < seq < beforeSeq` (compaction; `afterSeq` default 0) and returns how many were
+   * deleted; the numbering goes on. Refuses (`AuthorityFailure`, nothing deleted) a `beforeSeq` above the last
+   * sequence number (0 and 1 always pass).
    */
-  async pruneEvents(projectId: string, stream: string, beforeSeq: number): Promise<number> {
+  async pruneEvents(projectId: string, stream: string, beforeSeq: number, afterSeq = 0): Promise<number> {
     this.#enter({ op: "pruneEvents", projectId, stream });
     checkStream(projectId, stream);
     checkSeq(beforeSeq, "beforeSeq");
+    checkSeq(afterSeq, "afterSeq");
     const stored = this.#streams.get(projectId)?.get(stream);
     checkPruneBound(stream, beforeSeq, stored ? stored.pruned + stored.events.length : 0);
     if (!stored) return 0;
-    const count = Math.max(0, Math.min(beforeSeq - 1 - stored.pruned, stored.events.length));
-    if (count === 0) return 0;
-    stored.events.splice(0, count);
-    stored.pruned += count;
-    this.#writeCount += 1;
+    let count = 0;
+    const from = Math.max(afterSeq - stored.pruned, 0);
+    const to = Math.min(beforeSeq - 1 - stored.pruned, stored.events.length);
+    for (let index = from; index < to; index += 1) {
+      if (stored.events[index] === undefined) continue;
+      stored.events[index] = undefined;
+      count += 1;
+    }
+    let lead = 0;
+    while (lead < stored.events.length - 1 && stored.events[lead] === undefined) lead += 1;
+    if (lead > 0) {
+      stored.events.splice(0, lead);
+      stored.pruned += lead;
+    }
+    if (count > 0) this.#writeCount += 1;
     return count;
   }
 

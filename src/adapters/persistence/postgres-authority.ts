@@ -410,26 +410,26 @@ export class PostgresAuthority implements RunStateAuthority {
   }
 
   /**
-   * Compaction: deletes the events with `seq < beforeSeq` in one transaction that locks the stream's head row, and
+   * Compaction: deletes the events with `afterSeq < seq < beforeSeq` (`afterSeq` default 0) in one transaction that locks the stream's head row, and
    * returns how many were deleted; the numbering (the head's `last_seq`) is unchanged. Refuses (`AuthorityFailure`,
    * nothing deleted) a `beforeSeq` above the last sequence number (0 and 1 always pass), so the last event is kept.
    */
-  async pruneEvents(projectId: string, stream: string, beforeSeq: number): Promise<number> {
+  async pruneEvents(projectId: string, stream: string, beforeSeq: number, afterSeq = 0): Promise<number> {
     return this.#run("pruneEvents", async () => {
       checkNameText(projectId, "projectId");
       checkNameText(stream, "stream");
       checkSeq(beforeSeq, "beforeSeq");
+      checkSeq(afterSeq, "afterSeq");
       return this.#transaction(async (client) => {
         const head = await client.query<{ last_seq: string }>(
           "SELECT last_seq FROM streams WHERE project_id = $1 AND stream = $2 FOR UPDATE",
           [projectId, stream],
         );
         checkPruneBound(stream, beforeSeq, Number(head.rows[0]?.last_seq ?? 0));
-        const deleted = await client.query("DELETE FROM events WHERE project_id = $1 AND stream = $2 AND seq < $3", [
-          projectId,
-          stream,
-          beforeSeq,
-        ]);
+        const deleted = await client.query(
+          "DELETE FROM events WHERE project_id = $1 AND stream = $2 AND seq > $3 AND seq < $4",
+          [projectId, stream, afterSeq, beforeSeq],
+        );
         return deleted.rowCount ?? 0;
       });
     });

@@ -123,7 +123,7 @@ interface Statements {
   insertEvent: Database.Statement<[string, string, number, string]>;
   readEvents: Database.Statement<[string, string, number, number], EventRow>;
   deleteStream: Database.Statement<[string, string]>;
-  pruneEvents: Database.Statement<[string, string, number]>;
+  pruneEvents: Database.Statement<[string, string, number, number]>;
 }
 
 /**
@@ -150,7 +150,9 @@ export class SqliteAuthority implements RunStateAuthority {
   readonly #appendTransaction: Database.Transaction<
     (projectId: string, stream: string, events: string[], expectedSeq: number) => number
   >;
-  readonly #pruneTransaction: Database.Transaction<(projectId: string, stream: string, beforeSeq: number) => number>;
+  readonly #pruneTransaction: Database.Transaction<
+    (projectId: string, stream: string, beforeSeq: number, afterSeq: number) => number
+  >;
   /** Identity of the database file and its `-wal` at open (absent for `:memory:`). */
   readonly #identity: FileIdentity | null;
   /** Set once the file was found deleted or replaced: every later write fails with this. */
@@ -213,9 +215,9 @@ export class SqliteAuthority implements RunStateAuthority {
       return seq;
     });
 
-    this.#pruneTransaction = db.transaction((projectId, stream, beforeSeq) => {
+    this.#pruneTransaction = db.transaction((projectId, stream, beforeSeq, afterSeq) => {
       checkPruneBound(stream, beforeSeq, s.lastSeq.get(projectId, stream) ?? 0);
-      return s.pruneEvents.run(projectId, stream, beforeSeq).changes;
+      return s.pruneEvents.run(projectId, stream, afterSeq, beforeSeq).changes;
     });
   }
 
@@ -379,16 +381,17 @@ export class SqliteAuthority implements RunStateAuthority {
   }
 
   /**
-   * Deletes the events with `seq < beforeSeq` inside `BEGIN IMMEDIATE` (compaction) and returns how many were
+   * Deletes the events with `afterSeq < seq < beforeSeq` inside `BEGIN IMMEDIATE` (compaction) and returns how many were
    * deleted; the numbering goes on. Refuses (`AuthorityFailure`, nothing deleted) a `beforeSeq` above the last
    * sequence number (0 and 1 always pass). Freed pages are reused by later writes, so the file stops growing.
    */
-  async pruneEvents(projectId: string, stream: string, beforeSeq: number): Promise<number> {
+  async pruneEvents(projectId: string, stream: string, beforeSeq: number, afterSeq = 0): Promise<number> {
     return this.#write("pruneEvents", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
       checkSeq(beforeSeq, "beforeSeq");
-      return this.#pruneTransaction.immediate(projectId, stream, beforeSeq);
+      checkSeq(afterSeq, "afterSeq");
+      return this.#pruneTransaction.immediate(projectId, stream, beforeSeq, afterSeq);
     });
   }
 
@@ -561,7 +564,7 @@ function prepareStatements(db: Database.Database): Statements {
       "SELECT seq, event FROM events WHERE project_id = ? AND stream = ? AND seq > ? ORDER BY seq LIMIT ?",
     ),
     deleteStream: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ?"),
-    pruneEvents: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ? AND seq < ?"),
+    pruneEvents: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ? AND seq > ? AND seq < ?"),
   };
 }
 

@@ -64,6 +64,11 @@ export abstract class OrchestratorBase {
   dropped = 0;
   /** Events lost when loading (invalid or missing): the product must not run again (guarantee 4). */
   lost = 0;
+  /**
+   * The domain rule the stored state breaks as a whole, when it does (guarantee 15): the product must not run again.
+   * Set on load, on catching up with the authority, and when execution could not start on the stored state.
+   */
+  invalid: string | undefined = undefined;
   /** True when this orchestrator was built from stored state (not created in this process). */
   loadedFromStore = false;
   /** True while this process drives execution (holds the product). */
@@ -183,6 +188,16 @@ export abstract class OrchestratorBase {
     }
   }
 
+  /** Writes a snapshot now and compacts behind it (store.ts `writeSnapshot`), a write like any other (guarantee 2). */
+  protected async compactNow(): Promise<void> {
+    if (this.fenced) throw conflict({}, `Product ${this.productId}`);
+    try {
+      await this.ctx.store.writeSnapshot(this.model);
+    } catch (err) {
+      throw this.onWriteError(err);
+    }
+  }
+
   protected async writeHeader(): Promise<void> {
     try {
       await this.ctx.store.writeHeader(this.model);
@@ -239,6 +254,14 @@ export abstract class OrchestratorBase {
    * deleted. Throws `invalid_phase` with no allowed phase.
    */
   protected requireIntact(operation: string): void {
+    if (this.invalid !== undefined) {
+      throw new DomainError(
+        "invalid_phase",
+        `Product ${this.productId} cannot run: its stored state is not whole (${stripDot(this.invalid)}), so ` +
+          `${operation} is refused. Restore the state store from a backup, or delete the product.`,
+        { phase: this.phase, allowed: [] },
+      );
+    }
     if (this.lost === 0) return;
     throw new DomainError(
       "invalid_phase",
@@ -264,9 +287,10 @@ export abstract class OrchestratorBase {
    */
   protected async catchUpNow(): Promise<void> {
     if (this.driving || this.running.size > 0) return;
-    const { dropped } = await this.ctx.store.catchUp(this.model);
+    const { dropped, invalid } = await this.ctx.store.catchUp(this.model);
     this.dropped += dropped;
     this.lost += dropped;
+    if (invalid !== undefined) this.invalid ??= invalid;
   }
 
   /**
@@ -429,4 +453,8 @@ export abstract class OrchestratorBase {
     this.stopWorkers(reason);
     this.releaseWhenIdle();
   }
+}
+
+function stripDot(text: string): string {
+  return text.endsWith(".") ? text.slice(0, -1) : text;
 }

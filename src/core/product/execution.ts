@@ -9,6 +9,7 @@ import type { Budget, Instance, Plan, Task, TaskState } from "../../../protocol/
 import { TerminalPhases } from "../../../protocol/common.js";
 import { downstreamOf, validatePlanGraph } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
+import { checkProductState } from "./integrity.js";
 import { Scheduler } from "../dag/scheduler.js";
 import { DomainError, invalidPhase, invalidPlan } from "../errors.js";
 import type { WorkerResult } from "../ports.js";
@@ -82,13 +83,30 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       this.ctx.logger.warn({ productId: this.productId }, "not starting execution: this process holds no lease");
       return;
     }
+    // Guarantee 15: nothing read back may crash the process. A state that is not whole is never scheduled (resume,
+    // rollback and replay refuse it first; this is the last line, e.g. for a state another process wrote meanwhile).
+    const invalid = this.invalid ?? checkProductState(this.model.state, this.productId);
+    let scheduler: Scheduler | undefined;
+    try {
+      if (invalid === undefined) {
+        scheduler = new Scheduler(
+          this.model.state.tasks.map((t) => ({ ...t })),
+          this.ctx.options.maxParallelTasks,
+        );
+      }
+    } catch (err) {
+      this.invalid = err instanceof Error ? err.message : String(err);
+    }
+    if (!scheduler) {
+      this.invalid ??= invalid;
+      this.ctx.logger.error({ productId: this.productId, cause: this.invalid }, "not starting execution: stored state is not whole");
+      this.releaseWhenIdle();
+      return;
+    }
     this.driving = true;
     this.pruneBeforeStart = true;
     this.executingSinceMs = this.ctx.clock.now();
-    this.scheduler = new Scheduler(
-      this.model.state.tasks.map((t) => ({ ...t })),
-      this.ctx.options.maxParallelTasks,
-    );
+    this.scheduler = scheduler;
     this.announceTeam();
     this.announceTopology();
     this.armTimers();

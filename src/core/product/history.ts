@@ -5,7 +5,7 @@
  */
 import type { Phase, TaskState } from "../../../protocol/common.js";
 import { downstreamOf } from "../dag/graph.js";
-import { invalidPhase, notFound } from "../errors.js";
+import { DomainError, invalidPhase, notFound } from "../errors.js";
 import { OrchestratorControl } from "./control.js";
 import type { NewEvent } from "./base.js";
 import { INTERRUPTION } from "./base.js";
@@ -37,6 +37,13 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
   /**
    * `product.rollback`: restores a kept checkpoint as the latest state and resumes through the normal resume path.
    * Tasks that were running at the checkpoint become pending again; spent budget counters are kept.
+   *
+   * The checkpoint's state is rebuilt from the latest snapshot at or before it plus the events up
+   * to it (store.ts `stateAtCheckpoint`: it costs what the checkpoint holds, not the whole history), and checked like
+   * a loaded product (guarantees 4 and 15): when an event it needs did not parse or is missing (counted in
+   * `dropped`), or the rebuilt state breaks the DAG rules, the rollback is refused (`invalid_phase` with the cause)
+   * before anything is stopped or written, so no completed task can run again because its completion was skipped.
+   * The rollback is a compaction point: a snapshot of the restored state is written and the events it covers pruned.
    */
   async rollback(checkpointId?: string): Promise<{ checkpointId: string; phase: Phase }> {
     // Another process may drive it: catch up and refuse before stopping anything here (guarantee 6).
@@ -46,24 +53,38 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
     const refs = this.model.state.checkpoints;
     const ref = checkpointId === undefined ? refs[refs.length - 1] : refs.find((c) => c.checkpointId === checkpointId);
     if (!ref) throw notFound("checkpoint", checkpointId ?? "(latest)");
+    const past = await this.ctx.store.stateAtCheckpoint(this.model.state.projectId, this.productId, ref);
+    if (past.dropped > 0 || past.invalid !== undefined) {
+      this.dropped += past.dropped;
+      const cause =
+        past.dropped > 0
+          ? `${past.dropped} stored ${past.dropped === 1 ? "event" : "events"} that checkpoint ${ref.checkpointId} needs ` +
+            `failed validation or ${past.dropped === 1 ? "is" : "are"} missing (guarantee 4)`
+          : `the state at checkpoint ${ref.checkpointId} is not whole (guarantee 15): ${past.invalid ?? ""}`;
+      throw new DomainError(
+        "invalid_phase",
+        `Product ${this.productId} cannot roll back: ${stripDot(cause)}; restoring it could repeat or skip completed ` +
+          "work. Roll back to another checkpoint, or restore the state store from a backup.",
+        { phase: this.phase, allowed: [] },
+      );
+    }
     await this.stopExecution();
     await this.exclusive(async () => {
       const epoch = await this.takeLease();
       try {
-        const { model: past } = await this.ctx.store.stateAt(this.model.state.projectId, this.productId, ref.seq);
-        const tasks = past.state.tasks.map((t) =>
+        const tasks = past.model.state.tasks.map((t) =>
           t.status === "running" ? { ...t, status: "pending" as const, interruption: INTERRUPTION.reset } : t,
         );
-        const inputHashes = past.state.inputHashes;
+        const inputHashes = past.model.state.inputHashes;
         const fingerprint = this.model.state.fingerprint
-          ? await this.fingerprintEvents(past.state.plan, await this.drift())
+          ? await this.fingerprintEvents(past.model.state.plan, await this.drift())
           : [];
         await this.commit(
           [
             {
               type: "restored",
               checkpointId: ref.checkpointId,
-              ...(past.state.plan ? { plan: past.state.plan } : {}),
+              ...(past.model.state.plan ? { plan: past.model.state.plan } : {}),
               tasks,
               ...(inputHashes ? { inputHashes } : {}),
             },
@@ -76,6 +97,7 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
         );
         const problem = await this.verifyBranch();
         if (problem) this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not moved on rollback");
+        await this.compactNow();
       } catch (err) {
         await this.releaseLease(epoch);
         throw err;
@@ -137,4 +159,8 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
     });
     return reset;
   }
+}
+
+function stripDot(text: string): string {
+  return text.endsWith(".") ? text.slice(0, -1) : text;
 }

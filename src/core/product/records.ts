@@ -5,7 +5,9 @@
  * Storage layout in the run-state authority (all under the product's `projectId` unless said otherwise):
  * - event stream `product/<productId>`: every state change, append-only, CAS on the sequence number (guarantee 6);
  * - record `product/<productId>`: the header used by `product.list` (phase, progress, updatedAt), an index only;
- * - record `snapshot/<productId>`: the full state at some sequence number, so loading replays only the tail;
+ * - records `snapshot/<productId>/<seq>`: the full state at a sequence number, so loading replays only the tail and
+ *   a rollback only the events after the latest snapshot before its checkpoint; compaction (store.ts) deletes the
+ *   snapshots and events no load and no kept checkpoint needs;
  * - record `product-index/<productId>` in project `_`: which project owns a product (lookups by id alone);
  * - record `lease/<productId>`: who executes the product now and until when (guarantee 6; lease.ts).
  *
@@ -219,6 +221,7 @@ export const ProductStateSchema = z.object({
 export type ProductState = z.infer<typeof ProductStateSchema>;
 
 export const SnapshotRecord = z.object({ v: z.literal(1), state: ProductStateSchema });
+
 
 export const ProductHeaderRecord = z.object({
   v: z.literal(1),

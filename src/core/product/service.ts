@@ -65,6 +65,7 @@ export class ProductService {
         const orchestrator = new ProductOrchestrator(loaded.model, this.ctx);
         orchestrator.dropped = loaded.dropped;
         orchestrator.lost = loaded.lost;
+        orchestrator.invalid = loaded.invalid;
         orchestrator.loadedFromStore = true;
         this.live.set(productId, orchestrator);
         return orchestrator;

@@ -33,6 +33,12 @@ export function modelOf(state: ProductState, checkpointHistory = DEFAULT_CHECKPO
   return model;
 }
 
+/** Replaces a model's state in place (e.g. with a snapshot that covers it) and rebuilds the derived index. */
+export function resetModel(model: ProductModel, state: ProductState): void {
+  model.state = state;
+  reindex(model);
+}
+
 function reindex(model: ProductModel): void {
   model.index.clear();
   model.counts = zeroCounts();

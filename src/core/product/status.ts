@@ -73,7 +73,9 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     const holder = await this.lease.holder();
     if (holder) status.owner = { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
-    if (this.lost > 0 || this.driving || (phase !== "executing" && phase !== "paused")) return status;
+    if (this.lost > 0 || this.invalid !== undefined || this.driving || (phase !== "executing" && phase !== "paused")) {
+      return status;
+    }
     if (holder && holder.live && !holder.mine) {
       status.recovery = {
         cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
@@ -120,6 +122,13 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
   /** Guarantee 10: a paused, failed or ownerless run explains its cause and remedy in plain words. */
   recovery(): { cause: string; resumable: boolean; remediation: string } | undefined {
     const s = this.model.state;
+    if (this.invalid !== undefined && !TerminalPhases.includes(s.phase)) {
+      return {
+        cause: `The stored state of this product is not whole (guarantee 15): ${this.invalid}`,
+        resumable: false,
+        remediation: "Restore the state store from a backup, or delete the product; it can still be read and listed.",
+      };
+    }
     if (this.lost > 0 && !TerminalPhases.includes(s.phase)) {
       return {
         cause: `${this.lost} stored ${this.lost === 1 ? "event" : "events"} of this product failed validation or ${

@@ -11,6 +11,7 @@ import type { RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
 import { notFound } from "../errors.js";
 import { listIndexedRecords } from "../indexed-records.js";
+import { checkProductState } from "./integrity.js";
 import {
   INDEX_PROJECT,
   LeaseRecord,
@@ -20,7 +21,8 @@ import {
   SnapshotRecord,
   productStream,
 } from "./records.js";
-import { applyEvent, emptyState, modelOf, progressOfModel, type ProductModel } from "./state.js";
+import { applyEvent, emptyState, modelOf, progressOfModel, resetModel, type ProductModel } from "./state.js";
+import type { CheckpointRef, ProductState } from "./records.js";
 
 /** A model loaded from the authority, with what had to be skipped. */
 export interface LoadedProduct {
@@ -29,9 +31,38 @@ export interface LoadedProduct {
   dropped: number;
   /**
    * Of those, the events that were lost (invalid or missing from the sequence): state they carried is unknown, so the
-   * product must not run again (fail closed). An invalid snapshot loses nothing: the events are replayed instead.
+   * product must not run again (fail closed). An invalid snapshot loses nothing while the events it covers are still
+   * stored (they are replayed instead); once they were compacted away, they count as missing.
    */
   lost: number;
+  /**
+   * The domain rule the loaded state breaks as a whole (guarantee 15: a dependency on an unknown task, duplicate ids,
+   * a cycle, a task event for a task the plan does not have), in one sentence; absent when the state is whole. A
+   * product with one is never run again (fail closed), like one that lost events.
+   */
+  invalid?: string;
+}
+
+/** The state of a product at one of its checkpoints, rebuilt for a rollback, with what it could not read. */
+export interface CheckpointState {
+  model: ProductModel;
+  /** Events the checkpoint needs that did not parse or are missing (rollback refuses when non-zero). */
+  dropped: number;
+  /** The rule the rebuilt state breaks as a whole (guarantee 15); absent when whole. */
+  invalid?: string;
+}
+
+/**
+ * Id of the snapshot record of a product at sequence number `seq` (kind `snapshot`): the number is zero-padded so that
+ * the authority's id order is sequence order. (Before compaction existed, one record `snapshot/<productId>` held the
+ * latest snapshot; it is still read, as the oldest candidate, and removed by the next compaction.)
+ */
+const snapshotId = (productId: string, seq: number): string => `${productId}/${String(seq).padStart(16, "0")}`;
+
+/** A parsed snapshot and what it cost to store. */
+interface Snapshot {
+  state: ProductState;
+  bytes: number;
 }
 
 /**
@@ -72,38 +103,111 @@ export class ProductStore {
     return model;
   }
 
-  /** Which project owns `productId`, or `undefined` when no valid index record exists. */
+  /**
+   * Which project owns `productId`: the one its index record names, or, when that record is missing or does not
+   * parse, the project whose event stream starts with the product's `created` event (the product stays reachable
+   * through its events: an index record is only an index). `undefined` when neither finds it. Never writes.
+   */
   async projectOf(productId: string): Promise<string | undefined> {
     const rec = await this.authority.get(INDEX_PROJECT, "product-index", productId);
-    if (!rec) return undefined;
-    const parsed = ProductIndexRecord.safeParse(rec.value);
-    return parsed.success ? parsed.data.projectId : undefined;
+    if (rec) {
+      const parsed = ProductIndexRecord.safeParse(rec.value);
+      if (parsed.success) return parsed.data.projectId;
+    }
+    for (const projectId of await this.candidateProjects()) {
+      const [first] = await this.authority.readEvents(projectId, productStream(productId), 0, 1);
+      const parsed = first ? ProductEvent.safeParse(first.event) : undefined;
+      if (parsed?.success && parsed.data.type === "created" && parsed.data.productId === productId) {
+        if (parsed.data.projectId === projectId) return projectId;
+      }
+    }
+    return undefined;
   }
 
   /**
-   * Loads a product: the latest valid snapshot plus every later event, each validated.
-   * Throws `DomainError(not_found)` when the product does not exist (or its header was deleted).
+   * Projects that may hold a product: every project the authority knows (`listProjects`), else (a host) every
+   * project a valid product or goal index record names. Never writes.
+   */
+  private async candidateProjects(): Promise<string[]> {
+    if (this.authority.listProjects) {
+      return (await this.authority.listProjects()).filter((p) => p !== INDEX_PROJECT);
+    }
+    const projects = new Set<string>();
+    for (const kind of ["product-index", "goal-index"]) {
+      for (const info of await this.authority.list(INDEX_PROJECT, kind)) {
+        const rec = await this.authority.get(INDEX_PROJECT, kind, info.id);
+        const parsed = rec ? ProductIndexRecord.safeParse(rec.value) : undefined;
+        if (parsed?.success) projects.add(parsed.data.projectId);
+      }
+    }
+    return [...projects].sort();
+  }
+
+  /**
+   * Loads a product: the latest valid snapshot plus every later event, each validated (guarantee 4), then the state
+   * as a whole (guarantee 15: `invalid`). Throws `DomainError(not_found)` when the product does not exist (no event
+   * stream starting with its `created` event). The header record is not needed: it is only an index.
    */
   async load(productId: string): Promise<LoadedProduct> {
     const projectId = await this.projectOf(productId);
     if (!projectId) throw notFound("product", productId);
-    const header = await this.authority.get(projectId, "product", productId);
-    if (!header) throw notFound("product", productId);
+    const model = modelOf(emptyState(), this.checkpointHistory);
+    const { dropped, lost, events, bytes, snapshotBytes } = await this.readInto(model, projectId, productId);
+    if (model.state.productId !== productId) throw notFound("product", productId);
+    // Revisions cached from earlier writes of this process may be stale: another process may have written since.
+    this.forgetRevisions(productId);
+    // The tail just replayed counts toward the next compaction, so crash after crash cannot grow it without bound.
+    this.eventsSinceSnapshot.set(productId, events);
+    this.bytesSinceSnapshot.set(productId, bytes);
+    if (snapshotBytes !== undefined) this.snapshotBytes.set(productId, snapshotBytes);
+    const invalid = checkProductState(model.state, productId);
+    return { model, dropped, lost, ...(invalid !== undefined ? { invalid } : {}) };
+  }
+
+  /**
+   * Brings `model` up to date: starts from the latest valid snapshot when the model is behind it, then applies every
+   * later event, validated one by one (gaps and events that do not parse are counted as dropped and lost). When the
+   * events right after the model's position were compacted away meanwhile, it starts again from the snapshot that
+   * covers them. Never writes.
+   */
+  private async readInto(
+    model: ProductModel,
+    projectId: string,
+    productId: string,
+  ): Promise<{ dropped: number; lost: number; events: number; bytes: number; snapshotBytes?: number }> {
     let dropped = 0;
     let lost = 0;
-    let model = modelOf(emptyState(), this.checkpointHistory);
-    const snap = await this.authority.get(projectId, "snapshot", productId);
-    if (snap) {
-      const parsed = SnapshotRecord.safeParse(snap.value);
-      if (parsed.success) model = modelOf(parsed.data.state, this.checkpointHistory);
-      else dropped++;
+    let snapshotBytes: number | undefined;
+    let snapshotDropped = false;
+    const fromSnapshot = async (): Promise<boolean> => {
+      const found = await this.latestSnapshot(projectId, productId, Number.MAX_SAFE_INTEGER);
+      if (found.invalid > 0 && !snapshotDropped) {
+        dropped += found.invalid;
+        snapshotDropped = true;
+      }
+      const snap = found.snapshot;
+      if (!snap || snap.state.seq <= model.state.seq) return false;
+      resetModel(model, snap.state);
+      snapshotBytes = snap.bytes;
+      return true;
+    };
+    if (model.state.seq === 0) await fromSnapshot();
+    let events = await this.authority.readEvents(projectId, productStream(productId), model.state.seq);
+    const first = events[0];
+    // The events right after this position were compacted away (a snapshot covers them): start from the snapshot.
+    if (first && first.seq > model.state.seq + 1 && (await fromSnapshot())) {
+      events = await this.authority.readEvents(projectId, productStream(productId), model.state.seq);
     }
-    const events = await this.authority.readEvents(projectId, productStream(productId), model.state.seq);
+    let applied = 0;
+    let bytes = 0;
     for (const { seq, event } of events) {
+      if (seq <= model.state.seq) continue;
       // A gap in the sequence is a lost record: counted like one that does not parse (guarantee 4).
       const missing = missingBefore(model.state.seq, seq);
       dropped += missing;
       lost += missing;
+      applied++;
+      bytes += jsonLength(event);
       const parsed = ProductEvent.safeParse(event);
       if (!parsed.success) {
         dropped++;
@@ -113,67 +217,101 @@ export class ProductStore {
       }
       applyEvent(model, parsed.data, seq);
     }
-    if (model.state.productId !== productId) throw notFound("product", productId);
-    // Revisions cached from earlier writes of this process may be stale: another process may have written since.
-    this.forgetRevisions(productId);
-    // The tail just replayed counts toward the next compaction, so crash after crash cannot grow it without bound.
-    this.eventsSinceSnapshot.set(productId, events.length);
-    this.bytesSinceSnapshot.set(
-      productId,
-      events.reduce((n, e) => n + jsonLength(e.event), 0),
-    );
-    if (snap) this.snapshotBytes.set(productId, jsonLength(snap.value));
-    return { model, dropped, lost };
+    return { dropped, lost, events: applied, bytes, ...(snapshotBytes !== undefined ? { snapshotBytes } : {}) };
   }
 
   /**
-   * Rebuilds the state as it was right after event `seq` (for rollback), replaying from the start of the stream.
-   * Invalid events are skipped and counted, as in `load`.
+   * Rebuilds the state of a product at one of its kept checkpoints (for rollback): from the latest snapshot at or
+   * before the checkpoint (compaction keeps one for every kept checkpoint that needs it), else from the start of the
+   * stream, plus the events up to the checkpoint. Reads only what the checkpoint needs, never the whole history. Every
+   * event it needs that does not parse or is missing is counted in `dropped` (the caller refuses to roll back then),
+   * and the state is checked as a whole (`invalid`, guarantee 15). Never writes.
    */
-  async stateAt(projectId: string, productId: string, seq: number): Promise<LoadedProduct> {
+  async stateAtCheckpoint(projectId: string, productId: string, ref: CheckpointRef): Promise<CheckpointState> {
     const model = modelOf(emptyState(), this.checkpointHistory);
-    let dropped = 0;
-    const events = await this.authority.readEvents(projectId, productStream(productId), 0);
-    let last = 0;
-    for (const { seq: s, event } of events) {
-      if (s > seq) break;
-      dropped += missingBefore(last, s);
-      last = s;
-      const parsed = ProductEvent.safeParse(event);
-      if (!parsed.success) {
-        dropped++;
+    const base = await this.latestSnapshot(projectId, productId, ref.seq);
+    if (base.snapshot) resetModel(model, base.snapshot.state);
+    const dropped = await this.replayUpTo(model, projectId, productId, ref.seq, () => undefined);
+    const invalid = checkProductState(model.state, productId);
+    return { model, dropped, ...(invalid !== undefined ? { invalid } : {}) };
+  }
+
+  /**
+   * The newest valid snapshot of a product whose sequence number is at most `maxSeq`, and how many newer candidates
+   * did not parse (they are skipped: the events they cover are replayed instead). Never writes.
+   */
+  private async latestSnapshot(
+    projectId: string,
+    productId: string,
+    maxSeq: number,
+  ): Promise<{ snapshot?: Snapshot; invalid: number }> {
+    const ids = (await this.authority.list(projectId, "snapshot", `${productId}/`)).map((info) => info.id).reverse();
+    ids.push(productId); // the record of the days before compaction, oldest of all
+    let invalid = 0;
+    for (const id of ids) {
+      const seq = id === productId ? undefined : Number(id.slice(productId.length + 1));
+      if (seq !== undefined && !(seq <= maxSeq)) continue;
+      const rec = await this.authority.get(projectId, "snapshot", id);
+      if (!rec) continue;
+      const parsed = SnapshotRecord.safeParse(rec.value);
+      const state = parsed.success ? parsed.data.state : undefined;
+      if (!state || state.productId !== productId || (seq !== undefined && state.seq !== seq)) {
+        invalid++;
         continue;
       }
-      applyEvent(model, parsed.data, s);
+      if (state.seq > maxSeq) continue;
+      return { snapshot: { state, bytes: jsonLength(rec.value) }, invalid };
     }
-    return { model, dropped, lost: dropped };
+    return { invalid };
   }
 
   /**
-   * Brings a loaded model up to date with events other processes appended since it was read (validated one by one;
-   * invalid ones are skipped and counted, as in `load`). When anything new was found, the cached header and snapshot
-   * revisions of the product are forgotten, since their writers may have changed them too. Never writes.
-   * Returns how many events were applied and dropped.
+   * Applies the events `(model.state.seq, upTo]` to `model`, calling `at(seq)` after each one applied, and returns
+   * how many of them did not parse or are missing (a state that skipped them is unknown). Never writes.
    */
-  async catchUp(model: ProductModel): Promise<{ applied: number; dropped: number }> {
-    const s = model.state;
-    const events = await this.authority.readEvents(s.projectId, productStream(s.productId), s.seq);
-    let applied = 0;
+  private async replayUpTo(
+    model: ProductModel,
+    projectId: string,
+    productId: string,
+    upTo: number,
+    at: (seq: number) => void,
+  ): Promise<number> {
     let dropped = 0;
+    if (upTo <= model.state.seq) return 0;
+    const events = await this.authority.readEvents(
+      projectId,
+      productStream(productId),
+      model.state.seq,
+      upTo - model.state.seq,
+    );
     for (const { seq, event } of events) {
-      if (seq <= model.state.seq) continue;
+      if (seq <= model.state.seq || seq > upTo) continue;
       dropped += missingBefore(model.state.seq, seq);
       const parsed = ProductEvent.safeParse(event);
       if (!parsed.success) {
         dropped++;
         model.state.seq = seq;
-        continue;
-      }
-      applyEvent(model, parsed.data, seq);
-      applied++;
+      } else applyEvent(model, parsed.data, seq);
+      at(seq);
     }
-    if (events.length > 0) this.forgetRevisions(s.productId);
-    return { applied, dropped };
+    dropped += Math.max(0, upTo - model.state.seq);
+    return dropped;
+  }
+
+  /**
+   * Brings a loaded model up to date with events other processes appended since it was read (validated one by one;
+   * invalid ones are skipped and counted, as in `load`; events compacted away meanwhile are taken from the snapshot
+   * that covers them). When anything new was found, the cached header and snapshot revisions of the product are
+   * forgotten, since their writers may have changed them too. Never writes. Returns how many events were applied
+   * and dropped, and the rule the state now breaks as a whole, if any (guarantee 15).
+   */
+  async catchUp(model: ProductModel): Promise<{ applied: number; dropped: number; invalid?: string }> {
+    const s = model.state;
+    const before = s.seq;
+    const { dropped, events } = await this.readInto(model, s.projectId, s.productId);
+    if (events > 0 || model.state.seq !== before) this.forgetRevisions(model.state.productId);
+    const invalid = checkProductState(model.state, model.state.productId);
+    return { applied: events, dropped, ...(invalid !== undefined ? { invalid } : {}) };
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -270,17 +408,54 @@ export class ProductStore {
       await this.writeSnapshot(model);
   }
 
-  /** Writes a full snapshot of the model (compaction point). */
+  /**
+   * Writes a full snapshot of the model (record `snapshot/<productId>/<seq>`) and compacts behind it (guarantee 14):
+   * what a load or a kept checkpoint still needs is kept — the new snapshot, for each kept checkpoint the latest
+   * snapshot at or before it and the events from there up to the checkpoint — and every other snapshot and event is
+   * deleted. A rollback therefore reads one snapshot and the events up to its checkpoint, never the whole history.
+   * When the authority cannot prune (a host), only the snapshot is written. Throws what the authority throws.
+   */
   async writeSnapshot(model: ProductModel): Promise<void> {
     const s = model.state;
+    const id = snapshotId(s.productId, s.seq);
     const value = { v: 1 as const, state: s };
-    this.snapshotRevisions.set(
-      s.productId,
-      await this.putTracked(s.projectId, "snapshot", s.productId, value, this.snapshotRevisions),
-    );
+    if (!(await this.authority.get(s.projectId, "snapshot", id))) {
+      await this.authority.put(s.projectId, "snapshot", id, value, null);
+    }
     this.eventsSinceSnapshot.set(s.productId, 0);
     this.bytesSinceSnapshot.set(s.productId, 0);
     this.snapshotBytes.set(s.productId, jsonLength(value));
+    const prune = this.authority.pruneEvents;
+    if (prune) await this.compact(model, (before, after) => prune.call(this.authority, s.projectId, productStream(s.productId), before, after));
+  }
+
+  /** Deletes the snapshots and events that neither the latest snapshot nor any kept checkpoint needs. */
+  private async compact(model: ProductModel, prune: (beforeSeq: number, afterSeq: number) => Promise<number>): Promise<void> {
+    const s = model.state;
+    const seqs = (await this.authority.list(s.projectId, "snapshot", `${s.productId}/`))
+      .map((info) => Number(info.id.slice(s.productId.length + 1)))
+      .filter((seq) => Number.isSafeInteger(seq) && seq <= s.seq)
+      .sort((a, b) => a - b);
+    const baseOf = (seq: number): number => {
+      let base = 0;
+      for (const candidate of seqs) if (candidate <= seq) base = candidate;
+      return base;
+    };
+    const needed = [...s.checkpoints]
+      .sort((a, b) => a.seq - b.seq)
+      .map((c) => ({ from: baseOf(c.seq), to: c.seq }));
+    const keepSnapshots = new Set([s.seq, ...needed.map((n) => n.from)]);
+    for (const seq of seqs) {
+      if (!keepSnapshots.has(seq)) await this.authority.delete(s.projectId, "snapshot", snapshotId(s.productId, seq));
+    }
+    await this.authority.delete(s.projectId, "snapshot", s.productId);
+    // Events needed: (from, to] for every kept checkpoint, and the last one (a stream never loses its last event).
+    let cursor = 0;
+    for (const { from, to } of needed.sort((a, b) => a.from - b.from)) {
+      if (from > cursor) await prune(Math.min(from + 1, s.seq), cursor);
+      cursor = Math.max(cursor, to);
+    }
+    if (s.seq > cursor + 1) await prune(s.seq, cursor);
   }
 
   /**
@@ -323,16 +498,21 @@ export class ProductStore {
   }
 
   /**
-   * Deletes a product's header, snapshot and index records. The event stream cannot be deleted through the
-   * authority port (PROTOCOL.md section 7 has no such method); without its header the product no longer exists.
+   * Deletes everything a product stored (guarantee 14: a deleted product leaves nothing behind): its header, event
+   * stream, snapshots, lease and, last, its index record, so a delete cut short by a crash can be
+   * repeated. Returns `false` when none of them existed.
    */
   async delete(productId: string): Promise<boolean> {
     const projectId = await this.projectOf(productId);
     if (!projectId) return false;
-    const had = await this.authority.delete(projectId, "product", productId);
-    await this.authority.delete(projectId, "snapshot", productId);
+    let had = await this.authority.delete(projectId, "product", productId);
+    had = (await this.authority.deleteStream(projectId, productStream(productId))) || had;
+    had = (await this.authority.delete(projectId, "snapshot", productId)) || had;
+    for (const info of await this.authority.list(projectId, "snapshot", `${productId}/`)) {
+      had = (await this.authority.delete(projectId, "snapshot", info.id)) || had;
+    }
     await this.authority.delete(projectId, "lease", productId);
-    await this.authority.delete(INDEX_PROJECT, "product-index", productId);
+    had = (await this.authority.delete(INDEX_PROJECT, "product-index", productId)) || had;
     this.forget(productId);
     return had;
   }

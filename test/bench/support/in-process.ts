@@ -250,11 +250,13 @@ export class AuthorityMeter implements RunStateAuthority {
   deleteStream(projectId: string, stream: string): Promise<boolean> {
     return this.timed("write", () => this.inner.deleteStream(projectId, stream));
   }
-  get pruneEvents(): ((projectId: string, stream: string, beforeSeq: number) => Promise<number>) | undefined {
+  get pruneEvents():
+    | ((projectId: string, stream: string, beforeSeq: number, afterSeq?: number) => Promise<number>)
+    | undefined {
     const prune = this.inner.pruneEvents;
     if (prune === undefined) return undefined;
-    return (projectId, stream, beforeSeq) =>
-      this.timed("write", () => prune.call(this.inner, projectId, stream, beforeSeq));
+    return (projectId, stream, beforeSeq, afterSeq) =>
+      this.timed("write", () => prune.call(this.inner, projectId, stream, beforeSeq, afterSeq));
   }
   close(): Promise<void> {
     return this.inner.close();

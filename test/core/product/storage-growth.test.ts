@@ -65,11 +65,22 @@ class CountingAuthority extends MemoryAuthority {
   ): Promise<{ lastSeq: number }> {
     const result = await super.appendEvents(projectId, stream, events, expectedSeq);
     this.writes.push({ what: "events", bytes: events.reduce((n, e) => n + jsonBytes(e), 0) });
+    const log = this.appended.get(stream) ?? [];
+    events.forEach((event, i) => log.push({ seq: expectedSeq + i + 1, event: structuredClone(event) }));
+    this.appended.set(stream, log);
     return result;
   }
 
-  override async readEvents(projectId: string, stream: string, afterSeq: number) {
-    const events = await super.readEvents(projectId, stream, afterSeq);
+  /** Every event appended to each stream, in order: the whole history, whatever compaction pruned since. */
+  readonly appended = new Map<string, { seq: number; event: unknown }[]>();
+
+  /** The whole history of one stream as appended (compaction prunes the stored one). */
+  history(stream: string): { seq: number; event: unknown }[] {
+    return this.appended.get(stream) ?? [];
+  }
+
+  override async readEvents(projectId: string, stream: string, afterSeq: number, limit?: number) {
+    const events = await super.readEvents(projectId, stream, afterSeq, limit);
     this.reads.push({ afterSeq, count: events.length });
     return events;
   }
@@ -210,7 +221,7 @@ describe("checkpoints and compaction (issue 4, item 6)", () => {
     await h.notifier.next("product.completed", (p) => p.productId === productId, 1, 20_000);
 
     const totals = authority.totals();
-    const events = await authority.readEvents("proj", productStream(productId), 0);
+    const events = authority.history(productStream(productId));
     const snapshots = authority.snapshotSeqs();
     // Every completion was an event append; the only full-state writes are the periodic snapshots, each after at
     // least 500 events and 4 times its own size in event bytes (store.ts, compaction policy).
@@ -231,7 +242,7 @@ describe("checkpoints and compaction (issue 4, item 6)", () => {
     }
     const productId = await first.started();
     await first.notifier.next("product.completed", (p) => p.productId === productId, 1, 20_000);
-    const stream = await authority.readEvents("proj", productStream(productId), 0);
+    const stream = authority.history(productStream(productId));
     const expected = tasksAtCheckpoints(stream);
     expect(expected.size).toBe(LONG_CHAIN.length);
 

@@ -21,6 +21,7 @@ describe("a gap in a product's event stream", () => {
     authority.readEvents = async (p, s, after) =>
       (await first.authority.readEvents(p, s, after)).filter((e) => e.seq !== removed);
     authority.get = async (p, k, id) => (k === "snapshot" ? null : first.authority.get(p, k, id));
+    authority.list = async (p, k, prefix) => (k === "snapshot" ? [] : first.authority.list(p, k, prefix));
 
     const loaded = await new ProductStore(authority, 20).load(productId);
     expect(loaded.dropped).toBe(1);
