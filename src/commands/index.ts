@@ -4,6 +4,11 @@
  */
 import type { Command } from "./command.js";
 import { demoCommand } from "./demo.js";
+import { eventsCommand } from "./events.js";
+import { graphCommand } from "./graph.js";
+import { listCommand } from "./list.js";
+import { resumeCommand, runCommand } from "./run.js";
+import { statusCommand } from "./status.js";
 import { helpCommand } from "./help.js";
 import { recordCommand, replayCommand } from "./record.js";
 import { serveCommand } from "./serve.js";
@@ -12,6 +17,12 @@ import { versionCommand } from "./version.js";
 export const COMMANDS: readonly Command[] = [
   serveCommand,
   demoCommand,
+  runCommand,
+  resumeCommand,
+  listCommand,
+  statusCommand,
+  eventsCommand,
+  graphCommand,
   recordCommand,
   replayCommand,
   helpCommand(() => COMMANDS),

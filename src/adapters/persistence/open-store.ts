@@ -8,6 +8,7 @@
 import { resolve } from "node:path";
 import type { RunStateAuthority } from "../../core/ports.js";
 import { isPostgresUrl, redact } from "./postgres-url.js";
+import { ReadOnlyAuthority } from "./read-only-authority.js";
 import { SqliteAuthority } from "./sqlite-authority.js";
 import { STATE_PATH_ENV, defaultStatePath } from "./state-path.js";
 
@@ -29,15 +30,26 @@ export function describeLocation(location: StateLocation): string {
   return location.kind === "postgres" ? redact(location.url) : location.path;
 }
 
+/** How a store is opened. */
+export interface OpenStoreOptions {
+  /**
+   * Read only (the operator commands and the dashboard, guarantee 3): every write through the returned authority is
+   * refused, and an SQLite file is opened read-only by SQLite itself (it must exist; it is never migrated).
+   */
+  readOnly?: boolean;
+}
+
 /**
- * Opens the store at `location` (migrating its schema when needed). Throws `AuthorityFailure` with one plain
- * sentence when it cannot be opened or was written by a newer acp-orchestrator. The PostgreSQL backend (and `pg`) is
- * loaded here, on first use, so a server on SQLite never pays for it at start-up (issue 16).
+ * Opens the store at `location` (migrating its schema when needed, unless `readOnly`). Throws `AuthorityFailure` with
+ * one plain sentence when it cannot be opened or was written by a newer acp-orchestrator. The PostgreSQL backend (and
+ * `pg`) is loaded here, on first use, so a server on SQLite never pays for it at start-up (issue 16).
  */
-export async function openStore(location: StateLocation): Promise<RunStateAuthority> {
+export async function openStore(location: StateLocation, options: OpenStoreOptions = {}): Promise<RunStateAuthority> {
   if (location.kind === "postgres") {
     const { PostgresAuthority } = await import("./postgres-authority.js");
-    return PostgresAuthority.open(location.url);
+    const authority = await PostgresAuthority.open(location.url);
+    return options.readOnly ? new ReadOnlyAuthority(authority) : authority;
   }
+  if (options.readOnly) return new ReadOnlyAuthority(SqliteAuthority.open(location.path, { readOnly: true }));
   return SqliteAuthority.open(location.path);
 }

@@ -88,6 +88,11 @@ export interface SqliteAuthorityOptions {
   busyTimeoutMs?: number;
   /** Source of `updatedAt` timestamps (milliseconds since the epoch). Default: `Date.now`. */
   clock?: Pick<Clock, "now">;
+  /**
+   * Open an existing file for reading only (the operator commands, guarantee 3): SQLite itself refuses every write,
+   * no directory or file is created, no schema is migrated (a file of another schema version is refused).
+   */
+  readOnly?: boolean;
 }
 
 interface RecordRow {
@@ -237,6 +242,17 @@ export class SqliteAuthority implements RunStateAuthority {
     const location = inMemory ? path : resolve(path);
     let db: Database.Database | undefined;
     try {
+      if (options.readOnly) {
+        db = new Database(location, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
+        db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+        const seen = readSchemaVersion(db);
+        if (seen !== SQLITE_SCHEMA_VERSION) {
+          throw new AuthorityFailure(
+            `The state file ${location} has schema version ${seen}, not ${SQLITE_SCHEMA_VERSION}; open it once with this acp-orchestrator's server (or upgrade acp-orchestrator).`,
+          );
+        }
+        return new SqliteAuthority(location, db, options);
+      }
       if (!inMemory) mkdirSync(dirname(location), { recursive: true });
       db = new Database(location, { timeout: busyTimeoutMs });
       db.pragma(`busy_timeout = ${busyTimeoutMs}`);

@@ -1,0 +1,75 @@
+/**
+ * `acp-orchestrator events ID [--follow] [--json]`: a product's stored event history, one line per event (or one JSON
+ * object per line), optionally following new events until the product ends (issue 15). Reads only.
+ */
+import { TerminalPhases } from "../../protocol/common.js";
+import { formatEvent } from "../operator/format.js";
+import { orNotFound } from "../operator/not-found.js";
+import { openReader } from "../operator/open-reader.js";
+import { expectPositionals, parseCommandArgs } from "./args.js";
+import { UsageError, type Command } from "./command.js";
+
+const OPTIONS = {
+  state: { type: "string" },
+  json: { type: "boolean" },
+  follow: { type: "boolean", short: "f" },
+  "poll-ms": { type: "string" },
+} as const;
+
+export const eventsCommand: Command = {
+  name: "events",
+  synopsis: "events ID [--follow] [--json] [--state PATH|URL]",
+  summary: "print a product's event history, optionally following it",
+  help: `Usage: acp-orchestrator events ID [--follow] [--json] [--state PATH|URL]
+
+Prints the stored events of product ID, oldest first, one per line (an invalid record is shown as skipped).
+Reads only: safe while a server is driving the product.
+
+Options:
+  --follow, -f   keep printing new events until the product completes, fails or is cancelled (or Ctrl-C)
+  --json         one JSON object per line: {"seq": N, "event": {...}}
+  --poll-ms N    how often --follow reads the store (default 500)
+  --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
+`,
+  async run(argv) {
+    const { values, positionals } = parseCommandArgs("events", argv, OPTIONS);
+    expectPositionals("events", positionals, 1, 1, "a product id");
+    const pollMs = values["poll-ms"] === undefined ? 500 : Number(values["poll-ms"]);
+    if (!Number.isSafeInteger(pollMs) || pollMs < 10) {
+      throw new UsageError(`The option --poll-ms of "events" must be an integer of at least 10.`, "events");
+    }
+    const productId = positionals[0] as string;
+    const { reader, where } = await openReader(values.state);
+    let stopped = false;
+    const onSignal = () => (stopped = true);
+    process.once("SIGINT", onSignal);
+    try {
+      return await orNotFound(where, async () => {
+        await reader.productStatus(productId); // not_found before anything is printed
+        let after = 0;
+        for (;;) {
+          for (;;) {
+            const batch = await reader.productEvents(productId, after, 1000);
+            for (const row of batch) {
+              process.stdout.write(values.json ? `${JSON.stringify({ seq: row.seq, event: row.raw })}\n` : `${formatEvent(row)}\n`);
+              after = row.seq;
+            }
+            if (batch.length < 1000) break;
+          }
+          if (!values.follow || stopped) return 0;
+          const { phase } = (await reader.productStatus(productId)) as { phase: (typeof TerminalPhases)[number] };
+          if (TerminalPhases.includes(phase)) {
+            const tail = await reader.productEvents(productId, after, 1000);
+            if (tail.length === 0) return 0;
+            continue;
+          }
+          await new Promise((resolve) => setTimeout(resolve, pollMs));
+          if (stopped) return 0;
+        }
+      });
+    } finally {
+      process.off("SIGINT", onSignal);
+      await reader.close();
+    }
+  },
+};

@@ -1,0 +1,277 @@
+/**
+ * Plain-text views of products, goal runs, events and DAGs for the operator commands (issue 15): tables for `list`,
+ * the `status` report, one line per event for `events`, and the DAG as Mermaid or Graphviz DOT for `graph`.
+ *
+ * Pure functions of their arguments: no I/O, no clock (times are passed in), no colours.
+ */
+import type { Plan, TaskState } from "../../protocol/common.js";
+import type { ProductEvent } from "../core/product/records.js";
+import type { GoalRow, ProductEventRow, ProductRow } from "./run-state-reader.js";
+
+/** A duration in ms as `1.2 s`, `3 m 04 s`, `2 h 05 m`. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "-";
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.floor(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} m ${String(s % 60).padStart(2, "0")} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")} m`;
+}
+
+/** How long a task ran (or has been running at `now`), or undefined when it never started. */
+export function taskDurationMs(task: Pick<TaskState, "startedAt" | "endedAt" | "status">, now: number): number | undefined {
+  if (!task.startedAt) return undefined;
+  const start = Date.parse(task.startedAt);
+  const end = task.endedAt ? Date.parse(task.endedAt) : task.status === "running" ? now : undefined;
+  return end === undefined || !Number.isFinite(start) || !Number.isFinite(end) ? undefined : Math.max(0, end - start);
+}
+
+/** The last non-empty line of a text, clipped to `max` characters. */
+export function lastLine(text: string | undefined, max = 100): string {
+  const line = (text ?? "").split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0).at(-1) ?? "";
+  return clip(line, max);
+}
+
+export function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, Math.max(0, max - 1))}…` : text;
+}
+
+/** Left-aligned columns; the last column is not padded. */
+export function table(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
+  const line = (cells: string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ").trimEnd();
+  return [line(header), ...rows.map(line)].join("\n");
+}
+
+/** "3 ago" style age of an ISO time at `now`. */
+export function ago(iso: string, now: number): string {
+  const t = Date.parse(iso);
+  if (!Number.isFinite(t)) return iso;
+  return `${formatDuration(Math.max(0, now - t))} ago`;
+}
+
+/** The `list` view: products, then goal runs. */
+export function formatList(products: ProductRow[], goals: GoalRow[], now: number): string {
+  const out: string[] = [];
+  if (products.length === 0) out.push("No products.");
+  else {
+    out.push(
+      table(
+        ["PRODUCT", "PHASE", "PROGRESS", "OWNER", "UPDATED", "NAME"],
+        products.map((p) => [
+          p.productId,
+          p.phase,
+          `${p.progress.completed}/${p.progress.total}${p.progress.failed > 0 ? ` (${p.progress.failed} failed)` : ""}`,
+          p.owner ? `${p.owner.live ? "live" : "expired"} ${clip(p.owner.ownerId, 40)}` : "-",
+          ago(p.updatedAt, now),
+          clip(p.name, 60),
+        ]),
+      ),
+    );
+  }
+  if (goals.length > 0) {
+    out.push("");
+    out.push(
+      table(
+        ["GOAL RUN", "STATUS", "PHASE", "GOAL"],
+        goals.map((g) => [g.goalRunId, g.status, String(g.phaseIndex + 1), clip(g.goal.split("\n")[0] ?? "", 70)]),
+      ),
+    );
+  }
+  return `${out.join("\n")}\n`;
+}
+
+interface StatusLike {
+  productId: string;
+  projectId: string;
+  name: string;
+  phase: string;
+  plan?: Plan;
+  tasks: TaskState[];
+  progress: ProductRow["progress"];
+  budget: { usedTokens: number; elapsedMs: number; maxTotalTokens?: number; maxDurationMs?: number; tokenSource: string };
+  checkpoints: number;
+  lastCheckpointAt?: string;
+  dropped: number;
+  recovery?: { cause: string; resumable: boolean; remediation: string };
+  [extra: string]: unknown;
+}
+
+/** The `status` view of a product (`product.status` plus the checkpoints list). */
+export function formatProductStatus(
+  raw: Record<string, unknown>,
+  checkpoints: { checkpointId: string; at: string; completed: number; total: number }[],
+  now: number,
+): string {
+  const s = raw as StatusLike;
+  const out: string[] = [];
+  out.push(`${s.productId}  ${s.name}`);
+  out.push(`phase:       ${s.phase}`);
+  out.push(`project:     ${s.projectId}`);
+  out.push(
+    `progress:    ${s.progress.completed}/${s.progress.total} completed, ${s.progress.running} running, ${s.progress.failed} failed, ${s.progress.pending} pending`,
+  );
+  const tokens = `${s.budget.usedTokens}${s.budget.maxTotalTokens !== undefined ? ` of ${s.budget.maxTotalTokens}` : ""} tokens (${s.budget.tokenSource})`;
+  const time = `${formatDuration(s.budget.elapsedMs)}${s.budget.maxDurationMs !== undefined ? ` of ${formatDuration(s.budget.maxDurationMs)}` : ""}`;
+  out.push(`budget:      ${tokens}, ${time}`);
+  if (s.dropped > 0) out.push(`dropped:     ${s.dropped} stored records failed validation`);
+  if (s.recovery) {
+    out.push(`recovery:    ${s.recovery.cause}`);
+    out.push(`             ${s.recovery.resumable ? "resumable" : "not resumable"}: ${s.recovery.remediation}`);
+  }
+  for (const key of ["integration", "isolation", "owner"]) {
+    if (s[key] !== undefined) out.push(`${`${key}:`.padEnd(12)} ${JSON.stringify(s[key])}`);
+  }
+  const instances = new Map((s.plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
+  if (s.tasks.length > 0) {
+    out.push("");
+    out.push(
+      table(
+        ["TASK", "STATUS", "ATTEMPTS", "DURATION", "AGENT", "AFTER", "TITLE"],
+        s.tasks.map((t) => {
+          const d = taskDurationMs(t, now);
+          return [
+            t.taskId,
+            t.status,
+            String(t.attempts),
+            d === undefined ? "-" : formatDuration(d),
+            instances.get(t.instanceId) ?? t.instanceId,
+            t.dependsOn.join(",") || "-",
+            clip(t.title, 60),
+          ];
+        }),
+      ),
+    );
+    for (const t of s.tasks) {
+      const notes: string[] = [];
+      if (t.error) notes.push(`error: ${clip(t.error.replace(/\s+/g, " "), 200)}`);
+      if (t.interruption) notes.push(`interrupted: ${clip(t.interruption, 200)}`);
+      if (t.question) notes.push(`waiting: ${clip(t.question, 200)}`);
+      const extra = t as Record<string, unknown>;
+      if (typeof extra.commit === "string") notes.push(`commit: ${extra.commit}`);
+      if (Array.isArray(extra.changedFiles)) notes.push(`changed: ${(extra.changedFiles as unknown[]).map(String).join(", ")}`);
+      const last = lastLine(t.output);
+      if (last) notes.push(`output: ${last}`);
+      for (const n of notes) out.push(`  ${t.taskId}  ${n}`);
+    }
+  }
+  out.push("");
+  out.push(`checkpoints: ${s.checkpoints}${s.lastCheckpointAt ? ` (last ${ago(s.lastCheckpointAt, now)})` : ""}`);
+  for (const c of checkpoints) out.push(`  ${c.checkpointId}  ${c.at}  ${c.completed}/${c.total} completed`);
+  return `${out.join("\n")}\n`;
+}
+
+/** The `status` view of a goal run (`x/goal.status`). */
+export function formatGoalStatus(raw: Record<string, unknown>): string {
+  const g = raw as {
+    goalRunId: string;
+    status: string;
+    goal: string;
+    phaseIndex: number;
+    productId?: string;
+    startedAt: string;
+    progressSummary: string;
+    acceptance: { passed: number; total: number; criteria: { criterionId?: string; text?: string; passed?: boolean }[] };
+    usedTokens: number;
+    endReason?: string;
+    failedReason?: string;
+  };
+  const out = [
+    `${g.goalRunId}  ${g.status}`,
+    `goal:        ${g.goal.split("\n").join("\n             ")}`,
+    `phase:       ${g.phaseIndex + 1}${g.productId ? ` (product ${g.productId})` : ""}`,
+    `started:     ${g.startedAt}`,
+    `tokens:      ${g.usedTokens}`,
+  ];
+  if (g.endReason) out.push(`ended:       ${g.endReason}`);
+  if (g.failedReason) out.push(`reason:      ${g.failedReason}`);
+  out.push(`criteria:    ${g.acceptance.passed}/${g.acceptance.total} pass`);
+  for (const c of g.acceptance.criteria) out.push(`  [${c.passed ? "x" : " "}] ${c.text ?? JSON.stringify(c)}`);
+  out.push("", g.progressSummary);
+  return `${out.join("\n")}\n`;
+}
+
+/** One human-readable line per stored product event. */
+export function formatEvent(row: ProductEventRow): string {
+  const e = row.event;
+  const seq = String(row.seq).padStart(5);
+  if (!e) return `${seq}  (invalid record, skipped: guarantee 4) ${clip(JSON.stringify(row.raw), 120)}`;
+  return `${seq}  ${e.at}  ${describeEvent(e)}`;
+}
+
+function describeEvent(e: ProductEvent): string {
+  switch (e.type) {
+    case "created":
+      return `created "${e.name}" in ${e.cwd}`;
+    case "dialogue":
+      return `${e.role} said: ${clip(e.text.replace(/\s+/g, " "), 120)}`;
+    case "planProposed":
+      return `plan v${e.plan.version} proposed: ${e.plan.tasks.length} tasks on ${e.plan.instances.length} instances`;
+    case "confirmed":
+      return `plan v${e.plan.version} confirmed: ${e.plan.tasks.length} tasks`;
+    case "phase":
+      return `phase ${e.phase}${e.recovery ? ` — ${e.recovery.cause}` : ""}`;
+    case "task": {
+      const t = e.task;
+      const tail = t.error ? ` — ${clip(t.error.replace(/\s+/g, " "), 100)}` : t.status === "completed" ? ` — ${lastLine(t.output, 80)}` : "";
+      return `task ${t.taskId} ${t.status} (attempt ${t.attempts}) ${clip(t.title, 60)}${tail}`;
+    }
+    case "checkpoint":
+      return `checkpoint ${e.checkpointId} (${e.completed}/${e.total} completed)`;
+    default: {
+      const rest = { ...(e as Record<string, unknown>) };
+      delete rest.v;
+      delete rest.at;
+      delete rest.type;
+      return `${e.type} ${clip(JSON.stringify(rest), 120)}`;
+    }
+  }
+}
+
+const STATUS_STYLE: Record<string, { fill: string; stroke: string }> = {
+  pending: { fill: "#eeeeee", stroke: "#999999" },
+  running: { fill: "#cfe2ff", stroke: "#0d6efd" },
+  waiting: { fill: "#fff3cd", stroke: "#ffc107" },
+  completed: { fill: "#d1e7dd", stroke: "#198754" },
+  failed: { fill: "#f8d7da", stroke: "#dc3545" },
+  skipped: { fill: "#e2e3e5", stroke: "#6c757d" },
+  cancelled: { fill: "#e2e3e5", stroke: "#6c757d" },
+};
+
+/** The colours a task status is drawn with (the dashboard uses the same). */
+export function statusStyle(status: string): { fill: string; stroke: string } {
+  return STATUS_STYLE[status] ?? { fill: "#ffffff", stroke: "#000000" };
+}
+
+/** A node id safe in Mermaid and DOT. */
+function nodeId(taskId: string): string {
+  return `n_${taskId.replace(/[^A-Za-z0-9_]/g, "_")}`;
+}
+
+/** The DAG as a Mermaid flowchart, one class per task status. */
+export function toMermaid(tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[]): string {
+  const lines = ["flowchart TD"];
+  for (const t of tasks) lines.push(`  ${nodeId(t.taskId)}["${t.taskId}: ${t.title.replace(/["\\]/g, "'")}"]`);
+  for (const t of tasks) for (const d of t.dependsOn) lines.push(`  ${nodeId(d)} --> ${nodeId(t.taskId)}`);
+  const used = new Set(tasks.map((t) => t.status ?? "pending"));
+  for (const status of used) {
+    const st = statusStyle(status);
+    lines.push(`  classDef ${status} fill:${st.fill},stroke:${st.stroke}`);
+  }
+  for (const t of tasks) lines.push(`  class ${nodeId(t.taskId)} ${t.status ?? "pending"}`);
+  return `${lines.join("\n")}\n`;
+}
+
+/** The DAG as Graphviz DOT, nodes filled by task status. */
+export function toDot(tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[]): string {
+  const q = (s: string) => `"${s.replace(/["\\]/g, (c) => `\\${c}`)}"`;
+  const lines = ["digraph product {", "  rankdir=TB;", "  node [shape=box, style=\"rounded,filled\"];"];
+  for (const t of tasks) {
+    const st = statusStyle(t.status ?? "pending");
+    lines.push(`  ${nodeId(t.taskId)} [label=${q(`${t.taskId}: ${t.title}`)}, fillcolor=${q(st.fill)}, color=${q(st.stroke)}];`);
+  }
+  for (const t of tasks) for (const d of t.dependsOn) lines.push(`  ${nodeId(d)} -> ${nodeId(t.taskId)};`);
+  lines.push("}");
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,196 @@
+/**
+ * The operator's view of a store (issue 15): products and goal runs listed and inspected through the same
+ * `RunStateAuthority` port and the same core code the server answers `product.list`, `product.status` and
+ * `x/goal.status` with, so the CLI and the dashboard say what a client would be told.
+ *
+ * Owns read-side composition only. It never writes (guarantee 3): it is given a read-only authority
+ * (open-store.ts `readOnly`), it never plans, runs or resumes anything (its leader and workers refuse to be used),
+ * and it works while a server elsewhere owns and drives the products.
+ */
+import { randomUUID } from "node:crypto";
+import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
+import type { ProductContext } from "../core/product/context.js";
+import { GoalService } from "../core/goal/coordinator.js";
+import { ProductEvent, productStream } from "../core/product/records.js";
+import { ProductService } from "../core/product/service.js";
+import { ProductStore } from "../core/product/store.js";
+import {
+  AuthorityFailure,
+  type AgentDirectory,
+  type Clock,
+  type LeaderPort,
+  type Logger,
+  type RunStateAuthority,
+  type WorkerPort,
+  type WorkspaceProbe,
+} from "../core/ports.js";
+
+/** What `list` shows per product: the `product.list` entry plus who owns it. */
+export interface ProductRow {
+  productId: string;
+  projectId: string;
+  name: string;
+  phase: string;
+  progress: { total: number; completed: number; running: number; failed: number; pending: number; [k: string]: number };
+  updatedAt: string;
+  /** The lease holder, when there is one: `live` = its lease has not expired. */
+  owner?: { ownerId: string; expiresAt: string; live: boolean };
+}
+
+/** What `list` shows per goal run (the `x/goal.list` entry). */
+export interface GoalRow {
+  goalRunId: string;
+  status: string;
+  goal: string;
+  phaseIndex: number;
+}
+
+/** One product event as stored, validated (`event` is undefined when the record does not parse: guarantee 4). */
+export interface ProductEventRow {
+  seq: number;
+  event: ProductEvent | undefined;
+  raw: unknown;
+}
+
+const silentLogger: Logger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+  child: () => silentLogger,
+};
+
+const refused = (what: string) => () => Promise.reject(new AuthorityFailure(`The operator view does not ${what}.`));
+
+/** A leader that is never asked: reading plans nothing. */
+const noLeader: LeaderPort = {
+  plan: refused("plan"),
+  message: refused("talk to the leader"),
+  consultOnFailure: refused("consult the leader"),
+  deriveChecklist: refused("derive criteria"),
+  planPhase: refused("plan a phase"),
+  assess: refused("assess a phase"),
+};
+
+const noWorkers: WorkerPort = {
+  runTask: refused("run tasks"),
+  shutdown: () => Promise.resolve(),
+};
+
+const noAgents: AgentDirectory = { list: () => [], get: () => undefined };
+
+const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimer(ms, fn) {
+    const t = setTimeout(fn, Math.min(Math.max(0, ms), 2_147_483_647));
+    t.unref();
+    return () => clearTimeout(t);
+  },
+};
+
+export interface RunStateReaderOptions {
+  /** The store, opened read-only (openStore(..., {readOnly: true})). The reader closes it on `close()`. */
+  authority: RunStateAuthority;
+  /** For drift in `status` (the workspace's git HEAD); without it drift by HEAD is not reported. */
+  workspace?: WorkspaceProbe;
+  clock?: Clock;
+}
+
+/** Read-only access to the products and goal runs of one store. Never writes. */
+export class RunStateReader {
+  readonly authority: RunStateAuthority;
+  readonly store: ProductStore;
+  readonly products: ProductService;
+  readonly goals: GoalService;
+  private readonly clock: Clock;
+
+  constructor(options: RunStateReaderOptions) {
+    this.authority = options.authority;
+    this.clock = options.clock ?? systemClock;
+    this.store = new ProductStore(this.authority, DEFAULT_PRODUCT_OPTIONS.checkpointHistory);
+    const ctx: ProductContext = {
+      store: this.store,
+      leader: () => noLeader,
+      workers: noWorkers,
+      agents: noAgents,
+      notifier: { notify: () => undefined },
+      clock: this.clock,
+      ids: (prefix) => `${prefix}_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
+      logger: silentLogger,
+      defer: () => undefined,
+      // A reader owns nothing: its owner id matches no lease.
+      options: { ...DEFAULT_PRODUCT_OPTIONS, ownerId: `operator-view:${randomUUID()}` },
+      ...(options.workspace ? { workspace: options.workspace } : {}),
+    };
+    this.products = new ProductService(ctx);
+    this.goals = new GoalService({
+      authority: this.authority,
+      products: this.products,
+      leader: () => noLeader,
+      agents: noAgents,
+      notifier: { notify: () => undefined },
+      clock: this.clock,
+      ids: ctx.ids,
+      logger: silentLogger,
+      defer: () => undefined,
+    });
+  }
+
+  /** Every product of every project, newest first, with its lease holder. */
+  async listProducts(): Promise<ProductRow[]> {
+    const { products } = await this.products.list();
+    const rows: ProductRow[] = [];
+    for (const p of products) {
+      const row: ProductRow = { ...p, progress: p.progress as ProductRow["progress"] };
+      const { lease } = await this.store.readLease(p.projectId, p.productId);
+      if (lease) row.owner = { ownerId: lease.owner, expiresAt: lease.expiresAt, live: Date.parse(lease.expiresAt) > this.clock.now() };
+      rows.push(row);
+    }
+    return rows.sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : a.updatedAt > b.updatedAt ? -1 : 0));
+  }
+
+  /** Every goal run of every project. */
+  async listGoals(): Promise<GoalRow[]> {
+    return (await this.goals.list()).goals;
+  }
+
+  /** Whether `id` names a goal run (`goal_…`) rather than a product. */
+  isGoalId(id: string): boolean {
+    return id.startsWith("goal_");
+  }
+
+  /** `product.status` as the server would answer it, brought up to date with the store. Throws not_found. */
+  async productStatus(productId: string): Promise<Record<string, unknown>> {
+    return this.products.status(productId);
+  }
+
+  /** The kept checkpoints of a product, oldest first. Throws not_found. */
+  async checkpoints(productId: string) {
+    return (await this.products.checkpoints(productId)).checkpoints;
+  }
+
+  /** `x/goal.status` as the server would answer it. Throws not_found (kind `goal run`). */
+  async goalStatus(goalRunId: string): Promise<Record<string, unknown>> {
+    return this.goals.status(goalRunId);
+  }
+
+  /**
+   * A product's stored events with `seq > afterSeq`, oldest first, at most `limit` (default 1000) per call; each
+   * validated by its schema (an invalid one has `event: undefined`). Throws not_found for an unknown product.
+   */
+  async productEvents(productId: string, afterSeq = 0, limit = 1000): Promise<ProductEventRow[]> {
+    const projectId = await this.store.projectOf(productId);
+    if (projectId === undefined) await this.products.get(productId); // throws not_found
+    const events = await this.authority.readEvents(projectId ?? "", productStream(productId), afterSeq, limit);
+    return events.map((e) => {
+      const parsed = ProductEvent.safeParse(e.event);
+      return { seq: e.seq, event: parsed.success ? parsed.data : undefined, raw: e.event };
+    });
+  }
+
+  /** Releases the store. */
+  async close(): Promise<void> {
+    await this.products.shutdown();
+    await this.authority.close();
+  }
+}

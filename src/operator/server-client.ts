@@ -1,0 +1,75 @@
+/**
+ * A headless ACP client of our own server: spawns `acp-orchestrator serve` (this build) as a subprocess, connects the
+ * official SDK client to its stdio, and gives the operator commands (`run`, `resume`) and the demo requests and
+ * notifications. Ends the server's stdin when done (SDK 2.4.0's `connectWith` does not) and waits for it to exit.
+ *
+ * Owns the subprocess and the connection; what to ask the server is the caller's.
+ */
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { fileURLToPath } from "node:url";
+import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+
+export type Params = Record<string, unknown>;
+
+/** What a caller may do while connected. */
+export interface ServerSession {
+  request<T = Params>(method: string, params: Params): Promise<T>;
+  /** Resolves with the params of the next notification `match` accepts (registered before the triggering request). */
+  waitFor(match: (method: string, params: Params) => boolean): Promise<Params>;
+  /** Calls `listener` for every notification. */
+  onNotification(listener: (method: string, params: Params) => void): void;
+}
+
+export interface ServerClientOptions {
+  /** Arguments after `serve` (`--state`, `--config`, `--log-level` …). */
+  serveArgs: string[];
+  /** The server's working directory. */
+  cwd: string;
+  /** Where the server's stderr goes (default: inherited). */
+  stderr?: "inherit" | "ignore";
+}
+
+/** Spawns the server, runs `body` connected to it, then closes stdin and waits for the server to exit. */
+export async function withServer<T>(options: ServerClientOptions, body: (session: ServerSession) => Promise<T>): Promise<T> {
+  const fromSource = import.meta.url.endsWith(".ts");
+  const cli = fileURLToPath(new URL(fromSource ? "../cli.ts" : "../cli.js", import.meta.url));
+  const args = fromSource ? ["--import", "tsx", cli] : [cli];
+  const child = spawn(process.execPath, [...args, "serve", ...options.serveArgs], {
+    cwd: options.cwd,
+    stdio: ["pipe", "pipe", options.stderr ?? "inherit"],
+  });
+  const exited = new Promise<number | null>((resolve) => {
+    if (child.exitCode !== null) resolve(child.exitCode);
+    else child.once("exit", (code) => resolve(code));
+  });
+  const waiters: { match: (method: string, p: Params) => boolean; resolve: (p: Params) => void }[] = [];
+  const listeners: ((method: string, p: Params) => void)[] = [];
+  const app = client({ name: "acp-orchestrator-cli" }).onNotification("*", ({ method, params }) => {
+    const p = (params ?? {}) as Params;
+    for (const l of listeners) l(method, p);
+    for (const w of [...waiters]) {
+      if (w.match(method, p)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(p);
+      }
+    }
+  });
+  const stream = ndJsonStream(
+    Writable.toWeb(child.stdin) as WritableStream<Uint8Array>,
+    Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>,
+  );
+  try {
+    return await app.connectWith(stream, async (ctx) => {
+      await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
+      return body({
+        request: <R>(method: string, params: Params) => ctx.request<R>(method, params),
+        waitFor: (match) => new Promise((resolve) => waiters.push({ match, resolve })),
+        onNotification: (listener) => listeners.push(listener),
+      });
+    });
+  } finally {
+    child.stdin.end();
+    await exited;
+  }
+}

@@ -1,0 +1,178 @@
+/**
+ * The operator commands (issue 15) against stores written by real server runs: `run --yes` drives a goal headless
+ * (plain progress lines when stdout is not a terminal); `list`, `status`, `events`, `graph` read a store while a
+ * second server is driving one of its products (its lease live, a task running) and change nothing (guarantee 3:
+ * the file's bytes are the same after them); `resume` continues a product whose server was killed.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, describe, expect, it } from "vitest";
+import { CLI, REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+const dir = tempDir("acp-orch-operator-");
+const workspace = join(dir, "ws");
+spawnSync("git", ["init", "-q", workspace]);
+const statePath = join(dir, "state.db");
+const scriptFile = join(dir, "slow.script.json");
+const configFile = join(dir, "acp-orchestrator.json");
+/** t2 hangs (stays running) until the script is rewritten; the others say a line and finish. */
+function script(hangT2: boolean) {
+  writeFileSync(
+    scriptFile,
+    JSON.stringify({
+      worker: {
+        default: { actions: [{ say: "working on it\n" }], text: "all written" },
+        tasks: hangT2 ? { t2: { actions: [{ say: "started t2\n" }], end: "hang" } } : {},
+      },
+    }),
+  );
+}
+script(true);
+writeFileSync(
+  configFile,
+  JSON.stringify({
+    agents: [{ agentId: "slow", role: "worker", command: process.execPath, args: ["--import", tsxLoader, scripted], env: { SCRIPTED_AGENT_SCRIPT: scriptFile } }],
+  }),
+);
+
+/** Runs the built CLI to completion (async, so the test's servers keep being served). */
+function cli(args: string[], cwd = workspace): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    child.once("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** The store's data: the database file and its write-ahead log (the -shm file is SQLite's shared-memory index). */
+function fileHash(path: string): string {
+  return ["", "-wal"]
+    .map((s) => (existsSync(path + s) ? createHash("sha256").update(readFileSync(path + s)).digest("hex") : "-"))
+    .join(":");
+}
+
+const servers: ServerHandle[] = [];
+afterAll(async () => {
+  for (const s of servers) if (s.child.exitCode === null) await s.kill();
+});
+
+let completedId = "";
+let drivenId = "";
+
+describe("operator commands on a store written by real servers", () => {
+  it("run --yes plans, confirms and drives a goal headless with plain progress lines", async () => {
+    const run = await cli(["run", "--state", statePath, "--yes", "--goal", "- Write a README\n- Write a changelog"]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toMatch(/^product (prd_\w+)$/m);
+    completedId = /^product (prd_\w+)$/m.exec(run.stdout)?.[1] ?? "";
+    expect(run.stdout).toContain("plan (2 tasks):");
+    expect(run.stdout).toMatch(/✓ t1 +completed .*Write a README/);
+    expect(run.stdout).toMatch(/✓ t2 +completed .*Write a changelog/);
+    expect(run.stdout).toContain("phase: completed");
+    expect(run.stdout).not.toContain("\x1b["); // not a terminal: no redraws
+  }, 120_000);
+
+  it("list, status, events and graph read while a second server drives a product", async () => {
+    // A short lease, so that `resume` below may take the product over once this server is gone.
+    const server = await startServer({
+      statePath,
+      cwd: workspace,
+      args: ["--config", configFile, "--log-level", "warn"],
+      env: { ACP_ORCHESTRATOR_LEASE_TTL_MS: "3000" },
+    });
+    servers.push(server);
+    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
+    const { productId } = await server.request<{ productId: string }>("product.plan", {
+      goal: "- Write the parser\n- Write the tests\n- Then write the docs",
+      cwd: workspace,
+      allowedAgents: ["slow"],
+    });
+    drivenId = productId;
+    await ready;
+    const t2Running = server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t2", 60_000);
+    await server.request("product.confirm", { productId });
+    await t2Running;
+
+    const list = await cli(["list", "--state", statePath]);
+    expect(list.code, list.stderr).toBe(0);
+    expect(list.stdout).toMatch(new RegExp(`${drivenId} +executing +\\d/3 +live `));
+    expect(list.stdout).toMatch(new RegExp(`${completedId} +completed +2/2 `));
+    const json = JSON.parse((await cli(["list", "--state", statePath, "--json"])).stdout) as {
+      products: { productId: string; owner?: { live: boolean } }[];
+    };
+    expect(json.products.find((p) => p.productId === drivenId)?.owner?.live).toBe(true);
+
+    const status = await cli(["status", drivenId, "--state", statePath]);
+    expect(status.code, status.stderr).toBe(0);
+    expect(status.stdout).toContain("phase:       executing");
+    expect(status.stdout).toMatch(/t2 +running +1 /);
+    expect(status.stdout).toMatch(/recovery: +Another server process \(owner .+\) is executing this product/);
+
+    const events = await cli(["events", drivenId, "--state", statePath]);
+    expect(events.code, events.stderr).toBe(0);
+    expect(events.stdout).toMatch(/^ +1 +\S+ +created "/m);
+    expect(events.stdout).toMatch(/plan v1 confirmed: 3 tasks/);
+    expect(events.stdout).toMatch(/task t2 running \(attempt 1\)/);
+    const jsonEvents = (await cli(["events", drivenId, "--json", "--state", statePath])).stdout.trim().split("\n");
+    expect((JSON.parse(jsonEvents[0] as string) as { seq: number }).seq).toBe(1);
+
+    const graph = await cli(["graph", drivenId, "--state", statePath]);
+    expect(graph.stdout).toMatch(/^flowchart TD$/m);
+    expect(graph.stdout).toContain("class n_t2 running");
+    const dot = await cli(["graph", drivenId, "--format", "dot", "--state", statePath]);
+    expect(dot.stdout).toMatch(/^digraph product \{/);
+    expect(dot.stdout.match(/ -> /g)?.length).toBeGreaterThanOrEqual(1);
+
+    // The driving server was not disturbed: t2 still runs under its lease.
+    const live = await server.request<{ phase: string; tasks: { taskId: string; status: string }[] }>("product.status", { productId });
+    expect(live.phase).toBe("executing");
+    expect(live.tasks.find((t) => t.taskId === "t2")?.status).toBe("running");
+    await server.kill(); // dies with t2 running: the product is left executing, ownerless
+  }, 180_000);
+
+  it("reading commands change no byte of the store", async () => {
+    const before = fileHash(statePath);
+    for (const args of [["list"], ["status", drivenId], ["events", drivenId], ["graph", drivenId], ["status", completedId]]) {
+      const r = await cli([...args, "--state", statePath]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    expect(fileHash(statePath)).toBe(before);
+    const missing = join(dir, "nope", "state.db");
+    const r = await cli(["list", "--state", missing]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^acp-orchestrator: Cannot open the SQLite state file .*nope.*state\.db/);
+    expect(existsSync(join(dir, "nope"))).toBe(false);
+    const unknown = await cli(["status", "prd_doesnotexist", "--state", statePath]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("prd_doesnotexist");
+  }, 120_000);
+
+  it("resume continues the product its killed server left, and follows it to completion", async () => {
+    script(false);
+    // `list` shows the killed server's lease expiring.
+    for (;;) {
+      const rows = JSON.parse((await cli(["list", "--state", statePath, "--json"])).stdout) as {
+        products: { productId: string; owner?: { live: boolean } }[];
+      };
+      if (rows.products.find((p) => p.productId === drivenId)?.owner?.live !== true) break;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    const resumed = await cli(["resume", drivenId, "--state", statePath, "--config", configFile]);
+    expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0);
+    expect(resumed.stdout).toContain(`resumed ${drivenId}:`);
+    expect(resumed.stdout).toContain("phase: completed");
+    const status = await cli(["status", drivenId, "--state", statePath, "--json"]);
+    const parsed = JSON.parse(status.stdout) as { phase: string; tasks: { taskId: string; attempts: number }[] };
+    expect(parsed.phase).toBe("completed");
+    expect(parsed.tasks.find((t) => t.taskId === "t2")?.attempts).toBe(2);
+  }, 180_000);
+});
