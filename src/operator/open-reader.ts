@@ -5,6 +5,7 @@
  * Owns that composition only; never writes (guarantee 3).
  */
 import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
+import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { RunStateReader } from "./run-state-reader.js";
 
@@ -12,5 +13,5 @@ import { RunStateReader } from "./run-state-reader.js";
 export async function openReader(state: string | undefined): Promise<{ reader: RunStateReader; where: string }> {
   const location = stateLocation(state);
   const authority = await openStore(location, { readOnly: true });
-  return { reader: new RunStateReader({ authority, workspace: new GitWorkspaceProbe() }), where: describeLocation(location) };
+  return { reader: new RunStateReader({ authority, workspace: new GitWorkspaceProbe(), liveness: new ProcessLiveness() }), where: describeLocation(location) };
 }

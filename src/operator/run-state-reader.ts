@@ -20,6 +20,7 @@ import {
   type Clock,
   type LeaderPort,
   type Logger,
+  type OwnerLiveness,
   type RunStateAuthority,
   type WorkerPort,
   type WorkspaceProbe,
@@ -93,6 +94,8 @@ export interface RunStateReaderOptions {
   authority: RunStateAuthority;
   /** For drift in `status` (the workspace's git HEAD); without it drift by HEAD is not reported. */
   workspace?: WorkspaceProbe;
+  /** Proves a same-host owner dead (guarantee 13) so `live` is false at once for a killed server. */
+  liveness?: OwnerLiveness;
   clock?: Clock;
 }
 
@@ -121,6 +124,7 @@ export class RunStateReader {
       // A reader owns nothing: its owner id matches no lease.
       options: { ...DEFAULT_PRODUCT_OPTIONS, ownerId: `operator-view:${randomUUID()}` },
       ...(options.workspace ? { workspace: options.workspace } : {}),
+      ...(options.liveness ? { liveness: options.liveness } : {}),
     };
     this.products = new ProductService(ctx);
     this.goals = new GoalService({
@@ -136,16 +140,11 @@ export class RunStateReader {
     });
   }
 
-  /** Every product of every project, newest first, with its lease holder. */
+  /** Every product of every project, newest first, with the owner of each executing one. */
   async listProducts(): Promise<ProductRow[]> {
+    // product.list's own rows: the owner (guarantee 13) is there for executing products.
     const { products } = await this.products.list();
-    const rows: ProductRow[] = [];
-    for (const p of products) {
-      const row: ProductRow = { ...p, progress: p.progress as ProductRow["progress"] };
-      const { lease } = await this.store.readLease(p.projectId, p.productId);
-      if (lease) row.owner = { ownerId: lease.owner, expiresAt: lease.expiresAt, live: Date.parse(lease.expiresAt) > this.clock.now() };
-      rows.push(row);
-    }
+    const rows: ProductRow[] = products.map((p) => ({ ...p, progress: p.progress as ProductRow["progress"] }));
     return rows.sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : a.updatedAt > b.updatedAt ? -1 : 0));
   }
 
