@@ -18,6 +18,7 @@ import { LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
+import { WORKSPACE_FAULT_ENV, withFaults } from "../adapters/workspace/fault-injection.js";
 import { agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
@@ -166,7 +167,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       agentsFingerprint: ((hash: string) => () => hash)(agentsHash(config.agents)),
     },
     workspace: new GitWorkspaceProbe(),
-    workspaces: new GitWorkspace(),
+    workspaces: withFaults(new GitWorkspace(), process.env[WORKSPACE_FAULT_ENV]),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
     fleet: { recover: values.recover === true },
