@@ -6,7 +6,7 @@
  * does not.
  */
 import { z } from "zod";
-import { AbsolutePath, Count, Id, Timestamp } from "./common.js";
+import { AbsolutePath, Count, Id, Recovery, Timestamp } from "./common.js";
 import { BudgetInput, requestParams } from "./product.js";
 
 export const GoalStatus = z.enum(["running", "paused", "blocked", "budget_limited", "completed", "stopped", "failed"]);
@@ -53,6 +53,9 @@ export const GoalStatusResult = z.object({
   usedTokens: Count,
   endReason: GoalEndReason.optional(),
   failedReason: z.string().optional(),
+  /** Stored events that did not parse or are missing; a goal run with any is not driven again (section 6). */
+  dropped: Count,
+  recovery: Recovery.optional(),
 });
 
 export const GoalListParams = requestParams({ projectId: Id.optional() });

@@ -35,7 +35,7 @@
 import type { GoalEndReason, GoalStatus } from "../../../protocol/goal.js";
 import { TerminalPhases, type Budget, type Phase } from "../../../protocol/common.js";
 import { validatePlanGraph } from "../dag/graph.js";
-import { conflict, invalidPhase, isDomainError, notFound, persistenceFailed } from "../errors.js";
+import { DomainError, conflict, invalidPhase, isDomainError, notFound, persistenceFailed } from "../errors.js";
 import type {
   AcceptanceCriterion,
   AgentDirectory,
@@ -219,12 +219,15 @@ class GoalRun {
 
   /**
    * Applies events written since we last looked (by this process, another one, or before a restart). Reading never
-   * writes; an event that does not parse is skipped and counted (guarantee 4). Each seq is applied once.
+   * writes; an event that does not parse, or a gap in the sequence, is skipped and counted in `dropped` (guarantee
+   * 4), and a goal run with one is never driven again (PROTOCOL.md section 6: goal runs fail closed). Each seq is
+   * applied once.
    */
   async refresh(): Promise<void> {
     const events = await this.ctx.authority.readEvents(this.state.projectId, goalStream(this.id), this.state.seq);
     for (const { seq, event } of events) {
       if (seq <= this.state.seq) continue;
+      if (seq > this.state.seq + 1) this.state.dropped += seq - this.state.seq - 1;
       const parsed = GoalEvent.safeParse(event);
       if (parsed.success) applyGoalEvent(this.state, parsed.data, seq);
       else {
@@ -281,7 +284,24 @@ class GoalRun {
   /** True when the persisted status allows starting something now. Re-reads the stream first; call inside the lock. */
   private async mayStart(): Promise<boolean> {
     await this.refresh();
-    return this.state.status === "running" && !this.fenced && !this.closed;
+    return this.state.status === "running" && !this.fenced && !this.closed && this.state.dropped === 0;
+  }
+
+  /**
+   * Fail closed (PROTOCOL.md section 6, DESIGN.md guarantee 4): a goal run some of whose stored events did not parse
+   * or are missing is never driven again — a lost `phase_started` would start its phase a second time. Returns the
+   * recovery `x/goal.status` reports, or undefined when every event was read.
+   */
+  failClosedRecovery(): { cause: string; resumable: false; remediation: string } | undefined {
+    const dropped = this.state.dropped;
+    if (dropped === 0) return undefined;
+    return {
+      cause:
+        `${dropped} stored ${dropped === 1 ? "event" : "events"} of this goal run failed validation or ` +
+        `${dropped === 1 ? "is" : "are"} missing (guarantee 4); driving it again could start a phase twice.`,
+      resumable: false,
+      remediation: "Restore the state store from a backup, or start a new goal run; this one can still be read.",
+    };
   }
 
   private leader() {
@@ -428,6 +448,8 @@ class GoalRun {
       // Right before the phase starts: the persisted status must still be running and nothing moved on.
       if (!(await this.mayStart())) return;
       if (s.productId !== undefined || s.phaseIndex !== phaseIndex || s.goal !== goal) return;
+      // A phase is started once: never again once its product was recorded.
+      if (s.phases[phaseIndex]?.productId !== undefined) return;
       const plan = planned.plan;
       if (plan.tasks.length === 0) throw new Error(`The leader planned phase ${phaseIndex + 1} without tasks.`);
       const check = validatePlanGraph(plan.instances, plan.tasks);
@@ -685,6 +707,14 @@ class GoalRun {
   async resume(additionalBudget?: GoalBudget): Promise<GoalStatus> {
     await this.exclusive(async () => {
       await this.refresh();
+      const failed = this.failClosedRecovery();
+      if (failed) {
+        throw new DomainError(
+          "invalid_phase",
+          `Goal run ${this.id} cannot be resumed: ${failed.cause} ${failed.remediation}`,
+          { phase: this.state.status, allowed: [] },
+        );
+      }
       const status = this.state.status;
       const resumable =
         status === "paused" || status === "blocked" || status === "budget_limited" || (status === "running" && !this.driving);
@@ -898,6 +928,7 @@ export class GoalService {
     }
     const failedReason =
       s.failedReason ?? ((s.status === "blocked" || s.status === "budget_limited") && s.statusReason ? s.statusReason : undefined);
+    const recovery = run.failClosedRecovery();
     return {
       goalRunId: s.goalRunId,
       status: s.status,
@@ -913,6 +944,8 @@ export class GoalService {
       usedTokens: s.usedTokens + liveTokens,
       ...(s.endReason !== undefined ? { endReason: s.endReason } : {}),
       ...(failedReason !== undefined ? { failedReason } : {}),
+      dropped: s.dropped,
+      ...(recovery ? { recovery } : {}),
     };
   }
 

@@ -575,6 +575,49 @@ describe("goal loop: restart", () => {
     ]);
   });
 
+  it("fails closed when a stored goal event does not parse: dropped and recovery in status, resume refused, no phase started twice (issue 10, finding 3)", async () => {
+    const first = goalHarness({ plan: draftPlan([{ id: "a" }, { id: "b" }], undefined) });
+    first.worker.script("b", { kind: "hang" });
+    const goalRunId = await first.start();
+    await waitUntil(() => first.worker.hasStarted("a") && first.worker.hasStarted("b"), "both tasks started");
+    await waitUntil(() => first.notifier.taskTrail("a").includes("completed@1"), "a completed");
+    // "kill -9", and the store comes back with the phase_started event damaged.
+    const inner = first.authority;
+    const damaged = Object.create(inner) as MemoryAuthority;
+    for (const name of ["get", "put", "delete", "list", "appendEvents", "deleteStream", "pruneEvents", "listProjects"] as const) {
+      Object.defineProperty(damaged, name, { value: (inner[name] as (...a: unknown[]) => unknown).bind(inner) });
+    }
+    Object.defineProperty(damaged, "readEvents", {
+      value: async (p: string, stream: string, after: number, limit?: number) =>
+        (await inner.readEvents(p, stream, after, limit)).map((e) =>
+          (e.event as { type?: string }).type === "phase_started" ? { seq: e.seq, event: { v: 1, type: "phase_started" } } : e,
+        ),
+    });
+    const second = goalHarness({ authority: damaged, clock: new FakeClock(Date.parse("2030-01-01T01:00:00.000Z")), ids: first.ids });
+    second.leader.criteria = first.leader.criteria;
+
+    const status = await second.goals.status(goalRunId);
+    const error = await rejectionOf(second.goals.resume(goalRunId));
+    await second.settle();
+    expect({
+      dropped: status.dropped,
+      recovery: status.recovery,
+      code: isDomainError(error) ? error.code : error,
+      message: (error as Error).message,
+      phasesPlanned: second.leader.phaseCalls.length,
+      launched: second.launched(),
+      workerRuns: second.worker.executions.length,
+    }).toEqual({
+      dropped: 1,
+      recovery: { cause: expect.stringContaining("1 stored event of this goal run failed validation"), resumable: false, remediation: expect.any(String) },
+      code: "invalid_phase",
+      message: expect.stringContaining("could start a phase twice"),
+      phasesPlanned: 0,
+      launched: [],
+      workerRuns: 0,
+    });
+  });
+
   it("a phase whose product is gone counts as a phase that passed nothing, and the loop goes on", async () => {
     const h = goalHarness();
     const gate = new Gate();
