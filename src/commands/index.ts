@@ -2,6 +2,7 @@
  * The CLI's commands, in the order `acp-orchestrator help` lists them. Adding a command is one module exporting a
  * `Command` (command.ts) and one line here.
  */
+import { checkAgentsCommand } from "./check-agents.js";
 import type { Command } from "./command.js";
 import { demoCommand } from "./demo.js";
 import { eventsCommand } from "./events.js";
@@ -25,6 +26,7 @@ export const COMMANDS: readonly Command[] = [
   graphCommand,
   recordCommand,
   replayCommand,
+  checkAgentsCommand,
   helpCommand(() => COMMANDS),
   versionCommand,
 ];

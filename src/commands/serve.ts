@@ -128,6 +128,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     registry,
     logger: logger.child({ component: "workers" }),
     ...(config.taskTimeoutMs !== undefined ? { taskTimeoutMs: config.taskTimeoutMs } : {}),
+    ...(config.startTimeoutMs !== undefined ? { startTimeoutMs: config.startTimeoutMs } : {}),
     ...(config.permissions !== undefined ? { permissions: config.permissions } : {}),
   });
   // The leader: a product's `leaderAgentId`, else the config's `leader`, as an ACP agent; with neither, the heuristic one.
@@ -140,6 +141,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       clientVersion: packageVersion(),
       defaultCwd: process.cwd(),
       ...(config.taskTimeoutMs !== undefined ? { turnTimeoutMs: config.taskTimeoutMs } : {}),
+      ...(config.startTimeoutMs !== undefined ? { startTimeoutMs: config.startTimeoutMs } : {}),
     },
   });
   const server = new OrchestratorServer({

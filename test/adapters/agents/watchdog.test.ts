@@ -108,6 +108,30 @@ describe("the agent watchdog", () => {
     },
   );
 
+  it("a worker stuck in session/new fails after startTimeoutMs naming the stage, and is not charged", async () => {
+    const registry = new AgentRegistry(
+      parseAgentConfig(
+        {
+          agents: [
+            {
+              agentId: "stuck",
+              command: process.execPath,
+              args: ["--import", tsxLoader, join(fixturesDir, "auth-agent.ts")],
+              env: { AUTH_AGENT_STUCK: "1" },
+            },
+          ],
+        },
+        join(fixturesDir, "acp-orchestrator.json"),
+      ),
+    );
+    pool = new AcpWorkerPool({ registry, logger: memoryLogger(), graceMs: 300, startTimeoutMs: 4_000 });
+    const result = await pool.runTask(taskRequest("stuck", await workspace()), recorder().events);
+    expect(result).toMatchObject({ outcome: "failed", prompted: false });
+    expect(result.outcome === "failed" && result.error).toMatch(
+      /^agent "stuck" did not start within 4000 ms \(stage session\/new did not finish\)/,
+    );
+  });
+
   it("reports a missing command as a spawn failure with its error code", async () => {
     const agent = AgentProcess.spawn({ command: join(fixturesDir, "no-such-agent"), args: [], cwd: tmpdir() });
     expect(await agent.spawnFailed).toMatchObject({ code: "ENOENT" });
