@@ -89,7 +89,7 @@ describe("goal runs over stdio: crash and restart", () => {
     await resumeWhenLeaseFree(second, goalRunId);
     expect((await ended).params).toMatchObject({ endReason: "achieved" });
     const status = await second.request<GoalStatus>("x/goal.status", { goalRunId });
-    expect(status).toMatchObject({ status: "completed", phaseIndex: 1, productId, acceptance: { passed: 3, total: 3 } });
+    expect(status).toMatchObject({ status: "completed", phaseIndex: 0, productId, acceptance: { passed: 3, total: 3 } });
     // Same product (the phase was not started again); no second phase.
     expect(second.notifications.filter(isGoal(goalRunId, "x/goal.phaseStarted"))).toHaveLength(0);
     const product = await second.request<ProductStatus>("product.status", { productId });

@@ -105,7 +105,7 @@ describe("goal runs over stdio", () => {
       endReason: "achieved",
       goal: GOAL,
       originalGoal: GOAL,
-      phaseIndex: 1,
+      phaseIndex: 0,
       productId,
       queuedMessages: 0,
       noProgressCount: 0,
@@ -122,7 +122,7 @@ describe("goal runs over stdio", () => {
     ]);
 
     const list = await server.request<{ goals: unknown[] }>("_x/goal.list", {});
-    expect(list.goals).toContainEqual({ goalRunId, status: "completed", goal: GOAL, phaseIndex: 1 });
+    expect(list.goals).toContainEqual({ goalRunId, status: "completed", goal: GOAL, phaseIndex: 0 });
 
     expect(await server.close()).toBe(0);
     expect(server.stdoutLines.every(isJsonRpcLine)).toBe(true);

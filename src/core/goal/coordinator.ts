@@ -205,7 +205,7 @@ class GoalRun {
       projectId: s.projectId,
       status: s.status,
       goal: s.goal,
-      phaseIndex: s.phaseIndex,
+      phaseIndex: currentPhaseIndex(s),
       startedAt: s.startedAt,
       updatedAt: s.updatedAt,
     };
@@ -371,10 +371,17 @@ class GoalRun {
     return null;
   }
 
-  /** Records the end, then announces it (`statusChanged` comes from the commit, `ended` after it). Inside the lock. */
+  /**
+   * Records the end, then announces it (`statusChanged` comes from the commit, `ended` after it). `x/goal.ended` is
+   * sent only when the status it leads to is final (`completed`, `stopped`, `failed`): a `blocked` or
+   * `budget_limited` goal can resume, so it ends later, once (PROTOCOL.md section 6). Inside the lock.
+   */
   private async end(reason: GoalEndReason, summary: string, failedReason?: string): Promise<void> {
     await this.commit([{ type: "ended", endReason: reason, summary, ...(failedReason ? { failedReason } : {}) }]);
-    this.ctx.notifier.notify("x/goal.ended", { goalRunId: this.id, endReason: reason, summary });
+    const status = this.state.status;
+    if (status === "completed" || status === "stopped" || status === "failed") {
+      this.ctx.notifier.notify("x/goal.ended", { goalRunId: this.id, endReason: reason, summary });
+    }
   }
 
   /** Turns a leader failure into what the loop does with it: nothing when the goal was interrupted, else blocked. */
@@ -934,7 +941,7 @@ export class GoalService {
       status: s.status,
       goal: s.goal,
       originalGoal: s.originalGoal,
-      phaseIndex: s.phaseIndex,
+      phaseIndex: currentPhaseIndex(s),
       ...(productId !== undefined ? { productId } : {}),
       startedAt: s.startedAt,
       progressSummary,
@@ -963,7 +970,7 @@ export class GoalService {
         goalRunId: h.goalRunId,
         status: live?.status ?? h.status,
         goal: live?.goal ?? h.goal,
-        phaseIndex: live?.phaseIndex ?? h.phaseIndex,
+        phaseIndex: live ? currentPhaseIndex(live) : h.phaseIndex,
       };
     });
     return { goals };
@@ -1005,3 +1012,11 @@ export class GoalService {
   }
 }
 
+/**
+ * The `phaseIndex` of `x/goal.status` and `x/goal.list`: the 0-based index of the latest phase that started, as in the
+ * `x/goal.phaseStarted` and `x/goal.phaseAssessed` notifications (PROTOCOL.md section 6); 0 before any phase started.
+ * (The state's own `phaseIndex` moves to the next phase once one is assessed, one ahead of what the client was told.)
+ */
+function currentPhaseIndex(s: { phaseIndex: number; phasesStarted: number }): number {
+  return Math.max(0, Math.min(s.phaseIndex, s.phasesStarted - 1));
+}

@@ -186,7 +186,7 @@ export class ProductService {
       // drives (the header moved on) is not.
       const loaded = this.live.get(h.productId);
       const live = loaded && (loaded.isDriving || loaded.model.state.updatedAt >= h.updatedAt) ? loaded : undefined;
-      const progress = live ? progressOfModel(live.model) : h.progress;
+      const progress = live ? live.progress() : h.progress;
       return {
         productId: h.productId,
         projectId: h.projectId,

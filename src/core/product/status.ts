@@ -5,7 +5,7 @@
  *
  * This file must never import I/O.
  */
-import { TerminalPhases } from "../../../protocol/common.js";
+import { TerminalPhases, type Progress } from "../../../protocol/common.js";
 import type { Drift } from "./fingerprint.js";
 import { progressOfModel } from "./state.js";
 import { OrchestratorHistory } from "./history.js";
@@ -39,7 +39,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
       phase: s.phase,
       ...(s.plan ? { plan: s.plan } : {}),
       tasks: s.tasks,
-      progress: progressOfModel(this.model),
+      progress: this.progress(),
       budget: {
         usedTokens: used,
         inputTokens: s.usage.inputTokens,
@@ -56,6 +56,18 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
       ...(recovery ? { recovery } : {}),
       ...this.isolationStatus(),
     };
+  }
+
+  /**
+   * `progress` of `product.status` and `product.list`: the stored counts, except that a product nobody executes (not
+   * in phase `executing`, e.g. paused after a persistence failure, guarantee 2) counts a task as running only while
+   * its worker still runs in this process; the others were stopped and will run again, so they count as pending.
+   */
+  progress(): Progress {
+    const p = progressOfModel(this.model);
+    if (this.model.state.phase === "executing" || p.running === 0) return p;
+    const running = Math.min(p.running, this.running.size);
+    return { ...p, running, pending: p.pending + (p.running - running) };
   }
 
   /**

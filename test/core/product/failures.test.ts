@@ -219,6 +219,15 @@ describe("persistence failure is a barrier (guarantee 2)", () => {
     expect(h.notifier.of("product.completed", productId)).toEqual([]);
   });
 
+  it("counts the stopped task as pending, not running, in product.status and product.list (issue 10 finding 10)", async () => {
+    const { h, productId } = await failedWrite();
+    const status = await h.service.status(productId);
+    const listed = (await h.service.list("proj")).products.find((p) => p.productId === productId);
+
+    expect(status.progress).toEqual({ total: 3, completed: 1, running: 0, failed: 0, pending: 2 });
+    expect(listed?.progress).toEqual({ total: 3, completed: 1, running: 0, failed: 0, pending: 2 });
+  });
+
   it("after the authority recovers, resume finishes without re-running persisted completed work", async () => {
     const { h, productId } = await failedWrite();
     await h.service.resume(productId);
