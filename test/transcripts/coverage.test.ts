@@ -118,6 +118,9 @@ const NOT_COVERED: Readonly<Record<string, string>> = {
   "server sends product.planFailed": "the heuristic leader always produces a valid plan",
   "server sends product.taskIntegrated": WORKTREE,
   "server sends product.integrated": WORKTREE,
+  "server sends product.ownershipLost":
+    "needs two servers on one store and a frozen owner (SIGSTOP) whose lease expires; a transcript replays one fresh " +
+    "server. Covered over real stdio by test/e2e/owner-liveness.test.ts",
 };
 
 function loadCoverage(): { coverage: Coverage; files: string[] } {
