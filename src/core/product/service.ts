@@ -11,7 +11,7 @@ import { isDomainError, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { describeLease } from "./lease.js";
 import { ProductOrchestrator } from "./orchestrator.js";
-import { progressOfModel } from "./state.js";
+import type { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
 
 export interface PlanParams {
