@@ -110,8 +110,8 @@ describe("AcpWorkerPool with agents started through a wrapper", () => {
     const pids = [...(await pidsIn(a)), ...(await pidsIn(b))];
     expect(pids.map(isAlive)).toEqual([true, true, true, true]);
     await p.shutdown();
-    expect(await runA).toEqual({ outcome: "cancelled" });
-    expect(await runB).toEqual({ outcome: "cancelled" });
+    expect(await runA).toMatchObject({ outcome: "cancelled" });
+    expect(await runB).toMatchObject({ outcome: "cancelled" });
     expect(await aliveAfterSettling(pids)).toEqual([false, false, false, false]);
   });
 });
