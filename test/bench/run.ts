@@ -78,7 +78,7 @@ const PLAN = quick
         sizes: [1_000, 10_000],
         repeats: [5, 3],
         peerRepeats: [5, 1],
-        timeoutMs: 300_000,
+        timeoutMs: 240_000,
         resumeTasks: 1_000,
         resumeRepeats: 3,
       },
