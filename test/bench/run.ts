@@ -655,9 +655,11 @@ function peerRows(rows: Row[], details: string[], cells: PeerCell[], resume: Pee
   const sq = peerDone(cells.find((c) => c.store === "sqlite")?.peer ?? [])[0];
   const largest = cells
     .filter((c) => c.store === "sqlite")
-    .flatMap((c) =>
-      peerDone(c.peer).map((r) => `${r.tasks} tasks: ${fmt((r.largestCheckpointBytes ?? 0) / 1024, 0)} KiB`),
-    )
+    .flatMap((c) => {
+      const done = peerDone(c.peer);
+      if (done.length === 0) return [];
+      return [`${c.tasks} tasks: ${fmt(Math.max(...done.map((r) => r.largestCheckpointBytes ?? 0)) / 1024, 0)} KiB`];
+    })
     .join(", ");
   details.push(
     "### 6. LangGraph.js on the identical DAG",
