@@ -87,7 +87,7 @@ function completedOf(server: ServerHandle, productId: string): Promise<Notificat
   return server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 30_000);
 }
 
-describe.concurrent("worker requests over stdio", () => {
+describe.concurrent("worker requests over stdio", { timeout: 120_000 }, () => {
   it("serves fs only inside the workspace and refuses /etc/passwd, ../outside and symlink escapes; usage sets tokenSource", async () => {
     const base = tempDir("worker-safety-fs-");
     const workspace = join(base, "ws");

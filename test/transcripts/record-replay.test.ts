@@ -144,11 +144,11 @@ describe("record, then replay", () => {
     writeFileSync(edited, original.replace(target, target.replace('"planning"', '"executing"')));
     const lineNo = original.split("\n").findIndex((l) => l.includes(target)) + 1;
 
-    const replay = await runCli(["replay", edited, "--timeout", "1500"]);
+    const replay = await runCli(["replay", edited, "--timeout", "8000"]);
     expect(replay.code).toBe(1);
     const out = replay.stdout;
     expect(out).toContain(`FAIL ${edited}`);
-    expect(out).toContain(`line ${lineNo}: no received message fits this recv line (waited 1500 ms)`);
+    expect(out).toContain(`line ${lineNo}: no received message fits this recv line (waited 8000 ms)`);
     const id = /"id":(\d+),"result":\{"productId":\{"\$capture"/.exec(original)![1];
     expect(out).toContain(
       `expected: {"jsonrpc":"2.0","id":${id},"result":{"productId":{"$capture":"prd1"},"phase":"executing"}}`,

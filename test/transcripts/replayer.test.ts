@@ -79,13 +79,13 @@ describe("replayTranscript", () => {
       t(
         req(1, "two"),
         { dir: "recv", msg: { method: "n", params: { k: 1 } }, ordered },
-        { dir: "recv", msg: { method: "n", params: { k: 2 } }, ordered, timeoutMs: 300 },
+        { dir: "recv", msg: { method: "n", params: { k: 2 } }, ordered, timeoutMs: 5000 },
       );
     expect((await replayTranscript(lines(false), { command: fake() })).ok).toBe(true);
     const result = await replayTranscript(lines(true), { command: fake() });
     expect(result.failure).toMatchObject({
       line: 3,
-      reason: "no received message fits this recv line (waited 300 ms, only after message #1)",
+      reason: "no received message fits this recv line (waited 5000 ms, only after message #1)",
     });
   });
 
@@ -94,7 +94,7 @@ describe("replayTranscript", () => {
       t(req(7, "status"), {
         dir: "recv",
         msg: { id: 7, result: { method: "status", params: { phase: "paused" } } },
-        timeoutMs: 300,
+        timeoutMs: 5000,
       }),
       { command: fake() },
     );
@@ -103,7 +103,7 @@ describe("replayTranscript", () => {
     expect(result.failure?.closest?.index).toBe(1);
     const report = formatResult(result);
     expect(report).toContain("FAIL inline.jsonl");
-    expect(report).toContain("line 2: no received message fits this recv line (waited 300 ms)");
+    expect(report).toContain("line 2: no received message fits this recv line (waited 5000 ms)");
     expect(report).toContain('expected: {"id":7,"result":{"method":"status","params":{"phase":"paused"}}}');
     expect(report).toContain(
       'closest received (message #1): {"jsonrpc":"2.0","id":7,"result":{"method":"status","params":{}',
