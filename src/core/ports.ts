@@ -330,8 +330,13 @@ export interface WorkerRequest {
   productId: string;
   task: Task;
   instance: Instance;
-  /** Absolute workspace directory of the product. */
+  /** Absolute workspace directory of the attempt: the product's `cwd`, or the attempt's own worktree. */
   cwd: string;
+  /**
+   * True when `cwd` is the attempt's own git worktree (isolation `worktree`): its edits reach the user only through
+   * the orchestrator's merge, so the default permission policy may allow `read` and `edit` there (issue 12).
+   */
+  isolated?: boolean;
   /** 1-based attempt number. */
   attempt: number;
   dependencyOutputs: DependencyOutput[];

@@ -118,4 +118,61 @@ describe("worktree conflicts and rollback", () => {
       await server.close();
     }
   }, 180_000);
+
+  it("allows read and edit permission requests of an isolated worker by default", async () => {
+    const repo = makeRepo({ "README.md": "# Project\n", ".gitignore": "*.pid\n" });
+    const base = tempDir("acp-orch-perm-");
+    const script = join(base, "workers.json");
+    const ask = (title: string, kind: string) => ({ permission: { title, kind } });
+    writeFileSync(
+      script,
+      JSON.stringify({
+        worker: {
+          tasks: {
+            a: { actions: [ask("Read the README", "read"), ask("Edit the README", "edit"), { write: { path: "a.txt", content: "a\n" } }], text: "edited" },
+          },
+        },
+      }),
+    );
+    const config = join(base, "acp-orchestrator.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: [
+          {
+            agentId: "scripted",
+            role: "worker",
+            command: process.execPath,
+            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            env: { SCRIPTED_AGENT_SCRIPT: script },
+          },
+        ],
+      }),
+    );
+    const server = await startServer({ cwd: base, args: ["--config", config] });
+    try {
+      const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Edit", cwd: repo });
+      await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
+      const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+      await server.request("product.confirm", {
+        productId,
+        instances: ["w1", "w2"].map((id) => ({ instanceId: id, agentId: "scripted", role: "worker" })),
+        tasks: [
+          { taskId: "a", title: "Edit", description: "Edit.", instanceId: "w1", dependsOn: [], maxAttempts: 1 },
+        ],
+      });
+      await completed;
+      const status = await server.request<{ tasks: (TaskState & { output?: string; refusedPermissions?: { kind: string }[] })[] }>(
+        "product.status",
+        { productId },
+      );
+      const a = status.tasks.find((t) => t.taskId === "a");
+      expect(a?.status).toBe("completed");
+      expect(a?.output).toMatch(/permission Read the README: allow/);
+      expect(a?.output).toMatch(/permission Edit the README: allow/);
+      expect(a?.refusedPermissions ?? []).toEqual([]);
+    } finally {
+      await server.close();
+    }
+  }, 120_000);
 });

@@ -98,6 +98,10 @@ export class AcpWorkerPool implements WorkerPort {
       taskTimeoutMs: positive(options.taskTimeoutMs ?? DEFAULT_TASK_TIMEOUT_MS, "taskTimeoutMs"),
       startTimeoutMs: positive(options.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS, "startTimeoutMs"),
       permissions: options.permissions ?? "deny",
+      // Issue 12: an isolated attempt edits only its own worktree, so the default allows `read` and `edit` there.
+      ...(options.permissions === undefined
+        ? { isolatedPermissions: { default: "deny" as const, rules: { read: "allow" as const, edit: "allow" as const } } }
+        : {}),
       forwarder: () => this.forwarder,
       outputGate: () => this.outputGate,
       clientName: options.clientName ?? "acp-orchestrator",

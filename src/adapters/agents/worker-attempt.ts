@@ -62,6 +62,11 @@ export interface AttemptOptions {
   taskTimeoutMs: number;
   startTimeoutMs: number;
   permissions: PermissionPolicy;
+  /**
+   * The policy for an isolated attempt (its cwd is its own worktree) when the config file set none: `read` and
+   * `edit` allowed, the rest refused (issue 12, permissions under isolation). Absent: `permissions` applies.
+   */
+  isolatedPermissions?: PermissionPolicy;
   /** The current forwarder (read at request time, so it can be installed after the pool was built). */
   forwarder: () => PermissionForwarder | undefined;
   /** The current output gate (read before each read of a worker's stdout; see `AcpWorkerPool.setOutputGate`). */
@@ -420,9 +425,10 @@ export class TaskAttempt {
           : { outcome: { outcome: "selected", optionId: outcome.optionId } };
       }
     }
-    const answer = choosePermission(params.options, this.options.permissions, kind);
+    const policy = (this.request.isolated ? this.options.isolatedPermissions : undefined) ?? this.options.permissions;
+    const answer = choosePermission(params.options, policy, kind);
     this.log.info(
-      { tool: title, kind: kind ?? "other", policy: this.options.permissions, answer: answer.outcome },
+      { tool: title, kind: kind ?? "other", policy, answer: answer.outcome },
       "answered worker permission request by policy",
     );
     if (isRefusal(answer, params.options)) this.refused(raw.toolCall.toolCallId, kind, title, "policy");

@@ -470,6 +470,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
           task: taskDef,
           instance,
           cwd,
+          ...(cwd !== this.model.state.cwd ? { isolated: true } : {}),
           attempt: task.attempts,
           dependencyOutputs,
           signal: controller.signal,
