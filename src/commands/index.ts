@@ -3,6 +3,7 @@
  * `Command` (command.ts) and one line here.
  */
 import { checkAgentsCommand } from "./check-agents.js";
+import { checkHostCommand } from "./check-host.js";
 import type { Command } from "./command.js";
 import { demoCommand } from "./demo.js";
 import { eventsCommand } from "./events.js";
@@ -27,6 +28,7 @@ export const COMMANDS: readonly Command[] = [
   recordCommand,
   replayCommand,
   checkAgentsCommand,
+  checkHostCommand,
   helpCommand(() => COMMANDS),
   versionCommand,
 ];
