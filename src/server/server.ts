@@ -113,7 +113,9 @@ export class OrchestratorServer {
   private resolveClosed!: () => void;
 
   constructor(private readonly options: ServerOptions) {
-    const { reader, writer, framing } = createFramedTransport(options.input, options.output, { logger: options.logger });
+    const { reader, writer, framing } = createFramedTransport(options.input, options.output, {
+      logger: options.logger,
+    });
     this.connection = new RpcConnection({
       reader,
       writer,
@@ -154,6 +156,7 @@ export class OrchestratorServer {
       ids: options.ids,
       logger: options.logger.child({ component: "fleet" }),
       ownerId: options.productOptions.ownerId,
+      ...(ctx.liveness ? { liveness: ctx.liveness } : {}),
       recover: options.fleet?.recover ?? false,
       scanMs: options.fleet?.scanMs ?? options.productOptions.leaseRenewMs,
     });

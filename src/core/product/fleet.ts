@@ -18,7 +18,7 @@
 import { z } from "zod";
 import { Id, Mutation, Timestamp } from "../../../protocol/common.js";
 import { DomainError, isDomainError, type DomainErrorCode } from "../errors.js";
-import type { AuthorityChange, Clock, IdGenerator, Logger, RunStateAuthority } from "../ports.js";
+import type { AuthorityChange, Clock, IdGenerator, Logger, OwnerLiveness, RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
 import type { ControlRequest, ProductService } from "./service.js";
 import type { ProductStore } from "./store.js";
@@ -50,18 +50,14 @@ export interface FleetOptions {
   logger: Logger;
   /** This server's lease owner id. */
   ownerId: string;
+  /** Proves a same-host owner's process gone (guarantee 13); without it only expiry frees a lease. */
+  liveness?: OwnerLiveness;
   /** Resume products whose owner is gone (`serve --recover`). */
   recover: boolean;
   /** Period of the recovery scan and of the owner's fallback check for control requests, ms. */
   scanMs: number;
   /** How long a forwarded request waits for the owner's answer before the original conflict is returned, ms. */
   forwardTimeoutMs?: number;
-}
-
-/** The host part of an owner id made by the composition root (`host:pid:random`). */
-function hostOf(ownerId: string): string {
-  const i = ownerId.indexOf(":");
-  return i < 0 ? "" : ownerId.slice(0, i);
 }
 
 export class Fleet {
@@ -305,19 +301,19 @@ export class Fleet {
 
   /**
    * One recovery pass: every product whose header says `executing`, not driven here, whose lease is missing, expired,
-   * or held by an owner on this host (the lease policy decides whether that one is dead), is resumed here (an
+   * or held by an owner the liveness port proves dead (same host, process gone), is resumed here (an
    * automatic resume: a run whose inputs drifted waits for an explicit one). A lost race with another server is not
    * an error. Returns the ids of the products this server took over.
    */
   async recoverOrphans(): Promise<string[]> {
     const taken: string[] = [];
     const { headers } = await this.#o.store.listHeaders(undefined, "executing");
-    const myHost = hostOf(this.#o.ownerId);
     for (const header of headers) {
       if (this.#stopped) break;
       if (this.#drives(header.productId)) continue;
       const { lease } = await this.#o.store.readLease(header.projectId, header.productId);
-      if (lease && Date.parse(lease.expiresAt) > this.#o.clock.now() && hostOf(lease.owner) !== myHost) continue;
+      const dead = lease !== null && this.#o.liveness?.check(lease.owner) === "dead";
+      if (lease && Date.parse(lease.expiresAt) > this.#o.clock.now() && !dead) continue;
       try {
         await this.#o.service.resume(header.productId, undefined, { automatic: true });
         taken.push(header.productId);
