@@ -172,7 +172,12 @@ export const InitializeResult = z.strictObject({
       embeddedContext: z.literal(true),
     }),
     mcpCapabilities: z.strictObject({ http: z.literal(false), sse: z.literal(false) }),
-    sessionCapabilities: z.strictObject({ list: z.strictObject({}), close: z.strictObject({}) }),
+    sessionCapabilities: z.strictObject({
+      list: z.strictObject({}),
+      close: z.strictObject({}),
+      resume: z.strictObject({}),
+      delete: z.strictObject({}),
+    }),
     _meta: z.strictObject({ "acp-orchestrator": OrchestratorAgentMeta }),
   }),
   agentInfo: z.strictObject({ name: z.literal("acp-orchestrator"), version: z.string() }),
@@ -224,7 +229,53 @@ export const SessionNewParams = z.looseObject({
 });
 export type SessionNewParams = z.infer<typeof SessionNewParams>;
 
-export const SessionNewResult = z.looseObject({ sessionId: SessionId, _meta: AcpMeta });
+/** ACP `SessionMode`. */
+export const SessionMode = z.looseObject({
+  id: z.string().min(1),
+  name: z.string(),
+  description: z.string().nullish(),
+  _meta: AcpMeta,
+});
+
+/** ACP `SessionModeState`: the session's modes (PROTOCOL.md section 4: `confirm`, `auto`, `goal`). */
+export const SessionModeState = z.looseObject({
+  currentModeId: z.string().min(1),
+  availableModes: z.array(SessionMode),
+  _meta: AcpMeta,
+});
+export type SessionModeState = z.infer<typeof SessionModeState>;
+
+/** ACP `SessionConfigSelectOption`. */
+export const SessionConfigSelectOption = z.looseObject({
+  value: z.string(),
+  name: z.string(),
+  description: z.string().nullish(),
+  _meta: AcpMeta,
+});
+
+/**
+ * ACP `SessionConfigOption` of type `select` (the only type this server offers: PROTOCOL.md section 4, `leader`,
+ * `parallelism`, `isolation`); `currentValue` is always one of the flat `options`.
+ */
+export const SessionConfigOption = z.looseObject({
+  id: z.string().min(1),
+  name: z.string(),
+  description: z.string().nullish(),
+  category: z.string().nullish(),
+  type: z.literal("select"),
+  currentValue: z.string(),
+  options: z.array(SessionConfigSelectOption),
+  _meta: AcpMeta,
+});
+export type SessionConfigOption = z.infer<typeof SessionConfigOption>;
+
+/** `session/new` answers the session id, its modes and its config options (PROTOCOL.md section 4). */
+export const SessionNewResult = z.looseObject({
+  sessionId: SessionId,
+  modes: SessionModeState.nullish(),
+  configOptions: z.array(SessionConfigOption).nullish(),
+  _meta: AcpMeta,
+});
 export type SessionNewResult = z.infer<typeof SessionNewResult>;
 
 export const SessionLoadParams = z.looseObject({
@@ -236,9 +287,58 @@ export const SessionLoadParams = z.looseObject({
 });
 export type SessionLoadParams = z.infer<typeof SessionLoadParams>;
 
-/** `session/load` answers `{}` once the conversation has been replayed (ACP-V1.md: object, not `null`). */
-export const SessionLoadResult = z.looseObject({ _meta: AcpMeta });
+/**
+ * `session/load` answers `{modes, configOptions}` once the conversation has been replayed (ACP-V1.md: an object,
+ * not `null`).
+ */
+export const SessionLoadResult = z.looseObject({
+  modes: SessionModeState.nullish(),
+  configOptions: z.array(SessionConfigOption).nullish(),
+  _meta: AcpMeta,
+});
 export type SessionLoadResult = z.infer<typeof SessionLoadResult>;
+
+/** `session/resume`: like `session/load` without the replay; `mcpServers` is optional here (ACP-V1.md section 2). */
+export const SessionResumeParams = z.looseObject({
+  sessionId: SessionId,
+  cwd: AbsolutePath,
+  mcpServers: arrayDefaultOnNull(McpServer).optional(),
+  additionalDirectories: z.array(AbsolutePath).nullish(),
+  _meta: AcpMeta,
+});
+export type SessionResumeParams = z.infer<typeof SessionResumeParams>;
+
+export const SessionResumeResult = SessionLoadResult;
+export type SessionResumeResult = z.infer<typeof SessionResumeResult>;
+
+export const SessionDeleteParams = z.looseObject({ sessionId: SessionId, _meta: AcpMeta });
+export type SessionDeleteParams = z.infer<typeof SessionDeleteParams>;
+
+export const SessionDeleteResult = z.looseObject({ _meta: AcpMeta });
+export type SessionDeleteResult = z.infer<typeof SessionDeleteResult>;
+
+export const SessionSetModeParams = z.looseObject({ sessionId: SessionId, modeId: z.string().min(1), _meta: AcpMeta });
+export type SessionSetModeParams = z.infer<typeof SessionSetModeParams>;
+
+export const SessionSetModeResult = z.looseObject({ _meta: AcpMeta });
+export type SessionSetModeResult = z.infer<typeof SessionSetModeResult>;
+
+/** `session/set_config_option`: a select option takes a string value (boolean options are never offered). */
+export const SessionSetConfigOptionParams = z.looseObject({
+  sessionId: SessionId,
+  configId: z.string().min(1),
+  type: z.string().nullish(),
+  value: z.union([z.string(), z.boolean()]),
+  _meta: AcpMeta,
+});
+export type SessionSetConfigOptionParams = z.infer<typeof SessionSetConfigOptionParams>;
+
+/** The complete list of config options, with the new value (ACP-V1.md section 2.3). */
+export const SessionSetConfigOptionResult = z.looseObject({
+  configOptions: z.array(SessionConfigOption),
+  _meta: AcpMeta,
+});
+export type SessionSetConfigOptionResult = z.infer<typeof SessionSetConfigOptionResult>;
 
 export const SessionListParams = z.looseObject({
   cwd: AbsolutePath.nullish(),
@@ -404,15 +504,7 @@ export const AvailableCommand = z.looseObject({
   input: z.looseObject({ hint: z.string(), _meta: AcpMeta }).nullish(),
   _meta: AcpMeta,
 });
-
-/** A session config option, kept open: this server never offers any, it only has to carry them through. */
-export const SessionConfigOption = z.looseObject({
-  id: z.string(),
-  name: z.string(),
-  type: z.string(),
-  currentValue: z.union([z.string(), z.boolean()]),
-  _meta: AcpMeta,
-});
+export type AvailableCommand = z.infer<typeof AvailableCommand>;
 
 /** ACP `SessionUpdate`: the 11 stable v1 variants, discriminated by `sessionUpdate`. */
 export const SessionUpdate = z.discriminatedUnion("sessionUpdate", [

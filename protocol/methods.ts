@@ -74,7 +74,9 @@ export const acpMethods = [
     extension: false,
     params: acp.SessionNewParams,
     result: acp.SessionNewResult,
-    summary: "Creates a session: a conversation with the leader about one product at a time.",
+    summary:
+      "Creates a session: a conversation with the leader about one product at a time. Answers its id, modes and " +
+      "config options, then announces the commands (`available_commands_update`).",
   }),
   method({
     method: "session/load",
@@ -82,8 +84,45 @@ export const acpMethods = [
     params: acp.SessionLoadParams,
     result: acp.SessionLoadResult,
     summary:
-      "Replays the session's conversation (user and leader messages, the latest plan) as `session/update` " +
-      "notifications, then answers `{}`.",
+      "Replays the session's conversation (user and leader messages, the latest plan, each task's tool call in its " +
+      "latest state) as `session/update` notifications, then answers `{modes, configOptions}` and announces the " +
+      "commands (`available_commands_update`).",
+  }),
+  method({
+    method: "session/resume",
+    extension: false,
+    params: acp.SessionResumeParams,
+    result: acp.SessionResumeResult,
+    summary:
+      "Opens a stored session again without replaying anything; answers `{modes, configOptions}` and announces the " +
+      "commands (`available_commands_update`).",
+  }),
+  method({
+    method: "session/delete",
+    extension: false,
+    params: acp.SessionDeleteParams,
+    result: acp.SessionDeleteResult,
+    summary:
+      "Forgets the session (its running turn is cancelled); an unknown id succeeds silently, and the session leaves " +
+      "`session/list`. The products it started are kept.",
+  }),
+  method({
+    method: "session/set_mode",
+    extension: false,
+    params: acp.SessionSetModeParams,
+    result: acp.SessionSetModeResult,
+    summary:
+      "Switches the session's mode (`confirm`, `auto`, `goal`), announced by `current_mode_update`; an unknown " +
+      "mode is `-32602`.",
+  }),
+  method({
+    method: "session/set_config_option",
+    extension: false,
+    params: acp.SessionSetConfigOptionParams,
+    result: acp.SessionSetConfigOptionResult,
+    summary:
+      "Sets one config option (`leader`, `parallelism`, `isolation`) for products started later in the session; " +
+      "answers the complete list, also announced by `config_option_update`. An unknown option or value is `-32602`.",
   }),
   method({
     method: "session/list",

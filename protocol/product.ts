@@ -86,6 +86,8 @@ export const PlanParams = requestParams({
   projectId: Id.optional(),
   sessionId: Id.optional(),
   name: z.string().min(1).max(500).optional(),
+  /** At most this many tasks of this product run at once (default: the server's configured `maxParallelTasks`). */
+  maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
   leaderAgentId: Id.optional(),
   /** Presence-based: omitted = every ready agent; `[]` = the leader alone. */
   allowedAgents: z.array(Id).max(1_000).optional(),

@@ -170,6 +170,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     },
     workspace: new GitWorkspaceProbe(),
     workspaces: withFaults(new GitWorkspace(), process.env[WORKSPACE_FAULT_ENV]),
+    ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
     fleet: { recover: values.recover === true },

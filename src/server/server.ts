@@ -18,6 +18,8 @@ import { ProductStore } from "../core/product/store.js";
 import type { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
 import { withFailureOperations } from "../adapters/persistence/failure-operation.js";
+import { BUILTIN_WORKER_AGENT_ID } from "../adapters/agents/registry.js";
+import { HEURISTIC_LEADER_ID } from "../core/leader/heuristic-leader.js";
 import type {
   AgentDirectory,
   Clock,
@@ -58,6 +60,11 @@ export interface ServerOptions {
   workspace?: WorkspaceProbe;
   /** Worktrees and integration (guarantee 11); without it every product runs `shared`. */
   workspaces?: WorkspacePort;
+  /**
+   * The configured default leader agent (config `leader`), offered as the current value of an ACP session's `leader`
+   * config option (PROTOCOL.md section 4); without it the built-in `heuristic` leader is the default.
+   */
+  defaultLeaderAgentId?: string;
   /**
    * Host-owned run state (PROTOCOL.md section 7): when the first `initialize` declares
    * `clientCapabilities._meta["acp-orchestrator"].runStateAuthority: true`, `target` (normally the same object as
@@ -177,6 +184,14 @@ export class OrchestratorServer {
     });
     this.sessions = new SessionAdapter({
       products: this.products,
+      goals: this.goals,
+      settings: {
+        agents: () => options.agents.list(),
+        nonLeaders: new Set([BUILTIN_WORKER_AGENT_ID]),
+        defaultLeader: options.defaultLeaderAgentId ?? HEURISTIC_LEADER_ID,
+        defaultParallelism: options.productOptions.maxParallelTasks,
+      },
+      ...(options.workspace ? { workspace: options.workspace } : {}),
       connection: this.connection,
       authority,
       logger: options.logger,
@@ -200,7 +215,7 @@ export class OrchestratorServer {
         loadSession: true,
         promptCapabilities: { image: false, audio: false, embeddedContext: true },
         mcpCapabilities: { http: false, sse: false },
-        sessionCapabilities: { list: {}, close: {} },
+        sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {} },
         _meta: {
           "acp-orchestrator": {
             version: this.options.version,
@@ -258,6 +273,7 @@ export class OrchestratorServer {
         projectId: projectOf(params),
         ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
         ...(params.name !== undefined ? { name: params.name } : {}),
+        ...(params.maxParallelTasks !== undefined ? { maxParallelTasks: params.maxParallelTasks } : {}),
         ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
         ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
         ...(params.budget !== undefined ? { budget: params.budget } : {}),

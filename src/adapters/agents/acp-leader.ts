@@ -21,6 +21,7 @@ import { z } from "zod";
 import { Id, Mutation, Plan } from "../../../protocol/common.js";
 import type { Mutation as MutationT, TaskState } from "../../../protocol/common.js";
 import { validatePlanGraph } from "../../core/dag/graph.js";
+import { HEURISTIC_LEADER_ID } from "../../core/leader/heuristic-leader.js";
 import { applyMutations } from "../../core/dag/mutations.js";
 import type {
   AcceptanceCriterion,
@@ -1241,7 +1242,7 @@ export interface LeaderSelection {
 /**
  * The composition root's leader resolver (ports.ts `LeaderResolver`): `leaderAgentId` (from `product.plan`), else
  * `defaultLeaderAgentId` (config `leader`), names a registry agent that leads through an `AcpLeader` (one per agent,
- * shared by every product); with neither, `fallback` leads. An unknown agent id, or the built-in worker (which cannot
+ * shared by every product); with neither, or with `"heuristic"` (`HEURISTIC_LEADER_ID`), `fallback` leads. An unknown agent id, or the built-in worker (which cannot
  * plan), gives an `UnavailableLeader` whose rejection names the problem. Never throws.
  */
 export function createLeaderResolver(options: LeaderResolverOptions): LeaderSelection {
@@ -1249,7 +1250,7 @@ export function createLeaderResolver(options: LeaderResolverOptions): LeaderSele
   let closed = false;
   const resolve: LeaderResolver = (leaderAgentId) => {
     const agentId = leaderAgentId ?? options.defaultLeaderAgentId;
-    if (agentId === undefined) return options.fallback;
+    if (agentId === undefined || agentId === HEURISTIC_LEADER_ID) return options.fallback;
     if (closed) return new UnavailableLeader("the server is shutting down; no leader turn can start");
     if (agentId === BUILTIN_WORKER_AGENT_ID) {
       return new UnavailableLeader(

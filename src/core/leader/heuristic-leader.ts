@@ -53,6 +53,12 @@ const LEADER_INSTANCE: Instance = { instanceId: "leader", agentId: "leader", rol
  *
  * Every method rejects with the signal's reason if `signal` is already aborted, and never rejects otherwise.
  */
+/**
+ * The leader id that names the built-in heuristic leader (an ACP session's `leader` config option, PROTOCOL.md
+ * section 4); a leader resolver gives the heuristic leader for it even when a default leader agent is configured.
+ */
+export const HEURISTIC_LEADER_ID = "heuristic";
+
 export class HeuristicLeader implements LeaderPort {
   /**
    * Makes a plan from `request.goal` plus the revision messages in `request.dialogue` (every user entry except the

@@ -91,7 +91,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       if (invalid === undefined) {
         scheduler = new Scheduler(
           this.model.state.tasks.map((t) => ({ ...t })),
-          this.ctx.options.maxParallelTasks,
+          this.model.state.maxParallelTasks ?? this.ctx.options.maxParallelTasks,
         );
       }
     } catch (err) {

@@ -108,6 +108,8 @@ export const ProductCreatedEvent = z.object({
   name: z.string(),
   goal: z.string(),
   cwd: z.string(),
+  /** At most this many tasks run at once (`product.plan` / the session's `parallelism`); else the server's default. */
+  maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
   sessionId: z.string().optional(),
   leaderAgentId: z.string().optional(),
   allowedAgents: z.array(z.string()).optional(),
@@ -181,6 +183,7 @@ export const ProductStateSchema = z.object({
   name: z.string(),
   goal: z.string(),
   cwd: z.string(),
+  maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
   sessionId: z.string().optional(),
   leaderAgentId: z.string().optional(),
   allowedAgents: z.array(z.string()).optional(),

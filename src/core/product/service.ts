@@ -20,6 +20,8 @@ export interface PlanParams {
   projectId: string;
   sessionId?: string;
   name?: string;
+  /** At most this many tasks of the product run at once (default: the server's `maxParallelTasks`). */
+  maxParallelTasks?: number;
   leaderAgentId?: string;
   allowedAgents?: string[];
   budget?: Budget;
@@ -54,6 +56,11 @@ export class ProductService {
   private readonly loading = new Map<string, Promise<ProductOrchestrator>>();
 
   constructor(private readonly ctx: ProductContext) {}
+
+  /** The orchestrator of a product already loaded in this process, else `undefined`. Never loads, never throws. */
+  peek(productId: string): ProductOrchestrator | undefined {
+    return this.live.get(productId);
+  }
 
   /** Returns the orchestrator of a product, loading it once. Throws not_found. */
   async get(productId: string): Promise<ProductOrchestrator> {
@@ -106,6 +113,7 @@ export class ProductService {
       name,
       goal: params.goal,
       cwd: params.cwd,
+      ...(params.maxParallelTasks !== undefined ? { maxParallelTasks: params.maxParallelTasks } : {}),
       ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
       ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
       ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),

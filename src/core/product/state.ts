@@ -111,6 +111,7 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
       s.cwd = event.cwd;
       if (event.sessionId !== undefined) s.sessionId = event.sessionId;
       if (event.leaderAgentId !== undefined) s.leaderAgentId = event.leaderAgentId;
+      if (event.maxParallelTasks !== undefined) s.maxParallelTasks = event.maxParallelTasks;
       if (event.allowedAgents !== undefined) s.allowedAgents = event.allowedAgents;
       s.budget = { ...(event.budget ?? {}) };
       if (event.isolation !== undefined || event.integration !== undefined) {
