@@ -308,7 +308,11 @@ export const SessionResumeParams = z.looseObject({
 });
 export type SessionResumeParams = z.infer<typeof SessionResumeParams>;
 
-export const SessionResumeResult = SessionLoadResult;
+export const SessionResumeResult = z.looseObject({
+  modes: SessionModeState.nullish(),
+  configOptions: z.array(SessionConfigOption).nullish(),
+  _meta: AcpMeta,
+});
 export type SessionResumeResult = z.infer<typeof SessionResumeResult>;
 
 export const SessionDeleteParams = z.looseObject({ sessionId: SessionId, _meta: AcpMeta });

@@ -164,7 +164,7 @@ describe.concurrent("session/cancel over stdio", () => {
     const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd: workspace, mcpServers: [] });
     const answer = prompt(server, sessionId, "Describe the architecture, then document the API");
     await server.waitFor(
-      (n) => n.method === "session/update" && (n.params.update as Update).toolCallId === "t1" && (n.params.update as Update).status === "in_progress",
+      (n) => n.method === "session/update" && /^prd_[^/]+\/t1$/.test((n.params.update as Update).toolCallId ?? "") && (n.params.update as Update).status === "in_progress",
     );
     await server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t1");
     const workers = pids(workspace);
@@ -179,7 +179,7 @@ describe.concurrent("session/cancel over stdio", () => {
     expect(paused.tasks.find((t) => t.taskId === "t1")).toMatchObject({ status: "pending", attempts: 1 });
     expect(paused.recovery?.cause).toContain("paused");
     // The interrupted task's tool call went back to pending before the answer; nothing was sent after it.
-    const t1 = updatesOf(server, sessionId).filter((u) => u.toolCallId === "t1").map((u) => u.status);
+    const t1 = updatesOf(server, sessionId).filter((u) => /^prd_[^/]+\/t1$/.test(u.toolCallId ?? "")).map((u) => u.status);
     expect(t1).toEqual(["pending", "in_progress", "pending"]);
     expect(await server.close()).toBe(0);
     expect(pids(workspace).filter(isAlive)).toEqual([]);

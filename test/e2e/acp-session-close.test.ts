@@ -19,7 +19,9 @@ describe("session/close", () => {
     });
     expect(server.notifications.filter((n) => n.method === "product.planReady")).toEqual([]);
 
-    expect(await server.request("session/load", { sessionId, cwd, mcpServers: [] })).toEqual({});
+    expect(await server.request("session/load", { sessionId, cwd, mcpServers: [] })).toMatchObject({
+      modes: { currentModeId: "confirm" },
+    });
     expect(await server.request("session/prompt", prompt)).toMatchObject({ stopReason: "end_turn" });
     expect(await server.close()).toBe(0);
   });

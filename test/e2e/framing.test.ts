@@ -296,6 +296,8 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
     expectError(await s.call(6, "_initialize", INIT_PARAMS), 6, -32601, { method: "_initialize" });
     expect(expectResult(await s.call(7, "session/new", { cwd: tempDir(), mcpServers: [] }), 7)).toEqual({
       sessionId: expect.any(String),
+      modes: expect.objectContaining({ currentModeId: "confirm" }),
+      configOptions: expect.any(Array),
     });
     await finish(s);
   });
@@ -309,7 +311,7 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
         loadSession: true,
         promptCapabilities: { image: false, audio: false, embeddedContext: true },
         mcpCapabilities: { http: false, sse: false },
-        sessionCapabilities: { list: {}, close: {} },
+        sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {} },
         _meta: {
           "acp-orchestrator": {
             version: expect.any(String),

@@ -198,7 +198,7 @@ describe.concurrent("worker requests over stdio", { timeout: 120_000 }, () => {
       const params = forwarded[i]!;
       expect(params.sessionId).toBe(sessionId);
       expect(params.toolCall).toMatchObject({
-        toolCallId: `t1/call-${kind}`,
+        toolCallId: expect.stringMatching(new RegExp(`^prd_[^/]+/t1/call-${kind}$`)),
         title: `Task t1 "Check the permissions": Do a ${kind} thing`,
         kind,
       });
@@ -212,7 +212,7 @@ describe.concurrent("worker requests over stdio", { timeout: 120_000 }, () => {
       .map(
         (n) => n.params.update as { toolCallId?: string; status?: string; content?: { content: { text: string } }[] },
       )
-      .filter((u) => u.toolCallId === "t1" && u.status === "completed")
+      .filter((u) => /^prd_[^/]+\/t1$/.test(u.toolCallId ?? "") && u.status === "completed")
       .at(-1);
     const ideText = t1?.content?.[0]?.content.text ?? "";
     expect(ideText).toContain("permission read: reject-read");
