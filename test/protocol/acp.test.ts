@@ -139,7 +139,7 @@ describe("initialize", () => {
       loadSession: true,
       promptCapabilities: { image: false, audio: false, embeddedContext: true },
       mcpCapabilities: { http: false, sse: false },
-      sessionCapabilities: { list: {}, close: {} },
+      sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {} },
       _meta: {
         "acp-orchestrator": { version: "0.1.0", methods: ["product.plan"], notifications: ["product.taskStatus"] },
       },

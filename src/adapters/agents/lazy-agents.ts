@@ -8,6 +8,7 @@
  * Owns only the deferral: every call is handed unchanged to the real adapter, whose contract applies as documented
  * there. It must never change what a worker or a leader does, and never load the SDK before it is needed.
  */
+import { HEURISTIC_LEADER_ID } from "../../core/leader/heuristic-leader.js";
 import type { AcpWorkerPool, AcpWorkerPoolOptions, OutputGate, PermissionForwarder } from "./acp-worker.js";
 import type { LeaderResolverOptions, LeaderSelection } from "./acp-leader.js";
 import type {
@@ -79,7 +80,8 @@ export function lazyLeaderResolver(options: LeaderResolverOptions): LeaderSelect
       return selection;
     }));
   const resolve: LeaderResolver = (leaderAgentId) => {
-    if ((leaderAgentId ?? options.defaultLeaderAgentId) === undefined) return options.fallback;
+    const chosen = leaderAgentId ?? options.defaultLeaderAgentId;
+    if (chosen === undefined || chosen === HEURISTIC_LEADER_ID) return options.fallback;
     const leader = async (): Promise<LeaderPort> => (await load()).resolve(leaderAgentId);
     return {
       plan: async (request) => (await leader()).plan(request),
