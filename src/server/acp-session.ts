@@ -209,7 +209,7 @@ export class SessionAdapter {
     if (resolve(s.record.cwd) !== resolve(cwd)) {
       throw new DomainError(
         "ownership",
-        `Session ${sessionId} belongs to the workspace ${s.record.cwd}, not ${cwd}: open it with its own cwd.`,
+        `Session ${sessionId} belongs to the workspace ${s.record.cwd}, not ${cwd}: ${replay ? "load" : "resume"} it with its own cwd.`,
         { expected: s.record.cwd, got: cwd },
       );
     }
