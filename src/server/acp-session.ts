@@ -565,6 +565,7 @@ export class SessionAdapter {
       projectId: s.record.projectId,
       sessionId: s.record.sessionId,
       maxParallelTasks: Number(config.parallelism),
+      isolation: config.isolation,
       ...(config.leader !== this.o.settings.defaultLeader ? { leaderAgentId: config.leader } : {}),
     });
     const product = await this.o.products.get(productId);
