@@ -180,7 +180,8 @@ export const ProductSummary = z.object({
 });
 export type ProductSummary = z.infer<typeof ProductSummary>;
 
-export const ListResult = z.object({ products: z.array(ProductSummary) });
+/** `dropped`: header and index records that did not parse (guarantee 4); their products stay reachable by id. */
+export const ListResult = z.object({ products: z.array(ProductSummary), dropped: Count });
 export type ListResult = z.infer<typeof ListResult>;
 
 export const PauseParams = productIdParams();

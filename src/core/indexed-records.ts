@@ -18,16 +18,21 @@ export async function listIndexedRecords<T>(
   options: { projectId?: string; indexKind: string; kind: string; schema: z.ZodType<T> },
 ): Promise<{ records: T[]; dropped: number }> {
   const projects = new Set<string>();
+  let dropped = 0;
   if (options.projectId !== undefined) projects.add(options.projectId);
   else {
     for (const info of await authority.list(INDEX_PROJECT, options.indexKind)) {
       const rec = await authority.get(INDEX_PROJECT, options.indexKind, info.id);
       const parsed = rec ? ProductIndexRecord.safeParse(rec.value) : undefined;
       if (parsed?.success) projects.add(parsed.data.projectId);
+      else if (rec) dropped++; // an index record that does not parse is counted (guarantee 4)
+    }
+    // A bad index record must not hide its product: every project the authority knows is listed too.
+    if (authority.listProjects) {
+      for (const p of await authority.listProjects()) if (p !== INDEX_PROJECT) projects.add(p);
     }
   }
   const records: T[] = [];
-  let dropped = 0;
   for (const p of [...projects].sort()) {
     for (const info of await authority.list(p, options.kind)) {
       const rec = await authority.get(p, options.kind, info.id);

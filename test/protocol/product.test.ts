@@ -63,6 +63,7 @@ const cases: Record<ProductMethodName, ParamsCase> = {
           updatedAt: "2025-01-01T00:00:00.000Z",
         },
       ],
+      dropped: 0,
     },
   },
   "product.pause": {

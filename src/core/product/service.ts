@@ -188,7 +188,7 @@ export class ProductService {
 
   /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */
   async list(projectId?: string, phase?: Phase) {
-    const { headers } = await this.ctx.store.listHeaders(projectId, phase);
+    const { headers, dropped } = await this.ctx.store.listHeaders(projectId, phase);
     const products = headers.map((h): ListedProduct => {
       // Memory is the truth for what this process drives; a stale in-memory copy of a product another process
       // drives (the header moved on) is not.
@@ -213,7 +213,7 @@ export class ProductService {
         if (owner) p.owner = owner;
       }),
     );
-    return { products: phase === undefined ? products : products.filter((p) => p.phase === phase) };
+    return { products: phase === undefined ? products : products.filter((p) => p.phase === phase), dropped };
   }
 
   /** The `Owner` of a product's lease as this process sees it now (PROTOCOL.md section 5), or `undefined`. Read-only. */

@@ -161,3 +161,37 @@ describe("rollback fails closed when an event its checkpoint needs did not parse
     });
   });
 });
+
+describe("index and header records that do not parse (issue 10, finding 7)", () => {
+  it("a corrupt index record is counted in product.list dropped and no longer makes an intact product not found", async () => {
+    const first = createHarness({ plan: draftPlan([{ id: "a" }]) });
+    const productId = await first.started();
+    await first.finished(productId);
+    const index = await first.authority.get("_", "product-index", productId);
+    await first.authority.put("_", "product-index", productId, { v: 99 }, index!.revision);
+    const second = restarted(first, first.authority, [{ id: "a" }]);
+    const status = await second.service.status(productId);
+    const list = await second.service.list();
+    expect({ phase: status.phase, listed: list.products.map((p) => p.productId), dropped: list.dropped }).toEqual({
+      phase: "completed",
+      listed: [productId],
+      dropped: 1,
+    });
+  });
+
+  it("a corrupt header is counted in product.list dropped and the product stays reachable through its events", async () => {
+    const first = createHarness({ plan: draftPlan([{ id: "a" }]) });
+    const productId = await first.started();
+    await first.finished(productId);
+    const header = await first.authority.get("proj", "product", productId);
+    await first.authority.put("proj", "product", productId, { v: 1, broken: true }, header!.revision);
+    const second = restarted(first, first.authority, [{ id: "a" }]);
+    const list = await second.service.list("proj");
+    const status = await second.service.status(productId);
+    expect({ listed: list.products.length, dropped: list.dropped, phase: status.phase }).toEqual({
+      listed: 0,
+      dropped: 1,
+      phase: "completed",
+    });
+  });
+});
