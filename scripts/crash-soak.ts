@@ -18,14 +18,32 @@ const here = dirname(fileURLToPath(import.meta.url));
 /** The repository root, from scripts/ (tsx) or dist/scripts/ (compiled). */
 const root = resolve(here, here.includes(join("dist", "scripts")) ? "../.." : "..");
 
-const { values } = parseArgs({
-  options: {
-    kills: { type: "string", default: "500" },
-    seed: { type: "string" },
-    rounds: { type: "string", default: "1" },
-    lanes: { type: "string", default: "2" },
-  },
-});
+const USAGE = `Usage: npx tsx scripts/crash-soak.ts [--kills N] [--seed S] [--rounds R] [--lanes L]
+
+Runs test/e2e/crash-resume.test.ts with N kill points per round (default 500), R rounds (default 1) from seed S
+(default: from the clock, printed) on L kill lanes (default 2). Run \`npm run build\` first. Exits with the first
+failing round's code.
+`;
+
+let values: { kills?: string; seed?: string; rounds?: string; lanes?: string; help?: boolean };
+try {
+  ({ values } = parseArgs({
+    options: {
+      kills: { type: "string", default: "500" },
+      seed: { type: "string" },
+      rounds: { type: "string", default: "1" },
+      lanes: { type: "string", default: "2" },
+      help: { type: "boolean", short: "h" },
+    },
+  }));
+} catch (err) {
+  process.stderr.write(`crash-soak: ${err instanceof Error ? err.message : String(err)}\n\n${USAGE}`);
+  process.exit(2);
+}
+if (values.help) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
 
 /** Parses a positive integer flag or exits with a message. */
 function positive(name: string, text: string | undefined): number {
