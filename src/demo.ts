@@ -129,6 +129,7 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     });
     if (!options.keep) rmSync(root, { recursive: true, force: true });
   }
+  print(options.keep ? `\nkept: workspace and state under ${root}` : `\nremoved ${root} (run with --keep to keep the workspace and state)`);
   print(code === 0 ? "\ndemo: OK" : "\ndemo: FAILED");
   return code;
 }

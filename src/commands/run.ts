@@ -41,6 +41,12 @@ function summarise(status: FollowedStatus): number {
     const d = taskDurationMs(t, now);
     write(`  ${t.taskId.padEnd(5)} ${t.status.padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`);
   }
+  const integration = status.integration as { mode?: string; branch?: string; state?: string; targetBranch?: string } | undefined;
+  if (integration?.branch) {
+    // Worktree isolation (PROTOCOL.md section 5): the result is on the integration branch, not in the working tree.
+    const where = integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";
+    write(`result: branch ${integration.branch}${where}, integration ${integration.state ?? "pending"}\n`);
+  }
   if (status.recovery) write(`recovery: ${status.recovery.cause}\n  ${status.recovery.remediation}\n`);
   return status.phase === "completed" ? 0 : 1;
 }
@@ -64,7 +70,9 @@ export const runCommand: Command = {
 Starts the server on the store, plans TEXT with the leader (the config's, else the built-in one), prints the plan,
 and after confirmation (--yes, or "y" at the prompt in a terminal) runs it in DIR (default: the current
 directory) with live progress: a redrawn table in a terminal, one line per task status change otherwise.
-Exits 0 when the product completed, 1 when it failed, paused or was not confirmed (resume it with "resume ID").
+With worktree isolation (a git workspace) the result is on the branch acp/<productId>, which the summary names.
+Exits 0 when the product completed, 1 when it failed, paused or was not confirmed (a paused run continues with
+"resume ID"; a plan that was not confirmed is confirmed from a client, or planned again with --yes).
 
 Options:
   --goal TEXT       the goal (a value starting with "-" is fine: --goal "- Write a README")

@@ -3,6 +3,7 @@
  * through plan → confirm → execution with built-in worker subprocesses, and prints the final table (issue 2).
  */
 import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { CLI } from "../support/server-process.js";
 
@@ -19,5 +20,9 @@ describe("acp-orchestrator demo", () => {
     expect(run.stdout).toContain("All 2 tasks completed.");
     expect(run.stdout).toMatch(/t1-write-a-readme\.md/);
     expect(run.stdout).toContain("demo: OK");
+    // Says that the folder it named is gone (a new user looked for the notes after it exited).
+    const removed = /removed (\S+) \(run with --keep/.exec(run.stdout);
+    expect(removed).not.toBeNull();
+    expect(existsSync(removed![1]!)).toBe(false);
   });
 });

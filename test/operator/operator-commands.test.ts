@@ -176,3 +176,19 @@ describe("operator commands on a store written by real servers", () => {
     expect(parsed.tasks.find((t) => t.taskId === "t2")?.attempts).toBe(2);
   }, 180_000);
 });
+
+describe("run in a git workspace", () => {
+  it("names the integration branch that holds the result (the working tree stays as it was)", async () => {
+    const repo = tempDir("acp-orch-operator-git-");
+    const git = (...args: string[]) => spawnSync("git", args, { cwd: repo, encoding: "utf8" });
+    git("init", "-q", "-b", "main");
+    writeFileSync(join(repo, "README.md"), "# repo\n");
+    git("add", "README.md");
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init");
+    const run = await cli(["run", "--state", join(repo, "..", "git-run-state.db"), "--yes", "--goal", "- Write a README"], repo);
+    expect(run.code, run.stderr).toBe(0);
+    const id = /^product (prd_\w+)$/m.exec(run.stdout)?.[1];
+    expect(run.stdout).toContain(`result: branch acp/${id}, integration integrated`);
+    expect(git("status", "--porcelain").stdout).toBe("");
+  }, 120_000);
+});
