@@ -81,7 +81,7 @@ function expectResult(res: Msg, id: string | number): Msg {
 
 /** Proves the server still serves: a valid request gets its answer. */
 async function expectServing(s: Started, id: string | number): Promise<void> {
-  expect(expectResult(await s.call(id, "product.list", {}), id)).toEqual({ products: expect.any(Array) });
+  expect(expectResult(await s.call(id, "product.list", {}), id)).toEqual({ products: expect.any(Array), dropped: 0 });
 }
 
 /**
@@ -150,8 +150,8 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
     s.raw.write(`\r\n\n  \n${JSON.stringify(req(1, "initialize", INIT_PARAMS))}\r\n\r\n\n`);
     expectResult(await s.response(1), 1);
     s.raw.write(`${JSON.stringify(req(2, "product.list"))}\r\n\n\r\n${JSON.stringify(req(3, "_product.list"))}\r\n`);
-    expect(expectResult(await s.response(2), 2)).toEqual({ products: [] });
-    expect(expectResult(await s.response(3), 3)).toEqual({ products: [] });
+    expect(expectResult(await s.response(2), 2)).toEqual({ products: [], dropped: 0 });
+    expect(expectResult(await s.response(3), 3)).toEqual({ products: [], dropped: 0 });
     expect(s.raw.stdoutLines).toHaveLength(3); // no error answers to the blank lines
     await finish(s);
   });
@@ -164,7 +164,7 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
         line(req("three", "product.status", { productId: "prd_none" })),
     );
     expectResult(await s.response(1), 1);
-    expect(expectResult(await s.response(2), 2)).toEqual({ products: [] });
+    expect(expectResult(await s.response(2), 2)).toEqual({ products: [], dropped: 0 });
     expectError(await s.response("three"), "three", -32002, { kind: "product", id: "prd_none" });
 
     const id = "prd_é€😀";
@@ -280,8 +280,8 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
 
   it("serves extension methods under both spellings, and ACP methods only under their own name", async () => {
     const s = await startInitialized();
-    expect(expectResult(await s.call(1, "product.list"), 1)).toEqual({ products: [] });
-    expect(expectResult(await s.call(2, "_product.list"), 2)).toEqual({ products: [] });
+    expect(expectResult(await s.call(1, "product.list"), 1)).toEqual({ products: [], dropped: 0 });
+    expect(expectResult(await s.call(2, "_product.list"), 2)).toEqual({ products: [], dropped: 0 });
     expectError(await s.call(3, "product.status", { productId: "prd_missing" }), 3, -32002, {
       kind: "product",
       id: "prd_missing",
