@@ -136,7 +136,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  expect(result(await call("product.list", {}))).toEqual({ products: expect.any(Array) });
+  expect(result(await call("product.list", {}))).toEqual({ products: expect.any(Array), dropped: 0 });
   expect(await raw.close()).toBe(0);
   for (const l of raw.stdoutLines) expect(isJsonRpcLine(l), l).toBe(true);
   expect(raw.stdoutLines.some((l) => l.includes('"code":-32603'))).toBe(false);
