@@ -21,7 +21,12 @@ export interface Coverage {
   readonly serverMessages: ReadonlySet<string>;
   /** Bare names of client → server notifications sent. */
   readonly clientNotifications: ReadonlySet<string>;
-  /** For each item above, the transcripts that cover it (`request:M:outcome`, `error:C`, `server:M`, `client:M`). */
+  /** Literal `params.update.sessionUpdate` kinds of expected ACP `session/update` notifications (PROTOCOL.md section 4). */
+  readonly sessionUpdates: ReadonlySet<string>;
+  /**
+   * For each item above, the transcripts that cover it (`request:M:outcome`, `error:C`, `server:M`, `client:M`,
+   * `update:K`).
+   */
   readonly sources: ReadonlyMap<string, readonly string[]>;
 }
 
@@ -34,12 +39,23 @@ function literal(value: Json | undefined): Json | undefined {
   return value !== undefined && !isOperator(value) ? value : undefined;
 }
 
+/** The literal `update.sessionUpdate` of a `session/update` notification's params, if any. */
+function sessionUpdateKind(params: Json | undefined): string | undefined {
+  const p = literal(params);
+  if (typeof p !== "object" || p === null || Array.isArray(p)) return undefined;
+  const update = literal(p.update);
+  if (typeof update !== "object" || update === null || Array.isArray(update)) return undefined;
+  const kind = literal(update.sessionUpdate);
+  return typeof kind === "string" ? kind : undefined;
+}
+
 /** Derives the coverage of `transcripts` (see `Coverage`). Pure. */
 export function coverageOf(transcripts: readonly Transcript[]): Coverage {
   const requests = new Map<string, Set<Outcome>>();
   const errorCodes = new Set<number>();
   const serverMessages = new Set<string>();
   const clientNotifications = new Set<string>();
+  const sessionUpdates = new Set<string>();
   const sources = new Map<string, string[]>();
   const note = (key: string, source: string) => {
     const list = sources.get(key) ?? [];
@@ -67,6 +83,11 @@ export function coverageOf(transcripts: readonly Transcript[]): Coverage {
         if (typeof method === "string") {
           serverMessages.add(bareName(method));
           note(`server:${bareName(method)}`, t.source);
+          const kind = method === "session/update" ? sessionUpdateKind(msg.params) : undefined;
+          if (kind !== undefined) {
+            sessionUpdates.add(kind);
+            note(`update:${kind}`, t.source);
+          }
           continue;
         }
         const error = literal(msg.error);
@@ -92,5 +113,5 @@ export function coverageOf(transcripts: readonly Transcript[]): Coverage {
       }
     }
   }
-  return { requests, errorCodes, serverMessages, clientNotifications, sources };
+  return { requests, errorCodes, serverMessages, clientNotifications, sessionUpdates, sources };
 }

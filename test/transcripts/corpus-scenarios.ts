@@ -33,6 +33,12 @@ const GOAL = "- Write the parser\n- Then write the tests for the parser";
 const GOAL3 = "- Write the parser\n- Then write the tests\n- Then write the docs";
 const none = () => false;
 
+/** True for a `session/update` notification of this `sessionUpdate` kind. */
+function isUpdate(m: Msg, kind: string): boolean {
+  const update = (m.params as { update?: { sessionUpdate?: string } } | undefined)?.update;
+  return m.method === "session/update" && update?.sessionUpdate === kind;
+}
+
 function result(m: Msg): Msg {
   if (!("result" in m)) throw new Error(`expected a result: ${JSON.stringify(m)}`);
   return m.result as Msg;
@@ -293,6 +299,65 @@ export const scenarios: Scenario[] = [
       c.note("A closed session is gone from this process but its record stays: session/list still lists it.");
       result(await c.call("session/close", { sessionId }));
       result(await c.call("session/list", {}));
+    },
+  },
+  {
+    name: "session-modes",
+    title: "ACP session: modes, config options, commands, auto mode to end_turn, resume, delete, and their errors",
+    description:
+      "PROTOCOL.md section 4: session/new answers {sessionId, modes, configOptions} and then announces the commands " +
+      "(available_commands_update); session/set_mode auto answers {} and announces current_mode_update; " +
+      "session/set_config_option parallelism answers the complete list and announces config_option_update; in auto " +
+      "mode the first prompt plans, confirms without session/request_permission (session_info_update names the " +
+      "session) and runs to end_turn; session/resume answers {modes, configOptions}, replays nothing and announces " +
+      "the commands again; session/delete forgets the session (gone from session/list, unknown afterwards) and " +
+      "succeeds for an unknown id. Errors: -32602 for an unknown mode, config id or value and for bad params, -32002 " +
+      "for an unknown session. Plan updates between the first and the last are left out (coalesced per event-loop " +
+      "turn, as in session-flow).",
+    keep: (m) => !isIntermediatePlan(m),
+    async run(c) {
+      await init(c);
+      const sessionId = result(await c.call("session/new", { cwd: c.workspace, mcpServers: [] })).sessionId as string;
+      await c.waitFor((m) => isUpdate(m, "available_commands_update"));
+      c.note("set_mode auto: answered {}, announced as current_mode_update.");
+      result(await c.call("session/set_mode", { sessionId, modeId: "auto" }));
+      await c.waitFor((m) => isUpdate(m, "current_mode_update"));
+      c.note("set_config_option parallelism 2: answers the complete list, announced as config_option_update.");
+      result(await c.call("session/set_config_option", { sessionId, configId: "parallelism", value: "2" }));
+      await c.waitFor((m) => isUpdate(m, "config_option_update"));
+      c.note("In auto mode the plan is confirmed without a permission request and the turn runs to the end.");
+      const run = await c.call("session/prompt", { sessionId, prompt: [{ type: "text", text: GOAL }] });
+      if (result(run).stopReason !== "end_turn") throw new Error(`expected end_turn: ${JSON.stringify(run)}`);
+      if (c.received.some((m) => m.method === "session/request_permission")) {
+        throw new Error("auto mode asked for permission");
+      }
+      if (!c.received.some((m) => isUpdate(m, "session_info_update"))) throw new Error("no session_info_update");
+      c.note(
+        "session/resume answers {modes, configOptions} (auto, parallelism 2), replays nothing, announces commands.",
+      );
+      result(await c.call("session/resume", { sessionId, cwd: c.workspace }));
+      await c.waitFor((m) => isUpdate(m, "available_commands_update")); // the first one was taken after session/new
+      c.note("-32602: an unknown mode, an unknown config id, a value the option does not offer, bad params.");
+      errorCode(await c.call("session/set_mode", { sessionId, modeId: "turbo" }), -32602);
+      errorCode(await c.call("session/set_config_option", { sessionId, configId: "colour", value: "red" }), -32602);
+      errorCode(await c.call("session/set_config_option", { sessionId, configId: "parallelism", value: "3" }), -32602);
+      errorCode(await c.call("session/resume", { sessionId }), -32602);
+      errorCode(await c.call("session/delete", { sessionId: 42 }), -32602);
+      c.note("-32002: an unknown session for set_mode, set_config_option and resume.");
+      const unknown = "ses_does_not_exist";
+      errorCode(await c.call("session/set_mode", { sessionId: unknown, modeId: "auto" }), -32002);
+      errorCode(
+        await c.call("session/set_config_option", { sessionId: unknown, configId: "parallelism", value: "2" }),
+        -32002,
+      );
+      errorCode(await c.call("session/resume", { sessionId: unknown, cwd: c.workspace }), -32002);
+      c.note("session/delete forgets the session: it is gone from session/list and unknown afterwards.");
+      result(await c.call("session/delete", { sessionId }));
+      result(await c.call("session/list", {}));
+      errorCode(await c.call("session/resume", { sessionId, cwd: c.workspace }), -32002);
+      c.note("Deleting an unknown (or already deleted) session succeeds silently.");
+      result(await c.call("session/delete", { sessionId }));
+      result(await c.call("session/delete", { sessionId: unknown }));
     },
   },
   {

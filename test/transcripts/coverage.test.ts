@@ -43,6 +43,10 @@ const clientNotification = (method: string): Requirement => ({
   id: `client sends ${method}`,
   covered: (c) => c.clientNotifications.has(method),
 });
+const sessionUpdate = (kind: string): Requirement => ({
+  id: `session/update ${kind}`,
+  covered: (c) => c.sessionUpdates.has(kind),
+});
 const errorCode = (code: number, name: string): Requirement => ({
   id: `error ${code} (${name})`,
   covered: (c) => c.errorCodes.has(code),
@@ -73,9 +77,16 @@ const REQUIRED: Readonly<Record<string, readonly Requirement[]>> = {
     ...request("session/load", P, NF),
     ...request("session/list", P),
     ...request("session/close", P, NF),
+    ...request("session/resume", P, NF),
+    ...request("session/delete", P),
+    ...request("session/set_mode", P, NF),
+    ...request("session/set_config_option", P, NF),
     ...request("session/prompt", P, NF, PH),
     clientNotification("session/cancel"),
     serverMessage("session/update"),
+    ...["available_commands_update", "current_mode_update", "config_option_update", "session_info_update"].map(
+      sessionUpdate,
+    ),
     serverMessage("session/request_permission"),
   ],
   "5 products": [
@@ -164,5 +175,6 @@ describe("coverage of PROTOCOL.md sections 3-5 by protocol/transcripts/", () => 
     expect(coverage.sources.get("request:product.plan:result")).toContain("product.plan.jsonl");
     expect(coverage.sources.get("request:product.mutate:-32014")).toEqual(["product.mutate.jsonl"]);
     expect(coverage.sources.get("error:-32700")).toEqual(["transport-errors.jsonl"]);
+    expect(coverage.sources.get("update:current_mode_update")).toEqual(["session-modes.jsonl"]);
   });
 });
