@@ -15,6 +15,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import type { Instance, Task, TaskState } from "../../protocol/common.js";
 import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
@@ -114,6 +115,31 @@ describe("owner liveness over stdio (guarantee 13)", () => {
     await s2.close();
   }, 120_000);
 
+  /**
+   * SIGSTOPs `server` at a moment when it holds no SQLite write lock. A process frozen inside a commit keeps SQLite's
+   * single writer lock, and every other process's write then fails "database is locked" (a property of SQLite, not of
+   * leases: PostgreSQL's statement timeouts bound it); this test is about the lease, so it freezes between writes.
+   */
+  async function freezeBetweenWrites(server: ServerHandle, statePath: string): Promise<void> {
+    const probe = new Database(statePath, { timeout: 0 });
+    try {
+      for (let i = 0; i < 50; i++) {
+        server.child.kill("SIGSTOP");
+        try {
+          probe.prepare("BEGIN IMMEDIATE").run();
+          probe.prepare("ROLLBACK").run();
+          return;
+        } catch {
+          server.child.kill("SIGCONT");
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }
+      throw new Error("the server held the SQLite write lock every time it was frozen");
+    } finally {
+      probe.close();
+    }
+  }
+
   it("a frozen owner is respected until its lease expires, then told product.ownershipLost when it wakes", async () => {
     const logPath = join(tempDir(), "executions.log");
     const workspace = workspaceWithSlowAgent(logPath, 1_500);
@@ -123,7 +149,7 @@ describe("owner liveness over stdio (guarantee 13)", () => {
     const s2 = await startServer({ statePath, cwd: workspace, env, args: ["--log-level", "warn"] });
     const productId = await runUntil(s1, workspace, 1);
 
-    s1.child.kill("SIGSTOP");
+    await freezeBetweenWrites(s1, statePath);
     try {
       const refused = (await s2.request("product.resume", { productId }).catch((e: unknown) => e)) as RpcError;
       expect(refused.code).toBe(-32012);
