@@ -16,8 +16,12 @@ function peakRssMiB(pid: number): number {
   return kb / 1024;
 }
 
-/** Generous: a 50 MB line costs its buffer, its text and the parsed string (about 3 x 50 MB) over a ~60 MB baseline. */
-const PEAK_BOUND_MIB = 450;
+/**
+ * A 50 MB line costs its input chunks, its joined buffer, its text and the parsed string (4-5 x 50 MB, freed only when
+ * the collector runs) over an ~80 MB baseline: 440-451 MiB measured on CI. The code before the input bounds peaked at
+ * 1,454 MiB on the same request, so this bound still fails it by more than 2x.
+ */
+const PEAK_BOUND_MIB = 600;
 
 let server: RawServer;
 let statePath: string;
