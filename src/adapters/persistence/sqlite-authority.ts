@@ -253,7 +253,7 @@ export class SqliteAuthority implements RunStateAuthority {
         }
         return new SqliteAuthority(location, db, options);
       }
-      if (!inMemory) mkdirSync(dirname(location), { recursive: true });
+      if (!inMemory) makeParentFolders(dirname(location));
       db = new Database(location, { timeout: busyTimeoutMs });
       db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       db.pragma("journal_mode = WAL");
@@ -610,3 +610,27 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
+/**
+ * Creates `dir` and its missing ancestors, one level at a time from the nearest existing one. Throws the first
+ * `mkdir` error. Node 20's `mkdirSync(…, {recursive: true})` never returns for a folder that a pseudo-filesystem
+ * refuses with ENOENT although its parent exists (`--state /proc/nope/x.db` hung the server), so it is not used here.
+ */
+function makeParentFolders(dir: string): void {
+  const missing: string[] = [];
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    try {
+      statSync(d);
+      break;
+    } catch {
+      missing.push(d);
+      if (dirname(d) === d) break;
+    }
+  }
+  for (const d of missing.reverse()) {
+    try {
+      mkdirSync(d);
+    } catch (err) {
+      if ((err as { code?: string }).code !== "EEXIST") throw err; // another process made it first
+    }
+  }
+}

@@ -84,6 +84,18 @@ describe("SqliteAuthority.open", () => {
     );
   });
 
+  it("creates the missing folders of a new state file, several levels deep", async () => {
+    const deep = join(dir, "a", "b", "c", "state.db");
+    await open(deep).close();
+    expect(statSync(deep).isFile()).toBe(true);
+  });
+
+  // Regression: Node 20's recursive mkdir never returned for /proc/nope, so `serve --state /proc/nope/x.db` hung.
+  it("refuses a state file whose folder cannot be made with AuthorityFailure, at once", () => {
+    if (!existsSync("/proc/self")) return; // procfs only (Linux)
+    expect(() => open("/proc/acp-orchestrator-nope/x.db")).toThrow(AuthorityFailure);
+  });
+
   it("honours a custom busy timeout", () => {
     expect(open(file, { busyTimeoutMs: 250 }).settings().busyTimeoutMs).toBe(250);
   });
