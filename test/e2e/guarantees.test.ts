@@ -9,7 +9,7 @@
  * execution, with the pid of the server that started it, to a file outside the server.
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -19,7 +19,7 @@ import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority
 import { DEFAULT_PRODUCT_OPTIONS } from "../../src/core/product/context.js";
 import { productStream, type ProductEvent } from "../../src/core/product/records.js";
 import { ProductStore } from "../../src/core/product/store.js";
-import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog as readLog } from "../fixtures/agents/execution-log.js";
 import { isJsonRpcLine, startServer, tempDir } from "../support/server-process.js";
 import { TestHost, startHostedServer, type HostCall } from "../support/test-host.js";
 
@@ -65,16 +65,6 @@ function slowWorkspace(logPath: string, seed = "one", workspace = tempDir("acp-o
   return workspace;
 }
 
-function readLog(logPath: string): ExecutionLogLine[] {
-  try {
-    return readFileSync(logPath, "utf8")
-      .split("\n")
-      .filter((l) => l.trim() !== "")
-      .map((l) => JSON.parse(l) as ExecutionLogLine);
-  } catch {
-    return [];
-  }
-}
 
 function git(cwd: string, ...args: string[]): string {
   return execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main", ...args], {

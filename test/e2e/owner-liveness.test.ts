@@ -11,14 +11,14 @@
  *   live: true}`); once another server took the product over, the frozen one, woken with SIGCONT, tells its client
  *   `product.ownershipLost` and starts no worker again.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import type { Instance, Task, TaskState } from "../../protocol/common.js";
-import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog as readLog } from "../fixtures/agents/execution-log.js";
 import { startServer, tempDir, type Notification, type ServerHandle } from "../support/server-process.js";
 
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -47,18 +47,6 @@ function workspaceWithSlowAgent(logPath: string, turnMs: number): string {
   return workspace;
 }
 
-function readLog(logPath: string): ExecutionLogLine[] {
-  let text = "";
-  try {
-    text = readFileSync(logPath, "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as ExecutionLogLine);
-}
 
 const isCompletion = (n: Notification) => n.method === "product.taskStatus" && n.params.status === "completed";
 

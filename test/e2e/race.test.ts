@@ -10,7 +10,7 @@
  * "executing"}`, the other `-32012` naming the winner as owner; the winner completes the product; no task whose
  * completion was stored before the kill runs again, the loser starts no worker at all, and no task completes twice.
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -19,7 +19,7 @@ import type { Instance, Task, TaskState } from "../../protocol/common.js";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
 import { LeaseRecord } from "../../src/core/product/records.js";
 import { ProductStore } from "../../src/core/product/store.js";
-import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog as readLog } from "../fixtures/agents/execution-log.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
@@ -70,18 +70,6 @@ function workspaceWithSlowAgent(logPath: string): string {
   return workspace;
 }
 
-function readLog(logPath: string): ExecutionLogLine[] {
-  let text = "";
-  try {
-    text = readFileSync(logPath, "utf8");
-  } catch {
-    return [];
-  }
-  return text
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as ExecutionLogLine);
-}
 
 /** What the state file holds now (read in this process, as a third party would): task states and the lease. */
 async function stored(statePath: string, productId: string) {
