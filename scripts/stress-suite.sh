@@ -4,10 +4,21 @@
 #
 #   scripts/stress-suite.sh            # from the repository root; builds once, then runs `vitest run` twice
 #
+# The runs happen inside a private PostgreSQL cluster (scripts/pg-test-cluster.sh run), so the PostgreSQL suites run
+# too instead of skipping: when ACP_ORCHESTRATOR_TEST_PG is not set, the script starts again inside the cluster (one
+# cluster for both runs, removed at the end). When PostgreSQL cannot be started the script fails (it does not quietly
+# run without it); set ACP_ORCHESTRATOR_TEST_PG yourself to use another database.
+#
 # The burners are plain `node -e` busy loops started by this script; they are stopped (by their pids) when it ends,
 # whatever happens. Do not run this on a shared machine while others build or test: it takes the CPU on purpose.
 set -u
 cd "$(dirname "$0")/.."
+
+if [ -z "${ACP_ORCHESTRATOR_TEST_PG:-}" ]; then
+  echo "stress-suite: starting a private PostgreSQL cluster for the runs (scripts/pg-test-cluster.sh)"
+  exec bash scripts/pg-test-cluster.sh run -- bash scripts/stress-suite.sh "$@"
+fi
+echo "stress-suite: PostgreSQL suites use ACP_ORCHESTRATOR_TEST_PG"
 
 burners=()
 stop_burners() {
