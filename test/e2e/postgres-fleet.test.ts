@@ -9,6 +9,8 @@
  *   `running` event after its `completed` event, and every `done` a surviving server's worker logged is the task's
  *   only persisted completion); each product was driven by one server at a time (in the workers' log, the servers
  *   that started a product's tasks never interleave: A, then B, never A again).
+ * - A pause sent to a server that does not own the product reaches the owner through the database within 1 s
+ *   (measured from the request to the owner's own notification of the interrupted task, three times, printed).
  * - A pause, a mutation and a cancel sent to a server that does not own the product reach the owner through the
  *   database (control requests + LISTEN/NOTIFY), far sooner than any heartbeat (the leases here live 60 s).
  *
@@ -167,6 +169,68 @@ describePostgres("many servers on one PostgreSQL store", () => {
       await Promise.all(survivors.map((s) => s.close()));
     }
   }, 600_000);
+
+  it("a pause sent to a server that does not own the product reaches the owner through the database within 1 s", async () => {
+    const schema = freshSchema();
+    schemas.push(schema);
+    const url = urlWithSchema(schema);
+    const logPath = join(tempDir(), "executions.jsonl");
+    // Tasks that outlive the test: nothing completes, so every task notification after a pause comes from it.
+    const cwd = fleetWorkspace(logPath, 60_000, 60_000);
+    // Leases live 60 s (renewed every 20 s) and the fleet's fallback scan runs every 20 s: an owner that hears of the
+    // pause within a second heard of it through the database's change feed (LISTEN/NOTIFY), not a periodic check.
+    const env = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "60000" };
+    const owner = await startServer({ statePath: url, cwd, env, args: ["--log-level", "warn"] });
+    const other = await startServer({ statePath: url, cwd, env, args: ["--log-level", "warn"] });
+    try {
+      const productId = await launch(owner, cwd, "Pause latency", DIAMOND);
+      const rounds: { reachedOwnerMs: number; answeredMs: number; ownerPhase: string }[] = [];
+      for (let round = 0; round < 3; round += 1) {
+        let mark = owner.notifications.length;
+        await owner.waitFor(
+          (n) =>
+            owner.notifications.indexOf(n) >= mark &&
+            n.method === "product.taskStatus" &&
+            n.params.productId === productId &&
+            n.params.status === "running",
+          60_000,
+        );
+        mark = owner.notifications.length;
+        const reached = owner
+          .waitFor(
+            (n) =>
+              owner.notifications.indexOf(n) >= mark &&
+              n.method === "product.taskStatus" &&
+              n.params.productId === productId &&
+              n.params.status === "pending",
+            10_000,
+          )
+          .then(() => performance.now());
+        const sent = performance.now();
+        const answer = await other.request<{ phase: string }>("product.pause", { productId });
+        const answered = performance.now();
+        const reachedAt = await reached;
+        const ownerView = await owner.request<{ phase: string }>("product.status", { productId });
+        expect(answer.phase).toBe("paused");
+        rounds.push({
+          reachedOwnerMs: Math.round(reachedAt - sent),
+          answeredMs: Math.round(answered - sent),
+          ownerPhase: ownerView.phase,
+        });
+        await owner.request("product.resume", { productId });
+      }
+      process.stderr.write(
+        `pause forwarded through PostgreSQL: ${rounds
+          .map((r) => `reached the owner in ${r.reachedOwnerMs} ms (answer to the client in ${r.answeredMs} ms)`)
+          .join("; ")}\n`,
+      );
+      expect(rounds.map((r) => ({ ownerPhase: r.ownerPhase, withinOneSecond: r.reachedOwnerMs < 1_000 }))).toEqual(
+        rounds.map(() => ({ ownerPhase: "paused", withinOneSecond: true })),
+      );
+    } finally {
+      await Promise.all([owner.close(), other.close()]);
+    }
+  }, 180_000);
 
   it("a pause, a mutation and a cancel sent to a server that does not own the product reach the owner", async () => {
     const schema = freshSchema();
