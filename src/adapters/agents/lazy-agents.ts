@@ -1,6 +1,6 @@
 /**
  * The ACP agent adapters loaded on first use (issue 16, cold start): `AcpWorkerPool` (acp-worker.ts) and the ACP
- * leaders of `createLeaderResolver` (acp-leader.ts) import the official ACP SDK, whose module graph and zod schemas
+ * leaders of `createLeaderResolver` (leader-resolver.ts) import the official ACP SDK, whose module graph and zod schemas
  * cost more start-up time than the rest of the server. Most sessions need neither before their first prompt is
  * planned and confirmed, so the server starts with these stand-ins and loads the real adapters (once) when a task
  * first runs on an agent or an ACP leader first takes a turn.
@@ -10,7 +10,7 @@
  */
 import { HEURISTIC_LEADER_ID } from "../../core/leader/heuristic-leader.js";
 import type { AcpWorkerPool, AcpWorkerPoolOptions, OutputGate, PermissionForwarder } from "./acp-worker.js";
-import type { LeaderResolverOptions, LeaderSelection } from "./acp-leader.js";
+import type { LeaderResolverOptions, LeaderSelection } from "./leader-resolver.js";
 import type {
   LeaderPort,
   LeaderResolver,
@@ -65,7 +65,7 @@ export class LazyAcpWorkerPool implements WorkerPort {
 }
 
 /**
- * `createLeaderResolver` with acp-leader.ts loaded on the first turn of an ACP leader. A product without a leader
+ * `createLeaderResolver` with leader-resolver.ts (and acp-leader.ts) loaded on the first turn of an ACP leader. A product without a leader
  * agent (none given, none configured) gets `options.fallback` at once, as from the real resolver; any other choice
  * gets a stand-in whose calls load the real resolver and take the real leader's answer (errors included: an unknown
  * agent, a closed resolver).
@@ -74,7 +74,7 @@ export function lazyLeaderResolver(options: LeaderResolverOptions): LeaderSelect
   let real: Promise<LeaderSelection> | undefined;
   let closed = false;
   const load = (): Promise<LeaderSelection> =>
-    (real ??= import("./acp-leader.js").then(async ({ createLeaderResolver }) => {
+    (real ??= import("./leader-resolver.js").then(async ({ createLeaderResolver }) => {
       const selection = createLeaderResolver(options);
       if (closed) await selection.close();
       return selection;

@@ -4,7 +4,7 @@
  * Owns: the text of every leader turn (plan, repair, message during execution, failure consultation, and the goal-run
  * turns deriveChecklist / planPhase / assess), the exact JSON shapes each turn asks for, and the size limits of the
  * context they quote. Every function is pure (strings in, string out): this file must never start a process, never
- * parse an answer (acp-leader.ts does that) and never import `node:` modules.
+ * parse an answer (leader-answers.ts does that) and never import `node:` modules.
  *
  * `LEADER_PROMPT_VERSION` names this set of templates. Change it whenever any template text or shape changes: it is
  * sent to the agent with every turn (`_meta["acp-orchestrator"].leaderTurn.promptVersion`) and belongs in the plan

@@ -7,14 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Plan, TaskState } from "../../../protocol/common.js";
-import {
-  AcpLeader,
-  createLeaderResolver,
-  extractJsonBlock,
-  parsePlanAnswer,
-  ProseStream,
-  UnavailableLeader,
-} from "../../../src/adapters/agents/acp-leader.js";
+import { AcpLeader, extractJsonBlock, parsePlanAnswer, ProseStream } from "../../../src/adapters/agents/acp-leader.js";
+import { createLeaderResolver, UnavailableLeader } from "../../../src/adapters/agents/leader-resolver.js";
 import type { AcpLeaderOptions } from "../../../src/adapters/agents/acp-leader.js";
 import { LEADER_PROMPT_VERSION } from "../../../src/adapters/agents/leader-prompts.js";
 import { AgentRegistry, parseAgentConfig } from "../../../src/adapters/agents/registry.js";
