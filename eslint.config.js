@@ -11,7 +11,7 @@ const LANGGRAPH_ONLY_IN_BENCH = {
 };
 
 export default tseslint.config(
-  { ignores: ["vitest.config.ts", "dist/**", "node_modules/**", "coverage/**", "**/*.js", "**/*.cjs", "**/*.mjs"] },
+  { ignores: ["vitest.config.ts", "vitest.agents.config.ts", "dist/**", "node_modules/**", "coverage/**", "**/*.js", "**/*.cjs", "**/*.mjs"] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

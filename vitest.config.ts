@@ -3,7 +3,7 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    exclude: ["test/bench/**", "node_modules/**", "dist/**"],
+    exclude: ["test/bench/**", "test/agents/**", "node_modules/**", "dist/**"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",

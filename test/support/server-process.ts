@@ -40,6 +40,8 @@ export interface SpawnOptions {
 export interface Notification {
   method: string;
   params: Record<string, unknown>;
+  /** Epoch milliseconds when the client received it (non-enumerable: equality checks ignore it). */
+  readonly receivedAt?: number;
 }
 
 function spawnServer(options: SpawnOptions) {
@@ -129,7 +131,8 @@ export async function startServer(options: StartOptions = {}): Promise<ServerHan
       return (answer ?? { outcome: { outcome: "selected", optionId: "confirm" } }) as never;
     })
     .onNotification("*", ({ method, params }) => {
-      const n = { method, params: (params ?? {}) as Record<string, unknown> };
+      const n: Notification = { method, params: (params ?? {}) as Record<string, unknown> };
+      Object.defineProperty(n, "receivedAt", { value: Date.now(), enumerable: false });
       notifications.push(n);
       for (const w of [...waiters]) {
         if (w.pred(n)) {
