@@ -1,0 +1,281 @@
+/**
+ * The output half of the stdio transport (PROTOCOL.md section 1): serialises JSON-RPC messages in the transport's
+ * framing, in call order, batching the frames of one event-loop turn into one write, and measures its backlog for
+ * backpressure.
+ *
+ * Owns output framing and write ordering only. Must never end or destroy the output stream, and never write anything
+ * but whole frames.
+ */
+import type { Writable } from "node:stream";
+import { AbstractMessageWriter, ErrorCodes } from "vscode-jsonrpc/node";
+import type { Message, MessageWriter, ResponseMessage } from "vscode-jsonrpc/node";
+import type { Logger } from "../core/ports.js";
+import type { FramingDecision } from "./framing-decision.js";
+import { INTERNAL_ERROR_MESSAGE } from "./wire-errors.js";
+
+/** Default backlog, in bytes, below which `whenWritable` resolves (see `FramedMessageWriter.whenWritable`). */
+export const DEFAULT_WRITABLE_BACKLOG_BYTES = 256 * 1024;
+
+/** A frame waiting to be handed to the output, with the callbacks of its `write` promise. */
+interface QueuedFrame {
+  frame: string;
+  resolve: () => void;
+  reject: (error: Error) => void;
+}
+
+/**
+ * Writes JSON-RPC messages to a byte stream in the transport's framing (PROTOCOL.md section 1).
+ *
+ * Serialises compactly (one line, `\n`-terminated, never an embedded raw newline; U+2028/U+2029 escaped), or with a
+ * `Content-Length` header once that framing was detected. Writes go out in call order. Frames queued in the same turn
+ * of the event loop are handed to `output` together, joined into one chunk of at most the output's high-water mark
+ * (one system call for many small notifications instead of one each; a frame larger than that goes alone). A write's
+ * promise resolves once `output` accepted its bytes (immediately, or after `'drain'` when `output.write` returned
+ * false), so callers that await writes never buffer unboundedly; callers that do not await (notifications) can ask
+ * `whenWritable` before producing more. A response whose result cannot be serialised is replaced by a `-32603` for
+ * the same id. Does NOT end or destroy `output`.
+ */
+export class FramedMessageWriter extends AbstractMessageWriter implements MessageWriter {
+  /** Frames not yet handed to `output`, oldest first from `head`. */
+  private queue: QueuedFrame[] = [];
+  private head = 0;
+  /** UTF-16 length of the frames in `queue` (a cheap bound of their bytes). */
+  private queuedChars = 0;
+  /** True while a send is scheduled, running, or waiting for `'drain'`. */
+  private sending = false;
+  private readonly idleWaiters: (() => void)[] = [];
+  private readonly writableWaiters: { limit: number; resolve: () => void }[] = [];
+  private failure: Error | undefined;
+  private errorCount = 0;
+  private readonly onOutputError = (error: Error) => {
+    this.failure ??= error;
+    this.fireError(error, undefined, ++this.errorCount);
+    this.wakeWaiters();
+  };
+  private readonly onOutputClose = () => {
+    this.failure ??= new Error("The output stream is closed.");
+    this.fireClose();
+    this.wakeWaiters();
+  };
+
+  /** Use `createFramedTransport`; the writer must share its framing decision with a reader. */
+  constructor(
+    private readonly output: Writable,
+    private readonly decision: FramingDecision,
+    private readonly logger: Logger | undefined,
+  ) {
+    super();
+    output.on("error", this.onOutputError);
+    output.on("close", this.onOutputClose);
+  }
+
+  /**
+   * Queues `message`; resolves when its bytes were accepted by the output, rejects if the output failed or closed
+   * or the message cannot be serialised. The message is serialised at call time (later mutation has no effect).
+   */
+  write(message: Message): Promise<void> {
+    let frame: string;
+    try {
+      frame = this.frame(serialize(message));
+    } catch (error) {
+      const id = (message as Partial<ResponseMessage>).id;
+      if (Object.hasOwn(message, "result") && id !== undefined) {
+        this.logger?.error({ err: error, id }, "Response result could not be serialised; answered -32603");
+        return this.write({
+          jsonrpc: "2.0",
+          id,
+          error: {
+            code: ErrorCodes.InternalError,
+            message: INTERNAL_ERROR_MESSAGE,
+          },
+        } as ResponseMessage);
+      }
+      this.fireError(error, message, ++this.errorCount);
+      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    }
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ frame, resolve, reject });
+      this.queuedChars += frame.length;
+      if (!this.sending) {
+        this.sending = true;
+        // After the current turn's synchronous work and promise callbacks, so that its frames go out together.
+        process.nextTick(() => this.send());
+      }
+    });
+  }
+
+  /**
+   * Bytes written but not yet handed to the operating system: frames still queued here plus what `output` buffers.
+   * (Queued frames are counted in UTF-16 code units, a close bound of their UTF-8 size for JSON.)
+   */
+  get backlogBytes(): number {
+    return this.queuedChars + this.output.writableLength;
+  }
+
+  /**
+   * True when `backlogBytes` is above `limit` and the output has not failed or closed: exactly when
+   * `whenWritable(limit)` would wait. Used by the reader to stop consuming input (input backpressure).
+   */
+  backlogExceeds(limit: number): boolean {
+    return this.failure === undefined && this.backlogBytes > limit;
+  }
+
+  /**
+   * Resolves once `backlogBytes` is at most `limit` (default 256 KiB): at once when it already is, or when the output
+   * failed or closed (then writes reject anyway). For producers that cannot await each write (notifications of a
+   * streaming worker): waiting here before reading more input is what bounds memory when the client reads slowly.
+   */
+  whenWritable(limit = DEFAULT_WRITABLE_BACKLOG_BYTES): Promise<void> {
+    if (this.failure !== undefined || this.backlogBytes <= limit) return Promise.resolve();
+    return new Promise((resolve) => this.writableWaiters.push({ limit, resolve }));
+  }
+
+  /**
+   * Resolves when every write queued so far has been accepted and `output`'s own buffer is empty (all bytes handed
+   * to the OS, or consumed by an in-process reader). Never rejects; resolves early if the output fails or closes.
+   * Use at shutdown before exiting.
+   */
+  async flush(): Promise<void> {
+    if (this.sending && this.failure === undefined)
+      await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+    const output = this.output;
+    if (this.failure !== undefined || output.destroyed || output.writableEnded || output.writableLength === 0) return;
+    await new Promise<void>((resolve) => {
+      const finish = () => {
+        output.off("close", finish);
+        output.off("error", finish);
+        resolve();
+      };
+      output.once("close", finish);
+      output.once("error", finish);
+      // A zero-length write calls back only after every earlier chunk was written out.
+      output.write("", () => finish());
+    });
+  }
+
+  /** Called by the connection when it ends. Does NOT end the output stream (the process owns stdout). */
+  end(): void {}
+
+  /** Releases the listeners on `output`. Does NOT close the output stream. */
+  override dispose(): void {
+    this.output.off("error", this.onOutputError);
+    this.output.off("close", this.onOutputClose);
+    super.dispose();
+  }
+
+  private frame(json: string): string {
+    return this.decision.value === "content-length"
+      ? `Content-Length: ${Buffer.byteLength(json, "utf8")}\r\n\r\n${json}`
+      : `${json}\n`;
+  }
+
+  /**
+   * Hands queued frames to `output`, a batch at a time (at least one frame, at most the output's high-water mark),
+   * until the queue is empty or `output.write` returns false; then waits for `'drain'` and goes on. A batch's write
+   * promises resolve when `output` accepted it; on a closed or failed output every queued frame is rejected.
+   */
+  private send(): void {
+    const output = this.output;
+    const limit = Math.max(1, output.writableHighWaterMark || 16 * 1024);
+    while (this.head < this.queue.length) {
+      if (this.failure === undefined && (output.destroyed || output.writableEnded)) {
+        this.failure = new Error("The output stream is closed.");
+      }
+      if (this.failure !== undefined) {
+        this.rejectQueued(this.failure);
+        break;
+      }
+      const batch: QueuedFrame[] = [];
+      let chars = 0;
+      while (this.head < this.queue.length) {
+        const next = this.queue[this.head] as QueuedFrame;
+        if (batch.length > 0 && chars + next.frame.length > limit) break;
+        batch.push(next);
+        chars += next.frame.length;
+        this.head += 1;
+      }
+      this.queuedChars -= chars;
+      const text = batch.length === 1 ? (batch[0] as QueuedFrame).frame : batch.map((b) => b.frame).join("");
+      let accepted: boolean;
+      try {
+        accepted = output.write(text, "utf8");
+      } catch (error) {
+        const failure = error instanceof Error ? error : new Error(String(error));
+        for (const b of batch) b.reject(failure);
+        continue;
+      }
+      if (!accepted) {
+        this.awaitDrain(batch);
+        return;
+      }
+      for (const b of batch) b.resolve();
+      this.wakeWaiters();
+    }
+    this.queue = [];
+    this.head = 0;
+    this.queuedChars = 0;
+    this.sending = false;
+    this.wakeWaiters();
+  }
+
+  /** Waits until `output` drains (then resolves `batch` and sends on) or closes/fails (then rejects everything). */
+  private awaitDrain(batch: QueuedFrame[]): void {
+    const output = this.output;
+    const cleanup = () => {
+      output.off("drain", onDrain);
+      output.off("close", onClose);
+      output.off("error", onError);
+    };
+    const onDrain = () => {
+      cleanup();
+      for (const b of batch) b.resolve();
+      this.wakeWaiters();
+      this.send();
+    };
+    const onClose = () => {
+      cleanup();
+      const failure = this.failure ?? new Error("The output stream closed before the message was written.");
+      for (const b of batch) b.reject(failure);
+      this.rejectQueued(failure);
+      this.queue = [];
+      this.head = 0;
+      this.queuedChars = 0;
+      this.sending = false;
+      this.wakeWaiters();
+    };
+    const onError = (error: Error) => {
+      this.failure ??= error;
+      onClose();
+    };
+    output.on("drain", onDrain);
+    output.on("close", onClose);
+    output.on("error", onError);
+  }
+
+  private rejectQueued(failure: Error): void {
+    while (this.head < this.queue.length) (this.queue[this.head++] as QueuedFrame).reject(failure);
+    this.queuedChars = 0;
+  }
+
+  /** Resolves `flush` waiters when idle and `whenWritable` waiters whose limit is met (all of them after a failure). */
+  private wakeWaiters(): void {
+    if (!this.sending || this.failure !== undefined) for (const w of this.idleWaiters.splice(0)) w();
+    if (this.writableWaiters.length === 0) return;
+    const backlog = this.backlogBytes;
+    const failed = this.failure !== undefined;
+    for (let i = this.writableWaiters.length - 1; i >= 0; i -= 1) {
+      const w = this.writableWaiters[i] as { limit: number; resolve: () => void };
+      if (failed || backlog <= w.limit) {
+        this.writableWaiters.splice(i, 1);
+        w.resolve();
+      }
+    }
+  }
+}
+
+/** Compact JSON with U+2028/U+2029 escaped, so no line-splitting reader can break a message. Throws on BigInt/cycles. */
+function serialize(message: Message): string {
+  const json = JSON.stringify(message);
+  if (typeof json !== "string") throw new TypeError("The message is not serialisable.");
+  return json.replace(/[\u2028\u2029]/g, (c) => (c === "\u2028" ? "\\u2028" : "\\u2029"));
+}
