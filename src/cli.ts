@@ -8,11 +8,17 @@
  * stderr), 2 a mistake of the user (one plain sentence on stderr). stdout belongs to the command; for `serve` it
  * carries protocol frames only.
  */
-import { COMMANDS } from "./commands/index.js";
 import { UsageError, type Command } from "./commands/command.js";
 import { AuthorityFailure } from "./core/ports.js";
 
-function find(name: string): Command | undefined {
+/**
+ * The command named `name`. `serve` (what an IDE spawns, on every start) is imported alone: the other commands'
+ * modules (the operator views, check-host, the transcript recorder, the ACP SDK client of `run`) load only when one of
+ * them is asked for (issue 16: cold start).
+ */
+async function find(name: string): Promise<Command | undefined> {
+  if (name === "serve") return (await import("./commands/serve.js")).serveCommand;
+  const { COMMANDS } = await import("./commands/index.js");
   return COMMANDS.find((c) => c.name === name);
 }
 
@@ -27,10 +33,10 @@ function asksForHelp(argv: readonly string[]): boolean {
 
 async function main(argv: readonly string[]): Promise<number> {
   const first = argv[0];
-  if (first === "--help" || first === "-h") return find("help")!.run(argv.slice(1));
-  if (first === "--version" || first === "-v") return find("version")!.run(argv.slice(1));
+  if (first === "--help" || first === "-h") return (await find("help"))!.run(argv.slice(1));
+  if (first === "--version" || first === "-v") return (await find("version"))!.run(argv.slice(1));
   const named = first !== undefined && !first.startsWith("-");
-  const command = named ? find(first) : find("serve");
+  const command = await find(named ? first : "serve");
   if (command === undefined) {
     throw new UsageError(`There is no command "${first ?? ""}".`);
   }
