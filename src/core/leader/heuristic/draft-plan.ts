@@ -1,0 +1,105 @@
+/**
+ * Draft → plan for the heuristic leader: task ids, instances (assignment by strengths, ties round-robin), task
+ * descriptions with the goal as context, and the plan message. Pure.
+ */
+import type { Instance, Task } from "../../../../protocol/common.js";
+import { validatePlanGraph } from "../../dag/graph.js";
+import type { AgentInfo, DraftPlan } from "../../ports.js";
+import type { DraftTask } from "./goal-items.js";
+import { planName } from "./titles.js";
+import { MAX_DESCRIPTION, clip, oneLine } from "./words.js";
+
+/** The instance used when the roster is empty: the leader works alone. */
+export const LEADER_INSTANCE: Instance = { instanceId: "leader", agentId: "leader", role: "leader" };
+/** How much of the goal is repeated in each task description as context. */
+export const MAX_GOAL_CONTEXT = 2_000;
+/** Assigns ids `t1…`, instances round-robin (or as pinned), descriptions with goal context and constraints. */
+/** At least this many instances (seats) when the roster is smaller and the plan has enough tasks. */
+export const MIN_PARALLEL_SEATS = 3;
+
+export function finishDraft(
+  goal: string,
+  draft: readonly DraftTask[],
+  roster: readonly AgentInfo[],
+  constraints: string[],
+): DraftPlan {
+  const id = new Map(draft.map((t, i) => [t, `t${i + 1}`]));
+  // Seats: one instance per roster agent, plus extra instances of the same agents (round-robin) up to
+  // MIN_PARALLEL_SEATS, so independent tasks can run side by side even with a single agent.
+  const seatCount = roster.length === 0 ? 0 : Math.max(roster.length, Math.min(MIN_PARALLEL_SEATS, draft.length));
+  const used = new Set<number>();
+  const seatOf = draft.map((t, i) => {
+    if (seatCount === 0) return -1;
+    const seat = t.agent !== undefined && t.agent < roster.length ? t.agent : i % seatCount;
+    used.add(seat);
+    return seat;
+  });
+  const order = [...used].sort((a, b) => a - b);
+  const instanceIdOf = new Map(order.map((seat, k) => [seat, `i${k + 1}`]));
+  const instances: Instance[] =
+    roster.length === 0
+      ? [{ ...LEADER_INSTANCE }]
+      : order.map((seat) => {
+          const info = roster[seat % roster.length] as AgentInfo;
+          const copy = Math.floor(seat / roster.length);
+          const name = info.name ? (copy === 0 ? info.name : `${info.name} #${copy + 1}`) : undefined;
+          return {
+            instanceId: instanceIdOf.get(seat) as string,
+            agentId: info.agentId,
+            role: clip(info.role || "worker", 200),
+            ...(name ? { name: clip(name, 200) } : {}),
+          };
+        });
+  const context = goalContext(goal, constraints);
+  const tasks: Task[] = draft.map((t, i) => ({
+    taskId: id.get(t) as string,
+    title: clip(t.title, 500) || `Step ${i + 1}`,
+    description: clip(`${t.text.trim()}${context}`, MAX_DESCRIPTION),
+    instanceId: roster.length === 0 ? LEADER_INSTANCE.instanceId : (instanceIdOf.get(seatOf[i] as number) as string),
+    dependsOn: [...new Set(t.deps)].filter((d) => id.has(d)).map((d) => id.get(d) as string),
+  }));
+  if (!validatePlanGraph(instances, tasks).ok) {
+    // Unreachable by construction (every revision keeps the draft acyclic); keep only backward edges to be safe.
+    const position = new Map(tasks.map((t, i) => [t.taskId, i]));
+    tasks.forEach((t, i) => (t.dependsOn = t.dependsOn.filter((d) => (position.get(d) ?? i) < i)));
+  }
+  const name = planName(goal);
+  const summary = clip(`${teamPhrase(tasks.length, instances)} for: ${oneLine(goal, 1_000) || name}`, 20_000);
+  return { name, summary, instances, tasks };
+}
+
+/** "3 tasks on 2 agents". */
+export function teamPhrase(tasks: number, instances: readonly Instance[]): string {
+  const agents = new Set(instances.map((i) => i.agentId)).size;
+  const taskWord = `${tasks} ${tasks === 1 ? "task" : "tasks"}`;
+  const agentWord = `${agents} ${agents === 1 ? "agent" : "agents"}`;
+  if (instances.length === agents) return `${taskWord} on ${agentWord}`;
+  return `${taskWord} on ${instances.length} instances of ${agentWord}`;
+}
+
+export function goalContext(goal: string, constraints: readonly string[]): string {
+  const g = goal.trim();
+  let text = g === "" ? "" : `\n\nOverall goal:\n${clip(g, MAX_GOAL_CONTEXT)}`;
+  if (constraints.length > 0)
+    text += `\n\nConstraints from the user:\n${constraints.map((c) => `- ${oneLine(c, 1_000)}`).join("\n")}`;
+  return text;
+}
+
+/** The leader's message about a plan: one line per task, then what changed and the constraints. */
+export function planMessage(plan: DraftPlan, notes: readonly string[], constraints: readonly string[]): string {
+  const roleOf = new Map(plan.instances.map((i) => [i.instanceId, i.name ? `${i.name}, ${i.role}` : i.role]));
+  const lines = [`Here is the plan "${plan.name}": ${teamPhrase(plan.tasks.length, plan.instances)}.`, ""];
+  for (const t of plan.tasks) {
+    const after = t.dependsOn.length > 0 ? ` (after ${t.dependsOn.join(", ")})` : "";
+    lines.push(`${t.taskId}. ${t.title} — ${roleOf.get(t.instanceId) ?? t.instanceId}${after}`);
+  }
+  if (notes.length > 0) lines.push("", "Changes from your messages:", ...notes.map((n) => `- ${n}`));
+  if (constraints.length > 0)
+    lines.push("", "Every task also follows:", ...constraints.map((c) => `- ${oneLine(c, 300)}`));
+  lines.push(
+    "",
+    'Confirm to start, or tell me what to change (e.g. "add a task to write docs", "remove task 2", ' +
+      '"make t3 depend on t1", "run them in order", "split task 2").',
+  );
+  return lines.join("\n");
+}
