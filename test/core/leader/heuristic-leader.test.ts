@@ -99,7 +99,7 @@ describe("HeuristicLeader.plan: goal → tasks", () => {
     ]);
   });
 
-  it("splits prose into sentences and ordering clauses; 'meanwhile' adds no dependency", async () => {
+  it("splits prose into sentences and ordering clauses; 'meanwhile' shares the previous item's dependencies", async () => {
     const plan = await planOf(
       "Analyse the codebase. Then refactor the parser, and then add tests. Meanwhile update the docs. Finally, release version 2.0.",
     );
@@ -107,7 +107,7 @@ describe("HeuristicLeader.plan: goal → tasks", () => {
       ["t1", "Analyse the codebase", []],
       ["t2", "Refactor the parser", ["t1"]],
       ["t3", "Add tests", ["t2"]],
-      ["t4", "Update the docs", []],
+      ["t4", "Update the docs", ["t2"]],
       ["t5", "Release version 2.0", ["t1", "t2", "t3", "t4"]],
     ]);
     expect(plan.name).toBe("Analyse the codebase");
@@ -184,6 +184,115 @@ describe("HeuristicLeader.plan: goal → tasks", () => {
     const controller = new AbortController();
     controller.abort(new Error("stop"));
     await expect(leader.plan({ ...request("x"), signal: controller.signal })).rejects.toThrow("stop");
+  });
+});
+
+describe("HeuristicLeader.plan: issue 15's built-in leader (ordering, strengths, names, criteria)", () => {
+  const TEAM: AgentInfo[] = [
+    { agentId: "coder", name: "Coder", role: "developer", strengths: ["code", "tests", "refactoring"] },
+    { agentId: "writer", name: "Writer", role: "technical writer", strengths: ["docs", "changelog", "guides"] },
+  ];
+  const DEMO_GOAL = [
+    "- Write the changelog for version 2.0",
+    "- Then update the API reference",
+    "- In parallel, fix the failing login test",
+    "- Then write the release notes based on the changelog",
+    "- Then build the release packages",
+    "- Meanwhile, refresh the screenshots",
+    "- Then smoke-test the packages",
+    "- Finally, publish the release",
+  ].join("\n");
+
+  it("a demo goal with 'In parallel' and 'based on' items gets the dependencies a reader would draw", async () => {
+    const plan = await planOf(DEMO_GOAL, [], TEAM);
+    expect(rows(plan)).toEqual([
+      ["t1", "Write the changelog for version 2.0", []],
+      ["t2", "Update the API reference", ["t1"]],
+      // "In parallel" runs beside t2: it shares t2's dependencies instead of waiting for it.
+      ["t3", "Fix the failing login test", ["t1"]],
+      // "based on the changelog" names t1: the named item wins over the "Then".
+      ["t4", "Write the release notes based on the changelog", ["t1"]],
+      ["t5", "Build the release packages", ["t4"]],
+      ["t6", "Refresh the screenshots", ["t4"]],
+      // "Then" after a parallel pair waits for the whole pair.
+      ["t7", "Smoke-test the packages", ["t5", "t6"]],
+      ["t8", "Publish the release", ["t1", "t2", "t3", "t4", "t5", "t6", "t7"]],
+    ]);
+  });
+
+  it("a 'then' after several 'in parallel' items waits for the whole group; 'independently' waits for nothing", async () => {
+    const plan = await planOf(
+      "- Design the schema\n- Then write the migration\n- In parallel, write the API\n- At the same time, write the UI\n" +
+        "- Then run the integration tests\n- Independently, update the logo",
+      [],
+      [],
+    );
+    expect(rows(plan).map((r) => r[2])).toEqual([[], ["t1"], ["t1"], ["t1"], ["t2", "t3", "t4"], []]);
+  });
+
+  it("strengths put a docs task on the docs agent and a test task on the coder; ties go round-robin", async () => {
+    const plan = await planOf(
+      "- Fix the flaky tests\n- Write the docs for the new API\n- Update the changelog\n- Refactor the code of the parser\n" +
+        "- Polish the logo\n- Rename the repository",
+      [],
+      TEAM,
+    );
+    const agentOf = (taskId: string): string => {
+      const task = plan.tasks.find((t) => t.taskId === taskId);
+      return plan.instances.find((i) => i.instanceId === task?.instanceId)?.agentId ?? "";
+    };
+    expect(["t1", "t2", "t3", "t4"].map(agentOf)).toEqual(["coder", "writer", "writer", "coder"]);
+    // No strength matches t5 and t6: their position picks the seat round-robin over all three seats.
+    expect(new Set(["t5", "t6"].map(agentOf)).size).toBe(2);
+    // The built-in worker's strengths are notes and documentation: "Document …" goes to it.
+    const builtin: AgentInfo = {
+      agentId: "builtin",
+      name: "Built-in",
+      role: "worker",
+      strengths: ["notes", "documentation"],
+    };
+    const docs = await planOf("- Fix the parser\n- Document the parser", [], [TEAM[0] as AgentInfo, builtin]);
+    expect(docs.instances.find((i) => i.instanceId === docs.tasks[1]?.instanceId)?.agentId).toBe("builtin");
+    // An "assign" revision still wins over strengths.
+    const pinned = await planOf("- Fix the parser\n- Document the parser", ["assign task 2 to coder"], TEAM);
+    expect(pinned.instances.find((i) => i.instanceId === pinned.tasks[1]?.instanceId)?.agentId).toBe("coder");
+  });
+
+  it("names the product with a summary of the goal, not its first item; a heading line still names it", async () => {
+    const plan = await planOf(DEMO_GOAL, [], TEAM);
+    expect(plan.name).not.toBe("Write the changelog for version 2.0");
+    expect(plan.name).toMatch(/^Changelog for version 2\.0, API reference, .* and \d more$/u);
+    expect(Array.from(plan.name).length).toBeLessThanOrEqual(80);
+    const short = await planOf("- Write a README\n- Then add a usage guide\n- Finally, tag v1.0", [], TEAM);
+    expect(short.name).toBe("README, usage guide and v1.0");
+    const headed = await planOf("Ship the release:\n- Write a README\n- Then add a usage guide", [], TEAM);
+    expect(headed.name).toBe("Ship the release");
+  });
+
+  it("criteria and titles lose list markers and ordering words", async () => {
+    const { criteria } = await leader.deriveChecklist({
+      goal: "- Write a README\n- Then write a usage guide\n- In parallel, add examples\n- Finally, review everything",
+      goalRunId: "gr_1",
+      cwd: "/work",
+      roster: [],
+      signal,
+    });
+    expect(criteria.map((c) => c.text)).toEqual([
+      "Write a README",
+      "Write a usage guide",
+      "Add examples",
+      "Review everything",
+    ]);
+    const single = await leader.deriveChecklist({
+      goal: "- then fix the login bug",
+      goalRunId: "gr_1",
+      cwd: "/work",
+      roster: [],
+      signal,
+    });
+    expect(single.criteria.map((c) => c.text)).toEqual(["Fix the login bug"]);
+    const plan = await planOf("- Write a README\n- Then write a usage guide", [], TEAM);
+    expect(plan.tasks.map((t) => t.title)).toEqual(["Write a README", "Write a usage guide"]);
   });
 });
 

@@ -5,18 +5,22 @@
 import type { Instance, Task } from "../../../../protocol/common.js";
 import { validatePlanGraph } from "../../dag/graph.js";
 import type { AgentInfo, DraftPlan } from "../../ports.js";
+import { splitGoal } from "./goal-items.js";
 import type { DraftTask } from "./goal-items.js";
 import { planName } from "./titles.js";
-import { MAX_DESCRIPTION, clip, oneLine } from "./words.js";
+import { MAX_DESCRIPTION, clip, keywords, oneLine } from "./words.js";
 
 /** The instance used when the roster is empty: the leader works alone. */
 export const LEADER_INSTANCE: Instance = { instanceId: "leader", agentId: "leader", role: "leader" };
 /** How much of the goal is repeated in each task description as context. */
 export const MAX_GOAL_CONTEXT = 2_000;
-/** Assigns ids `t1…`, instances round-robin (or as pinned), descriptions with goal context and constraints. */
 /** At least this many instances (seats) when the roster is smaller and the plan has enough tasks. */
 export const MIN_PARALLEL_SEATS = 3;
 
+/**
+ * Assigns ids `t1…`, instances (pinned by an "assign" revision, else by strengths, see `assignSeats`), descriptions
+ * with goal context and constraints. The plan always passes `validatePlanGraph`.
+ */
 export function finishDraft(
   goal: string,
   draft: readonly DraftTask[],
@@ -27,13 +31,8 @@ export function finishDraft(
   // Seats: one instance per roster agent, plus extra instances of the same agents (round-robin) up to
   // MIN_PARALLEL_SEATS, so independent tasks can run side by side even with a single agent.
   const seatCount = roster.length === 0 ? 0 : Math.max(roster.length, Math.min(MIN_PARALLEL_SEATS, draft.length));
-  const used = new Set<number>();
-  const seatOf = draft.map((t, i) => {
-    if (seatCount === 0) return -1;
-    const seat = t.agent !== undefined && t.agent < roster.length ? t.agent : i % seatCount;
-    used.add(seat);
-    return seat;
-  });
+  const seatOf = assignSeats(draft, roster, seatCount);
+  const used = new Set(seatOf.filter((seat) => seat >= 0));
   const order = [...used].sort((a, b) => a - b);
   const instanceIdOf = new Map(order.map((seat, k) => [seat, `i${k + 1}`]));
   const instances: Instance[] =
@@ -63,7 +62,7 @@ export function finishDraft(
     const position = new Map(tasks.map((t, i) => [t.taskId, i]));
     tasks.forEach((t, i) => (t.dependsOn = t.dependsOn.filter((d) => (position.get(d) ?? i) < i)));
   }
-  const name = planName(goal);
+  const name = planName(goal, splitGoal(goal).length >= 2 ? draft.map((t) => t.title) : []);
   const summary = clip(`${teamPhrase(tasks.length, instances)} for: ${oneLine(goal, 1_000) || name}`, 20_000);
   return { name, summary, instances, tasks };
 }
@@ -102,4 +101,44 @@ export function planMessage(plan: DraftPlan, notes: readonly string[], constrain
       '"make t3 depend on t1", "run them in order", "split task 2").',
   );
   return lines.join("\n");
+}
+
+/**
+ * The seat of each draft task (issue 15, Build 4: strengths drive assignment). Seat `s` is an instance of roster
+ * agent `s % roster.length`. A task pinned by an "assign" revision keeps its agent. Otherwise the agents whose
+ * strengths share most words with the task's title and text (a strength word matches a task word equal to it or
+ * starting with it, "doc" → "documentation") get it, round-robin over their seats when several tie; when no agent's
+ * strengths match, the task's position picks the seat round-robin over every seat. Returns -1s for an empty roster.
+ */
+export function assignSeats(draft: readonly DraftTask[], roster: readonly AgentInfo[], seatCount: number): number[] {
+  if (seatCount === 0) return draft.map(() => -1);
+  const strengths = roster.map((a) => keywords(a.strengths.join(" ")));
+  const turn = new Map<string, number>();
+  return draft.map((t, i) => {
+    if (t.agent !== undefined && t.agent < roster.length) return t.agent;
+    const words = keywords(`${t.title} ${t.text}`);
+    const scores = strengths.map((s) => strengthScore(s, words));
+    const best = Math.max(...scores);
+    if (best === 0) return i % seatCount;
+    const tied = scores.flatMap((score, k) => (score === best ? [k] : []));
+    const seats = Array.from({ length: seatCount }, (_, s) => s).filter((s) => tied.includes(s % roster.length));
+    const key = tied.join(",");
+    const n = turn.get(key) ?? 0;
+    turn.set(key, n + 1);
+    return seats[n % seats.length] as number;
+  });
+}
+
+/** How many of an agent's strength words match one of the task's words (equal, or one starts the other, ≥ 3 letters). */
+function strengthScore(strengths: ReadonlySet<string>, words: ReadonlySet<string>): number {
+  let score = 0;
+  for (const s of strengths) {
+    for (const w of words) {
+      if (s === w || (Math.min(s.length, w.length) >= 3 && (w.startsWith(s) || s.startsWith(w)))) {
+        score += 1;
+        break;
+      }
+    }
+  }
+  return score;
 }

@@ -4,8 +4,9 @@
  */
 import { validatePlanGraph } from "../../dag/graph.js";
 import type { AcceptanceCriterion } from "../../ports.js";
-import { ALL_PREVIOUS, itemDependencies } from "./ordering.js";
-import { makeTitle, planName, prefixTitle, withSuffix } from "./titles.js";
+import { allBefore, itemDependencies, itemsBefore } from "./ordering.js";
+import type { ItemOrder } from "./ordering.js";
+import { makeTitle, plainItem, planName, prefixTitle, withSuffix } from "./titles.js";
 import { clip, hasWords, keywords, letterCount, oneLine } from "./words.js";
 
 /** More work items than this are grouped so a plan stays readable. */
@@ -20,12 +21,12 @@ export function goalCriteria(goal: string): {
   const criterionOf = new Map<DraftTask, string>();
   if (splitGoal(goal).length <= 1) {
     for (const t of draft) criterionOf.set(t, "c1");
-    const text = oneLine(goal, 1_000) || "The goal is done.";
+    const text = oneLine(plainItem(goal), 1_000) || "The goal is done.";
     return { draft, criteria: [{ id: "c1", text }], criterionOf };
   }
   const criteria = draft.map((t, i) => {
     criterionOf.set(t, `c${i + 1}`);
-    return { id: `c${i + 1}`, text: clip(oneLine(t.text, 1_000) || t.title, 1_000) };
+    return { id: `c${i + 1}`, text: clip(oneLine(plainItem(t.text), 1_000) || t.title, 1_000) };
   });
   return { draft, criteria, criterionOf };
 }
@@ -58,8 +59,14 @@ export function draftFromGoal(goal: string): DraftTask[] {
   for (const [i, item] of items.entries()) {
     if (item.number !== undefined && !byNumber.has(item.number)) byNumber.set(item.number, i);
   }
-  const deps = items.map((item, i) => itemDependencies(item.text, i, byNumber, items.length, words));
-  return groupItems(items, deps);
+  const orders: ItemOrder[] = [];
+  for (const [i, item] of items.entries()) {
+    orders.push(itemDependencies(item.text, i, byNumber, items.length, words, orders));
+  }
+  return groupItems(
+    items,
+    orders.map((o) => o.deps),
+  );
 }
 
 export const BULLET = /^(\s*)(?:[-*+•‣◦▪]|\[[ xX]\])\s+(?:\[[ xX]\]\s+)?(.*)$/u;
@@ -158,16 +165,25 @@ export function smallPlan(goal: string): DraftTask[] {
   return [analyse, implement, review];
 }
 
-/** True when the edges (with `ALL_PREVIOUS` expanded) contain a cycle; only forward edges can close one. */
+/** True when the edges (with `allBefore` markers expanded) contain a cycle; only forward edges can close one. */
 export function hasCycle(deps: readonly number[][]): boolean {
   const tasks = deps.map((d, i) => ({
     taskId: String(i),
     instanceId: "x",
-    dependsOn: d.includes(ALL_PREVIOUS)
-      ? [...new Set([...d.filter((j) => j >= 0), ...range(i)])].map(String)
-      : d.map(String),
+    dependsOn: [...expand(d)].map(String),
   }));
   return !validatePlanGraph([{ instanceId: "x" }], tasks).ok;
+}
+
+/** A dependency list with its `allBefore` markers expanded to item indices. */
+function expand(list: readonly number[]): Set<number> {
+  const out = new Set<number>();
+  for (const j of list) {
+    const k = itemsBefore(j);
+    if (k === undefined) out.add(j);
+    else for (const i of range(k)) out.add(i);
+  }
+  return out;
 }
 
 export function range(n: number): number[] {
@@ -197,15 +213,20 @@ export function groupItems(items: readonly GoalItem[], itemDeps: readonly number
     const g = groupOf(i);
     const set = groupDeps[g] as Set<number>;
     for (const j of d) {
-      if (j === ALL_PREVIOUS) set.add(ALL_PREVIOUS);
-      else if (groupOf(j) !== g) set.add(groupOf(j));
+      const k = itemsBefore(j);
+      if (k === undefined) {
+        if (groupOf(j) !== g) set.add(groupOf(j));
+      } else if (k > 0) {
+        // Every item before k: the groups wholly before this one, up to the group of item k - 1.
+        set.add(allBefore(Math.min(g, groupOf(k - 1) + 1)));
+      }
     }
   }
-  let lists = groupDeps.map((set, g) => (set.has(ALL_PREVIOUS) && g === 0 ? [] : [...set].sort((a, b) => a - b)));
+  let lists = groupDeps.map((set) => [...set].sort((a, b) => a - b));
   if (hasCycle(lists)) lists = lists.map((list, g) => list.filter((j) => j < g));
   for (const [g, list] of lists.entries()) {
-    const targets = list.includes(ALL_PREVIOUS) ? range(g) : list;
-    (drafts[g] as DraftTask).deps = [...new Set(targets)].map((j) => drafts[j] as DraftTask);
+    const targets = [...expand(list)].filter((j) => j !== g).sort((a, b) => a - b);
+    (drafts[g] as DraftTask).deps = targets.map((j) => drafts[j] as DraftTask);
   }
   return drafts;
 }

@@ -36,8 +36,10 @@ export const STEP_REF_LEAD =
 export const CLAUSE_LEAD =
   /^(?:once|after|based on|building on|using the (?:results?|output|findings) of|when\s+[^,]{1,80}?\s+(?:is|are)\s+(?:done|finished|complete|completed|ready))\s*[^,]{0,80},\s*/iu;
 
-export const PARALLEL_ANYWHERE =
-  /\b(?:in parallel|meanwhile|concurrently|independently|at the same time|simultaneously)\b/iu;
+/** "… in parallel"/"… at the same time" anywhere in an item: it runs beside the previous item. */
+export const PARALLEL_ANYWHERE_SHARED = /\b(?:in parallel|meanwhile|concurrently|at the same time|simultaneously)\b/iu;
+/** "… independently" anywhere in an item: no dependency. */
+export const PARALLEL_ANYWHERE = /\bindependently\b/iu;
 export const STEP_REFS =
   /\bafter\s+(?:steps?|items?|tasks?|points?|#)\s*#?(\d{1,4})((?:\s*(?:,|and|&|\+)\s*#?\d{1,4})*)/giu;
 export const ALL_REF =
@@ -49,17 +51,53 @@ export const BASED_REF =
 export const AFTER_REF =
   /\bafter\s+(?!steps?\b|items?\b|tasks?\b|points?\b|that\b|this\b|#)(?:the\s+)?([^,.;]{3,60})/iu;
 
-/** Marker in an item's dependency list: "every previous item" (kept symbolic so huge goals stay linear). */
-export const ALL_PREVIOUS = -1;
+/**
+ * Marker in an item's dependency list for "every item before index k": the value `allBefore(k)` = `-(k + 1)` (kept
+ * symbolic so huge goals stay linear); `itemsBefore` reads it back. Non-negative values are item indices.
+ */
+export function allBefore(k: number): number {
+  return -(k + 1);
+}
+
+/** The `k` of an `allBefore(k)` marker; undefined for an item index. */
+export function itemsBefore(marker: number): number | undefined {
+  return marker < 0 ? -marker - 1 : undefined;
+}
+
 /** How many preceding items a word reference ("once the parser is done") is matched against. */
 export const MATCH_WINDOW = 200;
 
 /**
- * The indices of the items `items[index]` depends on, from its ordering words: "finally"/"lastly" → every previous
- * item (`ALL_PREVIOUS`); "then"/"next"/"after that"/"once that is done" → the previous item; "after step N" → that
- * item; "once the X is done"/"based on X" → the preceding item whose words best match X, else the previous item;
- * "after X" → the best match only; "in parallel"/"meanwhile"/"also" → only explicit step references. No ordering
- * word → no dependency (numbered lists are not sequential by themselves).
+ * Leads of an item that runs beside the previous one and so shares its dependencies ("in parallel", "meanwhile",
+ * "at the same time", …); "also", "separately", "independently", "additionally" mean no dependency at all.
+ */
+const SHARE_LEAD = new RegExp(
+  String.raw`^(?:and\s+)?(?:in parallel|meanwhile|in the meantime|at the same time|simultaneously|concurrently)` + END,
+  "iu",
+);
+const CJK_SHARE_LEAD = /^(?:同时|并行|同時に)[，,、：:]?\s*/u;
+
+/** What the ordering words of one goal item say: its dependencies and whether it runs beside the previous item. */
+export interface ItemOrder {
+  /** Item indices, or an `allBefore(k)` marker. */
+  deps: number[];
+  /** True for "in parallel"/"meanwhile" items: they share the previous item's dependencies (issue 15, Build 4). */
+  parallel: boolean;
+}
+
+/**
+ * The dependencies of `items[index]` from its ordering words (issue 15, Build 4: ordering words attach to the item
+ * they refer to), given the orders of the items before it:
+ * - "after step N" → that item (added to anything below);
+ * - "in parallel"/"meanwhile"/"at the same time" (leading, or anywhere in the item) → the previous item's
+ *   dependencies (it runs beside that item); "also"/"separately"/"independently" → nothing more;
+ * - "finally"/"lastly"/"once everything is done" → every previous item;
+ * - "once the X is done"/"based on X" → the preceding item whose words best match X (the item it names wins over a
+ *   "then" in the same item);
+ * - otherwise "then"/"next"/"after that" → the previous item and, when that item ran in parallel, its whole parallel
+ *   group (the group's first item and every "in parallel" item after it);
+ * - "once …"/"based on …" naming nothing found → the previous item; "after X" → the best match only.
+ * No ordering word → no dependency (numbered lists are not sequential by themselves). Pure.
  */
 export function itemDependencies(
   text: string,
@@ -67,7 +105,8 @@ export function itemDependencies(
   byNumber: ReadonlyMap<number, number>,
   count: number,
   words: readonly ItemWords[],
-): number[] {
+  before: readonly ItemOrder[],
+): ItemOrder {
   const deps = new Set<number>();
   for (const match of text.matchAll(STEP_REFS)) {
     const numbers = [match[1] ?? "", ...(match[2] ?? "").split(/\D+/u)].filter((s) => s !== "").map(Number);
@@ -76,24 +115,41 @@ export function itemDependencies(
       if (target !== undefined && target !== index) deps.add(target);
     }
   }
-  if (index === 0 || PAR_LEAD.test(text) || CJK_PAR_LEAD.test(text) || PARALLEL_ANYWHERE.test(text)) return [...deps];
-  if (FINAL_LEAD.test(text) || CJK_FINAL_LEAD.test(text) || ALL_REF.test(text)) return [...deps, ALL_PREVIOUS];
+  if (index === 0) return { deps: [...deps], parallel: false };
+  if (SHARE_LEAD.test(text) || CJK_SHARE_LEAD.test(text) || PARALLEL_ANYWHERE_SHARED.test(text)) {
+    for (const d of before[index - 1]?.deps ?? []) deps.add(d);
+    return { deps: [...deps], parallel: true };
+  }
+  if (PAR_LEAD.test(text) || CJK_PAR_LEAD.test(text) || PARALLEL_ANYWHERE.test(text)) {
+    return { deps: [...deps], parallel: false };
+  }
+  if (FINAL_LEAD.test(text) || CJK_FINAL_LEAD.test(text) || ALL_REF.test(text)) {
+    return { deps: [...deps, allBefore(index)], parallel: false };
+  }
   const window = Math.max(0, index - MATCH_WINDOW);
   const near = (phrase: string): number | undefined => {
     const hit = bestMatchWords(phrase, words.slice(window, index));
     return hit === undefined ? undefined : hit + window;
   };
-  if (SEQ_LEAD.test(text) || CJK_SEQ_LEAD.test(text)) deps.add(index - 1);
-  else {
-    const once = ONCE_REF.exec(text) ?? BASED_REF.exec(text);
-    if (once) deps.add(near(once[1] ?? "") ?? index - 1);
-  }
+  const once = ONCE_REF.exec(text) ?? BASED_REF.exec(text);
+  const named = once ? near(once[1] ?? "") : undefined;
+  if (named !== undefined) deps.add(named);
+  else if (SEQ_LEAD.test(text) || CJK_SEQ_LEAD.test(text)) {
+    for (const d of previousGroup(index, before)) deps.add(d);
+  } else if (once) deps.add(index - 1);
   const after = AFTER_REF.exec(text);
   if (after && deps.size === 0) {
     const target = near(after[1] ?? "");
     if (target !== undefined) deps.add(target);
   }
-  return [...deps];
+  return { deps: [...deps], parallel: false };
+}
+
+/** The previous item and, when it ran in parallel, the items of its parallel group back to the group's first one. */
+function previousGroup(index: number, before: readonly ItemOrder[]): number[] {
+  const group = [index - 1];
+  for (let j = index - 1; j > 0 && before[j]?.parallel === true; j -= 1) group.push(j - 1);
+  return group;
 }
 
 export const ORDER_LEADS = [

@@ -11,16 +11,7 @@ export const MAX_TITLE = 80;
  * the whole text if it fits, else its first clause, else cut at a word boundary with "…". `fallback` if nothing is left.
  */
 export function makeTitle(text: string, fallback: string): string {
-  let t = text
-    .replace(/\s+/gu, " ")
-    .replace(/\*\*|__/gu, "")
-    .trim();
-  for (let k = 0; k < 4; k += 1) {
-    const before = t;
-    for (const lead of ORDER_LEADS) t = t.replace(lead, "");
-    t = t.replace(POLITE, "");
-    if (t === before) break;
-  }
+  let t = stripLeads(text);
   t = t.replace(/[\s.;:,!?。！？…]+$/u, "").trim();
   if (!hasWords(t)) t = fallback;
   const chars = Array.from(t);
@@ -32,6 +23,22 @@ export function makeTitle(text: string, fallback: string): string {
   const clauseLength = Array.from(clause).length;
   if (clauseLength >= 8 && clauseLength <= MAX_TITLE) return clause.trim();
   return clipTitle(t);
+}
+
+/** Whitespace collapsed, bold markers, list markers, ordering words, leading clauses and polite lead-ins dropped. */
+function stripLeads(text: string): string {
+  let t = text
+    .replace(/\s+/gu, " ")
+    .replace(/\*\*|__/gu, "")
+    .trim()
+    .replace(/^(?:[-*+•‣◦▪]|\[[ xX]\]|\(?\d{1,4}[.)])\s+/u, "");
+  for (let k = 0; k < 4; k += 1) {
+    const before = t;
+    for (const lead of ORDER_LEADS) t = t.replace(lead, "");
+    t = t.replace(POLITE, "");
+    if (t === before) break;
+  }
+  return t;
 }
 
 /** "Analyse: <subject>" within MAX_TITLE. */
@@ -62,13 +69,88 @@ export function withSuffix(title: string, suffix: string): string {
   }${suffix}`;
 }
 
-/** The plan's name: the first sentence of the goal's first line with words, as a title. */
-export function planName(goal: string): string {
-  const first = goal
-    .split(/\r?\n/u)
-    .map((l) => l.replace(/^\s*(?:#+|[-*+•]|\d+[.)])\s*/u, "").trim())
-    .find(hasWords);
-  if (first === undefined) return "Untitled goal";
+/** A goal line that is a list item (bullet, checkbox or number), not a heading or prose. */
+const LIST_LINE = /^\s*(?:[-*+•‣◦▪]|\[[ xX]\]|\(?\d{1,4}[.)]|(?:step|phase|stage|part|task)\s*\d{1,4}\b)/iu;
+
+/**
+ * The plan's name (issue 15, Build 4: a name that summarises the goal). When the goal opens with a line of its own
+ * (a heading or a sentence before the list), that line's first sentence, as a title. When it opens straight with its
+ * list and `taskTitles` has two or more titles, a summary of what the tasks work on: each title without its leading
+ * verb and ordering clauses ("Write release notes based on the changelog" → "release notes"), joined ("Changelog,
+ * API reference and release notes"), with "and N more" when they do not fit in 80 characters. Never empty.
+ */
+export function planName(goal: string, taskTitles: readonly string[] = []): string {
+  const firstLine = goal.split(/\r?\n/u).find(hasWords);
+  if (firstLine === undefined) return "Untitled goal";
+  if (LIST_LINE.test(firstLine) && taskTitles.length >= 2) {
+    const summary = summaryName(taskTitles);
+    if (summary !== undefined) return summary;
+  }
+  const first = firstLine.replace(/^\s*(?:#+|[-*+•‣◦▪]|\[[ xX]\]|\d+[.)])\s*/u, "").trim();
   const sentence = first.split(/(?<=[.!?])\s+(?=[^\p{Ll}\s])|(?<=[。！？])/u)[0] ?? first;
   return makeTitle(sentence, "Untitled goal");
+}
+
+/** Imperative verbs a task title commonly starts with; the summary names what they act on. */
+const LEADING_VERBS = new Set(
+  (
+    "add analyse analyze audit benchmark build check clean collect configure create debug define deploy describe " +
+    "design document draft edit explain find fix generate implement improve install investigate measure merge " +
+    "migrate move optimise optimize outline plan polish port prepare profile publish refactor release remove rename " +
+    "research review rewrite run set ship sketch split summarise summarize support tag test translate update " +
+    "upgrade validate verify write"
+  ).split(" "),
+);
+
+/** "Changelog, API reference and release notes" from task titles; undefined when no title names anything. */
+function summaryName(titles: readonly string[]): string | undefined {
+  const seen = new Set<string>();
+  const objects: string[] = [];
+  for (const title of titles) {
+    const object = objectOf(title);
+    if (object === "" || seen.has(object.toLowerCase())) continue;
+    seen.add(object.toLowerCase());
+    objects.push(object);
+  }
+  if (objects.length === 0) return undefined;
+  for (let shown = objects.length; shown >= 1; shown -= 1) {
+    const rest = objects.length - shown;
+    const list = rest === 0 ? objects : [...objects.slice(0, shown), `${rest} more`];
+    const name = capitalise(joinWords(list));
+    if (Array.from(name).length <= MAX_TITLE) return name;
+  }
+  return clipTitle(capitalise(joinWords(objects)));
+}
+
+/** What a task title acts on: the leading verb ("set up" too), articles and trailing ordering clauses dropped. */
+function objectOf(title: string): string {
+  let t = title.replace(/\s*\(\+\d+ more\)$/u, "").trim();
+  t = t.split(/\s+(?:based on|building on|using the|once|after|when|so that|because|before)\s|[,;:(]/iu)[0] ?? t;
+  const words = t.trim().split(/\s+/u);
+  if (words.length >= 2 && LEADING_VERBS.has((words[0] ?? "").toLowerCase())) {
+    words.shift();
+    if (/^up$/iu.test(words[0] ?? "") && words.length >= 2) words.shift();
+  }
+  while (words.length >= 2 && /^(?:the|a|an|our|my|its|their)$/iu.test(words[0] ?? "")) words.shift();
+  return words.join(" ").trim();
+}
+
+function capitalise(text: string): string {
+  const chars = Array.from(text);
+  if (chars.length === 0) return text;
+  chars[0] = (chars[0] as string).toUpperCase();
+  return chars.join("");
+}
+
+function joinWords(items: readonly string[]): string {
+  if (items.length <= 1) return items.join("");
+  return `${items.slice(0, -1).join(", ")} and ${items[items.length - 1] ?? ""}`;
+}
+
+/**
+ * An item's text without list markers, ordering words and leading clauses ("Then write a usage guide" → "Write a
+ * usage guide"), whitespace collapsed, first letter capital, not shortened: an acceptance criterion's text.
+ */
+export function plainItem(text: string): string {
+  return capitalise(stripLeads(text));
 }
