@@ -11,6 +11,7 @@ import { graphCommand } from "./graph.js";
 import { listCommand } from "./list.js";
 import { resumeCommand, runCommand } from "./run.js";
 import { statusCommand } from "./status.js";
+import { uiCommand } from "./ui.js";
 import { helpCommand } from "./help.js";
 import { recordCommand, replayCommand } from "./record.js";
 import { serveCommand } from "./serve.js";
@@ -25,6 +26,7 @@ export const COMMANDS: readonly Command[] = [
   statusCommand,
   eventsCommand,
   graphCommand,
+  uiCommand,
   recordCommand,
   replayCommand,
   checkAgentsCommand,

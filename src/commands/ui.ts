@@ -1,0 +1,77 @@
+/**
+ * `acp-orchestrator ui [--state PATH|URL] [--port N] [--host H]`: serves the read-only web dashboard
+ * (src/ui/dashboard-server.ts) over one store until Ctrl-C or SIGTERM (issue 15). Prints the URL on stdout.
+ *
+ * Owns the command's options and the process's lifetime only.
+ */
+import { openReader } from "../operator/open-reader.js";
+import { createLogger, type LogLevel } from "../server/logger.js";
+import { startDashboard } from "../ui/dashboard-server.js";
+import { expectPositionals, parseCommandArgs } from "./args.js";
+import { UsageError, type Command } from "./command.js";
+
+const OPTIONS = {
+  state: { type: "string" },
+  port: { type: "string" },
+  host: { type: "string" },
+  "poll-ms": { type: "string" },
+  "log-level": { type: "string" },
+} as const;
+
+const LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
+
+function integer(name: string, text: string | undefined, fallback: number, min: number, max: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < min || n > max) {
+    throw new UsageError(`The option --${name} of "ui" must be an integer from ${min} to ${max}.`, "ui");
+  }
+  return n;
+}
+
+export const uiCommand: Command = {
+  name: "ui",
+  synopsis: "ui [--state PATH|URL] [--port N] [--host H]",
+  summary: "serve a live, read-only web dashboard of a store on 127.0.0.1",
+  help: `Usage: acp-orchestrator ui [--state PATH|URL] [--port N] [--host H]
+
+Serves a web dashboard of the store's products and goal runs until Ctrl-C: each product's task graph, whose
+nodes change colour as the run progresses (no reload), each task's output, error, attempts, durations, commit and
+changed files, the budget, recovery, integration and checkpoints; a goal run's criteria and phases. Reads only:
+safe while servers are driving the products (SQLite or PostgreSQL). Prints the address to open.
+
+Options:
+  --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
+  --port N          the port (default 4777; 0 picks a free one)
+  --host H          the address to listen on (default 127.0.0.1; anything else exposes the store's contents)
+  --poll-ms N       how often live views re-read the store (default 500)
+  --log-level L     trace, debug, info, warn (default), error, fatal or silent (logs go to stderr)
+`,
+  async run(argv) {
+    const { values, positionals } = parseCommandArgs("ui", argv, OPTIONS);
+    expectPositionals("ui", positionals, 0, 0, "no arguments");
+    const port = integer("port", values.port, 4777, 0, 65535);
+    const pollMs = integer("poll-ms", values["poll-ms"], 500, 10, 60_000);
+    const level = (values["log-level"] ?? "warn") as LogLevel;
+    if (!LEVELS.includes(level)) throw new UsageError(`The option --log-level of "ui" must be one of ${LEVELS.join(", ")}.`, "ui");
+    const logger = createLogger({ level });
+    const { reader, where } = await openReader(values.state);
+    let dashboard;
+    try {
+      dashboard = await startDashboard({ reader, where, logger, host: values.host ?? "127.0.0.1", port, pollMs });
+    } catch (err) {
+      await reader.close();
+      const code = (err as { code?: string }).code;
+      if (code === "EADDRINUSE") throw new UsageError(`The port ${port} is in use: pass another with --port (0 picks a free one).`, "ui");
+      throw err;
+    }
+    process.stdout.write(`dashboard: ${dashboard.url} (store ${where}; Ctrl-C stops it)\n`);
+    await new Promise<void>((resolve) => {
+      process.once("SIGINT", resolve);
+      process.once("SIGTERM", resolve);
+    });
+    await dashboard.close();
+    await reader.close();
+    return 0;
+  },
+};
