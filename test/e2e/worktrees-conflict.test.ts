@@ -1,7 +1,8 @@
 /**
  * Conflicts and rollback under worktree isolation, over real stdio with a real git repository and scripted ACP
  * workers (issue 12, "Must show"; DESIGN.md guarantee 11): two parallel tasks change the same line, one integrates,
- * the other fails naming the file and its retry runs from the new head; rollback moves the integration branch back and
+ * the other fails naming the file and its retry runs from the new head; with no retry left the leader's fix-up task
+ * runs from the new head and the product completes with both intents; rollback moves the integration branch back and
  * keeps the head it left; delete leaves no worktree, branch or ref.
  */
 import { writeFileSync } from "node:fs";
@@ -16,6 +17,7 @@ interface TaskState {
   status: string;
   attempts: number;
   error?: string;
+  output?: string;
   workspace?: { path: string; baseCommit: string; commit?: string };
 }
 interface Status {
@@ -114,6 +116,95 @@ describe("worktree conflicts and rollback", () => {
       expect(refsUnder(repo, "refs/acp-orchestrator/")).toEqual([]);
       expect(worktreePaths(repo)).toEqual([repo]);
       expect(git(repo, "rev-parse", "main")).toBe(headBefore);
+    } finally {
+      await server.close();
+    }
+  }, 180_000);
+
+  it("lets the leader's fix-up task resolve a same-line conflict from the new head, and completes with both intents", async () => {
+    const repo = makeRepo({ "README.md": "# Project\n", ".gitignore": "*.pid\n" });
+    const headBefore = git(repo, "rev-parse", "HEAD");
+    const base = tempDir("acp-orch-fixup-");
+    const script = join(base, "workers.json");
+    // a and b write their own first line (one attempt each); the fix-up of whichever loses (the built-in leader names
+    // it `<taskId>-fix`) reads the file it starts from, then writes both intents.
+    const fixUp = { actions: [{ read: { path: "shared.txt" } }, { write: { path: "shared.txt", content: BOTH } }], text: "merged both greetings" };
+    writeFileSync(
+      script,
+      JSON.stringify({ worker: { tasks: { a: write("greeting from a\n"), b: write("greeting from b\n"), "a-fix": fixUp, "b-fix": fixUp } } }),
+    );
+    const config = join(base, "acp-orchestrator.json");
+    writeFileSync(
+      config,
+      JSON.stringify({
+        agents: [
+          {
+            agentId: "scripted",
+            role: "worker",
+            command: process.execPath,
+            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            env: { SCRIPTED_AGENT_SCRIPT: script },
+          },
+        ],
+      }),
+    );
+    const server = await startServer({ cwd: base, args: ["--config", config] });
+    try {
+      const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Greet", cwd: repo });
+      await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
+      const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
+      await server.request("product.confirm", {
+        productId,
+        instances: ["w1", "w2"].map((id) => ({ instanceId: id, agentId: "scripted", role: "worker" })),
+        tasks: ["a", "b"].map((id, i) => ({
+          taskId: id,
+          title: `Greet from ${id}`,
+          description: "Write the greeting.",
+          instanceId: `w${i + 1}`,
+          dependsOn: [],
+          maxAttempts: 1,
+        })),
+      });
+      expect((await completed).params.phase).toBe("completed");
+      const mine = (method: string) => server.notifications.filter((n) => n.method === method && n.params.productId === productId);
+
+      // One of the two failed for good, naming the file; the other integrated.
+      const failed = mine("product.taskStatus").filter((n) => n.params.status === "failed");
+      expect(failed).toHaveLength(1);
+      const loser = String(failed[0]?.params.taskId);
+      const winner = loser === "a" ? "b" : "a";
+      expect(String(failed[0]?.params.error)).toMatch(/conflict with the integration branch in shared\.txt/);
+      const integrated = mine("product.taskIntegrated").map((n) => n.params.taskId);
+      expect(integrated).toEqual([winner, `${loser}-fix`]);
+
+      // The leader was consulted and added the fix-up in place of the failed task.
+      const added = mine("product.dagMutated").find((n) => (n.params.mutation as { op: string }).op === "addTask");
+      expect(added?.params.by).toBe("leader");
+      expect((added?.params.mutation as { task: { taskId: string; description: string } }).task.taskId).toBe(`${loser}-fix`);
+      expect((added?.params.mutation as { task: { description: string } }).task.description).toMatch(/shared\.txt/);
+      const said = mine("product.leaderMessage").map((n) => String(n.params.message));
+      expect(said.some((m) => m.includes(`${loser}-fix`))).toBe(true);
+
+      // The fix-up started from the new head (holding the winner's commit) and saw the winner's line in its worktree.
+      const status = await server.request<Status>("product.status", { productId });
+      expect(status.phase).toBe("completed");
+      const won = status.tasks.find((t) => t.taskId === winner);
+      const fix = status.tasks.find((t) => t.taskId === `${loser}-fix`);
+      expect(status.tasks.map((t) => t.taskId).sort()).toEqual([winner, `${loser}-fix`].sort());
+      expect(fix?.status).toBe("completed");
+      expect(git(repo, "merge-base", "--is-ancestor", won?.workspace?.commit ?? "", fix?.workspace?.baseCommit ?? "")).toBe("");
+      expect(git(repo, "rev-parse", `${fix?.workspace?.commit}^`)).toBe(fix?.workspace?.baseCommit);
+      expect(fix?.output).toContain(`read shared.txt: greeting from ${winner}`);
+
+      // Both intents are in the final tree; the loser's commit is kept for inspection; the user's tree is untouched.
+      const branch = `acp/${productId}`;
+      expect(git(repo, "show", `${branch}:shared.txt`)).toBe(BOTH.trim());
+      expect(status.integration?.merged).toEqual([winner, `${loser}-fix`]);
+      expect(git(repo, "rev-parse", branch)).toBe(status.integration?.head);
+      expect(git(repo, "show", `refs/acp-orchestrator/${productId}/attempts/${loser}/1:shared.txt`)).toBe(`greeting from ${loser}`);
+      expect(git(repo, "rev-parse", "main")).toBe(headBefore);
+      expect(git(repo, "status", "--porcelain")).toBe("");
+      expect(worktreePaths(repo)).toEqual([repo]);
     } finally {
       await server.close();
     }

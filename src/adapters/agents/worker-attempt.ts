@@ -425,7 +425,7 @@ export class TaskAttempt {
           : { outcome: { outcome: "selected", optionId: outcome.optionId } };
       }
     }
-    const policy = (this.request.isolated ? this.options.isolatedPermissions : undefined) ?? this.options.permissions;
+    const policy = this.policy();
     const answer = choosePermission(params.options, policy, kind);
     this.log.info(
       { tool: title, kind: kind ?? "other", policy, answer: answer.outcome },
@@ -435,11 +435,19 @@ export class TaskAttempt {
     return answer;
   }
 
+  /**
+   * The policy that answers this attempt's permission requests when no IDE does: the isolated default for an attempt
+   * in its own worktree when the config file set no `permissions` (issue 12), else the configured one.
+   */
+  private policy(): PermissionPolicy {
+    return (this.request.isolated ? this.options.isolatedPermissions : undefined) ?? this.options.permissions;
+  }
+
   /** Reports and keeps one refusal; the tool call's activity says it was refused. */
   private refused(toolCallId: string, kind: string | undefined, title: string, by: "policy" | "client"): void {
     const refusal: RefusedPermission = { kind: kind ?? "other", title, by };
     this.refusals.push(refusal);
-    const who = by === "policy" ? `the permission policy ${describePolicy(this.options.permissions)}` : "the client";
+    const who = by === "policy" ? `the permission policy ${describePolicy(this.policy())}` : "the client";
     this.safely(() => this.events.onPermissionRefused?.(refusal));
     this.safely(() => this.events.onActivity(oneLine(`${title} (${refusal.kind}): refused by ${who}`), toolCallId));
   }
@@ -506,7 +514,7 @@ export class TaskAttempt {
         agentId: this.agentId,
         prompted: true,
         error:
-          `The permission policy ${describePolicy(this.options.permissions)} refused ${actions} to agent ` +
+          `The permission policy ${describePolicy(this.policy())} refused ${actions} to agent ` +
           `"${this.agentId}", so the task could not be done (the agent ended its turn: ${response.stopReason}). ` +
           `Allow that kind of action in "permissions" of the agent configuration, or run the product from an ACP ` +
           `session to answer permission requests yourself.`,
