@@ -181,6 +181,8 @@ export interface DialogueEntry {
   role: "user" | "leader";
   text: string;
   at: string;
+  /** True for the leader's summary of how a run ended (set only on such summaries). */
+  outcome?: true;
 }
 
 /** What the leader is given to plan. */

@@ -696,7 +696,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       ...ended,
       { type: "elapsed", elapsedMs: this.elapsedMs() },
       { type: "phase", phase, recovery },
-      { type: "dialogue", role: "leader", text: summary },
+      { type: "dialogue", role: "leader", text: summary, outcome: true },
     ]);
     this.announceIntegrated();
     this.stopDriving();

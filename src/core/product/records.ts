@@ -39,6 +39,8 @@ export const DialogueEntryRecord = z.object({
   role: z.enum(["user", "leader"]),
   text: z.string(),
   at: Timestamp,
+  /** True for the leader's summary of how a run ended (state.ts: an outcome supersedes the outcome just before it). */
+  outcome: z.literal(true).optional(),
 });
 
 export const CheckpointRef = z.object({
@@ -122,7 +124,14 @@ export const ProductCreatedEvent = z.object({
 export const ProductEvent = z.discriminatedUnion("type", [
   ProductCreatedEvent,
   ...WorkspaceEvents,
-  z.object({ ...base, type: z.literal("dialogue"), role: z.enum(["user", "leader"]), text: z.string() }),
+  z.object({
+    ...base,
+    type: z.literal("dialogue"),
+    role: z.enum(["user", "leader"]),
+    text: z.string(),
+    /** The summary of how a run ended (written when the product completes or fails). */
+    outcome: z.literal(true).optional(),
+  }),
   z.object({ ...base, type: z.literal("planProposed"), plan: Plan }),
   z.object({ ...base, type: z.literal("planFailed"), error: z.string() }),
   z.object({

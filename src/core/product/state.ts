@@ -123,9 +123,16 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
       s.phase = "planning";
       s.createdAt = event.at;
       break;
-    case "dialogue":
-      s.dialogue.push({ role: event.role, text: event.text, at: event.at });
+    case "dialogue": {
+      const entry = { role: event.role, text: event.text, at: event.at, ...(event.outcome ? { outcome: true as const } : {}) };
+      // A run's outcome supersedes the outcome just before it when nobody spoke in between (a rollback or replay ran
+      // the product again): the conversation keeps what was said, not one summary per run, so a product rolled back
+      // 500 times keeps a dialogue (and snapshots) of constant size (guarantee 14; issue 10, finding 6).
+      const last = s.dialogue[s.dialogue.length - 1];
+      if (entry.outcome && last?.outcome) s.dialogue[s.dialogue.length - 1] = entry;
+      else s.dialogue.push(entry);
       break;
+    }
     case "planProposed":
       s.plan = event.plan;
       s.phase = "awaiting_confirmation";
