@@ -121,6 +121,18 @@ export class SessionAdapter {
     this.store = new SessionStore(o.authority, o.clock, o.logger);
   }
 
+  /**
+   * True while a session in memory follows the product (its current product, or the product or a goal phase of a
+   * running turn): the product's instance must then stay in memory (ProductService retainer, guarantee 14).
+   */
+  follows(productId: string): boolean {
+    for (const turn of this.turns.values()) {
+      if (turn.product?.productId === productId || turn.goal?.products.has(productId)) return true;
+    }
+    for (const s of this.store.live.values()) if (s.record.productId === productId) return true;
+    return false;
+  }
+
   /** Registers the `session/*` handlers (and the `session/cancel` notification) on the connection. */
   register(handle: Register): void {
     const h = <

@@ -200,6 +200,9 @@ export class OrchestratorServer {
       projectIdFor: options.projectIdFor,
     });
     this.notifier.subscribe((method, params) => this.sessions.onProductNotification(method, params));
+    // Idle products leave memory (guarantee 14) unless a goal run or a session follows them.
+    this.products.addRetainer((productId) => this.goals.follows(productId));
+    this.products.addRetainer((productId) => this.sessions.follows(productId));
     this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
     this.register();
   }

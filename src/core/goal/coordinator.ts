@@ -855,6 +855,17 @@ export class GoalService {
 
   constructor(private readonly ctx: GoalContext) {}
 
+  /**
+   * True while a goal run in memory that has not ended has `productId` as its phase's product: it follows that
+   * product's instance, which must then stay in memory (ProductService retainer, guarantee 14). Never throws.
+   */
+  follows(productId: string): boolean {
+    for (const run of this.runs.values()) {
+      if (run.state.productId === productId && !TERMINAL_GOAL_STATUSES.includes(run.state.status)) return true;
+    }
+    return false;
+  }
+
   /** Wakes the goal run that follows `productId` (wired to the product layer's phase changes). Never throws. */
   onProductPhaseChange(productId: string): void {
     for (const run of this.runs.values()) if (run.state.productId === productId) run.wake();

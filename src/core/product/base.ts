@@ -102,6 +102,8 @@ export abstract class OrchestratorBase {
   protected pruneBeforeStart = false;
   /** Set once `product.ownershipLost` was sent for this instance. */
   private ownershipLostAnnounced = false;
+  /** Exclusive sections queued or running (see `exclusive`). */
+  private exclusiveSections = 0;
 
   constructor(
     readonly model: ProductModel,
@@ -159,9 +161,37 @@ export abstract class OrchestratorBase {
 
   /** Runs `fn` after every earlier exclusive section of this product finished; errors propagate to the caller only. */
   exclusive<T>(fn: () => Promise<T>): Promise<T> {
-    const next = this.lock.then(fn, fn);
+    this.exclusiveSections += 1;
+    const next = this.lock.then(fn, fn).finally(() => {
+      this.exclusiveSections -= 1;
+    });
     this.lock = next.catch(() => undefined);
     return next;
+  }
+
+  /**
+   * True when nothing of this product is going on in this process, so that dropping this instance from memory loses
+   * nothing (guarantee 14: memory holds the products being driven or recently read): it does not drive execution,
+   * holds no lease, has no worker, settled result, leader turn, timer, probe or operation in flight, nobody waits for
+   * it to go idle, and it is not in `planning` (whose leader turn may be about to start). Everything such an instance
+   * holds is in the authority: a fresh load rebuilds it. Read-only.
+   */
+  get isIdle(): boolean {
+    return (
+      !this.driving &&
+      !this.lease.held &&
+      this.running.size === 0 &&
+      this.latestLaunch.size === 0 &&
+      this.settled.length === 0 &&
+      !this.pumpScheduled &&
+      this.leaderTurn === null &&
+      this.leaderController === null &&
+      this.cancelTimers.length === 0 &&
+      this.idleWaiters.length === 0 &&
+      this.headProbe === null &&
+      this.exclusiveSections === 0 &&
+      this.model.state.phase !== "planning"
+    );
   }
 
   protected now(): string {
@@ -237,7 +267,8 @@ export abstract class OrchestratorBase {
       this.model.state.recovery = {
         cause: `The run-state authority failed a write: ${cause}`,
         resumable: true,
-        remediation: "Check the state store (disk space, permissions, the host's run-state service), then call product.resume.",
+        remediation:
+          "Check the state store (disk space, permissions, the host's run-state service), then call product.resume.",
       };
       this.ctx.notifier.notify("product.persistenceError", {
         productId: this.productId,
@@ -440,7 +471,10 @@ export abstract class OrchestratorBase {
   }
 
   /** Pauses inside the exclusive section: persists the phase, stops scheduling, aborts workers. */
-  protected async pauseInside(recovery: { cause: string; resumable: boolean; remediation: string }, reason: StopReason) {
+  protected async pauseInside(
+    recovery: { cause: string; resumable: boolean; remediation: string },
+    reason: StopReason,
+  ) {
     const elapsedMs = this.elapsedMs();
     this.stopDriving();
     await this.commit(

@@ -51,11 +51,38 @@ interface ListedProduct {
   owner?: { ownerId: string; expiresAt: string; live: boolean };
 }
 
+/** Idle products kept in memory when no bound is given (ProductService constructor). */
+export const DEFAULT_IDLE_PRODUCTS = 32;
+
+/** Tells whether something outside the product layer follows a product and needs its instance kept (e.g. a session). */
+export type Retainer = (productId: string) => boolean;
+
 export class ProductService {
+  /** Products in memory, least recently used first (every `get` moves its product to the end). */
   private readonly live = new Map<string, ProductOrchestrator>();
   private readonly loading = new Map<string, Promise<ProductOrchestrator>>();
+  private readonly retainers: Retainer[] = [];
+  /** Operations of this service in flight, per product: such a product is never dropped from memory. */
+  private readonly inFlight = new Map<string, number>();
+  /** Products dropped from memory because they were idle (guarantee 14), since this service started. */
+  evicted = 0;
 
-  constructor(private readonly ctx: ProductContext) {}
+  /**
+   * `idleProducts`: how many idle products stay in memory (the most recently used; guarantee 14: memory holds the
+   * products being driven or recently read, not every product ever loaded). Products in use are never dropped.
+   */
+  constructor(
+    private readonly ctx: ProductContext,
+    private readonly idleProducts: number = DEFAULT_IDLE_PRODUCTS,
+  ) {}
+
+  /**
+   * Adds a check that keeps a product in memory while it returns true (the session adapter and goal runs hold
+   * references to the products they follow: dropping one would leave them watching a copy nobody updates).
+   */
+  addRetainer(retainer: Retainer): void {
+    this.retainers.push(retainer);
+  }
 
   /** The orchestrator of a product already loaded in this process, else `undefined`. Never loads, never throws. */
   peek(productId: string): ProductOrchestrator | undefined {
@@ -65,7 +92,12 @@ export class ProductService {
   /** Returns the orchestrator of a product, loading it once. Throws not_found. */
   async get(productId: string): Promise<ProductOrchestrator> {
     const live = this.live.get(productId);
-    if (live) return live;
+    if (live) {
+      // Most recently used last: eviction takes the idle products used longest ago.
+      this.live.delete(productId);
+      this.live.set(productId, live);
+      return live;
+    }
     let pending = this.loading.get(productId);
     if (!pending) {
       pending = this.ctx.store.load(productId).then((loaded) => {
@@ -75,6 +107,7 @@ export class ProductService {
         orchestrator.invalid = loaded.invalid;
         orchestrator.loadedFromStore = true;
         this.live.set(productId, orchestrator);
+        this.evictIdle(productId);
         return orchestrator;
       });
       this.loading.set(productId, pending);
@@ -84,6 +117,44 @@ export class ProductService {
       );
     }
     return pending;
+  }
+
+  /**
+   * Runs one operation of this service on a product, keeping the product in memory from before its instance is looked
+   * up until the operation ends (an instance dropped between the look-up and its first write would leave two copies).
+   */
+  private async inUse<T>(productId: string, fn: () => Promise<T>): Promise<T> {
+    this.inFlight.set(productId, (this.inFlight.get(productId) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      const n = (this.inFlight.get(productId) ?? 1) - 1;
+      if (n > 0) this.inFlight.set(productId, n);
+      else this.inFlight.delete(productId);
+    }
+  }
+
+  /**
+   * Drops the idle products used longest ago from memory until at most `idleProducts` idle ones remain (guarantee 14).
+   * A product is dropped only when its instance is idle (`isIdle`: nothing in flight, nothing driven, no lease) and
+   * no retainer follows it; `keep` (the product just loaded) is never dropped. A dropped product is loaded again from
+   * the authority on its next use, like after a restart; its store caches are forgotten with it. Never writes.
+   */
+  private evictIdle(keep: string): void {
+    if (this.live.size <= this.idleProducts) return;
+    const idle = [...this.live.values()].filter(
+      (o) =>
+        o.productId !== keep &&
+        !this.inFlight.has(o.productId) &&
+        o.isIdle &&
+        !this.retainers.some((retains) => retains(o.productId)),
+    );
+    for (const o of idle.slice(0, Math.max(0, idle.length + 1 - this.idleProducts))) {
+      this.live.delete(o.productId);
+      this.ctx.store.forget(o.productId);
+      this.evicted += 1;
+      this.ctx.logger.debug({ productId: o.productId, inMemory: this.live.size }, "idle product dropped from memory");
+    }
   }
 
   /**
@@ -125,6 +196,7 @@ export class ProductService {
     const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);
     const orchestrator = new ProductOrchestrator(model, this.ctx);
     this.live.set(productId, orchestrator);
+    this.evictIdle(productId);
     this.ctx.defer(() => orchestrator.startPlanning());
     return { productId, phase: "planning" };
   }
@@ -165,25 +237,26 @@ export class ProductService {
     const model = await this.ctx.store.create(params.projectId, productId, events);
     const orchestrator = new ProductOrchestrator(model, this.ctx);
     this.live.set(productId, orchestrator);
+    this.evictIdle(productId);
     await orchestrator.confirm({});
     return orchestrator;
   }
 
   async message(productId: string, content: string, askId?: string) {
-    return (await this.forWrite(productId)).message(content, askId);
+    return this.inUse(productId, async () => (await this.forWrite(productId)).message(content, askId));
   }
 
   async confirm(
     productId: string,
     edit: { instances?: Instance[]; tasks?: Task[]; budget?: Budget },
   ): Promise<{ productId: string; ok: true; phase: "executing" }> {
-    await (await this.forWrite(productId)).confirm(edit);
+    await this.inUse(productId, async () => (await this.forWrite(productId)).confirm(edit));
     return { productId, ok: true, phase: "executing" };
   }
 
   /** `product.status`: brought up to date with the authority and the workspace when not driven here; never writes. */
   async status(productId: string): Promise<Record<string, unknown>> {
-    return (await this.get(productId)).inspect();
+    return this.inUse(productId, async () => (await this.get(productId)).inspect());
   }
 
   /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */
@@ -217,7 +290,10 @@ export class ProductService {
   }
 
   /** The `Owner` of a product's lease as this process sees it now (PROTOCOL.md section 5), or `undefined`. Read-only. */
-  private async ownerOf(projectId: string, productId: string): Promise<{ ownerId: string; expiresAt: string; live: boolean } | undefined> {
+  private async ownerOf(
+    projectId: string,
+    productId: string,
+  ): Promise<{ ownerId: string; expiresAt: string; live: boolean } | undefined> {
     const loaded = this.live.get(productId);
     if (loaded) return loaded.owner();
     const { lease } = await this.ctx.store.readLease(projectId, productId);
@@ -240,7 +316,7 @@ export class ProductService {
    */
   async pause(productId: string, opts: ForwardOptions = {}): Promise<{ productId: string; phase: "paused" }> {
     return this.orForward(productId, { op: "pause" }, opts, async () => {
-      await (await this.forWrite(productId)).pause();
+      await this.inUse(productId, async () => (await this.forWrite(productId)).pause());
       return { productId, phase: "paused" as const };
     });
   }
@@ -282,20 +358,20 @@ export class ProductService {
     additionalBudget?: Budget,
     opts: { automatic?: boolean } = {},
   ): Promise<{ productId: string; phase: "executing" }> {
-    await (await this.forWrite(productId)).resume(additionalBudget, opts);
+    await this.inUse(productId, async () => (await this.forWrite(productId)).resume(additionalBudget, opts));
     return { productId, phase: "executing" };
   }
 
   /** `product.cancel`; forwarded to a live owner elsewhere like `pause`. */
   async cancel(productId: string, opts: ForwardOptions = {}): Promise<{ productId: string; phase: "cancelled" }> {
     return this.orForward(productId, { op: "cancel" }, opts, async () => {
-      await (await this.forWrite(productId)).cancel();
+      await this.inUse(productId, async () => (await this.forWrite(productId)).cancel());
       return { productId, phase: "cancelled" as const };
     });
   }
 
   async checkpoint(productId: string) {
-    return (await this.forWrite(productId)).checkpoint();
+    return this.inUse(productId, async () => (await this.forWrite(productId)).checkpoint());
   }
 
   /** `product.checkpoints`: kept checkpoints, oldest first. */
@@ -312,12 +388,12 @@ export class ProductService {
   }
 
   async rollback(productId: string, checkpointId?: string) {
-    const result = await (await this.forWrite(productId)).rollback(checkpointId);
+    const result = await this.inUse(productId, async () => (await this.forWrite(productId)).rollback(checkpointId));
     return { productId, ...result };
   }
 
   async replayTask(productId: string, taskId: string) {
-    const reset = await (await this.forWrite(productId)).replayTask(taskId);
+    const reset = await this.inUse(productId, async () => (await this.forWrite(productId)).replayTask(taskId));
     return { productId, reset };
   }
 
@@ -328,13 +404,17 @@ export class ProductService {
     opts: ForwardOptions = {},
   ): Promise<{ productId: string; applied: number; version: number }> {
     return this.orForward(productId, { op: "mutate", mutations }, opts, async () => {
-      const r = await (await this.forWrite(productId)).mutate(mutations);
+      const r = await this.inUse(productId, async () => (await this.forWrite(productId)).mutate(mutations));
       return { productId, ...r };
     });
   }
 
   /** `product.delete`: stops a live run first; `deleted: false` when there was nothing to delete. */
   async delete(productId: string): Promise<{ deleted: boolean }> {
+    return this.inUse(productId, () => this.deleteNow(productId));
+  }
+
+  private async deleteNow(productId: string): Promise<{ deleted: boolean }> {
     let orchestrator: ProductOrchestrator | undefined;
     try {
       orchestrator = await this.forWrite(productId);

@@ -56,7 +56,9 @@ function fileBytes(path: string): number {
 function snapshotBytes(path: string): number {
   const db = new Database(path, { readonly: true });
   try {
-    return Number(db.prepare("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM records WHERE kind = 'snapshot'").pluck().get());
+    return Number(
+      db.prepare("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM records WHERE kind = 'snapshot'").pluck().get(),
+    );
   } finally {
     db.close();
   }
@@ -119,9 +121,14 @@ describe("guarantee 14 on SQLite", () => {
     // 500 (164 KB, 229 KB). Now a run's outcome supersedes the previous one (state.ts): measured 147,456 bytes from
     // rollback 20 to 500, the snapshot the same size throughout. One page (4 KiB) of slack for SQLite's page reuse.
     expect(
-      { dialogueEntries: last.dialogue, snapshotBytes: last.snapshot, stateFileGrowthUnderOnePage: last.file - early.file <= 4096 },
+      {
+        dialogueEntries: last.dialogue,
+        // A few bytes for sequence numbers gaining a digit.
+        snapshotGrowthUnder64Bytes: last.snapshot - first.snapshot < 64,
+        stateFileGrowthUnderOnePage: last.file - early.file <= 4096,
+      },
       JSON.stringify(at),
-    ).toEqual({ dialogueEntries: first.dialogue, snapshotBytes: first.snapshot, stateFileGrowthUnderOnePage: true });
+    ).toEqual({ dialogueEntries: first.dialogue, snapshotGrowthUnder64Bytes: true, stateFileGrowthUnderOnePage: true });
     await authority.close();
   }, 300_000);
 });
