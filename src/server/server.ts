@@ -165,6 +165,7 @@ export class OrchestratorServer {
       ownerId: options.productOptions.ownerId,
       ...(ctx.liveness ? { liveness: ctx.liveness } : {}),
       recover: options.fleet?.recover ?? false,
+      recoverGoals: () => this.goals.recoverOrphans(),
       scanMs: options.fleet?.scanMs ?? options.productOptions.leaseRenewMs,
     });
     this.products.setForwarder((productId, request, refusal) => {
@@ -181,6 +182,15 @@ export class OrchestratorServer {
       ids: options.ids,
       logger: options.logger,
       defer: (fn) => setImmediate(fn),
+      lease: {
+        store: ctx.store,
+        settings: {
+          owner: options.productOptions.ownerId,
+          ttlMs: options.productOptions.leaseTtlMs,
+          renewMs: options.productOptions.leaseRenewMs,
+        },
+        ...(options.liveness ? { liveness: options.liveness } : {}),
+      },
     });
     this.sessions = new SessionAdapter({
       products: this.products,
@@ -344,8 +354,9 @@ export class OrchestratorServer {
     this.shuttingDown ??= (async () => {
       this.fleet.stop();
       this.sessions.shutdown();
-      this.goals.shutdown();
+      const goalsDown = this.goals.shutdown();
       await this.products.shutdown();
+      await goalsDown;
       await this.options.workers.shutdown();
       // Requests that arrived before stdin closed are still answered (e.g. `initialize` piped then EOF).
       this.connection.abortInFlight();

@@ -44,11 +44,13 @@ import type {
   LeaderResolver,
   Logger,
   Notifier,
+  OwnerLiveness,
   RunStateAuthority,
 } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
 import type { ProductOrchestrator } from "../product/orchestrator.js";
 import { listIndexedRecords } from "../indexed-records.js";
+import { ProductLease, type LeaseSettings, type LeaseStore } from "../product/lease.js";
 import { INDEX_PROJECT } from "../product/records.js";
 import type { ProductService } from "../product/service.js";
 import {
@@ -77,6 +79,13 @@ export interface GoalContext {
   logger: Logger;
   /** Runs `fn` after the current request was answered (`x/goal.start` answers at once). */
   defer(fn: () => void): void;
+  /**
+   * One driver per goal run across processes (guarantee 6, many servers on one store): while a process drives a goal
+   * run it holds the lease record `lease/<goalRunId>` in the goal's project (the product lease's policy, lease.ts),
+   * so `x/goal.resume` elsewhere is refused while it is live and `serve --recover` can tell an orphaned run from a
+   * driven one. Without it (tests, read-only views) no lease is taken.
+   */
+  lease?: { store: LeaseStore; settings: LeaseSettings; liveness?: OwnerLiveness };
 }
 
 export interface GoalStartParams {
@@ -117,6 +126,8 @@ class GoalRun {
   /** Products this instance launched or resumed, so a follower never resumes one a second time. */
   private readonly attached = new Set<string>();
   private headerRevision: number | null | undefined = undefined;
+  /** The driver's lease (GoalContext.lease), made on first use. */
+  private driverLease: ProductLease | null = null;
 
   constructor(
     readonly state: GoalState,
@@ -137,6 +148,48 @@ class GoalRun {
   /** True once a write of this instance was refused; the service replaces it with a fresh load. */
   get isFenced(): boolean {
     return this.fenced;
+  }
+
+  /** The driver's lease, or null when the context has none. */
+  private lease(): ProductLease | null {
+    const settings = this.ctx.lease;
+    if (!settings) return null;
+    this.driverLease ??= new ProductLease(
+      settings.store,
+      this.ctx.clock,
+      this.ctx.logger,
+      this.state.projectId,
+      this.id,
+      settings.settings,
+      (loss) => {
+        // Another process took the run over (or the store failed the renewal): this instance never drives again.
+        this.ctx.logger.error({ goalRunId: this.id, loss: loss.kind }, "goal run lease lost; it stops driving here");
+        this.fenced = true;
+        this.controller.abort();
+        this.wake();
+      },
+      settings.liveness,
+      `Goal run ${this.id}`,
+    );
+    return this.driverLease;
+  }
+
+  /**
+   * Takes the driver's lease (renews it when held). Throws `conflict` (with the owner) while another process's lease is live,
+   * `persistence_failed` when the store failed; returns true when this call took it (false: held already, or no lease).
+   */
+  private async takeLease(): Promise<boolean> {
+    const lease = this.lease();
+    if (!lease) return false;
+    const held = lease.held;
+    // Always through acquire (renews a held lease): it queues behind a release still in flight, never races it.
+    await lease.acquire();
+    return !held;
+  }
+
+  /** Gives the driver's lease back (deleted when still ours). Never throws. */
+  releaseLease(): Promise<void> {
+    return this.driverLease?.release() ?? Promise.resolve();
   }
 
   /** Runs `fn` after every earlier exclusive section of this goal run finished; errors reach the caller only. */
@@ -254,10 +307,13 @@ class GoalRun {
       .catch((err: unknown) => this.onLoopError(err))
       .finally(() => {
         this.driving = false;
-        if (this.rerun) {
+        if (this.rerun && !this.fenced && !this.closed) {
           this.rerun = false;
           this.drive();
+          return;
         }
+        // Not driven here any more: another server may take it (serve --recover) without waiting for the expiry.
+        void this.releaseLease();
       });
   }
 
@@ -309,6 +365,13 @@ class GoalRun {
   }
 
   private async loop(): Promise<void> {
+    try {
+      await this.takeLease();
+    } catch (err) {
+      // Another process drives this goal run (its lease is live): this one does not.
+      this.ctx.logger.warn({ goalRunId: this.id, err }, "goal run not driven here: another process holds it");
+      throw new LoopInterrupted("driven elsewhere");
+    }
     for (;;) {
       const step = await this.exclusive(() => this.decide());
       if (step === "stop") return;
@@ -712,6 +775,7 @@ class GoalRun {
    * error is thrown.
    */
   async resume(additionalBudget?: GoalBudget): Promise<GoalStatus> {
+    let tookLease = false;
     await this.exclusive(async () => {
       await this.refresh();
       const failed = this.failClosedRecovery();
@@ -731,10 +795,11 @@ class GoalRun {
           operation: status === "running" ? "x/goal.resume (it is already running)" : "x/goal.resume",
         });
       }
+      // Before anything is recorded: refuse (conflict, with the owner) while another process drives this goal run
+      // or still drives the phase's product, e.g. the lease of a crashed server that has not expired yet.
+      tookLease = await this.takeLease();
       const productId = this.state.productId;
       const product = productId === undefined ? undefined : await this.ctx.products.get(productId).catch(() => undefined);
-      // Before anything is recorded: refuse (conflict, with the owner) while another process still drives the
-      // phase's product, e.g. the lease of a crashed server that has not expired yet. Read-only.
       if (product && !product.isDriving) await product.assertWritable();
       const spent = product
         ? {
@@ -759,6 +824,10 @@ class GoalRun {
           throw err;
         }
       }
+    }).catch(async (err: unknown) => {
+      // Not resumed here after all: the lease taken for it goes back at once.
+      if (tookLease && !this.driving) await this.releaseLease();
+      throw err;
     });
     this.drive();
     return this.state.status;
@@ -810,11 +879,15 @@ class GoalRun {
     }
   }
 
-  /** Stops driving in this process for good (server shutdown); the persisted status is unchanged. */
-  shutdown(): void {
+  /**
+   * Stops driving in this process for good (server shutdown); the persisted status is unchanged. Resolves once the
+   * driver's lease is given back (so a `serve --recover` server can take the run over at once). Never throws.
+   */
+  shutdown(): Promise<void> {
     this.closed = true;
     this.controller.abort();
     this.wake();
+    return this.releaseLease();
   }
 }
 
@@ -1017,9 +1090,51 @@ export class GoalService {
     return { goalRunId, queued };
   }
 
-  /** Stops every driver in this process; persisted statuses stay as they are (a restart resumes explicitly). */
-  shutdown(): void {
-    for (const run of this.runs.values()) run.shutdown();
+  /**
+   * Stops every driver in this process; persisted statuses stay as they are (a restart resumes explicitly, or a
+   * `serve --recover` server takes them over). Resolves once their leases are given back. Never throws.
+   */
+  async shutdown(): Promise<void> {
+    await Promise.all([...this.runs.values()].map((run) => run.shutdown()));
+  }
+
+  /**
+   * `serve --recover` (issue 14, many servers on one store): resumes here every goal run whose persisted status is
+   * `running`, that this process does not drive, and whose driver is gone — no lease, an expired one, or one whose
+   * owner the liveness port proves dead (same host, process gone). The resume is the one `x/goal.resume` performs
+   * (it re-attaches to the open phase's product; completed tasks are not run again, the phase is not started again);
+   * the lease's compare-and-swap lets exactly one server win, a lost race is not an error. Needs `GoalContext.lease`
+   * (returns [] without it). Returns the ids of the goal runs taken over. Throws only when listing fails.
+   */
+  async recoverOrphans(): Promise<string[]> {
+    const lease = this.ctx.lease;
+    if (!lease) return [];
+    const taken: string[] = [];
+    const { records } = await listIndexedRecords(this.ctx.authority, {
+      indexKind: "goal-index",
+      kind: "goal",
+      schema: GoalHeaderRecord,
+    });
+    for (const header of records) {
+      if (header.status !== "running" || this.runs.get(header.goalRunId)?.isDriving) continue;
+      const current = await lease.store.readLease(header.projectId, header.goalRunId);
+      const holder = current.lease;
+      const dead = holder !== null && lease.liveness?.check(holder.owner) === "dead";
+      const mine = holder?.owner === lease.settings.owner;
+      if (holder && !mine && Date.parse(holder.expiresAt) > this.ctx.clock.now() && !dead) continue;
+      try {
+        await this.resume(header.goalRunId);
+        taken.push(header.goalRunId);
+        this.ctx.logger.info(
+          { goalRunId: header.goalRunId, previousOwner: holder?.owner },
+          "recovered a goal run whose driver is gone",
+        );
+      } catch (err) {
+        const expected = isDomainError(err, "conflict") || isDomainError(err, "invalid_phase");
+        if (!expected) this.ctx.logger.warn({ goalRunId: header.goalRunId, err }, "could not recover a goal run");
+      }
+    }
+    return taken;
   }
 }
 

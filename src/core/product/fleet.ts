@@ -10,7 +10,8 @@
  *   the owner, told by the feed, applies it as if its own client had asked and writes the answer into the same
  *   record, which the requesting server returns to its client;
  * - recovery (`serve --recover`): products left `executing` by an owner that is gone (no lease, an expired one, or
- *   one the lease policy finds dead) are resumed here; the lease's compare-and-swap lets exactly one server win.
+ *   one the lease policy finds dead) are resumed here, then goal runs left `running` by a driver that is gone (the
+ *   goal service's pass, `recoverGoals`); the lease's compare-and-swap lets exactly one server win.
  *
  * It never bypasses the orchestrator: every change goes through ProductService, so the durability guarantees hold
  * unchanged. It never performs I/O except through the authority and the service.
@@ -54,6 +55,11 @@ export interface FleetOptions {
   liveness?: OwnerLiveness;
   /** Resume products whose owner is gone (`serve --recover`). */
   recover: boolean;
+  /**
+   * With `recover`, the recovery pass for goal runs whose driver is gone (GoalService.recoverOrphans), run after the
+   * products' pass of each scan, so a goal run re-attaches to a phase product this server just took over.
+   */
+  recoverGoals?: () => Promise<unknown>;
   /** Period of the recovery scan and of the owner's fallback check for control requests, ms. */
   scanMs: number;
   /** How long a forwarded request waits for the owner's answer before the original conflict is returned, ms. */
@@ -293,7 +299,10 @@ export class Fleet {
   async #tick(): Promise<void> {
     try {
       if (this.canForward) await this.#applyPending();
-      if (this.#o.recover) await this.recoverOrphans();
+      if (this.#o.recover) {
+        await this.recoverOrphans();
+        if (!this.#stopped) await this.#o.recoverGoals?.();
+      }
     } catch (err) {
       this.#o.logger.warn({ err }, "fleet check failed; retrying at the next period");
     }

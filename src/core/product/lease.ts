@@ -83,6 +83,9 @@ export function describeLease(
   };
 }
 
+/** The lease records a `ProductLease` reads and writes (ProductStore implements it; goal runs use it too). */
+export type LeaseStore = Pick<ProductStore, "readLease" | "putLease" | "deleteLease">;
+
 export class ProductLease {
   /** The revision of the lease record this process last wrote; `null` when it holds none. */
   #revision: number | null = null;
@@ -95,8 +98,12 @@ export class ProductLease {
   /** The revision of the lease record this process last read and when (epoch ms) it first saw that revision. */
   #seen: { revision: number; atMs: number } | null = null;
 
+  /**
+   * `productId` names the lease record (`lease/<productId>`); a goal run's lease uses its goal run id (ids never
+   * collide: they carry their kind's prefix). `subject` starts the conflict messages (default `Product <id>`).
+   */
   constructor(
-    private readonly store: ProductStore,
+    private readonly store: LeaseStore,
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly projectId: string,
@@ -104,6 +111,7 @@ export class ProductLease {
     private readonly settings: LeaseSettings,
     private readonly onLost: (loss: LeaseLoss) => void,
     private readonly liveness?: OwnerLiveness,
+    private readonly subject = `Product ${productId}`,
   ) {}
 
   /** True while this process holds the lease (acquired, not released, not lost). */
@@ -149,7 +157,7 @@ export class ProductLease {
     return this.serial(async () => {
       if (this.#revision !== null) {
         await this.renewInside();
-        if (this.#revision === null) throw conflict({}, `Product ${this.productId}`);
+        if (this.#revision === null) throw conflict({}, this.subject);
         return;
       }
       try {
@@ -159,7 +167,7 @@ export class ProductLease {
         }
         if (current.lease && current.revision !== null) {
           const holder = this.describe(current.lease, current.revision);
-          if (holder.live && !holder.mine) throw conflict(holderDetails(holder), `Product ${this.productId}`);
+          if (holder.live && !holder.mine) throw conflict(holderDetails(holder), this.subject);
           if (holder.process === "dead" && !holder.mine) {
             this.logger.warn(
               { productId: this.productId, owner: holder.owner },
@@ -175,7 +183,7 @@ export class ProductLease {
       } catch (err) {
         if (err instanceof AuthorityConflict) {
           const winner = await this.holder().catch(() => null);
-          throw conflict(winner ? holderDetails(winner) : {}, `Product ${this.productId}`);
+          throw conflict(winner ? holderDetails(winner) : {}, this.subject);
         }
         if (err instanceof DomainError) throw err;
         throw persistenceFailed(err);
