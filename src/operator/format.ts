@@ -4,7 +4,7 @@
  *
  * Pure functions of their arguments: no I/O, no clock (times are passed in), no colours.
  */
-import type { Plan, TaskState } from "../../protocol/common.js";
+import type { Integration, Plan, TaskState } from "../../protocol/common.js";
 import type { ProductEvent } from "../core/product/records.js";
 import type { GoalRow, ProductEventRow, ProductRow } from "./run-state-reader.js";
 
@@ -120,10 +120,19 @@ export function formatProductStatus(
     out.push(`recovery:    ${s.recovery.cause}`);
     out.push(`             ${s.recovery.resumable ? "resumable" : "not resumable"}: ${s.recovery.remediation}`);
   }
-  for (const key of ["integration", "isolation", "owner"]) {
-    if (s[key] !== undefined) out.push(`${`${key}:`.padEnd(12)} ${JSON.stringify(s[key])}`);
-  }
+  out.push(...describeWhereItRuns(s));
   const instances = new Map((s.plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
+  if (s.tasks.length === 0 && s.plan !== undefined && s.plan.tasks.length > 0) {
+    // Planned, not confirmed yet: the proposed plan is what the user has to judge.
+    out.push("");
+    out.push(`plan v${s.plan.version} (${s.plan.tasks.length} tasks, not confirmed yet):`);
+    out.push(
+      table(
+        ["TASK", "AGENT", "AFTER", "TITLE"],
+        s.plan.tasks.map((t) => [t.taskId, instances.get(t.instanceId) ?? t.instanceId, t.dependsOn.join(",") || "-", clip(t.title, 80)]),
+      ),
+    );
+  }
   if (s.tasks.length > 0) {
     out.push("");
     out.push(
@@ -148,9 +157,8 @@ export function formatProductStatus(
       if (t.error) notes.push(`error: ${clip(t.error.replace(/\s+/g, " "), 200)}`);
       if (t.interruption) notes.push(`interrupted: ${clip(t.interruption, 200)}`);
       if (t.question) notes.push(`waiting: ${clip(t.question, 200)}`);
-      const extra = t as Record<string, unknown>;
-      if (typeof extra.commit === "string") notes.push(`commit: ${extra.commit}`);
-      if (Array.isArray(extra.changedFiles)) notes.push(`changed: ${(extra.changedFiles as unknown[]).map(String).join(", ")}`);
+      if (t.workspace?.commit) notes.push(`commit: ${t.workspace.commit} on ${t.workspace.branch}`);
+      if (t.workspace?.changedFiles) notes.push(`changed: ${clip(t.workspace.changedFiles.join(", ") || "no files", 200)}`);
       const last = lastLine(t.output);
       if (last) notes.push(`output: ${last}`);
       for (const n of notes) out.push(`  ${t.taskId}  ${n}`);
@@ -160,6 +168,29 @@ export function formatProductStatus(
   out.push(`checkpoints: ${s.checkpoints}${s.lastCheckpointAt ? ` (last ${ago(s.lastCheckpointAt, now)})` : ""}`);
   for (const c of checkpoints) out.push(`  ${c.checkpointId}  ${c.at}  ${c.completed}/${c.total} completed`);
   return `${out.join("\n")}\n`;
+}
+
+/** Owner, isolation and integration of a product in words (`status` lines; absent fields give no line). */
+function describeWhereItRuns(s: StatusLike): string[] {
+  const out: string[] = [];
+  const owner = s.owner as { ownerId: string; expiresAt: string; live: boolean } | undefined;
+  if (owner) out.push(`owner:       ${owner.ownerId} (${owner.live ? "live" : "lease expired or process gone"}, lease until ${owner.expiresAt})`);
+  if (typeof s.isolation === "string") {
+    const what = s.isolation === "worktree" ? "worktree (each task attempt in its own git worktree)" : "shared (tasks work in the product's folder)";
+    out.push(`isolation:   ${what}`);
+    if (typeof s.isolationNote === "string") out.push(`             ${s.isolationNote}`);
+  }
+  const integration = s.integration as Integration | undefined;
+  if (integration) {
+    const target = integration.mode === "merge" && integration.targetBranch ? `, merged into ${integration.targetBranch}` : "";
+    out.push(`integration: ${integration.state} on branch ${integration.branch}${target}, head ${integration.head.slice(0, 12)}`);
+    if (integration.merged.length > 0) out.push(`             merged: ${integration.merged.join(", ")}`);
+    if (integration.conflict) {
+      const by = integration.conflict.taskId ? ` (task ${integration.conflict.taskId})` : "";
+      out.push(`             conflict${by} in ${integration.conflict.files.join(", ") || "unknown files"}`);
+    }
+  }
+  return out;
 }
 
 /** The `status` view of a goal run (`x/goal.status`). */

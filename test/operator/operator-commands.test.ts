@@ -4,14 +4,15 @@
  * second server is driving one of its products (its lease live, a task running) and change nothing (guarantee 3:
  * the file's bytes are the same after them); `resume` continues a product whose server was killed.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { CLI, REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { runCli } from "../support/cli-run.js";
+import { REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
@@ -42,15 +43,8 @@ writeFileSync(
 );
 
 /** Runs the built CLI to completion (async, so the test's servers keep being served). */
-function cli(args: string[], cwd = workspace): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-  });
+function cli(args: string[], cwd = workspace) {
+  return runCli(args, cwd);
 }
 
 /** The store's data: the database file and its write-ahead log (the -shm file is SQLite's shared-memory index). */
@@ -149,7 +143,7 @@ describe("operator commands on a store written by real servers", () => {
     const missing = join(dir, "nope", "state.db");
     const r = await cli(["list", "--state", missing]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^acp-orchestrator: Cannot open the SQLite state file .*nope.*state\.db/);
+    expect(r.stderr).toMatch(/^acp-orchestrator: There is no state file at .*nope.*state\.db \(given by --state\): nothing has run/);
     expect(existsSync(join(dir, "nope"))).toBe(false);
     const unknown = await cli(["status", "prd_doesnotexist", "--state", statePath]);
     expect(unknown.code).toBe(1);
