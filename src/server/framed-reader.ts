@@ -109,6 +109,14 @@ export class FramedMessageReader extends AbstractMessageReader {
     return this.listening;
   }
 
+  /**
+   * True while this reader holds buffered input it has not handed over yet and is waiting for its next turn (or for
+   * the gate) to go on: more messages, and so more answers, are coming. The writer holds its batch meanwhile.
+   */
+  get deliveryPending(): boolean {
+    return this.waiting && this.queue.length > 0 && !this.disposed;
+  }
+
   /** Stops reading and releases the event emitters. Does NOT close the input stream. */
   override dispose(): void {
     this.disposed = true;

@@ -16,6 +16,12 @@ import { INTERNAL_ERROR_MESSAGE } from "./wire-errors.js";
 /** Default backlog, in bytes, below which `whenWritable` resolves (see `FramedMessageWriter.whenWritable`). */
 export const DEFAULT_WRITABLE_BACKLOG_BYTES = 256 * 1024;
 
+/**
+ * Most event-loop turns a batch is held while more answers are coming (see `FramedMessageWriter.holdWhile`): bounds
+ * the delay of a frame to a few turns whatever the predicate says.
+ */
+const MAX_HOLD_TURNS = 16;
+
 /** A frame waiting to be handed to the output, with the callbacks of its `write` promise. */
 interface QueuedFrame {
   frame: string;
@@ -29,7 +35,10 @@ interface QueuedFrame {
  * Serialises compactly (one line, `\n`-terminated, never an embedded raw newline; U+2028/U+2029 escaped), or with a
  * `Content-Length` header once that framing was detected. Writes go out in call order. Frames queued in the same turn
  * of the event loop are handed to `output` together, joined into one chunk of at most the output's high-water mark
- * (one system call for many small notifications instead of one each; a frame larger than that goes alone). A write's
+ * (one system call for many small notifications instead of one each; a frame larger than that goes alone). While
+ * `holdWhile`'s predicate says more answers are coming (the reader still has input messages to hand over, one per
+ * turn), the batch is held for up to `MAX_HOLD_TURNS` further turns or until it reaches the high-water mark, so a
+ * burst of pipelined requests is answered in a few writes instead of one per request. A write's
  * promise resolves once `output` accepted its bytes (immediately, or after `'drain'` when `output.write` returned
  * false), so callers that await writes never buffer unboundedly; callers that do not await (notifications) can ask
  * `whenWritable` before producing more. A response whose result cannot be serialised is replaced by a `-32603` for
@@ -47,6 +56,10 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
   private readonly writableWaiters: { limit: number; resolve: () => void }[] = [];
   private failure: Error | undefined;
   private errorCount = 0;
+  /** True while more frames are about to be written (see `holdWhile`); unset: never hold. */
+  private hold: (() => boolean) | undefined;
+  /** Consecutive turns the current batch was held. */
+  private holds = 0;
   private readonly onOutputError = (error: Error) => {
     this.failure ??= error;
     this.fireError(error, undefined, ++this.errorCount);
@@ -153,6 +166,16 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
     });
   }
 
+  /**
+   * Lets the writer hold a batch for a later turn while `more()` is true (the reader calls it with "I still have
+   * input messages to deliver", whose answers will follow): at most `MAX_HOLD_TURNS` turns in a row, never past the
+   * output's high-water mark, never after the output failed. Order, promises and backpressure are unchanged; a
+   * single request with nothing behind it is written in the same turn as before. Replaces an earlier predicate.
+   */
+  holdWhile(more: () => boolean): void {
+    this.hold = more;
+  }
+
   /** Called by the connection when it ends. Does NOT end the output stream (the process owns stdout). */
   end(): void {}
 
@@ -177,6 +200,12 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
   private send(): void {
     const output = this.output;
     const limit = Math.max(1, output.writableHighWaterMark || 16 * 1024);
+    if (this.holds < MAX_HOLD_TURNS && this.queuedChars < limit && this.failure === undefined && this.hold?.()) {
+      this.holds += 1;
+      setImmediate(() => this.send());
+      return;
+    }
+    this.holds = 0;
     while (this.head < this.queue.length) {
       if (this.failure === undefined && (output.destroyed || output.writableEnded)) {
         this.failure = new Error("The output stream is closed.");

@@ -85,5 +85,7 @@ export function createFramedTransport(
       });
     },
   });
+  // A burst of pipelined requests is answered in a few writes, not one per request (issue 16, request overhead).
+  writer.holdWhile(() => reader.deliveryPending);
   return { reader, writer, framing: () => decision.value };
 }

@@ -98,3 +98,42 @@ describe("framed writer backlog", () => {
     expect(outcomes.some((o) => o instanceof Error)).toBe(true);
   });
 });
+
+describe("framed writer: answers to pipelined requests (issue 16, request overhead)", () => {
+  /** A transport whose listener answers every request one turn after delivery, as the connection's dispatch does. */
+  function answering() {
+    const input = new PassThrough();
+    const { output, chunks } = recordingOutput();
+    const { reader, writer } = createFramedTransport(input, output);
+    let raw = "";
+    output.setEncoding("utf8").on("data", (c: string) => (raw += c));
+    reader.listen((message) => {
+      const id = (message as { id: number }).id;
+      setImmediate(() => void writer.write({ jsonrpc: "2.0", id, result: { id } } as Message));
+    });
+    const request = (id: number) => `${JSON.stringify({ jsonrpc: "2.0", id, method: "product.status", params: {} })}\n`;
+    return { input, chunks, request, raw: () => raw };
+  }
+
+  it("holds the answers of a burst of pipelined requests and writes them in a few chunks, all in order", async () => {
+    const { input, chunks, request, raw } = answering();
+    const n = 200;
+    input.write(Array.from({ length: n }, (_, i) => request(i)).join(""));
+    while (raw().split("\n").length <= n) await settle(1);
+    const ids = raw()
+      .split("\n")
+      .slice(0, -1)
+      .map((l) => (JSON.parse(l) as { id: number }).id);
+    expect(ids).toEqual(Array.from({ length: n }, (_, i) => i));
+    // One chunk per answer without the hold; with it at most one per 16 held turns (plus the last partial batches).
+    expect(chunks.length).toBeLessThanOrEqual(Math.ceil(n / 8));
+  });
+
+  it("does not hold the answer of a request with nothing behind it", async () => {
+    const { input, chunks, request, raw } = answering();
+    input.write(request(1));
+    await settle(2);
+    expect(chunks).toHaveLength(1);
+    expect(raw()).toBe(`${JSON.stringify({ jsonrpc: "2.0", id: 1, result: { id: 1 } })}\n`);
+  });
+});
