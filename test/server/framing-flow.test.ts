@@ -108,7 +108,7 @@ describe("framed writer: answers to pipelined requests (issue 16, request overhe
     let raw = "";
     output.setEncoding("utf8").on("data", (c: string) => (raw += c));
     reader.listen((message) => {
-      const id = (message as { id: number }).id;
+      const id = (message as unknown as { id: number }).id;
       setImmediate(() => void writer.write({ jsonrpc: "2.0", id, result: { id } } as Message));
     });
     const request = (id: number) => `${JSON.stringify({ jsonrpc: "2.0", id, method: "product.status", params: {} })}\n`;
