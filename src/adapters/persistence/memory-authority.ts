@@ -71,18 +71,20 @@ export interface MemoryAuthorityOptions {
 }
 
 interface StoredEntry {
-  value: object;
+  /** The value's JSON text. */
+  value: string;
   revision: number;
   updatedAt: string;
 }
 
 /**
  * One event stream: `events[i]` has sequence number `pruned + i + 1` (the first `pruned` were compacted away);
- * `undefined` marks an event pruned from the middle. The first and the last entries are never `undefined`.
+ * `undefined` marks an event pruned from the middle. The first and the last entries are never `undefined`. Each event
+ * is kept as its JSON text.
  */
 interface StoredStream {
   pruned: number;
-  events: (object | undefined)[];
+  events: (string | undefined)[];
 }
 
 interface PendingFailure {
@@ -95,9 +97,11 @@ interface PendingFailure {
  *
  * Implements the full `RunStateAuthority` contract of `src/core/ports.ts` (PROTOCOL.md section 7): `put`, `delete`
  * and `appendEvents` are compare-and-swap and atomic (each call completes synchronously before its promise settles,
- * so calls raced with `Promise.all` are serialised and exactly one CAS wins). Values are deep-copied with
- * `structuredClone`, which keeps `Date`, `Map`, `undefined` fields and `NaN` that JSON-based backends would not
- * keep; callers should store plain JSON. Does NOT persist anything beyond the life of the object.
+ * so calls raced with `Promise.all` are serialised and exactly one CAS wins). Values and events are kept as their JSON
+ * text, like the SQLite, host and PostgreSQL backends keep them: what is read back is a fresh parse, with JSON's
+ * semantics (`undefined` fields are dropped, `NaN` reads as `null`, a `Date` as its ISO string), and a value JSON
+ * cannot hold (a `BigInt`, a cycle) is refused. Text is also several times smaller than the objects it describes
+ * (issue 16: a 50,000-task run appends about 200,000 events). Does NOT persist anything beyond the life of the object.
  */
 export class MemoryAuthority implements RunStateAuthority {
   readonly name = "memory";
@@ -149,7 +153,7 @@ export class MemoryAuthority implements RunStateAuthority {
     checkKey(projectId, kind, id);
     const entry = this.#records.get(projectId)?.get(kind)?.get(id);
     if (!entry) return null;
-    return { value: cloneValue(entry.value), revision: entry.revision, updatedAt: entry.updatedAt };
+    return { value: fromText(entry.value), revision: entry.revision, updatedAt: entry.updatedAt };
   }
 
   /**
@@ -170,7 +174,7 @@ export class MemoryAuthority implements RunStateAuthority {
     checkKey(projectId, kind, id);
     checkValue(value, "value");
     if (expectedRevision !== null) checkRevision(expectedRevision);
-    const copy = cloneValue(value);
+    const copy = toText(value);
     const byKind = this.#records.get(projectId)?.get(kind);
     const current = byKind?.get(id);
     checkRevisionMatches(projectId, kind, id, current?.revision, expectedRevision);
@@ -242,7 +246,7 @@ export class MemoryAuthority implements RunStateAuthority {
     checkSeq(expectedSeq, "expectedSeq");
     if (!Array.isArray(events)) throw new AuthorityFailure("events must be an array");
     events.forEach((event, index) => checkValue(event, `events[${index}]`));
-    const copies = events.map((event) => cloneValue(event));
+    const copies = events.map((event) => toText(event));
     const existing = this.#streams.get(projectId)?.get(stream);
     const lastSeq = existing ? existing.pruned + existing.events.length : 0;
     if (lastSeq !== expectedSeq) {
@@ -278,7 +282,7 @@ export class MemoryAuthority implements RunStateAuthority {
     for (let index = Math.max(afterSeq - stored.pruned, 0); index < stored.events.length; index += 1) {
       if (limit !== undefined && result.length >= limit) break;
       const event = stored.events[index];
-      if (event !== undefined) result.push({ seq: stored.pruned + index + 1, event: cloneValue(event) });
+      if (event !== undefined) result.push({ seq: stored.pruned + index + 1, event: fromText(event) });
     }
     return result;
   }
@@ -380,12 +384,21 @@ function toInjectedError(call: AuthorityCall, error: Error | undefined): Error {
   return new AuthorityFailure(message, error ? { cause: error } : undefined);
 }
 
-function cloneValue<T>(value: T): T {
+/** The JSON text kept for `value`. Throws `AuthorityFailure` when JSON cannot hold it (a `BigInt`, a cycle). */
+function toText(value: object): string {
+  let text: string | undefined;
   try {
-    return structuredClone(value);
+    text = JSON.stringify(value);
   } catch (error) {
-    throw new AuthorityFailure("The value cannot be stored: it is not cloneable data.", { cause: error });
+    throw new AuthorityFailure("The value cannot be stored: it cannot be serialised to JSON.", { cause: error });
   }
+  if (typeof text !== "string") throw new AuthorityFailure("The value cannot be stored: it is not JSON data.");
+  return text;
+}
+
+/** A fresh copy of a stored value. */
+function fromText(text: string): object {
+  return JSON.parse(text) as object;
 }
 
 function getOrCreate<K, V>(map: Map<K, V>, key: K, create: () => V): V {
@@ -396,4 +409,3 @@ function getOrCreate<K, V>(map: Map<K, V>, key: K, create: () => V): V {
   }
   return value;
 }
-

@@ -150,9 +150,20 @@ describe("MemoryAuthority options", () => {
     expect((await authority.get("p", "k", "r1"))?.updatedAt).toBe("2030-01-02T03:04:05.006Z");
   });
 
-  it("refuses a value it cannot copy with AuthorityFailure", async () => {
+  it("refuses a value JSON cannot hold (a BigInt, a cycle) with AuthorityFailure, and stores nothing", async () => {
     const authority = new MemoryAuthority();
-    expect(await rejectionOf(authority.put("p", "k", "r1", { run: () => 1 }, null))).toBeInstanceOf(AuthorityFailure);
+    expect(await rejectionOf(authority.put("p", "k", "r1", { n: 1n }, null))).toBeInstanceOf(AuthorityFailure);
+    const cycle: Record<string, unknown> = {};
+    cycle.self = cycle;
+    expect(await rejectionOf(authority.appendEvents("p", "s", [cycle], 0))).toBeInstanceOf(AuthorityFailure);
+    expect(await authority.get("p", "k", "r1")).toBeNull();
+    expect(await authority.readEvents("p", "s", 0)).toEqual([]);
+  });
+
+  it("keeps values as JSON, like the SQLite backend: a function field is dropped, a Date reads as its ISO string", async () => {
+    const authority = new MemoryAuthority();
+    await authority.put("p", "k", "r1", { run: () => 1, at: new Date(Date.UTC(2030, 0, 1)), keep: 1 }, null);
+    expect((await authority.get("p", "k", "r1"))?.value).toEqual({ at: "2030-01-01T00:00:00.000Z", keep: 1 });
   });
 });
 
