@@ -129,6 +129,8 @@ export interface FakeModel {
   setScript(script: ModelScript): void;
   /** Resolves with the first log entry (already there or future) whose request matches `pred`. */
   waitForRequest(pred: (request: ModelRequest) => boolean, timeoutMs?: number): Promise<ModelLogEntry>;
+  /** Resolves with the first entry (already held or future) whose reply is held open and whose request matches. */
+  waitForHeld(pred: (request: ModelRequest) => boolean, timeoutMs?: number): Promise<ModelLogEntry>;
   /** Finishes every held reply (each as its script said, without `hold`). */
   release(): Promise<void>;
   /** Requests that arrived after `epochMs`. */
@@ -162,6 +164,7 @@ export async function startFakeModel(options: FakeModelOptions): Promise<FakeMod
   let script = options.script;
   const log: ModelLogEntry[] = [];
   const waiters: { pred: (r: ModelRequest) => boolean; resolve: (e: ModelLogEntry) => void }[] = [];
+  const heldWaiters: { pred: (r: ModelRequest) => boolean; resolve: (e: ModelLogEntry) => void }[] = [];
   const heldReplies: { entry: ModelLogEntry; res: ServerResponse; route: ApiRoute; usage: ModelUsage }[] = [];
   const sockets = new Set<Socket>();
   let seq = 0;
@@ -240,6 +243,12 @@ export async function startFakeModel(options: FakeModelOptions): Promise<FakeMod
       entry.held = true;
       heldReplies.push({ entry, res, route, usage });
       await route.write(res, request, reply, usage);
+      for (const w of [...heldWaiters]) {
+        if (w.pred(request)) {
+          heldWaiters.splice(heldWaiters.indexOf(w), 1);
+          w.resolve(entry);
+        }
+      }
       return;
     }
     await route.write(res, request, reply, usage);
@@ -283,6 +292,23 @@ export async function startFakeModel(options: FakeModelOptions): Promise<FakeMod
           reject(new Error(`fake model: no matching request within ${timeoutMs} ms; received:\n${seen.join("\n")}`));
         }, timeoutMs);
         waiters.push({
+          pred,
+          resolve: (e) => {
+            clearTimeout(timer);
+            resolve(e);
+          },
+        });
+      });
+    },
+    waitForHeld(pred, timeoutMs = 60_000) {
+      const found = heldReplies.find((h) => pred(h.entry.request));
+      if (found) return Promise.resolve(found.entry);
+      return new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          const seen = log.map((e) => `${e.request.seq} ${e.request.client} ${e.request.path} held=${e.held}`);
+          reject(new Error(`fake model: no matching held reply within ${timeoutMs} ms; received:\n${seen.join("\n")}`));
+        }, timeoutMs);
+        heldWaiters.push({
           pred,
           resolve: (e) => {
             clearTimeout(timer);

@@ -87,3 +87,45 @@ export function productCompleted(server: ServerHandle, productId: string, timeou
 export function report(line: string): void {
   process.stderr.write(`[agents suite] ${line}\n`);
 }
+
+/** One task of `runTasks`: `taskId` t1, t2… in order; `agentId` of a suite agent; `dependsOn` task ids. */
+export interface SuiteTask {
+  taskId: string;
+  agentId: string;
+  title: string;
+  description?: string;
+  dependsOn?: string[];
+  maxAttempts?: number;
+}
+
+/**
+ * Starts a product in `cwd` (the built-in heuristic leader plans it) and confirms it with exactly `tasks`, one
+ * instance per task (`w-<taskId>`), so the test decides who does what. Resolves with the productId once confirmed.
+ */
+export async function runTasks(
+  server: ServerHandle,
+  cwd: string,
+  tasks: readonly SuiteTask[],
+  options: { isolation?: "worktree" | "shared"; goal?: string } = {},
+): Promise<string> {
+  const { productId } = await server.request<{ productId: string }>("product.plan", {
+    goal: options.goal ?? tasks.map((t) => `- ${t.title}`).join("\n"),
+    cwd,
+    leaderAgentId: "heuristic",
+    ...(options.isolation !== undefined ? { isolation: options.isolation } : {}),
+  });
+  await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId, 60_000);
+  await server.request("product.confirm", {
+    productId,
+    instances: tasks.map((t) => ({ instanceId: `w-${t.taskId}`, agentId: t.agentId, role: "worker" })),
+    tasks: tasks.map((t) => ({
+      taskId: t.taskId,
+      title: t.title,
+      description: t.description ?? t.title,
+      instanceId: `w-${t.taskId}`,
+      dependsOn: t.dependsOn ?? [],
+      ...(t.maxAttempts !== undefined ? { maxAttempts: t.maxAttempts } : {}),
+    })),
+  });
+  return productId;
+}
