@@ -66,13 +66,33 @@ export function toolStatus(status: TaskStatus): "pending" | "in_progress" | "com
   }
 }
 
-/** The text a task's tool call carries: the worker's output, the error, a retry note, or the pending question. */
+/**
+ * One line per permission the task's workers were refused (`refusedPermissions`, newest last), saying who refused
+ * it: the user in the IDE ("you") or the permission policy (issue 11: every refusal is shown). Undefined when none.
+ */
+export function refusalText(task: TaskState, only?: "policy" | "client"): string | undefined {
+  const refused = (task.refusedPermissions ?? []).filter((r) => only === undefined || r.by === only);
+  if (refused.length === 0) return undefined;
+  return refused
+    .map((r) => `Permission refused by ${r.by === "client" ? "you" : "the permission policy"}: ${r.kind} "${r.title}"`)
+    .join("\n");
+}
+
+function withRefusals(text: string | undefined, refusals: string | undefined): string | undefined {
+  if (refusals === undefined) return text;
+  return text === undefined || text === "" ? refusals : `${text}\n\n${refusals}`;
+}
+
+/**
+ * The text a task's tool call carries: the worker's output, the error, a retry note, or the pending question; for a
+ * completed or failed task also the permissions that were refused (a failed task's error already names the policy's).
+ */
 export function toolText(task: TaskState): string | undefined {
   switch (task.status) {
     case "completed":
-      return task.output ? truncate(task.output, MAX_TOOL_CONTENT_CHARS) : undefined;
+      return withRefusals(task.output ? truncate(task.output, MAX_TOOL_CONTENT_CHARS) : undefined, refusalText(task));
     case "failed":
-      return task.error ?? "The task failed.";
+      return withRefusals(task.error ?? "The task failed.", refusalText(task, "client"));
     case "skipped":
       return task.error ?? "Skipped because a task it depends on failed.";
     case "cancelled":

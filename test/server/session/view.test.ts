@@ -1,0 +1,51 @@
+/**
+ * What a task's tool call shows in an ACP session (src/server/session/view.ts): refused permissions are shown (issue
+ * 11, "an IDE refusal is shown too"); the real-agent suite shows the same with claude-code-acp
+ * (test/agents/claude-permissions.test.ts).
+ */
+import { describe, expect, it } from "vitest";
+import type { TaskState } from "../../../protocol/common.js";
+import { toolText } from "../../../src/server/session/view.js";
+
+function task(patch: Partial<TaskState>): TaskState {
+  return {
+    taskId: "t1",
+    title: "Write the note",
+    description: "Create notes/a.md.",
+    instanceId: "w1",
+    dependsOn: [],
+    status: "completed",
+    attempts: 1,
+    ...patch,
+  } as TaskState;
+}
+
+describe("toolText", () => {
+  it("shows a permission the IDE refused after a completed task's output", () => {
+    const text = toolText(
+      task({ output: "I could not write it.", refusedPermissions: [{ kind: "edit", title: "Write notes/a.md", by: "client" }] }),
+    );
+    expect(text).toBe('I could not write it.\n\nPermission refused by you: edit "Write notes/a.md"');
+  });
+
+  it("shows a failed task's error once, with only the IDE's refusals added (the error names the policy's)", () => {
+    const text = toolText(
+      task({
+        status: "failed",
+        error: 'The permission policy "deny" refused edit "Write notes/a.md" to agent "claude".',
+        refusedPermissions: [
+          { kind: "edit", title: "Write notes/a.md", by: "policy" },
+          { kind: "execute", title: "npm test", by: "client" },
+        ],
+      }),
+    );
+    expect(text).toBe(
+      'The permission policy "deny" refused edit "Write notes/a.md" to agent "claude".\n\n' +
+        'Permission refused by you: execute "npm test"',
+    );
+  });
+
+  it("shows only the output when nothing was refused", () => {
+    expect(toolText(task({ output: "Done." }))).toBe("Done.");
+  });
+});
