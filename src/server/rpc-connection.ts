@@ -158,8 +158,8 @@ export class RpcConnection {
   /** Request id of each inbound request's cancellation token, recorded by the cancellation strategy. */
   private readonly tokenRequestIds = new WeakMap<CancellationToken, string | number>();
   /** Running inbound requests by id, for ACP `$/cancel_request` and `dispose()`. */
-  private readonly active = new Map<string | number, AbortController>();
-  private readonly anonymous = new Set<AbortController>();
+  private readonly active = new Map<string | number, InboundCancellation>();
+  private readonly anonymous = new Set<InboundCancellation>();
   /** Inbound requests received (even if still queued in vscode-jsonrpc) and not yet answered, by id key. */
   private readonly unanswered = new Map<string, number>();
   private idleWaiters: (() => void)[] = [];
@@ -366,7 +366,7 @@ export class RpcConnection {
    * Used at shutdown so long requests (`session/prompt`) answer promptly.
    */
   abortInFlight(): void {
-    for (const controller of [...this.active.values(), ...this.anonymous]) controller.abort();
+    for (const cancellation of [...this.active.values(), ...this.anonymous]) cancellation.abort();
   }
 
   /**
@@ -444,20 +444,23 @@ export class RpcConnection {
     if (!parsed.success) return invalidParams(zodIssuesToWire(parsed.error));
 
     const requestId = this.tokenRequestIds.get(token);
-    const controller = new AbortController();
-    const registered = this.track(requestId, controller);
-    const subscription = token.isCancellationRequested
-      ? undefined
-      : token.onCancellationRequested(() => controller.abort());
-    if (token.isCancellationRequested) controller.abort();
+    const cancellation = new InboundCancellation(token);
+    const registered = this.track(requestId, cancellation);
+    const method = spec.method;
     try {
-      const result = await handler(parsed.data, { signal: controller.signal, method: spec.method, requestId });
-      if (spec.method === INITIALIZE) this.initializedFlag = true;
+      const result = await handler(parsed.data, {
+        get signal() {
+          return cancellation.signal;
+        },
+        method,
+        requestId,
+      });
+      if (method === INITIALIZE) this.initializedFlag = true;
       return result;
     } catch (error) {
-      return this.toResponseError(error, spec.method, controller.signal);
+      return this.toResponseError(error, method, cancellation.aborted);
     } finally {
-      subscription?.dispose();
+      cancellation.dispose();
       registered();
     }
   }
@@ -504,18 +507,18 @@ export class RpcConnection {
   }
 
   /** Keeps a running request abortable by id; returns the function that forgets it. */
-  private track(requestId: string | number | undefined, controller: AbortController): () => void {
+  private track(requestId: string | number | undefined, cancellation: InboundCancellation): () => void {
     if (requestId === undefined) {
-      this.anonymous.add(controller);
-      return () => this.anonymous.delete(controller);
+      this.anonymous.add(cancellation);
+      return () => this.anonymous.delete(cancellation);
     }
-    this.active.set(requestId, controller);
+    this.active.set(requestId, cancellation);
     return () => {
-      if (this.active.get(requestId) === controller) this.active.delete(requestId);
+      if (this.active.get(requestId) === cancellation) this.active.delete(requestId);
     };
   }
 
-  private toResponseError(error: unknown, method: string, signal: AbortSignal): ResponseError<unknown> {
+  private toResponseError(error: unknown, method: string, aborted: boolean): ResponseError<unknown> {
     if (error instanceof ResponseError) return error as ResponseError<unknown>;
     try {
       const mapped = this.mapError?.(error);
@@ -523,7 +526,7 @@ export class RpcConnection {
     } catch (mappingError) {
       this.logger.error({ err: mappingError, method }, "The error mapper threw");
     }
-    if (signal.aborted) return requestCancelled();
+    if (aborted) return requestCancelled();
     this.logger.error({ err: error, method }, "Request handler failed; answered -32603");
     return internalError();
   }
@@ -586,6 +589,46 @@ export class RpcConnection {
   private outboundName(method: string): string {
     if (this.extensionPrefix === "" || method.startsWith("_") || !isExtensionTraffic(method)) return method;
     return `_${method}`;
+  }
+}
+
+/**
+ * The cancellation of one inbound request: aborted by ACP `$/cancel_request`, `abortInFlight()`/`dispose()` (`abort`)
+ * or vscode-jsonrpc's `$/cancelRequest` (the token). Its `AbortController` is made only when the handler first reads
+ * `signal` (issue 16, request path: most handlers never do), already aborted if a cancellation came first, so a
+ * handler sees the same thing whenever it looks. `dispose` releases the token subscription; call it once the request
+ * is answered.
+ */
+class InboundCancellation {
+  private controller: AbortController | undefined;
+  private abortedEarly = false;
+  private subscription: Disposable | undefined;
+
+  constructor(private readonly token: CancellationToken) {}
+
+  get signal(): AbortSignal {
+    if (this.controller === undefined) {
+      const controller = new AbortController();
+      this.controller = controller;
+      if (this.abortedEarly || this.token.isCancellationRequested) controller.abort();
+      else this.subscription = this.token.onCancellationRequested(() => controller.abort());
+    }
+    return this.controller.signal;
+  }
+
+  /** True once the request was cancelled, whether or not its handler looked at `signal`. */
+  get aborted(): boolean {
+    return this.abortedEarly || this.token.isCancellationRequested || this.controller?.signal.aborted === true;
+  }
+
+  abort(): void {
+    this.abortedEarly = true;
+    this.controller?.abort();
+  }
+
+  dispose(): void {
+    this.subscription?.dispose();
+    this.subscription = undefined;
   }
 }
 

@@ -65,6 +65,13 @@ const fail = defineMethod({
   result: z.object({}),
   summary: "Throws.",
 });
+const late = defineMethod({
+  method: "test.late",
+  extension: true,
+  params: z.object({}),
+  result: z.object({ aborted: z.boolean() }),
+  summary: "Looks at its signal only once released.",
+});
 const unhandled = defineMethod({
   method: "test.unhandled",
   extension: true,
@@ -85,7 +92,17 @@ const sessionCancel = defineNotification({
   params: z.object({ sessionId: z.string() }),
   summary: "Cancels a turn.",
 });
-const methods: readonly MethodSpec[] = [initialize, sessionNew, productPlan, wait, fast, fail, unhandled, asyncSchema];
+const methods: readonly MethodSpec[] = [
+  initialize,
+  sessionNew,
+  productPlan,
+  wait,
+  late,
+  fast,
+  fail,
+  unhandled,
+  asyncSchema,
+];
 
 class UnknownProduct extends Error {
   constructor(readonly productId: string) {
@@ -138,7 +155,7 @@ interface Harness {
   next(): Promise<Wire>;
   call(id: number, method: string, params?: object): Promise<Wire>;
   cancelSeen: Set<number>;
-  released: { resolve: () => void };
+  released: { resolve: () => void; late: () => void };
 }
 
 const harnesses: Harness[] = [];
@@ -157,7 +174,8 @@ function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
   const connection = new RpcConnection({ reader, writer, methods, logger, mapError, framing });
   const cancelSeen = new Set<number>();
   let release: () => void = () => {};
-  const released = { resolve: () => release() };
+  let releaseLate: () => void = () => {};
+  const released = { resolve: () => release(), late: () => releaseLate() };
 
   if (options.register !== false) {
     connection.handle(initialize, (params) =>
@@ -175,6 +193,11 @@ function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
           resolve({ cancelled: true });
         });
       });
+    });
+    connection.handle(late, async (_params, ctx) => {
+      await new Promise<void>((resolve) => (releaseLate = resolve));
+      const signal = ctx.signal;
+      return { aborted: signal.aborted };
     });
     connection.handle(fast, () => Promise.resolve({ fast: true as const }));
     connection.handle(asyncSchema, () => Promise.resolve({}));
@@ -424,6 +447,30 @@ describe("concurrency and cancellation", () => {
     });
   });
 
+  it("a handler that reads its signal only after the cancellation came sees it aborted (the signal is made lazily)", async () => {
+    const h = await initialized();
+    for (const [id, cancel] of [
+      [11, { jsonrpc: "2.0", method: "$/cancel_request", params: { requestId: 11 } }],
+      [12, { jsonrpc: "2.0", method: "$/cancelRequest", params: { id: 12 } }],
+    ] as const) {
+      h.send({ jsonrpc: "2.0", id, method: "test.late", params: {} });
+      await settle();
+      h.send(cancel);
+      await settle();
+      h.released.late();
+      expect(await h.next()).toEqual({ jsonrpc: "2.0", id, result: { aborted: true } });
+    }
+    h.send({ jsonrpc: "2.0", id: 13, method: "test.late", params: {} });
+    await settle();
+    h.connection.abortInFlight();
+    h.released.late();
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 13, result: { aborted: true } });
+    h.send({ jsonrpc: "2.0", id: 14, method: "test.late", params: {} });
+    await settle();
+    h.released.late();
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 14, result: { aborted: false } });
+  });
+
   it("aborts running handlers on dispose", async () => {
     const h = await initialized();
     h.send({ jsonrpc: "2.0", id: 9, method: "test.wait", params: {} });
@@ -537,14 +584,18 @@ describe("server → client traffic", () => {
     await h.connection.notify("x/goal.started", { goalRunId: "g" });
     await h.connection.notify("session/update", { sessionId: "s" });
     expect((await h.next()).method).toBe("session/update");
-    await expect(h.connection.request("runState/get", { projectId: "p" })).rejects.toBeInstanceOf(ExtensionNotUsedError);
+    await expect(h.connection.request("runState/get", { projectId: "p" })).rejects.toBeInstanceOf(
+      ExtensionNotUsedError,
+    );
     expect(h.connection.usesExtension).toBe(false);
     expect(await h.call(9, "test.fast", {})).toMatchObject({ id: 9, result: { fast: true } });
   });
 
   it("after one `_` extension call, sends extension traffic with the `_` spelling", async () => {
     const h = await initialized();
-    expect(await h.call(1, "_product.plan", { goal: "g", cwd: "/tmp" })).toMatchObject({ result: { productId: "prd_g" } });
+    expect(await h.call(1, "_product.plan", { goal: "g", cwd: "/tmp" })).toMatchObject({
+      result: { productId: "prd_g" },
+    });
     // A later bare call does not change the spelling: the first call decides.
     await h.call(2, "test.fast", {});
     await h.connection.notify("product.taskStatus", { productId: "p" });
@@ -565,7 +616,14 @@ describe("server → client traffic", () => {
     const h = await initialized();
     h.connection.declareExtension("_");
     await h.call(1, "product.plan", { goal: "g", cwd: "/tmp" });
-    for (const method of ["product.taskStatus", "x/goal.started", "session/update", "fs/read_text_file", "$/progress", "_already"]) {
+    for (const method of [
+      "product.taskStatus",
+      "x/goal.started",
+      "session/update",
+      "fs/read_text_file",
+      "$/progress",
+      "_already",
+    ]) {
       await h.connection.notify(method, { n: 1 });
     }
     const sent: string[] = [];
@@ -657,7 +715,11 @@ describe("server → client traffic", () => {
       input.write(frame({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: 1 } }));
       await until(() => bodies().length === 1);
       const controller = new AbortController();
-      const pending = connection.request("session/request_permission", { sessionId: "s" }, { signal: controller.signal });
+      const pending = connection.request(
+        "session/request_permission",
+        { sessionId: "s" },
+        { signal: controller.signal },
+      );
       await until(() => bodies().length === 2);
       controller.abort(new Error("withdrawn"));
       await expect(pending).rejects.toThrow("withdrawn");
@@ -684,9 +746,9 @@ describe("server → client traffic", () => {
     await h.next();
     controller.abort(new Error("turn cancelled"));
     await expect(pending).rejects.toThrow("turn cancelled");
-    await expect(h.connection.request("session/x", {}, { signal: AbortSignal.abort(new Error("already")) })).rejects.toThrow(
-      "already",
-    );
+    await expect(
+      h.connection.request("session/x", {}, { signal: AbortSignal.abort(new Error("already")) }),
+    ).rejects.toThrow("already");
   });
 
   it("flush resolves once everything written was accepted", async () => {
