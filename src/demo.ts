@@ -1,27 +1,41 @@
 /**
  * `acp-orchestrator demo`: spawns the real server as a subprocess and drives it as an ACP client (the official SDK)
- * through plan → confirm → execution in a fresh temporary git workspace with the built-in worker, printing a line per
- * task status change and a final table. This is a client program: it prints to its own stdout, never the server's.
+ * through plan → confirm → execution in a fresh temporary git workspace (the built-in worker, or the agents of
+ * `--config`), printing a line per task status change (with the attempt's duration) and a final table: each task's
+ * duration, its parallel lane (assignLanes: tasks that ran at the same time are in different lanes), a lane timeline
+ * and each task's last output line (issue 15). The workspace and state are kept unless `clean`, and their paths are
+ * printed. This is a client program: it prints to its own stdout, never the server's.
  */
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve as resolvePath } from "node:path";
+import type { TaskState } from "../protocol/common.js";
 import { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+import { loadAgentConfig } from "./adapters/agents/registry.js";
+import { formatDuration, lastLine, table, taskDurationMs } from "./operator/format.js";
+import { assignLanes, laneTimeline } from "./operator/lanes.js";
 
 const DEFAULT_GOAL = [
   "Write the project documentation:",
   "1. Describe the architecture",
-  "2. Document the public API",
+  "2. In parallel, document the public API",
   "3. Then write a getting-started guide based on the API",
   "4. Finally review everything for consistency",
 ].join("\n");
 
-interface DemoOptions {
+export interface DemoOptions {
   goal?: string;
-  keep: boolean;
+  /** Remove the temporary folder (workspace, and the state file unless `state` is given) at the end. */
+  clean: boolean;
+  /** A config file for the server (its agents run the demo); default: the built-in leader and worker. */
+  config?: string;
+  /** The store the server writes (SQLite path or postgres:// URL); default: a state file in the temporary folder. */
+  state?: string;
+  /** The server's log level (default warn); its logs go to stderr. */
+  logLevel?: string;
   /** Where to print (default: process.stdout). */
   out?: (line: string) => void;
 }
@@ -32,6 +46,18 @@ type Params = Record<string, unknown>;
 export async function runDemo(options: DemoOptions): Promise<number> {
   const print = options.out ?? ((line: string) => process.stdout.write(`${line}\n`));
   const goal = options.goal ?? DEFAULT_GOAL;
+  // With a config, the demo's tasks go to its worker agents (not to the built-in worker the server also offers).
+  let allowedAgents: string[] | undefined;
+  if (options.config !== undefined) {
+    try {
+      const { config } = await loadAgentConfig({ configPath: resolvePath(options.config), cwd: process.cwd() });
+      const workers = config.agents.filter((a) => a.role !== "leader").map((a) => a.agentId);
+      if (workers.length > 0) allowedAgents = workers;
+    } catch (err) {
+      print(`demo: ${err instanceof Error ? err.message : String(err)}`);
+      return 1;
+    }
+  }
   const root = mkdtempSync(join(tmpdir(), "acp-orchestrator-demo-"));
   const workspace = join(root, "workspace");
   spawnSync("git", ["init", "-q", workspace], { stdio: "ignore" });
@@ -41,24 +67,33 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const args = fromSource
     ? ["--import", "tsx", fileURLToPath(new URL("./cli.ts", import.meta.url))]
     : [cliPath];
-  const child = spawn(process.execPath, [...args, "serve", "--state", join(root, "state.db"), "--log-level", "warn"], {
+  const state = options.state === undefined ? join(root, "state.db") : /^postgres(ql)?:\/\//.test(options.state) ? options.state : resolvePath(options.state);
+  const serverArgs = ["serve", "--state", state, "--log-level", options.logLevel ?? "warn"];
+  if (options.config !== undefined) serverArgs.push("--config", resolvePath(options.config));
+  const child = spawn(process.execPath, [...args, ...serverArgs], {
     cwd: workspace,
     stdio: ["pipe", "pipe", "inherit"],
   });
   print(`workspace: ${workspace}`);
+  print(`state:     ${state.replace(/\/\/([^:/@]+):[^@]*@/, "//$1:***@")}`);
+  if (options.config !== undefined) print(`config:    ${resolvePath(options.config)}`);
   print(`goal:\n  ${goal.split("\n").join("\n  ")}\n`);
 
   const waiters: { match: (method: string, p: Params) => boolean; resolve: (p: Params) => void }[] = [];
   const waitFor = (match: (method: string, p: Params) => boolean): Promise<Params> =>
     new Promise((resolve) => waiters.push({ match, resolve }));
   const titles = new Map<string, string>();
+  const startedAt = new Map<string, number>();
 
   const app = client({ name: "acp-orchestrator-demo" }).onNotification("*", ({ method, params }) => {
     const p = (params ?? {}) as Params;
     if (method === "product.taskStatus") {
       const id = String(p.taskId);
       const error = p.error ? ` — ${String(p.error)}` : "";
-      print(`  [${String(p.status).padEnd(9)}] ${id} ${titles.get(id) ?? ""} (attempt ${String(p.attempt)})${error}`);
+      if (p.status === "running") startedAt.set(id, Date.now());
+      const began = startedAt.get(id);
+      const took = p.status !== "running" && began !== undefined ? `, ${formatDuration(Date.now() - began)}` : "";
+      print(`  [${String(p.status).padEnd(9)}] ${id} ${titles.get(id) ?? ""} (attempt ${String(p.attempt)}${took})${error}`);
     } else if (method === "product.leaderMessage") {
       print(`leader: ${String(p.message)}`);
     } else if (method === "product.checkpoint") {
@@ -77,12 +112,17 @@ export async function runDemo(options: DemoOptions): Promise<number> {
     Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>,
   );
   let code = 1;
+  let lookAgain: string | undefined;
   try {
     code = await app.connectWith(stream, async (ctx) => {
       const init = await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
       print(`server: ${init.agentInfo?.name ?? "?"} ${init.agentInfo?.version ?? ""}, protocol ${init.protocolVersion}`);
       const planReady = waitFor((m) => m === "product.planReady" || m === "product.planFailed");
-      const planned = await ctx.request<{ productId: string }>("product.plan", { goal, cwd: workspace });
+      const planned = await ctx.request<{ productId: string }>("product.plan", {
+        goal,
+        cwd: workspace,
+        ...(allowedAgents ? { allowedAgents } : {}),
+      });
       const productId = planned.productId;
       const ready = await planReady;
       if (!ready.plan) {
@@ -102,24 +142,52 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       const done = await completed;
       const status = await ctx.request<{
         phase: string;
-        tasks: { taskId: string; title: string; status: string; attempts: number }[];
+        plan?: { instances: { instanceId: string; agentId: string }[] };
+        tasks: TaskState[];
         checkpoints: number;
       }>("product.status", { productId });
       print(`\n${String(done.summary)}\n`);
-      print(`${"task".padEnd(6)} ${"status".padEnd(10)} ${"attempts".padEnd(8)} title`);
-      for (const t of status.tasks) {
-        print(`${t.taskId.padEnd(6)} ${t.status.padEnd(10)} ${String(t.attempts).padEnd(8)} ${t.title}`);
+      const now = Date.now();
+      const lanes = assignLanes(status.tasks, now);
+      const agents = new Map((status.plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
+      print(
+        table(
+          ["TASK", "STATUS", "ATTEMPTS", "DURATION", "LANE", "AGENT", "TITLE"],
+          status.tasks.map((t) => {
+            const d = taskDurationMs(t, now);
+            return [
+              t.taskId,
+              t.status,
+              String(t.attempts),
+              d === undefined ? "-" : formatDuration(d),
+              String(lanes.lanes.get(t.taskId) ?? "-"),
+              agents.get(t.instanceId) ?? t.instanceId,
+              t.title,
+            ];
+          }),
+        ),
+      );
+      if (lanes.count > 0) {
+        print(`\nparallel lanes (${lanes.count === 1 ? "one task at a time" : `up to ${lanes.count} tasks at once`}):`);
+        print(laneTimeline(status.tasks, now).trimEnd());
       }
+      print("\nlast output line of each task:");
+      for (const t of status.tasks) print(`  ${t.taskId}  ${lastLine(t.output, 110) || "(no output)"}`);
       let notes: string[] = [];
       try {
         notes = readdirSync(join(workspace, "notes")).sort();
       } catch {
         notes = [];
       }
-      print(`\nnotes written to ${join(workspace, "notes")}:`);
-      for (const n of notes) print(`  ${n}`);
+      if (notes.length > 0 || options.config === undefined) {
+        print(`\nnotes written to ${join(workspace, "notes")}:`);
+        for (const n of notes) print(`  ${n}`);
+      }
       print(`checkpoints: ${status.checkpoints}`);
-      return status.phase === "completed" && notes.length > 0 ? 0 : 1;
+      print(`product: ${productId}`);
+      lookAgain = `acp-orchestrator status ${productId} --state ${shellQuote(state)}  (or: acp-orchestrator ui --state ${shellQuote(state)})`;
+      // The built-in worker writes a note per task; other agents do what they do.
+      return status.phase === "completed" && (notes.length > 0 || options.config !== undefined) ? 0 : 1;
     });
   } finally {
     child.stdin.end();
@@ -127,9 +195,19 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       if (child.exitCode !== null) resolve();
       else child.once("exit", () => resolve());
     });
-    if (!options.keep) rmSync(root, { recursive: true, force: true });
+    if (options.clean) rmSync(root, { recursive: true, force: true });
   }
-  print(options.keep ? `\nkept: workspace and state under ${root}` : `\nremoved ${root} (run with --keep to keep the workspace and state)`);
+  if (options.clean) {
+    print(`\nremoved ${root}${options.state !== undefined ? ` (the state in ${state} stays)` : ""}`);
+  } else {
+    print(`\nkept: workspace ${workspace}, state ${state} (--clean removes them)`);
+    if (lookAgain !== undefined) print(`look again: ${lookAgain}`);
+  }
   print(code === 0 ? "\ndemo: OK" : "\ndemo: FAILED");
   return code;
+}
+
+/** `text` quoted for a POSIX shell when it needs it. */
+function shellQuote(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`;
 }

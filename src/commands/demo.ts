@@ -4,32 +4,55 @@
  * Owns the command's options and help only.
  */
 import { expectPositionals, parseCommandArgs } from "./args.js";
-import type { Command } from "./command.js";
+import { UsageError, type Command } from "./command.js";
 
 const OPTIONS = {
   goal: { type: "string" },
   keep: { type: "boolean" },
+  clean: { type: "boolean" },
+  config: { type: "string" },
+  state: { type: "string" },
+  "log-level": { type: "string" },
 } as const;
 
-const HELP = `Usage: acp-orchestrator demo [--goal TEXT] [--keep]
+const LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
+
+const HELP = `Usage: acp-orchestrator demo [--goal TEXT] [--config FILE] [--state PATH|URL] [--log-level L] [--clean]
 
 Spawns the server on a fresh temporary git workspace and drives one product through plan, confirm and execution
-with the built-in leader and worker, printing each task's progress and a final table. Exits 0 when it completed.
+(with the built-in leader and worker, or the agents of --config), printing each task's progress with durations,
+then a table with each task's duration and parallel lane, a lane timeline and each task's last output line. Exits 0
+when it completed. The workspace and the state are kept, and their paths printed, unless --clean.
 
 Options:
-  --goal TEXT  the goal to plan and run (a value starting with "-" is fine: --goal "- Write a README")
-  --keep       keep the temporary workspace and state
+  --goal TEXT        the goal to plan and run (a value starting with "-" is fine: --goal "- Write a README")
+  --config FILE      the server's config file: your agents run the demo (default: built-in leader and worker)
+  --state PATH|URL   the store the server writes (default: a state file in the demo's temporary folder)
+  --log-level L      the server's log level on stderr: trace, debug, info, warn (default), error, fatal, silent
+  --clean            remove the temporary folder at the end (a --state store elsewhere is left alone)
+  --keep             keep the temporary folder (the default; accepted for older scripts)
 `;
 
 export const demoCommand: Command = {
   name: "demo",
-  synopsis: "demo [--goal TEXT] [--keep]",
+  synopsis: "demo [--goal TEXT] [--config FILE] [--state PATH|URL] [--log-level L] [--clean]",
   summary: "run a product end to end against a spawned server",
   help: HELP,
   async run(argv) {
     const { values, positionals } = parseCommandArgs("demo", argv, OPTIONS);
     expectPositionals("demo", positionals, 0, 0, "no arguments");
+    if (values.keep && values.clean) throw new UsageError(`"demo" takes --keep or --clean, not both.`, "demo");
+    const level = values["log-level"];
+    if (level !== undefined && !LEVELS.includes(level)) {
+      throw new UsageError(`The option --log-level of "demo" must be one of ${LEVELS.join(", ")}.`, "demo");
+    }
     const { runDemo } = await import("../demo.js");
-    return runDemo({ ...(values.goal ? { goal: values.goal } : {}), keep: values.keep ?? false });
+    return runDemo({
+      clean: values.clean ?? false,
+      ...(values.goal ? { goal: values.goal } : {}),
+      ...(values.config !== undefined ? { config: values.config } : {}),
+      ...(values.state !== undefined ? { state: values.state } : {}),
+      ...(level !== undefined ? { logLevel: level } : {}),
+    });
   },
 };
