@@ -95,7 +95,13 @@ export interface RunStateAuthority {
   /** Short backend name for logs and status: `memory`, `sqlite`, `host`, `postgres`. */
   readonly name: string;
   get(projectId: string, kind: string, id: string): Promise<StoredRecord | null>;
-  put(projectId: string, kind: string, id: string, value: object, expectedRevision: number | null): Promise<{ revision: number }>;
+  put(
+    projectId: string,
+    kind: string,
+    id: string,
+    value: object,
+    expectedRevision: number | null,
+  ): Promise<{ revision: number }>;
   delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean>;
   /** Records of one kind in one project, ordered by id; `prefix` filters on the id. */
   list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]>;
@@ -237,7 +243,9 @@ export interface FailureConsultation {
   signal: AbortSignal;
 }
 
-export type FailureDecision = { kind: "mutate"; mutations: Mutation[]; message: string } | { kind: "giveUp"; message: string };
+export type FailureDecision =
+  | { kind: "mutate"; mutations: Mutation[]; message: string }
+  | { kind: "giveUp"; message: string };
 
 /** One checkable statement derived from a goal (DESIGN.md vocabulary: acceptance criterion). */
 export interface AcceptanceCriterion {
@@ -307,8 +315,35 @@ export interface AssessResult {
 }
 
 /**
+ * An agent failure that retrying cannot fix (DESIGN.md "Processes"): its command does not exist or cannot run, it
+ * requires authentication, or it refused `initialize`, `authenticate` or `session/new`. `message` says what happened
+ * naming the agent; `remediation` says what the operator should do. A `LeaderPort` method rejects with one when its
+ * leader agent cannot be started: the product (or goal run) then pauses with that recovery instead of failing.
+ */
+export class AgentConfigurationError extends Error {
+  override readonly name = "AgentConfigurationError";
+  constructor(
+    message: string,
+    readonly agentId: string,
+    readonly remediation: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * `remediation` of an `AgentConfigurationError` with its last step ("…, then resume.") replaced by `nextStep` (a
+ * sentence fragment such as `send product.message to plan again`). Pure.
+ */
+export function remediationThen(remediation: string, nextStep: string): string {
+  const fix = remediation.replace(/[\s,;.]*(?:then|Then) resume\.?\s*$/u, "").replace(/\.$/u, "");
+  return `${fix}; then ${nextStep}.`;
+}
+
+/**
  * The leader: plans, answers the user, decides what to do about a final failure, and drives goal runs
- * (derive a checklist, plan one phase, assess a phase).
+ * (derive a checklist, plan one phase, assess a phase). Every method rejects with an `AgentConfigurationError` when
+ * the leader agent cannot be started for a reason retrying cannot fix, and with other errors for other failures.
  */
 export interface LeaderPort {
   plan(request: PlanRequest): Promise<PlanResult>;

@@ -72,6 +72,93 @@ describe.concurrent("agent configuration errors", () => {
     expect(await server.close()).toBe(0);
   });
 
+  it.each([
+    [
+      "a missing command",
+      { agentId: "ghost-lead", command: "/nonexistent/ghost-acp" },
+      /fix "command" of agent "ghost-lead"/,
+    ],
+    ["an agent that requires authentication", authAgent("locked-lead"), /Give agent "locked-lead" its credentials/],
+  ])(
+    "a leader with %s pauses the product before its plan with the fix; product.message plans again",
+    async (_label, agent, fix) => {
+      const workspace = tempDir("leader-config-");
+      const config = writeConfig(workspace, { agents: [agent], leader: agent.agentId });
+      const server = await startServer({ cwd: workspace, args: ["--config", config] });
+      const { productId } = await server.request<{ productId: string }>("product.plan", {
+        goal: "Write the parser",
+        cwd: workspace,
+      });
+      const failed = await server.waitFor((n) => n.method === "product.planFailed" && n.params.productId === productId);
+      expect(failed.params.error).toMatch(fix);
+      let status = await server.request<Status>("product.status", { productId });
+      expect(status.phase).toBe("paused");
+      expect(status.recovery?.resumable).toBe(true);
+      expect(status.recovery?.cause).toMatch(new RegExp(`^The leader could not plan: .*"${agent.agentId}"`));
+      expect(status.recovery?.remediation).toMatch(fix);
+      expect(status.recovery?.remediation).toMatch(/then send product\.message \(e\.g\. "plan again"\) to plan\.$/);
+      expect(status.budget.usedTokens).toBe(0);
+      // product.resume has no plan to run: it says what to do instead.
+      const resumed = await server.request("product.resume", { productId }).then(
+        () => new Error("product.resume was accepted"),
+        (e: unknown) => e as Error,
+      );
+      expect(resumed.message).toMatch(/paused before it had a plan .*send product\.message to plan again/);
+      // A message plans again (one leader start, no retry): still broken, so paused again with the same fix.
+      const again = await server.request<{ response: string }>("product.message", { productId, content: "plan again" });
+      expect(again.response).toMatch(fix);
+      status = await server.request<Status>("product.status", { productId });
+      expect(status.phase).toBe("paused");
+      const planFailures = server.notifications.filter(
+        (n) => n.method === "product.planFailed" && n.params.productId === productId,
+      );
+      expect(planFailures).toHaveLength(2);
+      expect(await server.close()).toBe(0);
+    },
+  );
+
+  it("a goal run whose leader cannot start is blocked with the fix and spends no phase, also after a resume", async () => {
+    const workspace = tempDir("goal-config-");
+    const config = writeConfig(workspace, {
+      agents: [{ agentId: "ghost-lead", command: "/nonexistent/ghost-acp" }],
+      leader: "ghost-lead",
+    });
+    const server = await startServer({ cwd: workspace, args: ["--config", config] });
+    const { goalRunId } = await server.request<{ goalRunId: string }>("x/goal.start", {
+      goal: "Write the changelog",
+      cwd: workspace,
+    });
+    const isBlocked = (n: { method: string; params: Record<string, unknown> }) =>
+      n.method === "x/goal.statusChanged" && n.params.goalRunId === goalRunId && n.params.status === "blocked";
+    await server.waitFor(isBlocked);
+    interface GoalStatus {
+      status: string;
+      phaseIndex: number;
+      noProgressCount: number;
+      productId?: string;
+      usedTokens: number;
+      failedReason?: string;
+    }
+    const first = await server.request<GoalStatus>("x/goal.status", { goalRunId });
+    expect(first).toMatchObject({ status: "blocked", phaseIndex: 0, noProgressCount: 0, usedTokens: 0 });
+    expect(first.productId).toBeUndefined();
+    const blocked = server.notifications.find(isBlocked);
+    expect(first.failedReason).toMatch(/fix "command" of agent "ghost-lead".*then call x\/goal\.resume\.$/);
+    // Resuming with the agent still broken blocks it again, at the same phase: nothing was charged.
+    await server.request("x/goal.resume", { goalRunId });
+    await server.waitFor((n) => isBlocked(n) && n !== blocked);
+    const second = await server.request<GoalStatus>("x/goal.status", { goalRunId });
+    expect(second).toMatchObject({ status: "blocked", phaseIndex: 0, noProgressCount: 0, usedTokens: 0 });
+    expect(
+      server.notifications.filter(
+        (n) =>
+          n.params.goalRunId === goalRunId &&
+          (n.method === "x/goal.phaseStarted" || n.method === "x/goal.phaseAssessed"),
+      ),
+    ).toEqual([]);
+    expect(await server.close()).toBe(0);
+  });
+
   it("check-agents reports every agent: ok, or the stage that failed and its fix; exit 1 when any fails", () => {
     const dir = tempDir("check-agents-");
     const config = writeConfig(dir, {

@@ -3,9 +3,10 @@
  * does not exist or cannot be run, the agent requires authentication, the agent refuses `initialize`,
  * `authenticate` or `session/new`. Each gets a plain-words cause naming the agent and a remediation saying the fix.
  *
- * Owns: recognising those failures and wording them. Pure: no I/O.
+ * Owns: recognising those failures and wording them (the error class itself is the core's, ports.ts). Pure: no I/O.
  */
 import { RequestError } from "@agentclientprotocol/sdk";
+import { AgentConfigurationError } from "../../core/ports.js";
 import type { SpawnFailure } from "./agent-process.js";
 
 /** ACP's "authentication required" error code. */
@@ -14,17 +15,8 @@ export const AUTH_REQUIRED_CODE = -32000;
 /** The start stages of an agent, in order; a start timeout names the one that did not finish. */
 export type StartStage = "spawn" | "initialize" | "authenticate" | "session/new";
 
-/** A failure retrying cannot fix: `message` says what happened, `remediation` what the operator should do. */
-export class AgentConfigurationError extends Error {
-  override readonly name = "AgentConfigurationError";
-  constructor(
-    message: string,
-    readonly agentId: string,
-    readonly remediation: string,
-  ) {
-    super(message);
-  }
-}
+/** A failure retrying cannot fix (core/ports.ts): `message` says what happened, `remediation` what to do. */
+export { AgentConfigurationError };
 
 /** Where an agent's entry lives, for remediations. */
 const WHERE = "in the agent configuration (acp-orchestrator.json, or the file given with --config)";

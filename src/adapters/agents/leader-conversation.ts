@@ -9,10 +9,16 @@
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
 import type { ClientConnection, SessionNotification, StopReason } from "@agentclientprotocol/sdk";
+import { AgentConfigurationError } from "../../core/ports.js";
 import type { Logger } from "../../core/ports.js";
 import { AgentProcess, delay } from "./agent-process.js";
 import type { AgentExit } from "./agent-process.js";
-import { handshakeConfigurationError, unknownAuthMethodError } from "./agent-errors.js";
+import {
+  handshakeConfigurationError,
+  protocolConfigurationError,
+  spawnConfigurationError,
+  unknownAuthMethodError,
+} from "./agent-errors.js";
 import type { StartStage } from "./agent-errors.js";
 import { LEADER_PROMPT_VERSION } from "./leader-prompts.js";
 import type { LeaderTurnKind } from "./leader-prompts.js";
@@ -79,6 +85,8 @@ export class LeaderConversation {
   private onChunk: ((text: string) => void) | undefined;
   private stderrTail = "";
   private spawnFailure: string | undefined;
+  /** The start stage reached (named when the start times out). */
+  private stage: StartStage = "spawn";
   private closing: Promise<void> | undefined;
   /** Set when the process must not be used again (it exited, or was killed). */
   dead = false;
@@ -162,7 +170,7 @@ export class LeaderConversation {
       ),
     );
     this.connection = connection;
-    let stage: StartStage = "initialize";
+    this.stage = "initialize";
     let authMethods: { id: string; name?: string }[] = [];
     const handshake = (async () => {
       const init = await connection.agent.request(methods.agent.initialize, {
@@ -171,19 +179,17 @@ export class LeaderConversation {
         clientInfo: { name: this.options.clientName, version: this.options.clientVersion },
       });
       if (init.protocolVersion !== PROTOCOL_VERSION) {
-        throw new Error(
-          `leader agent "${agentId}" speaks ACP protocol version ${init.protocolVersion}, not ${PROTOCOL_VERSION}`,
-        );
+        throw protocolConfigurationError(agentId, init.protocolVersion, PROTOCOL_VERSION);
       }
       authMethods = (init.authMethods ?? []).map((m) => ({ id: m.id, name: m.name }));
       if (spec.auth !== undefined && authMethods.length > 0) {
         if (!authMethods.some((m) => m.id === spec.auth?.methodId)) {
           throw unknownAuthMethodError(agentId, spec.auth.methodId, authMethods);
         }
-        stage = "authenticate";
+        this.stage = "authenticate";
         await connection.agent.request(methods.agent.authenticate, { methodId: spec.auth.methodId });
       }
-      stage = "session/new";
+      this.stage = "session/new";
       const session = await connection.agent.request(methods.agent.session.new, {
         cwd: this.options.cwd,
         mcpServers: [],
@@ -191,20 +197,18 @@ export class LeaderConversation {
       this.sessionId = session.sessionId;
     })().catch((error: unknown) => {
       // A refused handshake is a configuration error: say what to fix (DESIGN.md "Processes").
-      const configuration = handshakeConfigurationError(agentId, stage, error, authMethods);
-      if (configuration === undefined) throw error;
-      throw new Error(`${configuration.message} ${configuration.remediation}`);
+      const configuration = handshakeConfigurationError(agentId, this.stage, error, authMethods);
+      throw configuration ?? error;
     });
     // Whichever comes first: the handshake, a spawn failure, or an exit.
     return Promise.race([
       handshake,
       spawnError.then((failure) => {
-        throw new Error(
-          `could not start leader agent "${agentId}" (${spec.command}): ${failure.message}. Install it, or fix ` +
-            `"command" of agent "${agentId}" in the agent configuration.`,
-        );
+        throw spawnConfigurationError(agentId, spec.command, failure);
       }),
       this.exited.then(async (exit) => {
+        const failure = child.spawnFailure;
+        if (failure !== undefined) throw spawnConfigurationError(agentId, spec.command, failure);
         throw new Error(await this.exitMessage(exit, "before its session was ready"));
       }),
     ]);
@@ -287,14 +291,27 @@ export class LeaderConversation {
           throw new Error(
             prompted
               ? `the leader agent "${this.options.agentId}" did not answer within ${this.options.turnTimeoutMs} ms`
-              : `the leader agent "${this.options.agentId}" did not start within ${this.options.startTimeoutMs} ms`,
+              : `the leader agent "${this.options.agentId}" did not start within ${this.options.startTimeoutMs} ms ` +
+                `(it was at ${this.stage})`,
           );
-        case "exited":
+        case "exited": {
           if (this.closing !== undefined) throw new Error(`the leader agent "${this.options.agentId}" was closed`);
-          throw new Error(await this.exitMessage(settled.exit, "during its turn"));
+          // An agent that exits while starting may have told why (a configuration error): that wins.
+          const startError = prompted
+            ? undefined
+            : await this.ready?.then(
+                () => undefined,
+                (e: unknown) => e,
+              );
+          if (startError instanceof AgentConfigurationError) throw startError;
+          throw new Error(
+            await this.exitMessage(settled.exit, prompted ? "during its turn" : "before its session was ready"),
+          );
+        }
         case "error": {
           if (signal.aborted) throw abortReason(signal);
           if (this.closing !== undefined) throw new Error(`the leader agent "${this.options.agentId}" was closed`);
+          if (settled.error instanceof AgentConfigurationError) throw settled.error;
           if (settled.error instanceof RequestError) {
             throw new Error(`the leader agent "${this.options.agentId}" answered with ${describeError(settled.error)}`);
           }

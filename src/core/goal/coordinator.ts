@@ -47,7 +47,7 @@ import type {
   OwnerLiveness,
   RunStateAuthority,
 } from "../ports.js";
-import { AuthorityConflict } from "../ports.js";
+import { AgentConfigurationError, AuthorityConflict, remediationThen } from "../ports.js";
 import type { ProductOrchestrator } from "../product/orchestrator.js";
 import { listIndexedRecords } from "../indexed-records.js";
 import { ProductLease, type LeaseSettings, type LeaseStore } from "../product/lease.js";
@@ -450,6 +450,12 @@ class GoalRun {
   /** Turns a leader failure into what the loop does with it: nothing when the goal was interrupted, else blocked. */
   private leaderFailure(what: string, err: unknown, signal: AbortSignal): Error {
     if (signal.aborted) return new LoopInterrupted(what);
+    if (err instanceof AgentConfigurationError) {
+      // Retrying cannot fix it (DESIGN.md "Processes"): the goal is blocked with the fix, no phase is spent on it.
+      return new Error(
+        `The leader could not ${what}: ${err.message} ${remediationThen(err.remediation, "call x/goal.resume")}`,
+      );
+    }
     return new Error(`The leader could not ${what}: ${err instanceof Error ? err.message : String(err)}`);
   }
 
@@ -621,6 +627,9 @@ class GoalRun {
     const st = product.model.state;
     const used = st.usage.inputTokens + st.usage.outputTokens;
     const cause = st.recovery?.cause ?? "The phase's product paused.";
+    // A configuration error's fix ends "…, then resume." (agent-errors): the goal's reason carries it.
+    const remediation = st.recovery?.remediation;
+    const fix = remediation !== undefined && /then resume\.?\s*$/iu.test(remediation) ? remediation : undefined;
     const spent =
       (st.budget.maxTotalTokens !== undefined && used >= st.budget.maxTotalTokens) ||
       (st.budget.maxDurationMs !== undefined && st.usage.elapsedMs >= st.budget.maxDurationMs) ||
@@ -633,7 +642,13 @@ class GoalRun {
       );
     } else {
       await this.commit([
-        { type: "status", status: "blocked", reason: `Phase ${phase}'s product paused: ${cause} Resume the goal to resume it.` },
+        {
+          type: "status",
+          status: "blocked",
+          reason:
+            `Phase ${phase}'s product paused: ${cause} ` +
+            (fix !== undefined ? remediationThen(fix, "resume the goal to resume it") : "Resume the goal to resume it."),
+        },
       ]);
     }
   }

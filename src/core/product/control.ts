@@ -50,6 +50,14 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
       await this.catchUpNow();
       this.requirePhase(["paused", "executing"], "product.resume");
       this.requireIntact("product.resume");
+      if (!this.model.state.plan) {
+        throw new DomainError(
+          "invalid_phase",
+          `Product ${this.productId} was paused before it had a plan (its leader could not start); once the leader ` +
+            `agent is fixed, send product.message to plan again.`,
+          { phase: this.phase, allowed: [] },
+        );
+      }
       const refuseDrift = (drift: Drift[]): void => {
         if (!opts.automatic || drift.length === 0) return;
         throw new DomainError(

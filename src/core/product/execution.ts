@@ -12,6 +12,7 @@ import { applyMutations } from "../dag/mutations.js";
 import { checkProductState } from "./integrity.js";
 import { Scheduler } from "../dag/scheduler.js";
 import { DomainError, invalidPhase, invalidPlan } from "../errors.js";
+import { AgentConfigurationError, remediationThen } from "../ports.js";
 import type { WorkerResult } from "../ports.js";
 import { taskInputHash } from "./fingerprint.js";
 import { attemptsUsed } from "./state.js";
@@ -616,6 +617,24 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
           signal: controller.signal,
         });
       } catch (err) {
+        if (err instanceof AgentConfigurationError && !controller.signal.aborted) {
+          // The leader cannot be started (DESIGN.md "Processes"): pause with its fix instead of giving the branch up;
+          // the dependents stay pending and the resume consults the leader again.
+          this.leaderTurn = null;
+          if (this.leaderController === controller) this.leaderController = null;
+          await this.exclusive(async () => {
+            if (!this.driving || this.phase !== "executing") return;
+            await this.pauseInside(
+              {
+                cause: `The leader could not be consulted about the failure of task ${taskId}: ${err.message}`,
+                resumable: true,
+                remediation: remediationThen(err.remediation, "call product.resume"),
+              },
+              "pause",
+            );
+          });
+          return;
+        }
         decision = { kind: "giveUp" as const, message: `The leader could not be consulted: ${String(err)}` };
       } finally {
         this.leaderTurn = null;

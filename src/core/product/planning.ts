@@ -9,6 +9,7 @@ import { TerminalPhases } from "../../../protocol/common.js";
 import { validatePlanGraph } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
 import { busy, invalidInput, invalidPhase } from "../errors.js";
+import { AgentConfigurationError, remediationThen } from "../ports.js";
 import type { AgentInfo, DraftPlan, LeaderPort } from "../ports.js";
 import { OrchestratorWorkspaces } from "./workspaces.js";
 
@@ -79,6 +80,7 @@ export abstract class OrchestratorPlanning extends OrchestratorWorkspaces {
         // A turn aborted by cancel, delete or shutdown is not a planning failure: the product keeps its phase and a
         // later product.message plans again.
         if (controller.signal.aborted) return { response: "The leader's turn was cancelled." };
+        if (err instanceof AgentConfigurationError) return this.pauseForLeaderConfiguration(err);
         const error = `The leader could not plan: ${err instanceof Error ? err.message : String(err)}`;
         return await this.exclusive(async () => {
           await this.commit([{ type: "planFailed", error }], { header: true });
@@ -131,6 +133,33 @@ export abstract class OrchestratorPlanning extends OrchestratorWorkspaces {
   }
 
   /**
+   * The leader agent cannot be started for a reason retrying cannot fix (DESIGN.md "Processes"): the product pauses
+   * before it has a plan, with a recovery naming the agent and the fix; `product.planFailed` still tells waiting
+   * clients that no plan came. Nothing is retried. `product.message` plans again once the agent is fixed (a paused
+   * product without a plan goes back to planning). Records nothing when the product left planning meanwhile.
+   */
+  private async pauseForLeaderConfiguration(err: AgentConfigurationError): Promise<{ response: string }> {
+    const recovery = {
+      cause: `The leader could not plan: ${err.message}`,
+      resumable: true,
+      remediation: remediationThen(err.remediation, 'send product.message (e.g. "plan again") to plan'),
+    };
+    const error = `${recovery.cause} ${recovery.remediation}`;
+    return this.exclusive(async () => {
+      if (this.phase !== "planning") return { response: error };
+      await this.commit(
+        [
+          { type: "planFailed", error },
+          { type: "phase", phase: "paused", recovery },
+        ],
+        { header: true },
+      );
+      this.ctx.notifier.notify("product.planFailed", { productId: this.productId, error });
+      return { response: error };
+    });
+  }
+
+  /**
    * Aborts the running leader turn, if any (its `signal` fires; a model-backed leader sends `session/cancel`).
    * Used by cancel, delete and shutdown, and by the ACP session adapter when `session/cancel` arrives during planning.
    * An aborted planning turn records nothing. Does NOT wait for the turn to end.
@@ -161,6 +190,14 @@ export abstract class OrchestratorPlanning extends OrchestratorWorkspaces {
     if (!this.driving) await this.exclusive(() => this.syncForWrite());
     this.requirePhase(["planning", "awaiting_confirmation", "executing", "paused"], "product.message");
     if (this.leaderTurn) throw busy(this.productId);
+    if (this.phase === "paused" && !this.model.state.plan) {
+      // Paused before it had a plan (its leader could not start): a message plans again.
+      await this.exclusive(async () => {
+        if (this.phase === "paused" && !this.model.state.plan) {
+          await this.commit([{ type: "phase", phase: "planning", recovery: null }], { header: true });
+        }
+      });
+    }
     if (this.phase === "planning" || this.phase === "awaiting_confirmation") {
       const pending = this.model.state.pendingAsk;
       if (askId !== undefined && pending?.askId !== askId) {
