@@ -292,7 +292,7 @@ export class LeaderConversation {
             prompted
               ? `the leader agent "${this.options.agentId}" did not answer within ${this.options.turnTimeoutMs} ms`
               : `the leader agent "${this.options.agentId}" did not start within ${this.options.startTimeoutMs} ms ` +
-                `(it was at ${this.stage})`,
+                `(stage ${this.stage} did not finish)`,
           );
         case "exited": {
           if (this.closing !== undefined) throw new Error(`the leader agent "${this.options.agentId}" was closed`);

@@ -13,6 +13,7 @@ import type { AcpLeaderOptions } from "../../../src/adapters/agents/acp-leader.j
 import { LEADER_PROMPT_VERSION } from "../../../src/adapters/agents/leader-prompts.js";
 import { AgentRegistry, parseAgentConfig } from "../../../src/adapters/agents/registry.js";
 import { HeuristicLeader } from "../../../src/core/leader/heuristic-leader.js";
+import { AgentConfigurationError } from "../../../src/core/ports.js";
 import type { AgentInfo, PlanRequest } from "../../../src/core/ports.js";
 import { fixturesDir, isAlive, memoryLogger, sleep, tsxLoader } from "../../fixtures/agents/pool-helpers.js";
 
@@ -462,17 +463,24 @@ describe("AcpLeader start failures", () => {
     leaders.push(leader);
     const started = leader.plan(planRequest(tmpdir()));
     const pid = leader.livePids()[0];
-    await expect(started).rejects.toThrow('the leader agent "mute" did not start within 300 ms');
+    await expect(started).rejects.toThrow('the leader agent "mute" did not start within 300 ms (stage initialize did not finish)');
     expect(isAlive(pid!)).toBe(false);
     expect(leader.livePids()).toEqual([]);
   });
 
-  it("names the command when the agent cannot be started", async () => {
+  it("rejects with a configuration error naming the command and the fix when the agent cannot be started", async () => {
     const leader = new AcpLeader({ agentId: "missing", registry, logger: memoryLogger(), graceMs: 200 });
     leaders.push(leader);
-    await expect(leader.plan(planRequest(tmpdir()))).rejects.toThrow(
-      /^the leader agent "missing" could not be started \(\/nonexistent\/leader-agent: spawn \/nonexistent\/leader-agent ENOENT\)/,
+    const error = await leader.plan(planRequest(tmpdir())).then(
+      () => undefined,
+      (e: unknown) => e,
     );
+    expect(error).toBeInstanceOf(AgentConfigurationError);
+    expect(error).toMatchObject({
+      message: 'Could not start agent "missing": the command "/nonexistent/leader-agent" was not found.',
+      agentId: "missing",
+      remediation: expect.stringContaining('fix "command" of agent "missing"'),
+    });
   });
 });
 
