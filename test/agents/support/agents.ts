@@ -58,7 +58,8 @@ export function privateHome(prefix: string): string {
   return home;
 }
 
-function homeEnv(home: string, mark: string): Record<string, string> {
+/** The environment of a private home (HOME, XDG folders) plus the suite mark. */
+export function homeEnv(home: string, mark: string): Record<string, string> {
   return {
     HOME: home,
     XDG_CONFIG_HOME: join(home, ".config"),

@@ -1,6 +1,6 @@
 /**
- * Shared plumbing of the real-agent suite's test files: the fake model started once per file (with Anthropic
- * Messages; codex adds its route to `ROUTES`), the built server started with a config file naming suite agents, and
+ * Shared plumbing of the real-agent suite's test files: the fake model started once per file (Anthropic Messages and
+ * OpenAI Responses, `ROUTES`), the built server started with a config file naming suite agents, and
  * the safety net that SIGKILLs every process an agent of this file left behind when the file ends (a test that left
  * one has already failed on it; the net only keeps the machine clean for the next file).
  */
@@ -10,11 +10,12 @@ import { afterAll } from "vitest";
 import { startServer, tempDir, type Notification, type ServerHandle, type StartOptions } from "../../support/server-process.js";
 import type { SuiteAgent } from "./agents.js";
 import { anthropicMessages } from "./anthropic-messages.js";
+import { openaiResponses } from "./openai-responses.js";
 import { startFakeModel, type ApiRoute, type FakeModel, type ModelScript } from "./fake-model.js";
 import { markedProcesses } from "./processes.js";
 
 /** Every API the fake model serves in the suite. */
-export const ROUTES: ApiRoute[] = [anthropicMessages];
+export const ROUTES: ApiRoute[] = [anthropicMessages, openaiResponses];
 
 const allMarks: string[] = [];
 const models: FakeModel[] = [];
