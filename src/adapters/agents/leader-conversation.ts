@@ -195,10 +195,16 @@ export class LeaderConversation {
         mcpServers: [],
       });
       this.sessionId = session.sessionId;
-    })().catch((error: unknown) => {
+    })().catch(async (error: unknown) => {
       // A refused handshake is a configuration error: say what to fix (DESIGN.md "Processes").
       const configuration = handshakeConfigurationError(agentId, this.stage, error, authMethods);
-      throw configuration ?? error;
+      if (configuration !== undefined) throw configuration;
+      // A connection that closed may be a command that could not start: the watchdog says so on its own channel,
+      // which may be read after the agent's stdout ended. Wait (briefly) for the exit to know.
+      await Promise.race([child.exited, delay(this.options.graceMs)]);
+      const failure = child.spawnFailure;
+      if (failure !== undefined) throw spawnConfigurationError(agentId, spec.command, failure);
+      throw error;
     });
     // Whichever comes first: the handshake, a spawn failure, or an exit.
     return Promise.race([
