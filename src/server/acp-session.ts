@@ -4,15 +4,15 @@
  * A session is a conversation with the leader about one product at a time. This adapter turns prompts into product
  * operations (plan, message, confirm, resume, pause), goal runs (mode `goal`, `/goal`) and commands, and product and
  * goal notifications into `session/update`s while a prompt turn is active (session/turn.ts), and forwards the
- * permission questions of a session's workers to the IDE. Sessions are persisted through the run-state authority
- * (session/store.ts); modes and config options live in session/settings.ts, commands in session/commands.ts.
+ * permission questions of a session's workers to the IDE (session/permissions.ts). Sessions are persisted through the
+ * run-state authority (session/store.ts) and opened by session/opening.ts (new, load, resume, list); modes and config
+ * options live in session/settings.ts, commands in session/commands.ts.
  *
  * It must never send product notifications on `session/update` outside a turn, never send a `session/update` of a
  * turn after that turn's answer, never send a `session/request_permission` for a session after its `session/cancel`
  * (until its next prompt), and never turn a cancellation into an error (ACP: `stopReason: "cancelled"`).
  */
-import { resolve } from "node:path";
-import type { ContentBlock, SessionConfigOption, SessionModeState, SessionUpdate } from "../../protocol/acp.js";
+import type { ContentBlock, SessionUpdate } from "../../protocol/acp.js";
 import { RequestPermissionResult } from "../../protocol/acp.js";
 import type { ParamsOf } from "../../protocol/methods.js";
 import { clientNotifications } from "../../protocol/methods.js";
@@ -23,45 +23,24 @@ import type { ProductOrchestrator } from "../core/product/orchestrator.js";
 import type { ProductService } from "../core/product/service.js";
 import type { Clock, IdGenerator, Logger, RunStateAuthority, WorkspaceProbe } from "../core/ports.js";
 import type { RequestContext, RpcConnection } from "./rpc-connection.js";
-import { COMMANDS, parseCommand, runCommand, type CommandHost } from "./session/commands.js";
-import {
-  checkMode,
-  configOptions,
-  DEFAULT_MODE,
-  defaultConfig,
-  modeState,
-  setConfig,
-  type SessionConfig,
-  type SettingsContext,
-} from "./session/settings.js";
+import { parseCommand, runCommand, type CommandHost } from "./session/commands.js";
+import { checkMode, configOptions, DEFAULT_MODE, setConfig, type SettingsContext } from "./session/settings.js";
 import { SessionStore, type LiveSession } from "./session/store.js";
-import { Turn } from "./session/turn.js";
-import { cleanTitle, planEntries, promptText, summaryOf, taskToolCallId, toolStatus, toolText, waitingForAnswer } from "./session/view.js";
+import { ABORTED, settleWithin, Turn, untilAborted } from "./session/turn.js";
+import {
+  PermissionForwarder,
+  type ForwardedPermission,
+  type ForwardedPermissionAnswer,
+} from "./session/permissions.js";
+import { cleanTitle, promptText, summaryOf, waitingForAnswer } from "./session/view.js";
+import { configOf, SessionOpening } from "./session/opening.js";
 import { requireDirectory } from "./workspace-check.js";
 import { invalidParams } from "./wire-errors.js";
 
 export { planEntries, promptText } from "./session/view.js";
+export type { ForwardedPermission, ForwardedPermissionAnswer } from "./session/permissions.js";
 
 type StopReason = "end_turn" | "cancelled";
-
-/** A worker's permission question as the worker pool hands it over (structurally `WorkerPermissionRequest`). */
-export interface ForwardedPermission {
-  productId: string;
-  taskId: string;
-  taskTitle: string;
-  attempt: number;
-  agentId: string;
-  params: {
-    toolCall: { toolCallId: string; title?: string | null; kind?: string | null; _meta?: Record<string, unknown> | null };
-    options: { optionId: string; name: string; kind: string }[];
-  };
-  signal: AbortSignal;
-}
-
-/** The IDE's answer to a forwarded permission question. */
-export type ForwardedPermissionAnswer =
-  | { outcome: { outcome: "cancelled" } }
-  | { outcome: { outcome: "selected"; optionId: string } };
 
 const sessionCancel = clientNotifications.find((n) => n.method === "session/cancel")!;
 
@@ -96,7 +75,6 @@ export interface SessionAdapterOptions {
 
 type Register = (method: string, handler: (params: unknown, ctx: RequestContext) => Promise<unknown>) => void;
 
-const ABORTED = Symbol("aborted");
 const BUSY = Symbol("busy");
 
 /**
@@ -111,14 +89,25 @@ const BUSY = Symbol("busy");
 export class SessionAdapter {
   private readonly store: SessionStore;
   private readonly turns = new Map<string, Turn>();
-  /** Sessions cancelled since their last prompt: no permission question goes to them (PROTOCOL.md section 4). */
-  private readonly cancelled = new Set<string>();
-  /** Forwarded worker permission questions awaiting the IDE, per session (withdrawn by a cancel). */
-  private readonly forwarded = new Map<string, Set<AbortController>>();
+  /** Worker permission questions forwarded to the IDE, and which sessions were cancelled since their last prompt. */
+  private readonly permissions: PermissionForwarder;
+  /** `session/new`, `load`, `resume` and `list`. */
+  private readonly opening: SessionOpening;
   private stopped = false;
 
   constructor(private readonly o: SessionAdapterOptions) {
     this.store = new SessionStore(o.authority, o.clock, o.logger);
+    this.permissions = new PermissionForwarder(o.connection);
+    this.opening = new SessionOpening({
+      store: this.store,
+      products: o.products,
+      settings: o.settings,
+      ids: o.ids,
+      projectIdFor: (cwd) => o.projectIdFor(cwd),
+      ...(o.workspace !== undefined ? { workspace: o.workspace } : {}),
+      send: (sessionId, update) => this.update(sessionId, update),
+      stopped: () => this.stopped,
+    });
   }
 
   /**
@@ -152,11 +141,11 @@ export class SessionAdapter {
     ): void => handle(method, fn as (params: unknown, ctx: RequestContext) => Promise<unknown>);
     h("session/new", async (p) => {
       await requireDirectory(p.cwd);
-      return this.newSession(p.cwd);
+      return this.opening.newSession(p.cwd);
     });
     h("session/load", (p) => this.open(p.sessionId, p.cwd, true));
     h("session/resume", (p) => this.open(p.sessionId, p.cwd, false));
-    h("session/list", (p) => this.list(p.cwd ?? undefined, p.cursor ?? undefined));
+    h("session/list", (p) => this.opening.list(p.cwd ?? undefined, p.cursor ?? undefined));
     h("session/close", (p) => this.close(p.sessionId));
     h("session/delete", (p) => this.delete(p.sessionId));
     h("session/set_mode", (p) => this.setMode(p.sessionId, p.modeId));
@@ -165,143 +154,14 @@ export class SessionAdapter {
     this.o.connection.handleNotification(sessionCancel, (params) => this.cancel(params.sessionId));
   }
 
-  // -------------------------------------------------------------------------------------------------------------
-  // Session setup
-
-  private configOf(s: LiveSession): SessionConfig {
-    return s.record.config ?? defaultConfig(this.o.settings, false);
+  /** `session/load` (`replay`) and `session/resume`; see `SessionOpening.open`. */
+  private open(sessionId: string, cwd: string, replay: boolean) {
+    return this.opening.open(sessionId, cwd, replay);
   }
 
-  private setup(s: LiveSession): { modes: SessionModeState; configOptions: SessionConfigOption[] } {
-    return {
-      modes: modeState(s.record.modeId ?? DEFAULT_MODE),
-      configOptions: configOptions(this.o.settings, this.configOf(s)),
-    };
-  }
-
-  /** Announces the commands once the answer that introduced the session is on its way (PROTOCOL.md section 4). */
-  private announceCommandsAfterAnswer(sessionId: string): void {
-    setImmediate(() => {
-      if (this.stopped) return;
-      void this.update(sessionId, { sessionUpdate: "available_commands_update", availableCommands: COMMANDS });
-    });
-  }
-
-  private async newSession(cwd: string) {
-    const sessionId = this.o.ids("ses");
-    const at = this.store.now();
-    const git = (await this.o.workspace?.gitHead(cwd).catch(() => null)) ?? null;
-    const s = this.store.fresh({
-      v: 1,
-      sessionId,
-      cwd,
-      projectId: this.o.projectIdFor(cwd),
-      modeId: DEFAULT_MODE,
-      config: defaultConfig(this.o.settings, git !== null),
-      createdAt: at,
-      updatedAt: at,
-      messages: [],
-    });
-    await this.store.save(s);
-    s.open = true;
-    this.store.live.set(sessionId, s);
-    this.announceCommandsAfterAnswer(sessionId);
-    return { sessionId, ...this.setup(s) };
-  }
-
-  /**
-   * `session/load` (`replay`) and `session/resume`: opens a stored session again. Load replays the conversation, the
-   * latest plan and each task's tool call in its latest state as `session/update`s before answering; resume replays
-   * nothing. Both answer `{modes, configOptions}` and then announce the commands. Throws `not_found` for an unknown
-   * session and `ownership` (`{expected: <the session's cwd>, got: cwd}`, -32016) when `cwd` is not the directory
-   * the session was created in; nothing is replayed then.
-   */
-  private async open(sessionId: string, cwd: string, replay: boolean) {
-    const s = await this.store.get(sessionId);
-    if (resolve(s.record.cwd) !== resolve(cwd)) {
-      throw new DomainError(
-        "ownership",
-        `Session ${sessionId} belongs to the workspace ${s.record.cwd}, not ${cwd}: ${replay ? "load" : "resume"} it with its own cwd.`,
-        { expected: s.record.cwd, got: cwd },
-      );
-    }
-    s.open = true;
-    if (s.record.closed) {
-      delete s.record.closed;
-      await this.store.save(s);
-    }
-    if (replay) await this.replay(s);
-    this.announceCommandsAfterAnswer(sessionId);
-    return this.setup(s);
-  }
-
-  private async replay(s: LiveSession): Promise<void> {
-    const sessionId = s.record.sessionId;
-    for (const m of s.record.messages) {
-      const text = m.role === "agent" ? `${m.text.replace(/\n*$/, "")}\n\n` : m.text;
-      await this.update(sessionId, {
-        sessionUpdate: m.role === "user" ? "user_message_chunk" : "agent_message_chunk",
-        content: { type: "text", text },
-        messageId: this.o.ids("msg"),
-      });
-    }
-    if (s.record.title !== undefined) await this.update(sessionId, { sessionUpdate: "session_info_update", title: s.record.title });
-    if (!s.record.productId) return;
-    // A deleted product: the conversation is still replayed, without a plan.
-    const product = await this.o.products.get(s.record.productId).catch(() => undefined);
-    if (!product) return;
-    const entries = planEntries(product);
-    if (entries.length > 0) await this.update(sessionId, { sessionUpdate: "plan", entries });
-    s.announcedFor = product.productId;
-    s.announced.clear();
-    for (const task of product.model.state.tasks) {
-      s.announced.set(task.taskId, task.status);
-      const text = toolText(task);
-      await this.update(sessionId, {
-        sessionUpdate: "tool_call",
-        toolCallId: taskToolCallId(product.productId, task.taskId),
-        title: task.title,
-        kind: "other",
-        status: toolStatus(task.status),
-        ...(text ? { content: [{ type: "content", content: { type: "text", text } }] } : {}),
-      });
-    }
-  }
-
-  /**
-   * For `product.plan {sessionId}`: throws `ownership` (`{expected: <the session's project>, got: projectId}`, -32016)
-   * when `sessionId` names a stored session of another project. Read-only; an unknown `sessionId` is accepted (the
-   * product only records it), as before.
-   */
-  async assertSessionProject(sessionId: string, projectId: string): Promise<void> {
-    const s = await this.store.get(sessionId).catch((err: unknown) => {
-      if (isDomainError(err, "not_found")) return undefined;
-      throw err;
-    });
-    if (s && s.record.projectId !== projectId) {
-      throw new DomainError(
-        "ownership",
-        `Session ${sessionId} belongs to project ${s.record.projectId}, not ${projectId}: ` +
-          "plan in its project or omit sessionId.",
-        { expected: s.record.projectId, got: projectId },
-      );
-    }
-  }
-
-  /** `session/list`: every readable session record (newest first), optionally only those of `cwd`. One page. */
-  private async list(cwd: string | undefined, cursor: string | undefined) {
-    if (cursor !== undefined) {
-      throw invalidParams([{ path: ["cursor"], message: "is not a cursor this server issued (session/list has one page)" }]);
-    }
-    const records = await this.store.list(cwd);
-    return {
-      sessions: records.map((r) => ({
-        sessionId: r.sessionId,
-        cwd: r.cwd,
-        ...(r.title !== undefined ? { title: r.title } : {}),
-        updatedAt: r.updatedAt,
-      })),
-    };
+  /** For `product.plan {sessionId}`; see `SessionOpening.assertSessionProject`. */
+  assertSessionProject(sessionId: string, projectId: string): Promise<void> {
+    return this.opening.assertSessionProject(sessionId, projectId);
   }
 
   /** `session/close`: cancels the running turn as `session/cancel` would, forgets the session in memory, answers `{}`. */
@@ -327,7 +187,7 @@ export class SessionAdapter {
       await settleWithin(turn.done, SETTLE_WAIT_MS);
     }
     await this.store.delete(sessionId);
-    this.cancelled.delete(sessionId);
+    this.permissions.clear(sessionId);
     return {};
   }
 
@@ -344,7 +204,7 @@ export class SessionAdapter {
   /** `session/set_config_option`: answers the complete list and announces it (`config_option_update`). */
   private async setConfigOption(sessionId: string, configId: string, value: string | boolean) {
     const s = await this.store.get(sessionId);
-    s.record.config = setConfig(this.o.settings, this.configOf(s), configId, value);
+    s.record.config = setConfig(this.o.settings, configOf(s, this.o.settings), configId, value);
     await this.store.save(s);
     const options = configOptions(this.o.settings, s.record.config);
     await this.update(sessionId, { sessionUpdate: "config_option_update", configOptions: options });
@@ -356,8 +216,7 @@ export class SessionAdapter {
    * the session's pending permission questions, and sends it no new one until its next prompt.
    */
   cancel(sessionId: string): void {
-    this.cancelled.add(sessionId);
-    for (const pending of this.forwarded.get(sessionId) ?? []) pending.abort(new Error("The session was cancelled."));
+    this.permissions.cancel(sessionId);
     const turn = this.turns.get(sessionId);
     if (!turn) return;
     turn.controller.abort();
@@ -386,7 +245,11 @@ export class SessionAdapter {
    * `session/prompt`: one turn of the conversation (PROTOCOL.md section 4). A prompt without text is `-32602`; a prompt
    * while another turn runs is `-32010`, except while a cancelled turn settles: then it waits for it (at most 5 s).
    */
-  private async prompt(sessionId: string, blocks: ContentBlock[], ctx: RequestContext): Promise<{ stopReason: StopReason }> {
+  private async prompt(
+    sessionId: string,
+    blocks: ContentBlock[],
+    ctx: RequestContext,
+  ): Promise<{ stopReason: StopReason }> {
     const previous = this.turns.get(sessionId);
     if (previous?.aborted) await settleWithin(previous.done, SETTLE_WAIT_MS);
     if (this.turns.has(sessionId)) {
@@ -395,9 +258,14 @@ export class SessionAdapter {
         operation: "session/prompt (a prompt turn is already running; wait for it or send session/cancel)",
       });
     }
-    const turn = new Turn(sessionId, () => this.store.live.get(sessionId), (id, u) => this.update(id, u), this.o.ids);
+    const turn = new Turn(
+      sessionId,
+      () => this.store.live.get(sessionId),
+      (id, u) => this.update(id, u),
+      this.o.ids,
+    );
     this.turns.set(sessionId, turn);
-    this.cancelled.delete(sessionId);
+    this.permissions.clear(sessionId);
     const onRequestAbort = (): void => this.cancel(sessionId);
     ctx.signal.addEventListener("abort", onRequestAbort, { once: true });
     let s: LiveSession | undefined;
@@ -414,7 +282,10 @@ export class SessionAdapter {
       if (text === "") {
         // A goal or a message to the leader must not be blank (product.plan / product.message schemas).
         throw invalidParams([
-          { path: ["prompt"], message: "must contain some text (a text block, an embedded text resource or a resource link)" },
+          {
+            path: ["prompt"],
+            message: "must contain some text (a text block, an embedded text resource or a resource link)",
+          },
         ]);
       }
       s.open = true;
@@ -452,7 +323,8 @@ export class SessionAdapter {
     const product = turn.product;
     // A planning turn the prompt started is stopped too (a model-backed leader gets session/cancel); the product
     // keeps its phase and the next prompt plans again.
-    if (product && (product.phase === "planning" || product.phase === "awaiting_confirmation")) product.abortLeaderTurn();
+    if (product && (product.phase === "planning" || product.phase === "awaiting_confirmation"))
+      product.abortLeaderTurn();
     if (this.stopped) return "cancelled";
     let pausing: Promise<unknown> | undefined;
     if (turn.goal && GOAL_RUNNING.has(turn.goal.status)) {
@@ -570,7 +442,7 @@ export class SessionAdapter {
 
   /** The first prompt (or one after a terminal product): starts a product with the prompt as its goal. */
   private async startProduct(s: LiveSession, turn: Turn, goal: string): Promise<StopReason> {
-    const config = this.configOf(s);
+    const config = configOf(s, this.o.settings);
     const { productId } = await this.o.products.plan({
       goal,
       cwd: s.record.cwd,
@@ -587,7 +459,10 @@ export class SessionAdapter {
     delete s.record.shownPlanVersion;
     this.setTitle(s, turn, product.model.state.name);
     await this.store.save(s);
-    await this.waitFor(turn, () => product.phase !== "planning" || !!product.model.state.planError || !!product.model.state.pendingAsk);
+    await this.waitFor(
+      turn,
+      () => product.phase !== "planning" || !!product.model.state.planError || !!product.model.state.pendingAsk,
+    );
     if (turn.aborted || this.stopped) return "cancelled";
     return this.afterLeader(s, turn, product);
   }
@@ -619,7 +494,9 @@ export class SessionAdapter {
       throw err;
     }
     if (answer === ABORTED) {
-      call.catch((err: unknown) => this.o.logger.debug({ err }, "leader message finished with an error after a cancel"));
+      call.catch((err: unknown) =>
+        this.o.logger.debug({ err }, "leader message finished with an error after a cancel"),
+      );
       return ABORTED;
     }
     turn.endStream();
@@ -638,8 +515,10 @@ export class SessionAdapter {
     s.record.shownPlanVersion = plan.version;
     this.setTitle(s, turn, product.model.state.name);
     if (s.record.modeId === "auto") return this.execute(turn, product);
-    if (turn.aborted || this.cancelled.has(s.record.sessionId)) return "cancelled";
-    const summary = plan.tasks.map((t) => `${t.taskId}. ${t.title}${t.dependsOn.length > 0 ? ` (after ${t.dependsOn.join(", ")})` : ""}`);
+    if (turn.aborted || this.permissions.isCancelled(s.record.sessionId)) return "cancelled";
+    const summary = plan.tasks.map(
+      (t) => `${t.taskId}. ${t.title}${t.dependsOn.length > 0 ? ` (after ${t.dependsOn.join(", ")})` : ""}`,
+    );
     let raw: unknown;
     try {
       raw = await this.o.connection.request(
@@ -749,7 +628,10 @@ export class SessionAdapter {
     if (turn.aborted || this.stopped) return "cancelled";
     const end = await this.o.goals.status(goalRunId);
     if (turn.product) turn.sendPlan(turn.product);
-    const outcome = end.status === "completed" && end.endReason === "achieved" ? "achieved" : `${end.status}${end.endReason ? ` (${end.endReason})` : ""}`;
+    const outcome =
+      end.status === "completed" && end.endReason === "achieved"
+        ? "achieved"
+        : `${end.status}${end.endReason ? ` (${end.endReason})` : ""}`;
     turn.say(
       `Goal run ${outcome}: ${end.acceptance.passed} of ${end.acceptance.total} criteria pass after ${end.phaseIndex + 1} ` +
         `${end.phaseIndex === 0 ? "phase" : "phases"}.${end.failedReason ? ` ${end.failedReason}` : ""}` +
@@ -817,11 +699,8 @@ export class SessionAdapter {
 
   /**
    * Forwards a worker's `session/request_permission` to the IDE when the worker's product belongs to a session this
-   * connection has open (created, loaded, resumed or prompted, not closed): the question names the task in its title
-   * and keeps the worker's options. Resolves `undefined` when no such session exists (the caller's policy decides),
-   * and `cancelled` without asking when the session was cancelled since its last prompt. A `session/cancel` withdraws
-   * a pending question (`$/cancel_request`) and answers it `cancelled`. Rejects when the IDE fails to answer or
-   * answers something invalid, and with the abort reason when `signal` aborts (the request is then withdrawn).
+   * connection has open (created, loaded, resumed or prompted, not closed); resolves `undefined` when no such session
+   * exists (the caller's policy decides). The rest of the contract is `PermissionForwarder.forward`'s.
    */
   async forwardWorkerPermission(request: ForwardedPermission): Promise<ForwardedPermissionAnswer | undefined> {
     if (this.stopped) return undefined;
@@ -829,90 +708,6 @@ export class SessionAdapter {
     const sessionId = product?.model.state.sessionId;
     const s = sessionId === undefined ? undefined : this.store.live.get(sessionId);
     if (!s || !s.open) return undefined;
-    if (this.cancelled.has(s.record.sessionId)) return { outcome: { outcome: "cancelled" } };
-    const original = request.params.toolCall;
-    const what = original.title ?? original.kind ?? "a tool call";
-    const withdraw = new AbortController();
-    const pending = this.forwarded.get(s.record.sessionId) ?? new Set<AbortController>();
-    this.forwarded.set(s.record.sessionId, pending);
-    pending.add(withdraw);
-    const onAbort = (): void => withdraw.abort(request.signal.reason);
-    request.signal.addEventListener("abort", onAbort, { once: true });
-    if (request.signal.aborted) onAbort();
-    let raw: unknown;
-    try {
-      raw = await this.o.connection.request(
-        "session/request_permission",
-        {
-          sessionId: s.record.sessionId,
-          toolCall: {
-            ...original,
-            toolCallId: `${taskToolCallId(request.productId, request.taskId)}/${original.toolCallId}`,
-            title: `Task ${request.taskId} "${request.taskTitle}": ${what}`,
-            _meta: {
-              ...(original._meta ?? {}),
-              "acp-orchestrator": {
-                productId: request.productId,
-                taskId: request.taskId,
-                attempt: request.attempt,
-                agentId: request.agentId,
-                workerToolCallId: original.toolCallId,
-              },
-            },
-          },
-          options: request.params.options,
-        },
-        { signal: withdraw.signal },
-      );
-    } catch (err) {
-      if (!request.signal.aborted && this.cancelled.has(s.record.sessionId)) return { outcome: { outcome: "cancelled" } };
-      throw err;
-    } finally {
-      request.signal.removeEventListener("abort", onAbort);
-      pending.delete(withdraw);
-    }
-    const parsed = RequestPermissionResult.safeParse(raw);
-    if (!parsed.success) throw new Error("The client answered session/request_permission with an invalid result.");
-    const outcome = parsed.data.outcome;
-    return outcome.outcome === "selected"
-      ? { outcome: { outcome: "selected", optionId: outcome.optionId } }
-      : { outcome: { outcome: "cancelled" } };
+    return this.permissions.forward(s.record.sessionId, request);
   }
-}
-
-/** Resolves with `p`, or with `ABORTED` as soon as the turn is cancelled (whichever comes first). */
-function untilAborted<T>(turn: Turn, p: Promise<T>): Promise<T | typeof ABORTED> {
-  const signal = turn.controller.signal;
-  if (signal.aborted) return Promise.resolve(ABORTED);
-  return new Promise<T | typeof ABORTED>((resolveRace, reject) => {
-    const onAbort = (): void => resolveRace(ABORTED);
-    signal.addEventListener("abort", onAbort, { once: true });
-    p.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolveRace(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(err);
-      },
-    );
-  });
-}
-
-/** Resolves when `p` settles or `ms` pass, whichever is first. Never rejects. */
-function settleWithin(p: Promise<unknown>, ms: number): Promise<void> {
-  return new Promise<void>((resolveWait) => {
-    const timer = setTimeout(resolveWait, ms);
-    p.then(
-      () => {
-        clearTimeout(timer);
-        resolveWait();
-      },
-      () => {
-        clearTimeout(timer);
-        resolveWait();
-      },
-    );
-  });
 }

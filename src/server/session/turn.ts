@@ -69,7 +69,11 @@ export class Turn {
   say(text: string): void {
     if (!text) return;
     this.session()?.record.messages.push({ role: "agent", text });
-    this.emit({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: asMessage(text) }, messageId: this.ids("msg") });
+    this.emit({
+      sessionUpdate: "agent_message_chunk",
+      content: { type: "text", text: asMessage(text) },
+      messageId: this.ids("msg"),
+    });
   }
 
   /** Ends a streamed leader message: a closing blank line is sent, and the text becomes one message of the conversation. */
@@ -81,7 +85,11 @@ export class Turn {
     this.session()?.record.messages.push({ role: "agent", text: stream.text });
     const tail = asMessage(stream.text).slice(stream.text.length);
     if (tail !== "") {
-      this.emit({ sessionUpdate: "agent_message_chunk", content: { type: "text", text: tail }, messageId: stream.messageId });
+      this.emit({
+        sessionUpdate: "agent_message_chunk",
+        content: { type: "text", text: tail },
+        messageId: stream.messageId,
+      });
     }
   }
 
@@ -121,7 +129,13 @@ export class Turn {
       });
       return;
     }
-    this.emit({ sessionUpdate: "tool_call_update", toolCallId, title: task.title, status, ...(content ? { content } : {}) });
+    this.emit({
+      sessionUpdate: "tool_call_update",
+      toolCallId,
+      title: task.title,
+      status,
+      ...(content ? { content } : {}),
+    });
   }
 
   /** Maps one product notification of the product this turn follows to `session/update`s. */
@@ -133,7 +147,11 @@ export class Turn {
         if (text === "") break;
         this.stream ??= { messageId: this.ids("msg"), text: "" };
         this.stream.text += text;
-        this.emit({ sessionUpdate: "agent_message_chunk", content: { type: "text", text }, messageId: this.stream.messageId });
+        this.emit({
+          sessionUpdate: "agent_message_chunk",
+          content: { type: "text", text },
+          messageId: this.stream.messageId,
+        });
         break;
       }
       case "product.leaderMessage":
@@ -142,7 +160,9 @@ export class Turn {
         else this.say(String(params.message ?? ""));
         break;
       case "product.leaderAsk": {
-        const questions = Array.isArray(params.questions) ? (params.questions as { question: string; options?: string[] }[]) : [];
+        const questions = Array.isArray(params.questions)
+          ? (params.questions as { question: string; options?: string[] }[])
+          : [];
         const lines = questions.map(
           (q, i) => `${i + 1}. ${q.question}${q.options && q.options.length > 0 ? ` (${q.options.join(" / ")})` : ""}`,
         );
@@ -191,7 +211,9 @@ export class Turn {
     switch (method) {
       case "x/goal.started": {
         const criteria = Array.isArray(params.criteria) ? (params.criteria as { id?: string; text?: string }[]) : [];
-        this.say(`Working toward the goal. Acceptance criteria:\n${criteria.map((c, i) => `${i + 1}. ${c.text ?? c.id ?? ""}`).join("\n")}`);
+        this.say(
+          `Working toward the goal. Acceptance criteria:\n${criteria.map((c, i) => `${i + 1}. ${c.text ?? c.id ?? ""}`).join("\n")}`,
+        );
         break;
       }
       case "x/goal.phaseStarted":
@@ -226,4 +248,44 @@ function trackProduct(s: LiveSession, productId: string): void {
 function agentOf(productId: string, task: TaskState, product: ProductOrchestrator | undefined): string | undefined {
   if (product?.productId !== productId) return undefined;
   return product.model.state.plan?.instances.find((i) => i.instanceId === task.instanceId)?.agentId;
+}
+
+/** What `untilAborted` resolves with when the turn is cancelled first. */
+export const ABORTED = Symbol("aborted");
+
+/** Resolves with `p`, or with `ABORTED` as soon as the turn is cancelled (whichever comes first). */
+export function untilAborted<T>(turn: Turn, p: Promise<T>): Promise<T | typeof ABORTED> {
+  const signal = turn.controller.signal;
+  if (signal.aborted) return Promise.resolve(ABORTED);
+  return new Promise<T | typeof ABORTED>((resolveRace, reject) => {
+    const onAbort = (): void => resolveRace(ABORTED);
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolveRace(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/** Resolves when `p` settles or `ms` pass, whichever is first. Never rejects. */
+export function settleWithin(p: Promise<unknown>, ms: number): Promise<void> {
+  return new Promise<void>((resolveWait) => {
+    const timer = setTimeout(resolveWait, ms);
+    p.then(
+      () => {
+        clearTimeout(timer);
+        resolveWait();
+      },
+      () => {
+        clearTimeout(timer);
+        resolveWait();
+      },
+    );
+  });
 }
