@@ -361,6 +361,60 @@ export const scenarios: Scenario[] = [
     },
   },
   {
+    name: "session-commands",
+    title:
+      "ACP session: every slash command (/status, /checkpoint, /replay, /pause, /resume, /rollback, /cancel, /goal) and goal mode to achieved",
+    description:
+      "PROTOCOL.md section 4: a plain client (session/* only) runs a product in auto mode, then every command " +
+      "announced by available_commands_update as a prompt; each command's turn answers end_turn (a command the " +
+      "product's phase does not allow answers with the reason as a message, never an error). /goal starts a goal " +
+      "run whatever the mode and follows it to its end; then session/set_mode goal makes the next prompt a goal run " +
+      "(current_mode_update), followed to achieved with the built-in agents. The commands' messages name ids, " +
+      "timestamps and timing-dependent progress, and a goal run's updates depend on timing: only the answers, the " +
+      "awaited notifications and the final messages that name the goal run's outcome are kept.",
+    keep: none,
+    async run(c) {
+      await init(c);
+      const sessionId = result(await c.call("session/new", { cwd: c.workspace, mcpServers: [] })).sessionId as string;
+      await c.waitFor((m) => isUpdate(m, "available_commands_update"));
+      result(await c.call("session/set_mode", { sessionId, modeId: "auto" }));
+      await c.waitFor((m) => isUpdate(m, "current_mode_update"));
+      c.note("Auto mode: the goal's product runs to the end in one turn.");
+      const ask = (text: string) => c.call("session/prompt", { sessionId, prompt: [{ type: "text", text }] });
+      const endTurn = async (text: string): Promise<void> => {
+        const answer = result(await ask(text));
+        if (answer.stopReason !== "end_turn") throw new Error(`${text}: expected end_turn: ${JSON.stringify(answer)}`);
+      };
+      await endTurn(GOAL);
+      for (const command of [
+        "/status",
+        "/checkpoint",
+        "/replay t2",
+        "/pause",
+        "/resume",
+        "/rollback",
+        "/cancel",
+        "/status",
+      ]) {
+        c.note(`${command}: its answer is a message, then end_turn.`);
+        await endTurn(command);
+      }
+      c.note("/goal starts a goal run whatever the mode, and the turn follows it to its end.");
+      await endTurn("/goal - Write the notes\n- Then write the summary");
+      c.note("Goal mode: the next prompt is a goal run too, followed to achieved.");
+      result(await c.call("session/set_mode", { sessionId, modeId: "goal" }));
+      await c.waitFor((m) => isUpdate(m, "current_mode_update") && JSON.stringify(m).includes('"goal"'));
+      await endTurn("- Write the parser\n- Then write the docs");
+      const said = c.received
+        .filter((m) => isUpdate(m, "agent_message_chunk"))
+        .map((m) => JSON.stringify(m))
+        .join("");
+      if (!said.includes("Goal run achieved")) throw new Error("the goal-mode run did not reach achieved");
+      c.note("/status names the goal run (achieved) and its last product.");
+      await endTurn("/status");
+    },
+  },
+  {
     name: "product.plan",
     title: "product.plan: happy paths (name, projectId, allowedAgents [], budget) and -32602",
     description:

@@ -84,7 +84,13 @@ const REQUIRED: Readonly<Record<string, readonly Requirement[]>> = {
     ...request("session/prompt", P, NF, PH),
     clientNotification("session/cancel"),
     serverMessage("session/update"),
-    ...["available_commands_update", "current_mode_update", "config_option_update", "session_info_update"].map(
+    ...[
+      "available_commands_update",
+      "current_mode_update",
+      "config_option_update",
+      "session_info_update",
+      "usage_update",
+    ].map(
       sessionUpdate,
     ),
     serverMessage("session/request_permission"),
@@ -129,6 +135,10 @@ const NOT_COVERED: Readonly<Record<string, string>> = {
   "server sends product.planFailed": "the heuristic leader always produces a valid plan",
   "server sends product.taskIntegrated": WORKTREE,
   "server sends product.integrated": WORKTREE,
+  "session/update usage_update":
+    "sent only while a session's product has a token budget; a product started from a session gets one only from a " +
+    "model leader's plan (the built-in heuristic leader sets none) and the corpus runs on the built-in agents. " +
+    "Covered over real stdio by test/e2e/acp-session-usage.test.ts",
   "server sends product.ownershipLost":
     "needs two servers on one store and a frozen owner (SIGSTOP) whose lease expires; a transcript replays one fresh " +
     "server. Covered over real stdio by test/e2e/owner-liveness.test.ts",

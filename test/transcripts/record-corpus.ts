@@ -100,7 +100,7 @@ export class ScriptClient {
   }
 
   /** Resolves with the first not-yet-taken received message that satisfies `pred` (waits up to `timeoutMs`). */
-  async waitFor(pred: (m: Msg) => boolean, timeoutMs = 20_000): Promise<Msg> {
+  async waitFor(pred: (m: Msg) => boolean, timeoutMs = 60_000): Promise<Msg> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const i = this.received.findIndex((m, k) => !this.taken.has(k) && pred(m));
