@@ -158,6 +158,7 @@ describe("ACP session: usage_update and cancel during a worker's permission ques
     const turn = prompt(server, sessionId, "Check the permissions of the workspace");
     await waitUntil("a worker's permission question", () => questions.length > 0);
     expect(questions[0]?.title).toMatch(/^Task t\d+ ".*": /);
+    const askedBeforeCancel = questions.length;
     const cancelledAt = Date.now();
     await server.connection.agent.notify("session/cancel", { sessionId });
     const next = prompt(server, sessionId, "/status");
@@ -174,8 +175,8 @@ describe("ACP session: usage_update and cancel during a worker's permission ques
     ).toContain("paused");
     // The worker asked once; the cancel withdrew that question and the product paused: nothing reached the client
     // after the cancel (the worker's later questions, if it got to ask them, were answered `cancelled` by the server).
-    expect(questions.filter((q) => q.at >= cancelledAt)).toEqual([]);
-    expect(questions).toHaveLength(1);
+    expect(questions.slice(askedBeforeCancel)).toEqual([]);
+    expect(askedBeforeCancel).toBe(1);
     process.stderr.write(`cancel answered in ${answeredIn} ms\n`);
     for (const release of held) release();
     expect(await server.close()).toBe(0);
