@@ -512,17 +512,26 @@ export interface WorkspacePort {
   moveRef(cwd: string, ref: string, to: string, expected: string | null): Promise<boolean>;
   /** Deletes every ref under `prefix` (`refs/acp-orchestrator/<productId>/`) and the given refs. Missing ones are fine. */
   deleteRefs(cwd: string, refs: string[], prefix?: string): Promise<void>;
-  /** Creates a detached worktree at `path` checked out at `base`. Idempotent: an existing worktree there is reused. */
+  /**
+   * Creates a detached worktree at `path` checked out at `base`, holding exactly the base's files. Idempotent: an
+   * existing worktree at `path` is kept.
+   */
   prepare(cwd: string, path: string, base: string): Promise<void>;
   /**
    * Commits everything that changed in the worktree at `path` (new, modified and deleted files) with `message`.
-   * `commit: null` when nothing changed (no commit is made). Moves only the worktree's own detached HEAD.
+   * `commit: null` when nothing changed (no commit is made). The commit's parent is the worktree's HEAD; no ref
+   * moves (the caller keeps the commit under a ref of its own).
    */
   capture(path: string, message: string): Promise<{ commit: string | null; changedFiles: string[] }>;
   /** What merging `commit` into `head` gives (fast-forward, a new merge commit object, or the conflicting files). */
   merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome>;
-  /** Removes the worktree at `path` (and forgets it in git). Missing is fine. */
-  release(cwd: string, path: string): Promise<void>;
+  /**
+   * Ends the use of the worktree at `path`. Without `reuse` it is removed (and forgotten by git). With `reuse` (an
+   * attempt ended while its product keeps running) the adapter may keep it, out of the attempt's path and listed by
+   * `leftovers`, to make the product's next `prepare` cheaper; that `prepare` must still give exactly the base's tree
+   * (no file of the earlier attempt, tracked, untracked or ignored). Missing is fine.
+   */
+  release(cwd: string, path: string, options?: { reuse?: boolean }): Promise<void>;
   /** Worktree directories of a product that still exist (leftovers of a dead owner, or running attempts). */
   leftovers(cwd: string, productId: string): Promise<string[]>;
   /**

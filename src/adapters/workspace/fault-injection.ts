@@ -44,7 +44,7 @@ export function withFaults(port: WorkspacePort, spec: string | undefined): Works
       return port.capture(path, message);
     },
     merge: (cwd, head, commit, message) => port.merge(cwd, head, commit, message),
-    release: (cwd, path) => port.release(cwd, path),
+    release: (cwd, path, options) => port.release(cwd, path, options),
     leftovers: (cwd, productId) => port.leftovers(cwd, productId),
     integrateInto: (cwd, target, head, message) => port.integrateInto(cwd, target, head, message),
   };

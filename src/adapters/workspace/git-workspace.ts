@@ -2,17 +2,25 @@
  * GitWorkspace: the `WorkspacePort` over a local git repository (DESIGN.md, Workspaces and integration; guarantee 11).
  *
  * Task attempts get detached worktrees under `<git-common-dir>/acp-orchestrator/worktrees/<productId>/`, so they never
- * show in the user's `git status`. Results are committed in the worktree, merged without any checkout
- * (`git merge-tree --write-tree` + `git commit-tree`), and every ref move is `git update-ref <ref> <new> <old>`: a
- * compare-and-swap on the expected head, so a step repeated after a crash either finds the ref where it left it or
- * refuses. Hooks and commit signing are switched off for the commands it runs (they are the orchestrator's commits,
- * not the user's).
+ * show in the user's `git status`. Results are committed in the worktree with plumbing (`add -A`, `write-tree`,
+ * `commit-tree`: no hook, no second scan of the tree), merged without any checkout (`git merge-tree --write-tree` +
+ * `git commit-tree`), and every ref move is `git update-ref <ref> <new> <old>`: a compare-and-swap on the expected
+ * head, so a step repeated after a crash either finds the ref where it left it or refuses. Hooks and commit signing
+ * are switched off for the commands it runs (they are the orchestrator's commits, not the user's).
+ *
+ * Reuse (issue 12, cost per task): checking out every file of a large repository for each attempt dominates the cost
+ * of isolation (seconds at 10,000 files). A worktree released with `reuse` is parked in the product's folder under a
+ * name no attempt path can take (`~spare-<pid>-<n>`), and the product's next `prepare` moves it to the new attempt's
+ * path, then `checkout -f` to the base and `clean -ffdx`: only the files that differ are written, and nothing of the
+ * previous attempt survives (tracked files are the base's, untracked and ignored files are gone). Parked worktrees are
+ * listed by `leftovers`, so the orchestrator removes them like any other (`release` without reuse) when the product
+ * stops, and a resumed product prunes a dead owner's. The pool is in memory: a restarted server starts empty.
  *
  * It decides nothing (the core does: src/core/workspace/) and must never touch the user's working tree or branches,
  * except `integrateInto` a target branch when the product's integration mode is `merge`.
  */
-import { mkdir, readdir, rm } from "node:fs/promises";
-import { join, resolve, sep } from "node:path";
+import { mkdir, readdir, rm, stat } from "node:fs/promises";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import type { MergeOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
 import { git, runGit } from "./git-cli.js";
 
@@ -28,9 +36,26 @@ function lines(text: string): string[] {
   return text.split("\n").filter((l) => l.length > 0);
 }
 
+/** Prefix of a parked worktree's folder name; `component` never produces `~`, so no attempt path starts with it. */
+const SPARE_PREFIX = "~spare-";
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export class GitWorkspace implements WorkspacePort {
   /** Git common directory per cwd (a repository does not move while the server runs). */
   private readonly commonDirs = new Map<string, Promise<string>>();
+  /** Parked worktrees per product folder, ready for that product's next attempt (see the file comment). */
+  private readonly spares = new Map<string, string[]>();
+  /** Parked worktrees a `prepare` took and is moving: a concurrent `release` of one of them leaves it alone. */
+  private readonly claimed = new Set<string>();
+  private spareSeq = 0;
 
   async inspect(cwd: string): Promise<WorkspaceInfo> {
     try {
@@ -90,25 +115,65 @@ export class GitWorkspace implements WorkspacePort {
     await git(cwd, ["update-ref", "--stdin"], existing.map((ref) => `delete ${ref}\n`).join(""));
   }
 
+  /**
+   * Creates the attempt's worktree at `path`, checked out at `base`: a parked worktree of the same product when there
+   * is one (moved to `path`, forced to `base`, every untracked and ignored file removed), else a new one. An existing
+   * worktree at `path` is kept as it is (a repeated prepare after a crash).
+   */
   async prepare(cwd: string, path: string, base: string): Promise<void> {
-    const existing = await runGit(path, ["rev-parse", "--show-toplevel"]).catch(() => null);
-    if (existing && existing.code === 0 && resolve(existing.stdout.trim()) === resolve(path)) return;
+    if (await exists(join(path, ".git"))) {
+      const existing = await runGit(path, ["rev-parse", "--show-toplevel"]);
+      if (existing.code === 0 && resolve(existing.stdout.trim()) === resolve(path)) return;
+    }
+    const spare = this.takeSpare(dirname(path));
+    if (spare !== undefined) {
+      try {
+        await rm(path, { recursive: true, force: true });
+        await git(cwd, ["worktree", "move", spare, path]);
+        this.claimed.delete(spare);
+        await git(path, [...QUIET, "checkout", "-q", "-f", "--detach", base]);
+        await git(path, ["clean", "-ffdxq"]);
+        return;
+      } catch {
+        // Anything unexpected (a folder the worker made unremovable, a damaged worktree): start afresh.
+        this.claimed.delete(spare);
+        await this.remove(cwd, spare);
+        await this.remove(cwd, path);
+      }
+    }
     await rm(path, { recursive: true, force: true });
-    await mkdir(join(path, ".."), { recursive: true });
+    await mkdir(dirname(path), { recursive: true });
     await git(cwd, [...QUIET, "worktree", "add", "--detach", "-f", "-q", path, base]);
   }
 
+  /** Takes a parked worktree of the product folder `dir` (synchronously, so two prepares never take the same one). */
+  private takeSpare(dir: string): string | undefined {
+    const spare = this.spares.get(dir)?.pop();
+    if (spare !== undefined) this.claimed.add(spare);
+    return spare;
+  }
+
+  /**
+   * Commits everything that changed in the worktree (new, modified, deleted and renamed files: both names of a
+   * rename are listed) as a child of its HEAD, without hooks and with one scan of the tree (`add -A`). The commit is
+   * written as an object only; no ref moves (the caller keeps it under a ref).
+   */
   async capture(path: string, message: string): Promise<{ commit: string | null; changedFiles: string[] }> {
     await git(path, ["add", "-A"]);
-    const changedFiles = (await git(path, ["diff", "--cached", "--name-only", "-z"])).split("\0").filter((f) => f.length > 0);
+    const changedFiles = (await git(path, ["diff", "--cached", "--no-renames", "--name-only", "-z"])).split("\0").filter((f) => f.length > 0);
     if (changedFiles.length === 0) return { commit: null, changedFiles };
-    await git(path, [...QUIET, "commit", "-q", "--no-verify", "-F", "-"], message);
-    return { commit: (await git(path, ["rev-parse", "HEAD"])).trim(), changedFiles };
+    const tree = (await git(path, ["write-tree"])).trim();
+    // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
+    const commit = (await git(path, [...QUIET, "commit-tree", tree, "-p", "HEAD", "-F", "-"], message)).trim();
+    return { commit, changedFiles };
   }
 
   async merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome> {
-    if ((await runGit(cwd, ["merge-base", "--is-ancestor", head, commit])).code === 0) return { kind: "fastForward", commit };
-    if ((await runGit(cwd, ["merge-base", "--is-ancestor", commit, head])).code === 0) return { kind: "fastForward", commit: head };
+    // One merge base decides both fast-forwards (head is an ancestor of commit, or the reverse).
+    const mergeBase = await runGit(cwd, ["merge-base", head, commit]);
+    const common = mergeBase.code === 0 ? mergeBase.stdout.trim() : null;
+    if (common === head) return { kind: "fastForward", commit };
+    if (common === commit) return { kind: "fastForward", commit: head };
     const tree = await this.mergeTree(cwd, head, commit);
     if (tree.kind === "conflict") return tree;
     const merged = await git(cwd, [...QUIET, "commit-tree", tree.tree, "-p", head, "-p", commit, "-F", "-"], message);
@@ -124,7 +189,28 @@ export class GitWorkspace implements WorkspacePort {
     throw new Error(`git merge-tree failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split("\n")[0] ?? ""}`);
   }
 
-  async release(cwd: string, path: string): Promise<void> {
+  /**
+   * Ends the use of the worktree at `path`. With `reuse`, an attempt's worktree is parked for the product's next
+   * `prepare` (moved out of the attempt's path; removed instead if that fails); otherwise, and for a parked one, it is
+   * removed and forgotten by git. A parked worktree a `prepare` is taking right now is left to it. Missing is fine.
+   */
+  async release(cwd: string, path: string, options?: { reuse?: boolean }): Promise<void> {
+    if (this.claimed.has(path)) return;
+    const dir = dirname(path);
+    const parked = this.spares.get(dir);
+    if (parked?.includes(path)) this.spares.set(dir, parked.filter((p) => p !== path));
+    if (options?.reuse === true && !basename(path).startsWith(SPARE_PREFIX) && (await exists(join(path, ".git")))) {
+      const spare = join(dir, `${SPARE_PREFIX}${process.pid}-${++this.spareSeq}`);
+      if ((await runGit(cwd, ["worktree", "move", path, spare])).code === 0) {
+        this.spares.set(dir, [...(this.spares.get(dir) ?? []), spare]);
+        return;
+      }
+    }
+    await this.remove(cwd, path);
+  }
+
+  /** Removes a worktree and git's record of it; missing is fine. */
+  private async remove(cwd: string, path: string): Promise<void> {
     const r = await runGit(cwd, ["worktree", "remove", "--force", "--force", path]);
     if (r.code !== 0) {
       await rm(path, { recursive: true, force: true });

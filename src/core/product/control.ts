@@ -31,6 +31,7 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
       epoch = this.leaseEpoch;
     });
     await this.whenIdle();
+    await this.removeParkedWhenStopped();
     // The lease is given back before the answer (unless a resume took it again meanwhile).
     if (epoch !== undefined) await this.releaseLease(epoch);
   }
@@ -124,6 +125,7 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
     });
     const epoch = this.leaseEpoch;
     await this.whenIdle();
+    await this.removeParkedWhenStopped();
     await this.releaseLease(epoch);
   }
 
@@ -144,6 +146,14 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
       this.stopWorkers("shutdown");
       await this.whenIdle();
     }
+    await this.removeParkedWhenStopped();
+  }
+
+  /** Removes parked worktrees unless the product runs again in this process (a resume came in meanwhile). */
+  protected async removeParkedWhenStopped(): Promise<void> {
+    await this.exclusive(async () => {
+      if (!(this.driving && this.phase === "executing")) await this.removeParkedWorkspaces();
+    });
   }
 
   /** `product.mutate` (by the user): validated as a batch, applied atomically, persisted, then announced. */

@@ -182,6 +182,9 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       this.exclusive(async () => {
         this.pumpScheduled = false;
         await this.wave();
+        // Stopped (paused by a failure or the budget, or its last workers settled after a pause or cancel): nothing
+        // will take a parked worktree any more.
+        if (!(this.driving && this.phase === "executing") && this.running.size === 0) await this.removeParkedWorkspaces();
       })
         .catch((err: unknown) => {
           if (!(err instanceof DomainError)) this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
@@ -301,7 +304,9 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     }
     if (results.length > 0 || this.driving) events.push({ type: "elapsed", elapsedMs: this.elapsedMs() });
     if (events.length > 0) await this.commit(events);
-    for (const r of results) await this.releaseWorkspace(r.entry.workspace);
+    // While the product runs on, a finished attempt's worktree may serve its next attempt (cheaper than a checkout).
+    const reuse = this.driving && this.phase === "executing";
+    for (const r of results) await this.releaseWorkspace(r.entry.workspace, reuse);
     const sched = this.scheduler;
     for (const t of integratedNow) this.ctx.notifier.notify("product.taskIntegrated", { productId: this.productId, ...t });
     for (const t of announce) {
@@ -709,7 +714,9 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
               "Replay a failed task with product.replayTask, roll back with product.rollback, or mutate the plan and replay.",
           }
         : null;
-    // Isolation: the end of the integration (merge mode: into the target) is recorded with the outcome.
+    // Isolation: no worktree outlives the run; the end of the integration (merge mode: into the target) is recorded
+    // with the outcome.
+    await this.removeParkedWorkspaces();
     const ended = await this.endIntegration(phase === "completed");
     await this.commit([
       ...ended,

@@ -35,6 +35,9 @@ export type IntegrationResult =
 
 /** Isolation and integration steps: a layer of `ProductOrchestrator` (orchestrator.ts), on top of inputs.ts. */
 export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
+  /** True once an attempt's worktree was released for reuse and not removed since (`removeParkedWorkspaces`). */
+  private parkedWorkspaces = false;
+
   /** The port and the integration record when this product runs with worktree isolation, else `null`. */
   protected isolated(): { port: WorkspacePort; integration: IntegrationRecord } | null {
     const s = this.model.state;
@@ -203,15 +206,33 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
     };
   }
 
-  /** Removes an attempt's worktree; failures are logged (a later resume prunes leftovers). */
-  protected async releaseWorkspace(ws: TaskWorkspace | undefined): Promise<void> {
+  /**
+   * Ends an attempt's use of its worktree; failures are logged (a later resume prunes leftovers). With `reuse` (the
+   * product keeps running) the adapter may park it for the product's next attempt; `removeParkedWorkspaces` removes
+   * what is parked once the product stops.
+   */
+  protected async releaseWorkspace(ws: TaskWorkspace | undefined, reuse = false): Promise<void> {
     const port = this.ctx.workspaces;
     if (!port || !ws) return;
     try {
-      await port.release(this.model.state.cwd, ws.path);
+      await port.release(this.model.state.cwd, ws.path, reuse ? { reuse: true } : undefined);
+      if (reuse) this.parkedWorkspaces = true;
     } catch (err) {
       this.ctx.logger.warn({ productId: this.productId, path: ws.path, err: message(err) }, "could not remove a worktree");
     }
+  }
+
+  /**
+   * Removes the worktrees parked for reuse (issue 12: no worktree outlives the product's run), keeping those of
+   * attempts still running. Call inside `exclusive` when the product stops running in this process (end, pause,
+   * cancel, shutdown); nothing to do (no git call) when nothing was parked since the last time.
+   */
+  protected async removeParkedWorkspaces(): Promise<void> {
+    if (!this.parkedWorkspaces) return;
+    this.parkedWorkspaces = false;
+    const inUse = new Set<string>();
+    for (const r of this.running.values()) if (r.workspace) inUse.add(r.workspace.path);
+    await this.pruneWorkspaces(inUse);
   }
 
   /** Removes worktrees of this product that no running attempt of this process uses (a dead owner's leftovers). */

@@ -1,0 +1,119 @@
+/**
+ * GitWorkspace on real repositories (issue 12): a worktree released for reuse serves the product's next attempt with
+ * exactly the base's tree (nothing of the earlier attempt survives: tracked edits, untracked, ignored or nested
+ * files), parked worktrees are listed as leftovers and removed like any other, and a capture lists both names of a
+ * rename.
+ */
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { basename, join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { GitWorkspace } from "../../../src/adapters/workspace/git-workspace.js";
+import { attemptMessage, integrationRef } from "../../../src/core/workspace/integration.js";
+import { git, makeRepo, worktreePaths } from "../../support/git-repo.js";
+
+const PRODUCT = "prd_reuse";
+const message = (taskId: string) => attemptMessage(PRODUCT, { taskId, title: taskId, description: "" }, 1);
+
+/** Everything git sees in a worktree beyond its HEAD: changes, untracked and ignored files (empty = exactly HEAD). */
+const extras = (path: string) => git(path, "status", "--porcelain", "--ignored", "--untracked-files=all");
+
+async function setup() {
+  const repo = makeRepo({ "README.md": "# Project\n", ".gitignore": "*.log\nbuild/\n", "src/a.txt": "a\n" });
+  const initial = git(repo, "rev-parse", "HEAD");
+  const port = new GitWorkspace();
+  expect(await port.moveRef(repo, integrationRef(PRODUCT), initial, null)).toBe(true);
+  return { repo, initial, port };
+}
+
+describe("GitWorkspace", () => {
+  it("gives a reused worktree exactly the base's tree, whatever the earlier attempt left", async () => {
+    const { repo, initial, port } = await setup();
+    const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
+    await port.prepare(repo, p1, initial);
+    expect(extras(p1)).toBe("");
+    // Attempt 1 edits, adds, deletes, and leaves ignored and nested files behind.
+    writeFileSync(join(p1, "src/a.txt"), "changed by t1\n");
+    writeFileSync(join(p1, "new.txt"), "new\n");
+    rmSync(join(p1, "README.md"));
+    mkdirSync(join(p1, "build/deep"), { recursive: true });
+    writeFileSync(join(p1, "build/deep/out.bin"), "binary\n");
+    writeFileSync(join(p1, "debug.log"), "log\n");
+    mkdirSync(join(p1, "build/nested"), { recursive: true });
+    git(join(p1, "build/nested"), "init", "-q"); // a repository inside an ignored folder: only `clean -ff` removes it
+    const captured = await port.capture(p1, message("t1"));
+    expect(captured.changedFiles).toEqual(["README.md", "new.txt", "src/a.txt"]);
+    expect(git(repo, "rev-parse", `${captured.commit}^`)).toBe(initial);
+    expect(git(repo, "log", "-1", "--format=%(trailers:key=Task,valueonly)", captured.commit ?? "")).toBe("t1");
+
+    // Released for reuse: parked out of the attempt's path, listed as a leftover of the product.
+    await port.release(repo, p1, { reuse: true });
+    expect(existsSync(p1)).toBe(false);
+    const parked = await port.leftovers(repo, PRODUCT);
+    expect(parked.map((p) => basename(p).replace(/\d+/g, "N"))).toEqual(["~spare-N-N"]);
+    expect(worktreePaths(repo)).toHaveLength(2);
+
+    // The next attempt takes it: at its base, with nothing of attempt 1.
+    const p2 = await port.attemptPath(repo, PRODUCT, "t2", 1);
+    await port.prepare(repo, p2, initial);
+    expect(await port.leftovers(repo, PRODUCT)).toEqual([p2]);
+    expect(git(p2, "rev-parse", "HEAD")).toBe(initial);
+    expect(extras(p2)).toBe("");
+    expect(readFileSync(join(p2, "src/a.txt"), "utf8")).toBe("a\n");
+    expect(readFileSync(join(p2, "README.md"), "utf8")).toBe("# Project\n");
+    for (const gone of ["new.txt", "build", "debug.log"]) expect(existsSync(join(p2, gone))).toBe(false);
+
+    // An attempt that ended without a capture (failed, cancelled) leaves edits in place: still nothing survives.
+    writeFileSync(join(p2, "src/a.txt"), "half-done by t2\n");
+    writeFileSync(join(p2, "scratch.txt"), "scratch\n");
+    await port.release(repo, p2, { reuse: true });
+    const p3 = await port.attemptPath(repo, PRODUCT, "t3", 1);
+    await port.prepare(repo, p3, captured.commit ?? "");
+    expect(git(p3, "rev-parse", "HEAD")).toBe(captured.commit);
+    expect(extras(p3)).toBe("");
+    expect(readFileSync(join(p3, "src/a.txt"), "utf8")).toBe("changed by t1\n");
+    expect(existsSync(join(p3, "scratch.txt"))).toBe(false);
+    expect(existsSync(join(p3, "README.md"))).toBe(false);
+
+    // Without reuse the worktree is removed; nothing of the product is left and the user's tree is untouched.
+    await port.release(repo, p3);
+    expect(await port.leftovers(repo, PRODUCT)).toEqual([]);
+    expect(worktreePaths(repo)).toEqual([repo]);
+    expect(git(repo, "status", "--porcelain")).toBe("");
+    expect(git(repo, "rev-parse", "HEAD")).toBe(initial);
+  });
+
+  it("removes parked worktrees through leftovers, then prepares afresh", async () => {
+    const { repo, initial, port } = await setup();
+    const paths = await Promise.all(["t1", "t2"].map((t) => port.attemptPath(repo, PRODUCT, t, 1)));
+    await Promise.all(paths.map((p) => port.prepare(repo, p, initial)));
+    for (const p of paths) await port.release(repo, p, { reuse: true });
+    const parked = await port.leftovers(repo, PRODUCT);
+    expect(parked).toHaveLength(2);
+    // What the orchestrator does when the product stops: every leftover is released without reuse.
+    for (const p of parked) await port.release(repo, p);
+    expect(await port.leftovers(repo, PRODUCT)).toEqual([]);
+    expect(worktreePaths(repo)).toEqual([repo]);
+    // The pool forgot them: the next attempt gets a new worktree.
+    const p3 = await port.attemptPath(repo, PRODUCT, "t3", 1);
+    await port.prepare(repo, p3, initial);
+    expect(git(p3, "rev-parse", "HEAD")).toBe(initial);
+    expect(extras(p3)).toBe("");
+    await port.release(repo, p3);
+    expect(worktreePaths(repo)).toEqual([repo]);
+  });
+
+  it("lists both names of a renamed file among the changed files", async () => {
+    const { repo, initial, port } = await setup();
+    const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
+    await port.prepare(repo, p1, initial);
+    renameSync(join(p1, "src/a.txt"), join(p1, "src/b.txt"));
+    const captured = await port.capture(p1, message("t1"));
+    expect(captured.changedFiles).toEqual(["src/a.txt", "src/b.txt"]);
+    await port.release(repo, p1, { reuse: true });
+    // No change, no commit (also in a reused worktree).
+    const p2 = await port.attemptPath(repo, PRODUCT, "t2", 1);
+    await port.prepare(repo, p2, initial);
+    expect(await port.capture(p2, message("t2"))).toEqual({ commit: null, changedFiles: [] });
+    await port.release(repo, p2);
+  });
+});
