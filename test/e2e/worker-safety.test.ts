@@ -236,6 +236,51 @@ describe.concurrent("worker requests over stdio", { timeout: 120_000 }, () => {
     expect(await server.close()).toBe(0);
   });
 
+  it("four FIFO requests from a worker (read and write each) are refused at once: every request answers in under a second", async () => {
+    const workspace = tempDir("worker-safety-fifo-");
+    const server = await startServer({
+      cwd: workspace,
+      args: ["--config", writeConfig({ agents: [fsAgent("fifo", "fifo")] })],
+    });
+    const productId = await runHeadless(server, "Read the pipes", workspace, ["fifo"], true);
+    expect((await completedOf(server, productId)).params.phase).toBe("completed");
+    const status = await server.request<Status>("product.status", { productId });
+    const lines = (status.tasks[0]?.output ?? "").split("\n").filter((l) => l.startsWith("fifo "));
+    // Eight requests on four FIFOs: before the fix each blocked a thread-pool thread for good (four = all of them).
+    expect(lines.slice(0, 8).map((l) => l.replace(/ in \d+ ms$/, ""))).toEqual(
+      ["pipe-1", "pipe-2", "pipe-3", "pipe-4"].flatMap((name) => [
+        expect.stringMatching(new RegExp(`^fifo read ${name} -> error -32602: .*is not a regular file`)),
+        expect.stringMatching(new RegExp(`^fifo write ${name} -> error -32602: .*is not a regular file`)),
+      ]),
+    );
+    expect(lines[8]).toMatch(/^fifo read regular\.txt -> ok in \d+ ms$/);
+    const times = lines.map((l) => Number(/ in (\d+) ms$/.exec(l)?.[1]));
+    process.stderr.write(
+      `[worker-safety] FIFO requests answered in ${times.join(", ")} ms (slowest ${Math.max(...times)} ms)\n`,
+    );
+    expect(times).toHaveLength(9);
+    for (const ms of times) expect(ms).toBeLessThan(1_000);
+    // The server still answers requests that touch its own files.
+    expect((await server.request<Status>("product.status", { productId })).phase).toBe("completed");
+    expect(await server.close()).toBe(0);
+  });
+
+  it("counts the usage field of the session/prompt response exactly (the SDK keeps it)", async () => {
+    const workspace = tempDir("worker-safety-usage-response-");
+    const config = writeConfig({ agents: [fsAgent("usage-response", "usage-response")] });
+    const server = await startServer({ cwd: workspace, args: ["--config", config] });
+    const productId = await runHeadless(server, "Count the tokens", workspace, ["usage-response"], true);
+    expect((await completedOf(server, productId)).params.phase).toBe("completed");
+    const status = await server.request<Status>("product.status", { productId });
+    expect(status.budget).toMatchObject({
+      inputTokens: 1_234,
+      outputTokens: 56,
+      usedTokens: 1_290,
+      tokenSource: "reported",
+    });
+    expect(await server.close()).toBe(0);
+  });
+
   it("leaves no worker process behind after a crash, a cancel, or a server exit", async () => {
     const crashWs = tempDir("worker-safety-crash-");
     const cancelWs = tempDir("worker-safety-cancel-");
