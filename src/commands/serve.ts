@@ -58,8 +58,9 @@ Options:
   --log-file FILE      write logs to FILE instead of stderr
   --host-timeout-ms N  how long a host that owns the run state (runState/*) has to answer each request
                        (default: $ACP_ORCHESTRATOR_HOST_TIMEOUT_MS, else ${DEFAULT_HOST_TIMEOUT_MS})
-  --recover            also resume products left executing by a server that is gone (its lease expired, or its
-                       process on this host died), each by exactly one server: for a fleet on one PostgreSQL store
+  --recover            also resume products left executing, and goal runs left running, by a server that is gone
+                       (its lease expired, or its process on this host died), each by exactly one server: for a
+                       fleet on one PostgreSQL store
 
 Environment:
   ${LEASE_TTL_ENV}  lifetime of a product lease without renewal (default ${DEFAULT_PRODUCT_OPTIONS.leaseTtlMs}; renewed every third)

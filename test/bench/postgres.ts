@@ -1,22 +1,31 @@
 /**
- * `npm run bench:postgres` (issue 14): the PostgreSQL store beside SQLite and memory, and many servers on one
- * database. Needs ACP_ORCHESTRATOR_TEST_PG (scripts/pg-test-cluster.sh starts a private cluster; the npm script does).
+ * The PostgreSQL figures (issue 14): the PostgreSQL store beside SQLite and memory, and many servers on one database.
+ * `npm run bench` runs them as figure 8 (`postgresFigures`, on the database `ACP_ORCHESTRATOR_TEST_PG` names, else on
+ * a private cluster it starts with scripts/pg-test-cluster.sh: `withPostgres`); `npm run bench:postgres` runs them
+ * alone:
  *
- *   node dist/bench/test/bench/postgres.js [--tasks 10000] [--fleet-tasks 4000]
+ *   node dist/bench/test/bench/postgres.js [--tasks 10000] [--fleet-tasks 4000]   (needs ACP_ORCHESTRATOR_TEST_PG)
  *   node dist/bench/test/bench/postgres.js --server <json>   (one "server" of the fleet figure; internal)
  *
- * Figure 1: one product of `--tasks` tasks (random DAG, width 100, instant workers, 4 in parallel) run in-process on
- * memory, SQLite (a temp file) and PostgreSQL: time from confirm to completed, authority writes per task, logical
- * bytes written per task (JSON of every event and record), and the share of the run spent inside authority calls.
- * Figure 2: 1, 2 and 4 server processes on one database, each driving its share of `--fleet-tasks` tasks (products
- * of 500 tasks): tasks per second overall, and each server's share of time inside authority calls. Prints a
- * Markdown report on stdout; never touches the user's state directory; drops its schemas at the end.
+ * Part 1: one product of `tasks` tasks (random DAG, width 100, instant workers) run in-process on memory, SQLite (a
+ * temp file) and PostgreSQL, twice: with a whole level in parallel (`maxParallelTasks` 100, figure 4's workload, the
+ * headline) and with 4 in parallel (about one commit per task and a half: the case bound by the disk's flush time).
+ * Each run: time from confirm to completed, authority writes per task, logical
+ * bytes written per task (JSON of every event and record), the share of the run spent inside authority calls, and for
+ * PostgreSQL what the database did per task: statements sent (client round trips, counted on node-postgres's
+ * `Client.query`), transactions committed (`pg_stat_database.xact_commit`), WAL flushes to disk (`pg_stat_wal.wal_sync`)
+ * and WAL bytes (`pg_stat_wal.wal_bytes`). The database counters are cluster-wide: nothing else may use the cluster
+ * while it runs.
+ * Part 2: 1, 2 and 4 server processes on one database, each driving its share of `fleetTasks` tasks (products of
+ * 500 tasks): tasks per second overall, the ratio to one server, and each server's share of time inside authority
+ * calls (the database's share of the time).
+ * Never touches the user's state directory; drops its schemas at the end.
  */
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
+import { parseArgs, promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority.js";
@@ -25,16 +34,18 @@ import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority
 import type { RunStateAuthority } from "../../src/core/ports.js";
 import { randomDag } from "./support/dag.js";
 import { benchService, type MeterReading } from "./support/in-process.js";
+import { REPO_ROOT } from "./support/paths.js";
 
-const { values } = parseArgs({
-  options: {
-    tasks: { type: "string", default: "10000" },
-    "fleet-tasks": { type: "string", default: "4000" },
-    server: { type: "string" },
-  },
-});
-
-const URL_ENV = process.env.ACP_ORCHESTRATOR_TEST_PG;
+/** Statements this process sent to PostgreSQL (every `Client.query`, pooled or not): one round trip each. */
+let statementsSent = 0;
+const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+(pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown }).query = function (
+  this: pg.Client,
+  ...args: unknown[]
+) {
+  statementsSent += 1;
+  return clientQuery.apply(this, args);
+};
 
 function withSchema(url: string, schema: string): string {
   const u = new URL(url);
@@ -46,6 +57,7 @@ interface RunResult {
   tasks: number;
   runMs: number;
   meter: MeterReading;
+  statements: number;
 }
 
 /** Plans and runs `products` products of `tasks` tasks each, one after another, on one in-process service. */
@@ -54,9 +66,11 @@ async function runProducts(
   tasks: number,
   products: number,
   ownerId: string,
+  maxParallelTasks: number,
 ): Promise<RunResult> {
   const plan = randomDag({ tasks, width: Math.min(100, tasks) });
-  const b = benchService(authority, plan, { maxParallelTasks: 4, ownerId }, true);
+  const b = benchService(authority, plan, { maxParallelTasks, ownerId }, true);
+  const statementsBefore = statementsSent;
   const t0 = performance.now();
   for (let i = 0; i < products; i += 1) {
     const { productId } = await b.service.plan({ goal: "Benchmark", cwd: "/tmp/bench", projectId: "bench" });
@@ -65,18 +79,30 @@ async function runProducts(
     await b.service.confirm(productId, {});
     await completed;
   }
-  return { tasks: tasks * products, runMs: performance.now() - t0, meter: b.meter.reading };
+  return {
+    tasks: tasks * products,
+    runMs: performance.now() - t0,
+    meter: b.meter.reading,
+    statements: statementsSent - statementsBefore,
+  };
+}
+
+interface FleetServerOptions {
+  url: string;
+  tasks: number;
+  products: number;
+  id: number;
 }
 
 /** One fleet server: runs its products on the shared schema and prints its result as one JSON line. */
-async function fleetServer(options: { url: string; tasks: number; products: number; id: number }): Promise<void> {
+async function fleetServer(options: FleetServerOptions): Promise<void> {
   const authority = await PostgresAuthority.open(options.url, { maxConnections: 4 });
-  const result = await runProducts(authority, options.tasks, options.products, `bench-server-${options.id}`);
+  const result = await runProducts(authority, options.tasks, options.products, `bench-server-${options.id}`, 4);
   await authority.close();
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
-function spawnServer(options: { url: string; tasks: number; products: number; id: number }): Promise<RunResult> {
+function spawnServer(options: FleetServerOptions): Promise<RunResult> {
   const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--server", JSON.stringify(options)], {
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -90,89 +116,268 @@ function spawnServer(options: { url: string; tasks: number; products: number; id
   );
 }
 
+/** Cluster-wide counters of what the database did (committed transactions, WAL records, flushes, bytes). */
+interface DbCounters {
+  commits: number;
+  walRecords: number;
+  walSyncs: number;
+  walBytes: number;
+}
+
+async function dbCounters(admin: pg.Client): Promise<DbCounters> {
+  // Backends report their counters when they exit (the authority closed its pool before this): give them a moment.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await admin.query("SELECT pg_stat_clear_snapshot()");
+  const db = await admin.query<{ commits: string }>(
+    "SELECT sum(xact_commit) AS commits FROM pg_stat_database WHERE datname = current_database()",
+  );
+  const wal = await admin.query<{ wal_records: string; wal_sync: string; wal_bytes: string }>(
+    "SELECT wal_records, wal_sync, wal_bytes FROM pg_stat_wal",
+  );
+  const w = wal.rows[0];
+  return {
+    commits: Number(db.rows[0]?.commits ?? 0),
+    walRecords: Number(w?.wal_records ?? 0),
+    walSyncs: Number(w?.wal_sync ?? 0),
+    walBytes: Number(w?.wal_bytes ?? 0),
+  };
+}
+
+/** One store's run of part 1. The `db` fields are set for PostgreSQL only (per task). */
+export interface StoreFigure {
+  store: "memory" | "sqlite" | "postgres";
+  /** The product's `maxParallelTasks`. */
+  parallel: number;
+  tasks: number;
+  runMs: number;
+  tasksPerSecond: number;
+  writesPerTask: number;
+  bytesPerTask: number;
+  /** Share of the run spent inside authority calls (0-1). */
+  storeShare: number;
+  db?: { statements: number; commits: number; walSyncs: number; walRecords: number; walBytes: number };
+}
+
+/** One line of part 2. */
+export interface FleetFigure {
+  servers: number;
+  tasks: number;
+  wallMs: number;
+  tasksPerSecond: number;
+  /** Throughput relative to one server. */
+  vsOne: number;
+  /** Mean share of each server's run spent inside authority calls (0-1). */
+  storeShare: number;
+}
+
+export interface PostgresFigures {
+  stores: StoreFigure[];
+  fleet: FleetFigure[];
+  /** Both tables in Markdown, with their headings. */
+  markdown: string;
+}
+
 const fmt = (n: number, digits = 0): string =>
   n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
 
-async function main(): Promise<void> {
-  if (values.server) {
-    await fleetServer(JSON.parse(values.server) as { url: string; tasks: number; products: number; id: number });
-    return;
-  }
-  if (!URL_ENV) throw new Error("set ACP_ORCHESTRATOR_TEST_PG (npm run bench:postgres starts a private cluster)");
-  const tasks = Number(values.tasks);
-  const fleetTasks = Number(values["fleet-tasks"]);
+/**
+ * Measures parts 1 and 2 on the database at `url` (a `postgres://` URL; schemas `bench_*` are made and dropped).
+ * `log` receives one line per measured row. Throws when the database cannot be reached.
+ */
+export async function postgresFigures(
+  url: string,
+  options: { tasks: number; fleetTasks: number; log: (line: string) => void },
+): Promise<PostgresFigures> {
+  const { tasks, fleetTasks, log } = options;
   const schemas: string[] = [];
-  const lines: string[] = [];
+  const stores: StoreFigure[] = [];
+  const fleet: FleetFigure[] = [];
   const dir = mkdtempSync(join(tmpdir(), "acp-bench-pg-"));
+  const admin = new pg.Client({ connectionString: url });
+  await admin.connect();
   try {
-    lines.push(`### ${fmt(tasks)} tasks, one product, one server (in-process, instant workers, 4 in parallel)`, "");
-    lines.push(
-      "| store | run (s) | tasks/s | writes/task | bytes/task | time in store calls |",
-      "|---|---|---|---|---|---|",
-    );
-    for (const kind of ["memory", "sqlite", "postgres"] as const) {
-      const schema = `bench_${kind}_${process.pid}`;
+    for (const [kind, parallel] of [100, 4].flatMap((n) =>
+      (["memory", "sqlite", "postgres"] as const).map((k) => [k, n] as const),
+    )) {
+      const schema = `bench_${kind}${parallel}_${process.pid}`;
       let authority: RunStateAuthority;
       if (kind === "memory") authority = new MemoryAuthority();
-      else if (kind === "sqlite") authority = SqliteAuthority.open(join(dir, "state.db"));
+      else if (kind === "sqlite") authority = SqliteAuthority.open(join(dir, `state-${parallel}.db`));
       else {
         schemas.push(schema);
-        authority = await PostgresAuthority.open(withSchema(URL_ENV, schema));
+        authority = await PostgresAuthority.open(withSchema(url, schema));
       }
-      const r = await runProducts(authority, tasks, 1, "bench-owner");
+      const before = kind === "postgres" ? await dbCounters(admin) : undefined;
+      const r = await runProducts(authority, tasks, 1, "bench-owner", parallel);
       await authority.close();
-      const inStore = (r.meter.writeMs + r.meter.readMs) / r.runMs;
-      lines.push(
-        `| ${kind} | ${fmt(r.runMs / 1000, 2)} | ${fmt(r.tasks / (r.runMs / 1000))} | ${fmt(r.meter.writes / r.tasks, 2)} | ` +
-          `${fmt(r.meter.bytes / r.tasks)} | ${fmt(inStore * 100)} % |`,
+      const figure: StoreFigure = {
+        store: kind,
+        parallel,
+        tasks: r.tasks,
+        runMs: r.runMs,
+        tasksPerSecond: r.tasks / (r.runMs / 1000),
+        writesPerTask: r.meter.writes / r.tasks,
+        bytesPerTask: r.meter.bytes / r.tasks,
+        storeShare: (r.meter.writeMs + r.meter.readMs) / r.runMs,
+      };
+      if (before) {
+        const after = await dbCounters(admin);
+        figure.db = {
+          statements: r.statements / r.tasks,
+          commits: (after.commits - before.commits) / r.tasks,
+          walSyncs: (after.walSyncs - before.walSyncs) / r.tasks,
+          walRecords: (after.walRecords - before.walRecords) / r.tasks,
+          walBytes: (after.walBytes - before.walBytes) / r.tasks,
+        };
+      }
+      stores.push(figure);
+      log(
+        `  ${kind}, ${parallel} in parallel: ${fmt(figure.runMs / 1000, 2)} s, ${fmt(figure.tasksPerSecond)} tasks/s, ` +
+          `${fmt(figure.writesPerTask, 2)} writes/task, ${fmt(figure.storeShare * 100)} % in store calls` +
+          (figure.db
+            ? `; per task: ${fmt(figure.db.statements, 2)} statements, ${fmt(figure.db.commits, 2)} commits, ` +
+              `${fmt(figure.db.walSyncs, 2)} WAL flushes, ${fmt(figure.db.walBytes)} WAL bytes`
+            : ""),
       );
-      process.stderr.write(`${lines.at(-1)}\n`);
     }
-    lines.push(
-      "",
-      `### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2 and 4 server processes`,
-      "",
-    );
-    lines.push(
-      "| servers | wall (s) | tasks/s | vs 1 server | time in store calls (mean per server) |",
-      "|---|---|---|---|---|",
-    );
     let one = 0;
     for (const servers of [1, 2, 4]) {
       const schema = `bench_fleet${servers}_${process.pid}`;
       schemas.push(schema);
-      const url = withSchema(URL_ENV, schema);
-      await (await PostgresAuthority.open(url)).close(); // migrate once before the clock starts
-      const productTasks = 500;
+      const schemaUrl = withSchema(url, schema);
+      await (await PostgresAuthority.open(schemaUrl)).close(); // migrate once before the clock starts
+      const productTasks = Math.min(500, fleetTasks);
       const products = Math.max(1, Math.round(fleetTasks / productTasks / servers));
       const t0 = performance.now();
       const results = await Promise.all(
-        Array.from({ length: servers }, (_, id) => spawnServer({ url, tasks: productTasks, products, id })),
+        Array.from({ length: servers }, (_, id) => spawnServer({ url: schemaUrl, tasks: productTasks, products, id })),
       );
       const wallMs = performance.now() - t0;
       const total = results.reduce((n, r) => n + r.tasks, 0);
       const rate = total / (wallMs / 1000);
       if (servers === 1) one = rate;
       const share = results.reduce((n, r) => n + (r.meter.writeMs + r.meter.readMs) / r.runMs, 0) / results.length;
-      lines.push(
-        `| ${servers} | ${fmt(wallMs / 1000, 2)} | ${fmt(rate)} | ${fmt(rate / one, 2)}× | ${fmt(share * 100)} % |`,
+      fleet.push({ servers, tasks: total, wallMs, tasksPerSecond: rate, vsOne: rate / one, storeShare: share });
+      log(
+        `  ${servers} server(s): ${fmt(rate)} tasks/s (${fmt(rate / one, 2)}× one server), ` +
+          `${fmt(share * 100)} % in store calls`,
       );
-      process.stderr.write(`${lines.at(-1)}\n`);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
-    const admin = new pg.Client({ connectionString: URL_ENV });
-    await admin.connect();
-    for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+    for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
     await admin.end();
   }
-  process.stdout.write(`${lines.join("\n")}\n`);
+  return { stores, fleet, markdown: markdown(stores, fleet) };
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+function markdown(stores: StoreFigure[], fleet: FleetFigure[]): string {
+  const lines: string[] = [];
+  const tasks = stores[0]?.tasks ?? 0;
+  lines.push(`#### ${fmt(tasks)} tasks, one product, one server (in-process, instant workers)`, "");
+  lines.push(
+    "| store | in parallel | run (s) | tasks/s | writes/task | bytes/task | time in store calls |",
+    "|---|---|---|---|---|---|---|",
+  );
+  for (const f of stores) {
+    lines.push(
+      `| ${f.store} | ${f.parallel} | ${fmt(f.runMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} | ` +
+        `${fmt(f.writesPerTask, 2)} | ${fmt(f.bytesPerTask)} | ${fmt(f.storeShare * 100)} % |`,
+    );
+  }
+  for (const f of stores) {
+    if (!f.db) continue;
+    lines.push(
+      "",
+      `What PostgreSQL did per task, ${f.parallel} in parallel: ${fmt(f.db.statements, 2)} statements (client round ` +
+        `trips), ${fmt(f.db.commits, 2)} committed transactions, ${fmt(f.db.walSyncs, 2)} WAL flushes to disk, ` +
+        `${fmt(f.db.walRecords, 1)} WAL records, ${fmt(f.db.walBytes)} WAL bytes.`,
+    );
+  }
+  const fleetTasks = fleet[0]?.tasks ?? 0;
+  lines.push(
+    "",
+    `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2 and 4 server processes`,
+    "",
+    "| servers | wall (s) | tasks/s | vs 1 server | time in store calls (mean per server) |",
+    "|---|---|---|---|---|",
+  );
+  for (const f of fleet) {
+    lines.push(
+      `| ${f.servers} | ${fmt(f.wallMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} | ${fmt(f.vsOne, 2)}× | ` +
+        `${fmt(f.storeShare * 100)} % |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+const run = promisify(execFile);
+
+/**
+ * Runs `work` with a PostgreSQL URL: `ACP_ORCHESTRATOR_TEST_PG` when set, else a private cluster started (and stopped
+ * after) by scripts/pg-test-cluster.sh. Resolves `{skipped}` with the reason, in plain words, when no cluster could
+ * be started (PostgreSQL missing and not installable, no permission); `work`'s own errors are thrown.
+ */
+export async function withPostgres<T>(
+  log: (line: string) => void,
+  work: (url: string) => Promise<T>,
+): Promise<{ result: T } | { skipped: string }> {
+  const given = process.env.ACP_ORCHESTRATOR_TEST_PG;
+  if (given) return { result: await work(given) };
+  const script = join(REPO_ROOT, "scripts", "pg-test-cluster.sh");
+  let exports: string;
+  try {
+    log("  starting a private PostgreSQL cluster (scripts/pg-test-cluster.sh; ACP_ORCHESTRATOR_TEST_PG is not set)");
+    exports = (await run("bash", [script, "start"], { maxBuffer: 1024 * 1024 })).stdout;
+  } catch (err) {
+    const stderr = (err as { stderr?: string }).stderr?.trim().split("\n").at(-1);
+    return { skipped: `PostgreSQL could not be started: ${stderr || (err as Error).message}` };
+  }
+  const value = (name: string): string | undefined => {
+    const line = exports.split("\n").find((l) => l.startsWith(`export ${name}=`));
+    // `printf %q` quoting: backslash escapes only (the URL and the directory hold no quotes or spaces).
+    return line?.slice(`export ${name}=`.length).replace(/\\(.)/g, "$1");
+  };
+  const url = value("ACP_ORCHESTRATOR_TEST_PG");
+  const dir = value("ACP_ORCHESTRATOR_TEST_PG_DIR");
+  if (!url || !dir) return { skipped: "PostgreSQL could not be started: pg-test-cluster.sh printed no URL." };
+  try {
+    return { result: await work(url) };
+  } finally {
+    await run("bash", [script, "stop", dir]).catch((err: unknown) =>
+      log(`  could not stop the cluster in ${dir}: ${String(err)}`),
+    );
+  }
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      tasks: { type: "string", default: "10000" },
+      "fleet-tasks": { type: "string", default: "4000" },
+      server: { type: "string" },
+    },
+  });
+  if (values.server) {
+    await fleetServer(JSON.parse(values.server) as FleetServerOptions);
+    return;
+  }
+  const url = process.env.ACP_ORCHESTRATOR_TEST_PG;
+  if (!url) throw new Error("set ACP_ORCHESTRATOR_TEST_PG (npm run bench:postgres starts a private cluster)");
+  const figures = await postgresFigures(url, {
+    tasks: Number(values.tasks),
+    fleetTasks: Number(values["fleet-tasks"]),
+    log: (line) => process.stderr.write(`${line}\n`),
+  });
+  process.stdout.write(`${figures.markdown}\n`);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`bench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -210,10 +210,11 @@ export class PostgresAuthority implements RunStateAuthority {
   async get(projectId: string, kind: string, id: string): Promise<StoredRecord | null> {
     return this.#run("get", async () => {
       checkKeyText(projectId, kind, id);
-      const result = await this.#pool.query<RecordRow>(
-        "SELECT value, revision, updated_at FROM records WHERE project_id = $1 AND kind = $2 AND id = $3",
-        [projectId, kind, id],
-      );
+      const result = await this.#pool.query<RecordRow>({
+        name: "acp-get",
+        text: "SELECT value, revision, updated_at FROM records WHERE project_id = $1 AND kind = $2 AND id = $3",
+        values: [projectId, kind, id],
+      });
       const row = result.rows[0];
       if (!row) return null;
       return { value: parseStored(row.value), revision: Number(row.revision), updatedAt: row.updated_at };
@@ -242,20 +243,22 @@ export class PostgresAuthority implements RunStateAuthority {
       const notify = this.#notifySql({ p: projectId, k: kind, i: id }, 6);
       const result =
         expectedRevision === null
-          ? await this.#pool.query<{ revision: string }>(
-              `WITH written AS (
+          ? await this.#pool.query<{ revision: string }>({
+              name: "acp-put-new",
+              text: `WITH written AS (
                  INSERT INTO records (project_id, kind, id, value, revision, updated_at)
                  VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT DO NOTHING RETURNING revision)
                SELECT revision, ${notify.sql} FROM written`,
-              [projectId, kind, id, json, updatedAt, ...notify.params],
-            )
-          : await this.#pool.query<{ revision: string }>(
-              `WITH written AS (
+              values: [projectId, kind, id, json, updatedAt, ...notify.params],
+            })
+          : await this.#pool.query<{ revision: string }>({
+              name: "acp-put-next",
+              text: `WITH written AS (
                  UPDATE records SET value = $4, revision = revision + 1, updated_at = $5
                  WHERE project_id = $1 AND kind = $2 AND id = $3 AND revision = $7 RETURNING revision)
                SELECT revision, ${notify.sql} FROM written`,
-              [projectId, kind, id, json, updatedAt, ...notify.params, expectedRevision],
-            );
+              values: [projectId, kind, id, json, updatedAt, ...notify.params, expectedRevision],
+            });
       const row = result.rows[0];
       if (row) return { revision: Number(row.revision) };
       throw await this.#conflict(projectId, kind, id, expectedRevision);
@@ -309,9 +312,9 @@ export class PostgresAuthority implements RunStateAuthority {
   }
 
   /**
-   * Appends events when the stream's last sequence number equals `expectedSeq` (0 for a new stream), in one
-   * transaction: the stream's head row is created (`ON CONFLICT DO NOTHING`) or moved by a conditional update, then
-   * the events are inserted with `expectedSeq + 1 …`. Resolves with the new last sequence number once committed.
+   * Appends events when the stream's last sequence number equals `expectedSeq` (0 for a new stream), in ONE
+   * statement (one round trip, one transaction): the stream's head row is created (`ON CONFLICT DO NOTHING`) or moved
+   * by a conditional update, and the events are inserted with `expectedSeq + 1 …` only when it was. Resolves with the new last sequence number once committed.
    * An empty `events` array writes nothing and returns `expectedSeq` once the check passes. Throws
    * `AuthorityConflict` on a mismatch (nothing appended), `AuthorityFailure` on an invalid argument or database error.
    */
@@ -337,27 +340,26 @@ export class PostgresAuthority implements RunStateAuthority {
         return { lastSeq: expectedSeq };
       }
       const lastSeq = expectedSeq + texts.length;
-      return this.#transaction(async (client) => {
-        const head =
-          expectedSeq === 0
-            ? await client.query(
-                "INSERT INTO streams (project_id, stream, last_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                [projectId, stream, lastSeq],
-              )
-            : await client.query(
-                "UPDATE streams SET last_seq = $3 WHERE project_id = $1 AND stream = $2 AND last_seq = $4",
-                [projectId, stream, lastSeq, expectedSeq],
-              );
-        if ((head.rowCount ?? 0) !== 1) throw mismatch();
-        const notify = this.#notifySql({ p: projectId, s: stream }, 1);
-        await client.query(
-          `INSERT INTO events (project_id, stream, seq, event)
-           SELECT $1, $2, $3::bigint + ordinality, event FROM unnest($4::text[]) WITH ORDINALITY AS e(event, ordinality)`,
-          [projectId, stream, expectedSeq, texts],
-        );
-        await client.query(`SELECT ${notify.sql}`, notify.params);
-        return { lastSeq };
+      // One statement, one round trip, one implicit transaction: the head row moves (or is created) only at the
+      // expected sequence number, the events are inserted only when it did, and the notification is sent only then.
+      const notify = this.#notifySql({ p: projectId, s: stream }, 6);
+      const head =
+        expectedSeq === 0
+          ? "INSERT INTO streams (project_id, stream, last_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1"
+          : "UPDATE streams SET last_seq = $3 WHERE project_id = $1 AND stream = $2 AND last_seq = $4 RETURNING 1";
+      const result = await this.#pool.query({
+        name: expectedSeq === 0 ? "acp-append-new" : "acp-append-next",
+        text: `WITH head AS (${head}),
+                 inserted AS (
+                   INSERT INTO events (project_id, stream, seq, event)
+                   SELECT $1, $2, $4::bigint + ordinality, event
+                   FROM unnest($5::text[]) WITH ORDINALITY AS e(event, ordinality)
+                   WHERE EXISTS (SELECT 1 FROM head))
+               SELECT ${notify.sql} FROM head`,
+        values: [projectId, stream, lastSeq, expectedSeq, texts, ...notify.params],
       });
+      if ((result.rowCount ?? 0) !== 1) throw mismatch();
+      return { lastSeq };
     });
   }
 
@@ -373,11 +375,12 @@ export class PostgresAuthority implements RunStateAuthority {
       if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
         throw new AuthorityFailure(`limit must be a positive integer, got ${String(limit)}.`);
       }
-      const result = await this.#pool.query<{ seq: string; event: string }>(
-        `SELECT seq, event FROM events WHERE project_id = $1 AND stream = $2 AND seq > $3 ORDER BY seq
+      const result = await this.#pool.query<{ seq: string; event: string }>({
+        name: limit === undefined ? "acp-read-events" : "acp-read-events-limit",
+        text: `SELECT seq, event FROM events WHERE project_id = $1 AND stream = $2 AND seq > $3 ORDER BY seq
          ${limit === undefined ? "" : "LIMIT $4"}`,
-        limit === undefined ? [projectId, stream, afterSeq] : [projectId, stream, afterSeq, limit],
-      );
+        values: limit === undefined ? [projectId, stream, afterSeq] : [projectId, stream, afterSeq, limit],
+      });
       return result.rows.map((row) => ({ seq: Number(row.seq), event: parseStored(row.event) }));
     });
   }
