@@ -16,6 +16,8 @@
  *   server before it released its leases (the next server then waited for the lease). Now the extra signals are
  *   ignored until the leases are released: the process exits 0, the running task is stored `pending` with its
  *   interruption note, no lease is left in the file, and a new server resumes it without re-running completed work.
+ * - Finding 10 (PROTOCOL.md section 3): `-32013` on a failed read said "failed to persist the change". Now its data
+ *   says `operation: "read"` and its message says the authority failed to read.
  */
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -30,6 +32,7 @@ import type { ProductEvent } from "../../src/core/product/records.js";
 import { ProductStore } from "../../src/core/product/store.js";
 import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { isJsonRpcLine, startServer, tempDir, type Notification } from "../support/server-process.js";
+import { TestHost, startHostedServer } from "../support/test-host.js";
 
 const TSX = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const AGENT = fileURLToPath(new URL("../fixtures/agents/logging-agent.ts", import.meta.url));
@@ -280,4 +283,25 @@ describe("finding 8 over stdio: repeated signals during shutdown (guarantee 13)"
     expect(s1.stderr()).toMatch(/already stopping: the signal is ignored until the product leases are released/);
     process.stderr.write(`[durability-findings] ${sent} signals sent during shutdown; exit code 0\n`);
   }, 120_000);
+});
+
+describe("finding 10 over stdio: -32013 on a read says it was a read", () => {
+  it("answers a product.status whose host read fails with operation read and a message about a read", async () => {
+    const host = new TestHost();
+    const server = await startHostedServer(host, { args: ["--log-level", "warn"] });
+    host.failNext("get", { code: -32603, message: "The host's store is offline" });
+    let error: { code: number; message: string; data?: Record<string, unknown> } | undefined;
+    try {
+      await server.request("product.status", { productId: "prd_anything" });
+    } catch (err) {
+      error = err as typeof error;
+    }
+    expect({ code: error?.code, operation: error?.data?.operation, message: error?.message }).toEqual({
+      code: -32013,
+      operation: "read",
+      message: expect.stringMatching(/failed to read .*offline/),
+    });
+    expect(error?.message).not.toMatch(/persist|paused/);
+    expect(await server.close()).toBe(0);
+  }, 60_000);
 });
