@@ -21,18 +21,24 @@ export function taskToolCallId(productId: string, taskId: string): string {
   return `${productId}/${taskId}`;
 }
 
+/** Ordering words at the start of a goal line: not part of a title. */
+const ORDERING_LEAD =
+  /^(?:and\s+)?(?:then|next|finally|lastly|afterwards?|after that|first(?:ly)?|meanwhile|in parallel|at the same time|also)(?=[\s,:])[,:]?\s*/i;
+
 /**
- * A session title from a product's name: list bullets and markdown markers dropped, whitespace (newlines included)
- * collapsed to single spaces, at most 80 characters (cut at a word with an ellipsis). Empty input gives "Product".
+ * A session title from a product's name or a goal (issue 15, Build 4: titles without list markers and ordering
+ * words): list bullets, numbers and markdown markers dropped, a line's leading ordering words ("Then", "Finally",
+ * "In parallel", …) dropped, lines joined with "; ", whitespace collapsed, first letter capital, at most 80
+ * characters (cut at a word with an ellipsis). Empty input gives "Product".
  */
 export function cleanTitle(name: string): string {
-  const flat = name
+  const lines = name
     .split(/\r?\n/)
-    .map((line) => line.replace(/^\s*(?:[-*+•]|\d+[.)]|#+)\s+/, "").trim())
-    .filter((line) => line !== "")
-    .join(" ")
-    .replace(/\s+/g, " ")
-    .trim();
+    .map((line) => line.replace(/^\s*(?:[-*+•]|\[[ xX]\]|\d+[.)]|#+)\s+/, "").trim())
+    .map((line) => line.replace(ORDERING_LEAD, "").trim())
+    .filter((line) => line !== "");
+  const joined = lines.join("; ").replace(/\s+/g, " ").trim();
+  const flat = joined.charAt(0).toUpperCase() + joined.slice(1);
   if (flat === "") return "Product";
   if (flat.length <= MAX_TITLE_CHARS) return flat;
   const cut = flat.slice(0, MAX_TITLE_CHARS - 1);

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { TaskState } from "../../../protocol/common.js";
-import { toolText } from "../../../src/server/session/view.js";
+import { cleanTitle, toolText } from "../../../src/server/session/view.js";
 
 function task(patch: Partial<TaskState>): TaskState {
   return {
@@ -47,5 +47,25 @@ describe("toolText", () => {
 
   it("shows only the output when nothing was refused", () => {
     expect(toolText(task({ output: "Done." }))).toBe("Done.");
+  });
+});
+
+describe("cleanTitle", () => {
+  it("drops list markers and leading ordering words, joins a goal's lines with '; ' (issue 15)", () => {
+    expect(cleanTitle("- Write the parser\n- Then write the docs\n- In parallel, add examples\n- Finally: ship")).toBe(
+      "Write the parser; write the docs; add examples; ship",
+    );
+    expect(cleanTitle("1. first, collect the logs\n2) next find the cause")).toBe("Collect the logs; find the cause");
+    expect(cleanTitle("Parser and tests for the parser")).toBe("Parser and tests for the parser");
+  });
+
+  it("keeps words that only start like an ordering word, and cuts at 80 characters on a word", () => {
+    expect(cleanTitle("Next.js migration")).toBe("Next.js migration");
+    expect(cleanTitle("First-run wizard")).toBe("First-run wizard");
+    expect(cleanTitle("Thenable support")).toBe("Thenable support");
+    const long = cleanTitle(`- ${"word ".repeat(30)}`);
+    expect(long.length).toBeLessThanOrEqual(80);
+    expect(long.endsWith("…")).toBe(true);
+    expect(cleanTitle(" \n - \n")).toBe("Product");
   });
 });
