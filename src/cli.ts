@@ -8,7 +8,7 @@
  * stderr), 2 a mistake of the user (one plain sentence on stderr). stdout belongs to the command; for `serve` it
  * carries protocol frames only.
  */
-import { UsageError, type Command } from "./commands/command.js";
+import { ReportedFailure, UsageError, type Command } from "./commands/command.js";
 import { AuthorityFailure } from "./core/ports.js";
 
 /**
@@ -55,6 +55,7 @@ function report(err: unknown): number {
     process.stderr.write(`acp-orchestrator: ${err.message} See "${pointer}".\n`);
     return 2;
   }
+  if (err instanceof ReportedFailure) return err.exitCode; // its message is already on stderr
   if (err instanceof AuthorityFailure) {
     // A state file that cannot be opened is the user's to fix: one plain sentence.
     process.stderr.write(`acp-orchestrator: ${err.message}\n`);
@@ -64,15 +65,19 @@ function report(err: unknown): number {
   return 1;
 }
 
+/**
+ * Ends the process with `code` once stdout and stderr are flushed: a write to a pipe is asynchronous, and exiting
+ * before it completes loses output (`events ID --json | wc -l`). The explicit exit afterwards ends the process even if
+ * a command left a handle open.
+ */
+async function end(code: number): Promise<void> {
+  process.exitCode = code;
+  const { flushed } = await import("./commands/output.js");
+  await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
+  process.exit(code);
+}
+
 main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-    // Let pending stdio writes drain, then end even if a command left a handle open.
-    setImmediate(() => process.exit(code));
-  },
-  (err: unknown) => {
-    const code = report(err);
-    process.exitCode = code;
-    setImmediate(() => process.exit(code));
-  },
+  (code) => end(code),
+  (err: unknown) => end(report(err)),
 );

@@ -9,7 +9,7 @@
 import { resolve } from "node:path";
 import { checkAgents, formatAgentChecks } from "../adapters/agents/agent-check.js";
 import { DEFAULT_START_TIMEOUT_MS } from "../adapters/agents/acp-worker.js";
-import { AgentConfigError, AgentRegistry } from "../adapters/agents/registry.js";
+import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import { UsageError, type Command } from "./command.js";
 
@@ -50,6 +50,11 @@ export const checkAgentsCommand: Command = {
         return 2;
       }
       throw err;
+    }
+    const leaderProblem = configuredLeaderProblem(registry);
+    if (leaderProblem !== undefined) {
+      process.stderr.write(`acp-orchestrator: ${leaderProblem}\n`);
+      return 2;
     }
     let timeoutMs = registry.config.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
     if (values.timeout !== undefined) {

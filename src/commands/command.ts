@@ -38,3 +38,18 @@ export class UsageError extends Error {
     super(message);
   }
 }
+
+/**
+ * A failure already reported on stderr by someone else (e.g. the server `run`/`resume` started, which printed its
+ * one-sentence message and exited): the dispatcher prints nothing more and exits with `exitCode`.
+ */
+export class ReportedFailure extends Error {
+  override readonly name = "ReportedFailure";
+  constructor(
+    message: string,
+    /** The exit code to end with (the server's own: 2 for a mistake of the user). */
+    readonly exitCode: number,
+  ) {
+    super(message);
+  }
+}

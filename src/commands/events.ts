@@ -8,6 +8,7 @@ import { orNotFound } from "../operator/not-found.js";
 import { openReader } from "../operator/open-reader.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import { UsageError, type Command } from "./command.js";
+import { writeOut } from "./output.js";
 
 const OPTIONS = {
   state: { type: "string" },
@@ -16,6 +17,18 @@ const OPTIONS = {
   "poll-ms": { type: "string" },
 } as const;
 
+/**
+ * Says that events `from`..`to` (inclusive) are not in the store any more (compacted history: a long product keeps a
+ * snapshot, not every event), so a jump in `seq` is never silent. On stdout in text mode; with --json on stderr, so
+ * stdout stays one {"seq", "event"} object per line.
+ */
+async function sayCompacted(from: number, to: number, json: boolean): Promise<void> {
+  const count = to - from + 1;
+  const line = `… ${count.toLocaleString("en-US")} event${count === 1 ? "" : "s"} compacted away (seq ${from}–${to}) …\n`;
+  if (json) process.stderr.write(line);
+  else await writeOut(line);
+}
+
 export const eventsCommand: Command = {
   name: "events",
   synopsis: "events ID [--follow] [--json] [--state PATH|URL]",
@@ -23,7 +36,8 @@ export const eventsCommand: Command = {
   help: `Usage: acp-orchestrator events ID [--follow] [--json] [--state PATH|URL]
 
 Prints the stored events of product ID, oldest first, one per line (an invalid record is shown as skipped).
-Reads only: safe while a server is driving the product.
+Events compacted away (a long history keeps a snapshot) are named by one line "… N events compacted away (seq A–B) …"
+(with --json on stderr). Reads only: safe while a server is driving the product.
 
 Options:
   --follow, -f   keep printing new events until the product completes, fails or is cancelled (or Ctrl-C)
@@ -51,7 +65,8 @@ Options:
           for (;;) {
             const batch = await reader.productEvents(productId, after, 1000);
             for (const row of batch) {
-              process.stdout.write(values.json ? `${JSON.stringify({ seq: row.seq, event: row.raw })}\n` : `${formatEvent(row)}\n`);
+              if (row.seq > after + 1) await sayCompacted(after + 1, row.seq - 1, values.json === true);
+              await writeOut(values.json ? `${JSON.stringify({ seq: row.seq, event: row.raw })}\n` : `${formatEvent(row)}\n`);
               after = row.seq;
             }
             if (batch.length < 1000) break;

@@ -8,6 +8,7 @@ import { openReader } from "../operator/open-reader.js";
 import type { TaskState } from "../../protocol/common.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import { UsageError, type Command } from "./command.js";
+import { writeOut } from "./output.js";
 
 const OPTIONS = { state: { type: "string" }, format: { type: "string" } } as const;
 
@@ -32,7 +33,7 @@ Graphviz DOT (render with: acp-orchestrator graph ID --format dot | dot -Tsvg > 
       return await orNotFound(where, async () => {
         const status = (await reader.productStatus(positionals[0] as string)) as { tasks: TaskState[]; plan?: { tasks: TaskState[] } };
         const tasks = status.tasks.length > 0 ? status.tasks : (status.plan?.tasks ?? []);
-        process.stdout.write(format === "dot" ? toDot(tasks) : toMermaid(tasks));
+        await writeOut(format === "dot" ? toDot(tasks) : toMermaid(tasks));
         return 0;
       });
     } finally {

@@ -6,6 +6,7 @@ import { openReader } from "../operator/open-reader.js";
 import { formatList } from "../operator/format.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import type { Command } from "./command.js";
+import { writeOut } from "./output.js";
 
 const OPTIONS = { state: { type: "string" }, json: { type: "boolean" } } as const;
 
@@ -28,7 +29,7 @@ Options:
     const { reader } = await openReader(values.state);
     try {
       const [products, goals] = [await reader.listProducts(), await reader.listGoals()];
-      process.stdout.write(values.json ? `${JSON.stringify({ products, goals }, null, 2)}\n` : formatList(products, goals, Date.now()));
+      await writeOut(values.json ? `${JSON.stringify({ products, goals }, null, 2)}\n` : formatList(products, goals, Date.now()));
       return 0;
     } finally {
       await reader.close();

@@ -3,6 +3,8 @@
  * headless from the terminal with live progress (issue 15). Both start this build's server on the chosen store and
  * talk ACP to it like any client; `--yes` confirms the plan without asking.
  */
+import { statSync } from "node:fs";
+import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import type { Plan } from "../../protocol/common.js";
 import { followProduct, type FollowedStatus } from "../operator/follow.js";
@@ -25,6 +27,14 @@ function serveArgs(values: { state?: string; config?: string; "log-level"?: stri
     "--log-level",
     values["log-level"] ?? "warn",
   ];
+}
+
+function isDirectory(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 const write = (text: string) => process.stdout.write(text);
@@ -92,7 +102,10 @@ Options:
     expectPositionals("run", positionals, 0, 0, "no arguments (give the goal with --goal)");
     if (!values.goal) throw new UsageError(`"run" needs --goal TEXT.`, "run");
     const goal = values.goal;
-    const cwd = values.cwd ?? process.cwd();
+    const cwd = values.cwd === undefined ? process.cwd() : resolve(values.cwd);
+    if (values.cwd !== undefined && !isDirectory(cwd)) {
+      throw new UsageError(`--cwd ${values.cwd} is not a directory.`, "run");
+    }
     return withServer({ serveArgs: serveArgs(values), cwd }, async (session: ServerSession) => {
       const planned = session.waitFor((m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined);
       const { productId } = await session.request<{ productId: string }>("product.plan", { goal, cwd });

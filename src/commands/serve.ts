@@ -8,7 +8,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { resolve } from "node:path";
-import { AgentConfigError, AgentRegistry } from "../adapters/agents/registry.js";
+import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
 import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
 import { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
@@ -111,8 +111,9 @@ async function serve(argv: readonly string[]): Promise<number> {
     throw err;
   }
   const config = registry.config;
-  if (config.leader !== undefined && registry.get(config.leader) === undefined) {
-    process.stderr.write(`acp-orchestrator: the config's "leader" is "${config.leader}", which is not one of its "agents".\n`);
+  const leaderProblem = configuredLeaderProblem(registry);
+  if (leaderProblem !== undefined) {
+    process.stderr.write(`acp-orchestrator: ${leaderProblem}\n`);
     return 2;
   }
   // Guarantee 13: the owner id names this host, pid and process start time, so a server restarted after a crash can

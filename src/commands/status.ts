@@ -7,6 +7,7 @@ import { orNotFound } from "../operator/not-found.js";
 import { openReader } from "../operator/open-reader.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import type { Command } from "./command.js";
+import { writeOut } from "./output.js";
 
 const OPTIONS = { state: { type: "string" }, json: { type: "boolean" } } as const;
 
@@ -33,12 +34,12 @@ Options:
       return await orNotFound(where, async () => {
         if (reader.isGoalId(id)) {
           const status = await reader.goalStatus(id);
-          process.stdout.write(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatGoalStatus(status));
+          await writeOut(values.json ? `${JSON.stringify(status, null, 2)}\n` : formatGoalStatus(status));
           return 0;
         }
         const status = await reader.productStatus(id);
         const checkpoints = await reader.checkpoints(id);
-        process.stdout.write(
+        await writeOut(
           values.json
             ? `${JSON.stringify({ ...status, checkpointList: checkpoints }, null, 2)}\n`
             : formatProductStatus(status, checkpoints, Date.now()),

@@ -9,6 +9,7 @@ import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+import { ReportedFailure } from "../commands/command.js";
 
 export type Params = Record<string, unknown>;
 
@@ -39,9 +40,15 @@ export async function withServer<T>(options: ServerClientOptions, body: (session
     cwd: options.cwd,
     stdio: ["pipe", "pipe", options.stderr ?? "inherit"],
   });
+  let spawnError: Error | undefined;
   const exited = new Promise<number | null>((resolve) => {
     if (child.exitCode !== null) resolve(child.exitCode);
     else child.once("exit", (code) => resolve(code));
+    // The server could not be started at all (e.g. its cwd vanished): reported below, never an unhandled 'error'.
+    child.once("error", (error) => {
+      spawnError = error;
+      resolve(null);
+    });
   });
   const waiters: { match: (method: string, p: Params) => boolean; resolve: (p: Params) => void }[] = [];
   const listeners: ((method: string, p: Params) => void)[] = [];
@@ -68,6 +75,14 @@ export async function withServer<T>(options: ServerClientOptions, body: (session
         onNotification: (listener) => listeners.push(listener),
       });
     });
+  } catch (error) {
+    // The connection closed because the server ended (a bad --config or --state: it printed its one sentence on
+    // stderr and exited 2): end with the server's code instead of the SDK's "ACP connection closed" stack.
+    child.stdin.end();
+    const code = await exited;
+    if (spawnError !== undefined) throw new Error(`could not start the server: ${spawnError.message}`);
+    if (code !== null && code !== 0) throw new ReportedFailure(`the server exited with code ${code}`, code);
+    throw error;
   } finally {
     child.stdin.end();
     await exited;

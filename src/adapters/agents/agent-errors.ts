@@ -21,6 +21,19 @@ export { AgentConfigurationError };
 /** Where an agent's entry lives, for remediations. */
 const WHERE = "in the agent configuration (acp-orchestrator.json, or the file given with --config)";
 
+/**
+ * The configuration error of an agent id that is not in the agent registry (e.g. a product resumed without the
+ * `--config` it was planned with): retrying cannot fix it (issue 11). Pure.
+ */
+export function unknownAgentConfigurationError(agentId: string, known: readonly string[]): AgentConfigurationError {
+  const list = known.length > 0 ? `configured agents: ${known.join(", ")}` : "no agent is configured";
+  return new AgentConfigurationError(
+    `Unknown agent "${agentId}": it is not in the agent registry (${list}).`,
+    agentId,
+    `Start the server with the agent configuration the product was planned with (--config), or add agent "${agentId}" ${WHERE}, then resume.`,
+  );
+}
+
 /** The configuration error of an agent whose command could not be started at all. Pure. */
 export function spawnConfigurationError(
   agentId: string,

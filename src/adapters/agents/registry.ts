@@ -337,3 +337,13 @@ export class AgentRegistry implements AgentDirectory {
     };
   }
 }
+
+/**
+ * Why the config's `leader` cannot lead, in one sentence, or `undefined` when it is absent or names an agent of the
+ * registry. Checked by `serve` (and so `run`/`resume`) and `check-agents` alike. Pure.
+ */
+export function configuredLeaderProblem(registry: AgentRegistry): string | undefined {
+  const leader = registry.config.leader;
+  if (leader === undefined || registry.get(leader) !== undefined) return undefined;
+  return `the config's "leader" is "${leader}", which is not one of its "agents".`;
+}

@@ -31,6 +31,7 @@ import {
   handshakeConfigurationError,
   protocolConfigurationError,
   spawnConfigurationError,
+  unknownAgentConfigurationError,
   unknownAuthMethodError,
 } from "./agent-errors.js";
 import type { AdvertisedAuthMethod, StartStage, AgentConfigurationError } from "./agent-errors.js";
@@ -238,8 +239,11 @@ export class TaskAttempt {
     let spec: LaunchSpec;
     try {
       spec = this.options.registry.launchSpec(this.agentId);
-    } catch (error) {
-      return { outcome: "failed", error: describeError(error), prompted: false };
+    } catch {
+      // An agent the registry does not know (resumed without the planning --config): a configuration error, never
+      // a retry (issue 11).
+      const known = this.options.registry.list().map((a) => a.agentId);
+      return this.configurationFailure(unknownAgentConfigurationError(this.agentId, known));
     }
     this.spec = spec;
     let agent: AgentProcess;

@@ -264,6 +264,9 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         };
       } else {
         task.error = res.outcome === "failed" ? res.error : "The worker stopped.";
+        // A failed attempt is not an interruption: an interruption note left by an earlier attempt (e.g. a
+        // configuration error) would make this failure count as interrupted and never use up a retry.
+        delete task.interruption;
         const max = task.maxAttempts ?? this.ctx.options.defaultMaxAttempts;
         // A refusal by the permission policy would only be refused again: no retry under the same policy.
         const retryable = !(res.outcome === "failed" && res.kind === "permission");

@@ -335,6 +335,32 @@ describe("configuration errors and permission refusals (issue 11)", () => {
     expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2]);
   });
 
+  it("after a configuration error, ordinary failures still use up the retries (the retry limit holds)", async () => {
+    const h = createHarness({ plan: draftPlan([{ id: "a", maxAttempts: 2 }]) });
+    h.worker.script(
+      "a",
+      {
+        kind: "fail",
+        failure: "configuration",
+        prompted: false,
+        error: 'Unknown agent "ghost": it is not in the agent registry.',
+        remediation: "Start the server with the configuration, then resume.",
+      },
+      { kind: "fail", error: "broken build" },
+    );
+    h.leader.decisions.push({ kind: "giveUp", message: "Cannot fix the build." });
+    const productId = await h.started();
+    await waitUntil(() => h.worker.runsOf("a")[0]?.result !== undefined, "a settled");
+    await drain();
+    expect((await h.service.status(productId)).phase).toBe("paused");
+    await h.service.resume(productId);
+    const done = await h.finished(productId);
+    expect(done.phase).toBe("failed");
+    // One attempt stopped by the configuration error (not charged), then exactly maxAttempts ordinary failures.
+    expect(h.worker.runsOf("a").map((e) => e.attempt)).toEqual([1, 2, 3]);
+    expect(h.leader.consultCalls).toHaveLength(1);
+  });
+
   it("a refusal by the permission policy fails the task at once (no retry) and is kept on the task", async () => {
     const h = createHarness({ plan: draftPlan([{ id: "a", maxAttempts: 3 }]) });
     h.worker.script("a", {
