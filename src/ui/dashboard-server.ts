@@ -15,7 +15,7 @@
  * Never writes the store (guarantee 3): its reader is opened read-only.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { type AddressInfo, isIPv4 } from "node:net";
 import { isDomainError } from "../core/errors.js";
 import type { Logger } from "../core/ports.js";
 import type { RunStateReader } from "../operator/run-state-reader.js";
@@ -54,8 +54,22 @@ class HttpError extends Error {
 
 const LOOPBACK_NAMES = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
 
+/** An IPv4 literal in 127.0.0.0/8 (a name that merely starts with "127." is not one: DNS rebinding). */
+function isLoopbackAddress(host: string): boolean {
+  return isIPv4(host) && host.startsWith("127.");
+}
+
 function isLoopback(host: string): boolean {
-  return host === "127.0.0.1" || host === "::1" || host === "localhost" || host.startsWith("127.");
+  return LOOPBACK_NAMES.has(host) || isLoopbackAddress(host);
+}
+
+/** A path segment decoded, or a 404 when its percent-encoding is malformed. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new HttpError(404, `There is no dashboard route for the malformed path segment ${segment}.`);
+  }
 }
 
 /** Starts the dashboard; resolves once it listens. Throws the listen error (e.g. EADDRINUSE). */
@@ -67,7 +81,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
 
   /** The JSON a route stands for, or throws HttpError. */
   async function view(path: string): Promise<unknown> {
-    const parts = path.split("/").filter((p) => p.length > 0).map(decodeURIComponent);
+    const parts = path.split("/").filter((p) => p.length > 0).map(decodeSegment);
     try {
       if (parts.length === 2 && parts[1] === "overview") return await overview(reader, where);
       if (parts.length === 3 && parts[1] === "products") return await productView(reader, parts[2] as string, Date.now());
@@ -135,7 +149,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       return;
     }
     const hostHeader = (req.headers.host ?? "").replace(/:\d+$/, "");
-    if (isLoopback(host) && !LOOPBACK_NAMES.has(hostHeader) && !hostHeader.startsWith("127.")) {
+    if (isLoopback(host) && !isLoopback(hostHeader)) {
       send(res, 403, "application/json", JSON.stringify({ error: "The dashboard answers loopback host names only." }), head);
       return;
     }
@@ -157,8 +171,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     }
     const output = /^\/api\/products\/([^/]+)\/tasks\/([^/]+)\/output$/.exec(path);
     if (output) {
-      const productId = decodeURIComponent(output[1] as string);
-      const taskId = decodeURIComponent(output[2] as string);
+      const productId = decodeSegment(output[1] as string);
+      const taskId = decodeSegment(output[2] as string);
       let text: string | undefined;
       try {
         text = await taskOutput(reader, productId, taskId);

@@ -55,6 +55,14 @@ describe("dashboard HTTP", () => {
     const foreign = await get(`${url}api/overview`, { host: "attacker.example:80" });
     expect(foreign.status).toBe(403);
     expect(await get(`${url}api/overview`, { host: "localhost" })).toMatchObject({ status: 200 });
+    expect(await get(`${url}api/overview`, { host: "127.0.0.2:80" })).toMatchObject({ status: 200 });
+    // Names that merely start with "127." can be rebound to loopback by an attacker's DNS: refused.
+    for (const rebound of ["127.attacker.example:80", "127.0.0.1.nip.io"]) {
+      expect((await get(`${url}api/overview`, { host: rebound })).status).toBe(403);
+    }
+    const malformed = await get(`${url}api/products/%E0%A4%A`);
+    expect(malformed.status).toBe(404);
+    expect(JSON.parse(malformed.body)).toEqual({ error: expect.stringContaining("malformed") });
 
     const missing = await get(`${url}api/products/prd_nope`);
     expect(missing.status).toBe(404);
