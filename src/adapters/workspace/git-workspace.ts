@@ -25,6 +25,51 @@ import type { MergeOutcome, WorkspaceInfo, WorkspacePort } from "../../core/port
 import { git, runGit } from "./git-cli.js";
 
 /** `git -c …` options for commands that could run the user's hooks or ask for a signature. */
+/** Per-worktree operation state a worker's own git commands can leave behind (files and folders in its git dir). */
+const OPERATION_STATE = [
+  "BISECT_LOG",
+  "BISECT_START",
+  "BISECT_TERMS",
+  "BISECT_NAMES",
+  "BISECT_EXPECTED_REV",
+  "BISECT_ANCESTORS_OK",
+  "MERGE_HEAD",
+  "MERGE_MSG",
+  "MERGE_MODE",
+  "MERGE_RR",
+  "AUTO_MERGE",
+  "CHERRY_PICK_HEAD",
+  "REVERT_HEAD",
+  "REBASE_HEAD",
+  "ORIG_HEAD",
+  "sequencer",
+  "rebase-merge",
+  "rebase-apply",
+];
+
+/**
+ * Clears what an earlier attempt's own git commands left in a parked worktree beyond its files, so a reused worktree
+ * is exactly a fresh one (guarantee 11): index entries marked skip-worktree or assume-unchanged (which would hide a
+ * stale file from `checkout -f` and from the next capture), and bisect, merge, rebase and sequencer state.
+ * Throws when git fails (the caller then starts a fresh worktree).
+ */
+async function forgetAttemptState(path: string): Promise<void> {
+  const entries = (await git(path, ["ls-files", "-v", "-z"])).split("\0").filter((entry) => entry.length > 2);
+  const skipped = entries.filter((entry) => entry[0] === "S").map((entry) => entry.slice(2));
+  const assumed = entries.filter((entry) => /^[a-z]$/.test(entry[0] as string)).map((entry) => entry.slice(2));
+  // One flag per command: git 2.39 applies only one of --no-skip-worktree/--no-assume-unchanged to --stdin paths.
+  if (skipped.length > 0)
+    await git(path, ["update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
+  if (assumed.length > 0)
+    await git(path, ["update-index", "--no-assume-unchanged", "-z", "--stdin"], `${assumed.join("\0")}\0`);
+  const gitDir = resolve(path, (await git(path, ["rev-parse", "--git-dir"])).trim());
+  await Promise.all(OPERATION_STATE.map((name) => rm(join(gitDir, name), { recursive: true, force: true })));
+  const bisectRefs = (await git(path, ["for-each-ref", "--format=%(refname)", "refs/bisect/"]))
+    .split("\n")
+    .filter(Boolean);
+  for (const ref of bisectRefs) await git(path, ["update-ref", "-d", ref]);
+}
+
 const QUIET = ["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "advice.detachedHead=false"];
 
 /** A path component made of safe characters only (task ids are validated ids already; this is a second fence). */
@@ -73,7 +118,10 @@ export class GitWorkspace implements WorkspacePort {
       const branch = await runGit(cwd, ["symbolic-ref", "-q", "--short", "HEAD"]);
       return { kind: "git", head: head.stdout.trim(), branch: branch.code === 0 ? branch.stdout.trim() || null : null };
     } catch (err) {
-      return { kind: "none", reason: `git cannot be run here (${err instanceof Error ? err.message : String(err)}), so tasks share ${cwd}.` };
+      return {
+        kind: "none",
+        reason: `git cannot be run here (${err instanceof Error ? err.message : String(err)}), so tasks share ${cwd}.`,
+      };
     }
   }
 
@@ -108,7 +156,8 @@ export class GitWorkspace implements WorkspacePort {
 
   async deleteRefs(cwd: string, refs: string[], prefix?: string): Promise<void> {
     const all = new Set(refs);
-    if (prefix) for (const name of lines(await git(cwd, ["for-each-ref", "--format=%(refname)", prefix]))) all.add(name);
+    if (prefix)
+      for (const name of lines(await git(cwd, ["for-each-ref", "--format=%(refname)", prefix]))) all.add(name);
     const existing: string[] = [];
     for (const ref of all) if ((await runGit(cwd, ["show-ref", "--verify", "-q", ref])).code === 0) existing.push(ref);
     if (existing.length === 0) return;
@@ -131,6 +180,7 @@ export class GitWorkspace implements WorkspacePort {
         await rm(path, { recursive: true, force: true });
         await git(cwd, ["worktree", "move", spare, path]);
         this.claimed.delete(spare);
+        await forgetAttemptState(path);
         await git(path, [...QUIET, "checkout", "-q", "-f", "--detach", base]);
         await git(path, ["clean", "-ffdxq"]);
         return;
@@ -160,7 +210,9 @@ export class GitWorkspace implements WorkspacePort {
    */
   async capture(path: string, message: string): Promise<{ commit: string | null; changedFiles: string[] }> {
     await git(path, ["add", "-A"]);
-    const changedFiles = (await git(path, ["diff", "--cached", "--no-renames", "--name-only", "-z"])).split("\0").filter((f) => f.length > 0);
+    const changedFiles = (await git(path, ["diff", "--cached", "--no-renames", "--name-only", "-z"]))
+      .split("\0")
+      .filter((f) => f.length > 0);
     if (changedFiles.length === 0) return { commit: null, changedFiles };
     const tree = (await git(path, ["write-tree"])).trim();
     // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
@@ -181,7 +233,11 @@ export class GitWorkspace implements WorkspacePort {
   }
 
   /** The merged tree of two commits, or the conflicting files. Writes objects only. */
-  private async mergeTree(cwd: string, a: string, b: string): Promise<{ kind: "tree"; tree: string } | { kind: "conflict"; files: string[] }> {
+  private async mergeTree(
+    cwd: string,
+    a: string,
+    b: string,
+  ): Promise<{ kind: "tree"; tree: string } | { kind: "conflict"; files: string[] }> {
     const r = await runGit(cwd, ["merge-tree", "--write-tree", "--name-only", "--no-messages", a, b]);
     const out = lines(r.stdout);
     if (r.code === 0 && out[0]) return { kind: "tree", tree: out[0] };
@@ -198,7 +254,11 @@ export class GitWorkspace implements WorkspacePort {
     if (this.claimed.has(path)) return;
     const dir = dirname(path);
     const parked = this.spares.get(dir);
-    if (parked?.includes(path)) this.spares.set(dir, parked.filter((p) => p !== path));
+    if (parked?.includes(path))
+      this.spares.set(
+        dir,
+        parked.filter((p) => p !== path),
+      );
     if (options?.reuse === true && !basename(path).startsWith(SPARE_PREFIX) && (await exists(join(path, ".git")))) {
       const spare = join(dir, `${SPARE_PREFIX}${process.pid}-${++this.spareSeq}`);
       if ((await runGit(cwd, ["worktree", "move", path, spare])).code === 0) {

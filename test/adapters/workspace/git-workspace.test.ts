@@ -116,4 +116,33 @@ describe("GitWorkspace", () => {
     expect(await port.capture(p2, message("t2"))).toEqual({ commit: null, changedFiles: [] });
     await port.release(repo, p2);
   });
+  it("clears index flags and bisect state an earlier attempt's own git commands left, on the same base", async () => {
+    const { repo, initial, port } = await setup();
+    const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
+    await port.prepare(repo, p1, initial);
+    // A worker with a shell hides an edit from git, marks a file unchanged and starts a bisect, then ends.
+    git(p1, "update-index", "--skip-worktree", "src/a.txt");
+    git(p1, "update-index", "--assume-unchanged", "README.md");
+    writeFileSync(join(p1, "src/a.txt"), "EARLIER ATTEMPT\n");
+    writeFileSync(join(p1, "README.md"), "EARLIER ATTEMPT\n");
+    git(p1, "bisect", "start");
+    await port.release(repo, p1, { reuse: true });
+    // The retry (same base) gets the parked worktree: exactly the base, no flag, no bisect.
+    const p2 = await port.attemptPath(repo, PRODUCT, "t1", 2);
+    await port.prepare(repo, p2, initial);
+    expect(readFileSync(join(p2, "src/a.txt"), "utf8")).toBe("a\n");
+    expect(readFileSync(join(p2, "README.md"), "utf8")).toBe("# Project\n");
+    expect(
+      git(p2, "ls-files", "-v")
+        .split("\n")
+        .every((line) => line.startsWith("H ")),
+    ).toBe(true);
+    expect(git(p2, "for-each-ref", "refs/bisect/")).toBe("");
+    expect(existsSync(join(git(p2, "rev-parse", "--absolute-git-dir"), "BISECT_START"))).toBe(false);
+    expect(extras(p2)).toBe("");
+    // A later edit of the once-hidden file is captured.
+    writeFileSync(join(p2, "src/a.txt"), "changed by the retry\n");
+    expect((await port.capture(p2, message("t1"))).changedFiles).toEqual(["src/a.txt"]);
+    await port.release(repo, p2);
+  });
 });
