@@ -6,6 +6,20 @@
 import { checkHost, formatReport } from "../host-kit/check-host.js";
 import { UsageError, type Command } from "./command.js";
 
+/** The runState methods whose rules `--only` can select (PROTOCOL.md section 7). */
+const CHECKED_METHODS = [
+  "get",
+  "put",
+  "delete",
+  "list",
+  "appendEvents",
+  "readEvents",
+  "deleteStream",
+  "pruneEvents",
+  "listProjects",
+  "close",
+];
+
 const HELP = `Usage: acp-orchestrator check-host [--timeout-ms N] [--only METHODS] [--verbose] -- COMMAND [ARG...]
 
 Starts COMMAND, which must answer the run-state requests of PROTOCOL.md section 7 (runState/get, put, delete, list,
@@ -16,7 +30,7 @@ against it (each rule in project ids of its own), and prints every failing rule 
 Options:
   --timeout-ms N   how long the host has to answer each request (default 10000)
   --only M[,M...]  run only the rules of these methods (get, put, delete, list, appendEvents, readEvents,
-                   deleteStream)
+                   deleteStream, pruneEvents, listProjects, close)
   --verbose        also print every passing rule
 `;
 
@@ -33,6 +47,13 @@ async function run(argv: readonly string[]): Promise<number> {
     else if (arg === "--only") {
       only = (own[(i += 1)] ?? "").split(",").filter((m) => m !== "");
       if (only.length === 0) throw new UsageError("--only needs a comma-separated list of methods.", "check-host");
+      const unknown = only.filter((m) => !CHECKED_METHODS.includes(m));
+      if (unknown.length > 0) {
+        throw new UsageError(
+          `--only names no method the kit checks: ${unknown.join(", ")} (use ${CHECKED_METHODS.join(", ")}).`,
+          "check-host",
+        );
+      }
     } else if (arg === "--timeout-ms") {
       timeoutMs = Number(own[(i += 1)]);
       if (!Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {

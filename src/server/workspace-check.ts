@@ -12,9 +12,9 @@ export async function requireDirectory(cwd: string): Promise<void> {
   let problem: string | null = null;
   try {
     const info = await stat(cwd);
-    if (!info.isDirectory()) problem = "cwd must be a directory, but it is a file";
+    if (!info.isDirectory()) problem = "must be a directory, but it is a file";
   } catch {
-    problem = "cwd must be an existing directory; it does not exist or cannot be read";
+    problem = "must be an existing directory; it does not exist or cannot be read";
   }
   if (problem !== null) {
     const error: ResponseError<unknown> = invalidParams([{ path: ["cwd"], message: problem }]);

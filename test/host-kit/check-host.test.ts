@@ -72,4 +72,10 @@ describe("acp-orchestrator check-host", () => {
       summary: /^\d+ passed, [1-9]\d* failed$/m.test(out),
     }).toEqual({ code: 1, named: true, summary: true });
   }, 120_000);
+  it("refuses --only with a method the kit does not check (exit 2, nothing run)", async () => {
+    expect(await checkHost(EXAMPLE, ["--only", "bogus"])).toEqual({ code: 2, out: "" });
+    const some = await checkHost(EXAMPLE, ["--only", "deleteStream"]);
+    expect(some.code).toBe(0);
+    expect(some.out).toMatch(/^9 passed, 0 failed$/m);
+  });
 });
