@@ -45,12 +45,17 @@ const ENV: Record<string, string> = {
  * Runs `git <args>` in `cwd` and resolves with its exit code and output; never rejects for a non-zero exit (callers
  * decide what an exit code means). Rejects only when git cannot be started at all. Output is capped at 64 MiB.
  */
-export function runGit(cwd: string, args: readonly string[], input?: string): Promise<GitResult> {
+export function runGit(
+  cwd: string,
+  args: readonly string[],
+  input?: string,
+  env?: Record<string, string>,
+): Promise<GitResult> {
   return new Promise((resolve, reject) => {
     const child = execFile(
       "git",
       args,
-      { cwd, env: { ...process.env, ...ENV }, maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
+      { cwd, env: { ...process.env, ...ENV, ...env }, maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
       (err, stdout, stderr) => {
         if (err && typeof (err as NodeJS.ErrnoException).code === "string") {
           reject(new Error(`git could not be started: ${err.message}`));
@@ -64,9 +69,14 @@ export function runGit(cwd: string, args: readonly string[], input?: string): Pr
   });
 }
 
-/** Runs `git <args>` and returns its stdout; throws `GitError` on a non-zero exit. */
-export async function git(cwd: string, args: readonly string[], input?: string): Promise<string> {
-  const result = await runGit(cwd, args, input);
+/** Runs `git <args>` (with `env` added to git's environment) and returns its stdout; throws `GitError` on a non-zero exit. */
+export async function git(
+  cwd: string,
+  args: readonly string[],
+  input?: string,
+  env?: Record<string, string>,
+): Promise<string> {
+  const result = await runGit(cwd, args, input, env);
   if (result.code !== 0) throw new GitError(args, result);
   return result.stdout;
 }

@@ -216,7 +216,19 @@ export class GitWorkspace implements WorkspacePort {
     if (changedFiles.length === 0) return { commit: null, changedFiles };
     const tree = (await git(path, ["write-tree"])).trim();
     // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
-    const commit = (await git(path, [...QUIET, "commit-tree", tree, "-p", "HEAD", "-F", "-"], message)).trim();
+    const commitTree = async (env?: Record<string, string>) =>
+      (await git(path, [...QUIET, "commit-tree", tree, "-p", "HEAD", "-F", "-"], message, env)).trim();
+    let commit = await commitTree();
+    // A re-run after a rollback that writes the same tree on the same base within the same second would get the very
+    // commit an earlier run made (same tree, parent, message and time): a later timestamp keeps each run's commit new.
+    for (
+      let bump = 1;
+      bump <= 60 && (await git(path, ["for-each-ref", "--count=1", "--points-at", commit])).trim() !== "";
+      bump++
+    ) {
+      const date = `${Math.floor(Date.now() / 1000) + bump} +0000`;
+      commit = await commitTree({ GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date });
+    }
     return { commit, changedFiles };
   }
 

@@ -121,10 +121,16 @@ describe("AcpWorkerPool outcomes", () => {
       remediation: expect.stringContaining('fix "command" of agent "missing"'),
     });
     const unknown = await p.runTask(taskRequest("nobody", cwd), recorder().events);
+    // An agent the registry lacks (e.g. a server started without the product's --config) is a configuration error too.
     expect(unknown).toEqual({
       outcome: "failed",
-      error: 'Unknown agent "nobody": it is not in the agent registry.',
+      kind: "configuration",
+      agentId: "nobody",
       prompted: false,
+      error: expect.stringMatching(
+        /^Unknown agent "nobody": it is not in the agent registry \(configured agents: .*\)\.$/,
+      ),
+      remediation: expect.stringContaining('add agent "nobody"'),
     });
   });
 
