@@ -24,7 +24,6 @@ import { basename, dirname, join, resolve, sep } from "node:path";
 import type { MergeOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
 import { git, runGit } from "./git-cli.js";
 
-/** `git -c …` options for commands that could run the user's hooks or ask for a signature. */
 /** Per-worktree operation state a worker's own git commands can leave behind (files and folders in its git dir). */
 const OPERATION_STATE = [
   "BISECT_LOG",
@@ -70,6 +69,7 @@ async function forgetAttemptState(path: string): Promise<void> {
   for (const ref of bisectRefs) await git(path, ["update-ref", "-d", ref]);
 }
 
+/** `git -c …` options for commands that could run the user's hooks or ask for a signature. */
 const QUIET = ["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "advice.detachedHead=false"];
 
 /** A path component made of safe characters only (task ids are validated ids already; this is a second fence). */
@@ -218,15 +218,13 @@ export class GitWorkspace implements WorkspacePort {
     // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
     const commitTree = async (env?: Record<string, string>) =>
       (await git(path, [...QUIET, "commit-tree", tree, "-p", "HEAD", "-F", "-"], message, env)).trim();
-    let commit = await commitTree();
+    const known = async (commit: string) =>
+      (await git(path, ["for-each-ref", "--count=1", "--points-at", commit])).trim() !== "";
     // A re-run after a rollback that writes the same tree on the same base within the same second would get the very
     // commit an earlier run made (same tree, parent, message and time): a later timestamp keeps each run's commit new.
-    for (
-      let bump = 1;
-      bump <= 60 && (await git(path, ["for-each-ref", "--count=1", "--points-at", commit])).trim() !== "";
-      bump++
-    ) {
-      const date = `${Math.floor(Date.now() / 1000) + bump} +0000`;
+    let commit = await commitTree();
+    for (let later = 1; later <= 60 && (await known(commit)); later++) {
+      const date = `${Math.floor(Date.now() / 1000) + later} +0000`;
       commit = await commitTree({ GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date });
     }
     return { commit, changedFiles };

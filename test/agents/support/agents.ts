@@ -45,7 +45,10 @@ export interface SuiteAgent {
 /** The installed entry point (`bin`) and version of a pinned package, resolved from node_modules. */
 export function pinnedBin(packageName: string): { path: string; version: string } {
   const manifestPath = require.resolve(`${packageName}/package.json`);
-  const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as { version: string; bin: string | Record<string, string> };
+  const manifest = JSON.parse(readFileSync(manifestPath, "utf8")) as {
+    version: string;
+    bin: string | Record<string, string>;
+  };
   const bin = typeof manifest.bin === "string" ? manifest.bin : Object.values(manifest.bin)[0];
   if (bin === undefined) throw new Error(`${packageName} declares no bin`);
   return { path: join(dirname(manifestPath), bin), version: manifest.version };
@@ -54,7 +57,8 @@ export function pinnedBin(packageName: string): { path: string; version: string 
 /** A fresh private home with the usual folders; returns its path. */
 export function privateHome(prefix: string): string {
   const home = tempDir(`agents-home-${prefix}-`);
-  for (const sub of [".config", ".cache", ".local/share", ".local/state"]) mkdirSync(join(home, sub), { recursive: true });
+  for (const sub of [".config", ".cache", ".local/share", ".local/state"])
+    mkdirSync(join(home, sub), { recursive: true });
   return home;
 }
 
@@ -67,6 +71,48 @@ export function homeEnv(home: string, mark: string): Record<string, string> {
     XDG_DATA_HOME: join(home, ".local/share"),
     XDG_STATE_HOME: join(home, ".local/state"),
     [MARK_VARIABLE]: mark,
+  };
+}
+
+/** What every suite agent starts from: its pinned entry point, a private home and a fresh mark. */
+export interface AgentBase {
+  packageName: string;
+  bin: { path: string; version: string };
+  home: string;
+  mark: string;
+}
+
+/** The base of a suite agent `agentId` of the pinned `packageName`. */
+export function agentBase(agentId: string, packageName: string): AgentBase {
+  return {
+    packageName,
+    bin: pinnedBin(packageName),
+    home: privateHome(agentId),
+    mark: `${agentId}-${randomBytes(6).toString("hex")}`,
+  };
+}
+
+/** The suite agent of `base`: its config-file entry (run with `node BIN`, `env` as given) and what tests follow. */
+export function suiteAgent(
+  base: AgentBase,
+  options: { agentId: string; role?: string; strengths?: string[] },
+  name: string,
+  env: Record<string, string>,
+): SuiteAgent {
+  return {
+    entry: {
+      agentId: options.agentId,
+      name,
+      ...(options.role !== undefined ? { role: options.role } : {}),
+      command: process.execPath,
+      args: [base.bin.path],
+      env,
+      ...(options.strengths !== undefined ? { strengths: options.strengths } : {}),
+    },
+    home: base.home,
+    mark: base.mark,
+    packageName: base.packageName,
+    version: base.bin.version,
   };
 }
 
@@ -86,10 +132,8 @@ export interface ClaudeAgentOptions {
  * Claude Code CLI refuses its permission modes as root otherwise; README "Real coding agents").
  */
 export function claudeAgent(options: ClaudeAgentOptions): SuiteAgent {
-  const packageName = `@zed-industries/${options.package}`;
-  const bin = pinnedBin(packageName);
-  const home = privateHome(options.agentId);
-  const mark = `${options.agentId}-${randomBytes(6).toString("hex")}`;
+  const base = agentBase(options.agentId, `@zed-industries/${options.package}`);
+  const { home, mark } = base;
   const env: Record<string, string> = {
     ...homeEnv(home, mark),
     CLAUDE_CONFIG_DIR: join(home, ".claude"),
@@ -102,19 +146,5 @@ export function claudeAgent(options: ClaudeAgentOptions): SuiteAgent {
     ...(process.getuid?.() === 0 ? { IS_SANDBOX: "1" } : {}),
     ...options.env,
   };
-  return {
-    entry: {
-      agentId: options.agentId,
-      name: options.package === "claude-agent-acp" ? "Claude Agent" : "Claude Code",
-      ...(options.role !== undefined ? { role: options.role } : {}),
-      command: process.execPath,
-      args: [bin.path],
-      env,
-      ...(options.strengths !== undefined ? { strengths: options.strengths } : {}),
-    },
-    home,
-    mark,
-    packageName,
-    version: bin.version,
-  };
+  return suiteAgent(base, options, options.package === "claude-agent-acp" ? "Claude Agent" : "Claude Code", env);
 }

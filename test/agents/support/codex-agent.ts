@@ -10,8 +10,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { randomBytes } from "node:crypto";
-import { homeEnv, pinnedBin, privateHome, type SuiteAgent } from "./agents.js";
+import { agentBase, homeEnv, suiteAgent, type SuiteAgent } from "./agents.js";
 import type { FakeModel } from "./fake-model.js";
 import type { WorkerStep } from "./scripts.js";
 
@@ -29,10 +28,8 @@ export interface CodexAgentOptions {
 
 /** A codex-acp agent entry pointed at the fake model (Responses API on `model.urlFor(mark)/v1`). */
 export function codexAgent(options: CodexAgentOptions): SuiteAgent {
-  const packageName = "@zed-industries/codex-acp";
-  const bin = pinnedBin(packageName);
-  const home = privateHome(options.agentId);
-  const mark = `${options.agentId}-${randomBytes(6).toString("hex")}`;
+  const base = agentBase(options.agentId, "@zed-industries/codex-acp");
+  const { home, mark } = base;
   const codexHome = join(home, ".codex");
   mkdirSync(codexHome, { recursive: true });
   writeFileSync(
@@ -58,21 +55,7 @@ export function codexAgent(options: CodexAgentOptions): SuiteAgent {
     FAKE_MODEL_API_KEY: "sk-fake-key-for-tests",
     ...options.env,
   };
-  return {
-    entry: {
-      agentId: options.agentId,
-      name: "Codex",
-      ...(options.role !== undefined ? { role: options.role } : {}),
-      command: process.execPath,
-      args: [bin.path],
-      env,
-      ...(options.strengths !== undefined ? { strengths: options.strengths } : {}),
-    },
-    home,
-    mark,
-    packageName,
-    version: bin.version,
-  };
+  return suiteAgent(base, options, "Codex", env);
 }
 
 /**

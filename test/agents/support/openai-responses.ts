@@ -158,68 +158,27 @@ async function writeRest(res: ServerResponse, body: ResponsesBody, usage: ModelU
   if (state === undefined) throw new Error("fake responses: the reply was never started");
   let index = 0;
   for (const item of state.items) {
+    /** An event about this output item (numbered in order, with its output index and the fields given). */
+    const itemEvent = (type: string, fields: Record<string, unknown>) =>
+      sse(res, { type, sequence_number: state.sent++, output_index: index, ...fields });
+    /** An event about this item's one content part. */
+    const partEvent = (type: string, fields: Record<string, unknown>) =>
+      itemEvent(type, { item_id: item.id, ...(item.type === "message" ? { content_index: 0 } : {}), ...fields });
     const started =
       item.type === "message" ? { ...item, status: "in_progress", content: [] } : { ...item, status: "in_progress" };
-    await sse(res, {
-      type: "response.output_item.added",
-      sequence_number: state.sent++,
-      output_index: index,
-      item: started,
-    });
+    await itemEvent("response.output_item.added", { item: started });
     if (item.type === "message") {
       const text = textOf(item["content"]);
       const part = { type: "output_text", text: "", annotations: [] };
-      await sse(res, {
-        type: "response.content_part.added",
-        sequence_number: state.sent++,
-        item_id: item.id,
-        output_index: index,
-        content_index: 0,
-        part,
-      });
-      for (const delta of chunks(text)) {
-        await sse(res, {
-          type: "response.output_text.delta",
-          sequence_number: state.sent++,
-          item_id: item.id,
-          output_index: index,
-          content_index: 0,
-          delta,
-        });
-      }
-      await sse(res, {
-        type: "response.output_text.done",
-        sequence_number: state.sent++,
-        item_id: item.id,
-        output_index: index,
-        content_index: 0,
-        text,
-      });
-      await sse(res, {
-        type: "response.content_part.done",
-        sequence_number: state.sent++,
-        item_id: item.id,
-        output_index: index,
-        content_index: 0,
-        part: { ...part, text },
-      });
+      await partEvent("response.content_part.added", { part });
+      for (const delta of chunks(text)) await partEvent("response.output_text.delta", { delta });
+      await partEvent("response.output_text.done", { text });
+      await partEvent("response.content_part.done", { part: { ...part, text } });
     } else {
-      await sse(res, {
-        type: "response.function_call_arguments.delta",
-        sequence_number: state.sent++,
-        item_id: item.id,
-        output_index: index,
-        delta: item["arguments"],
-      });
-      await sse(res, {
-        type: "response.function_call_arguments.done",
-        sequence_number: state.sent++,
-        item_id: item.id,
-        output_index: index,
-        arguments: item["arguments"],
-      });
+      await partEvent("response.function_call_arguments.delta", { delta: item["arguments"] });
+      await partEvent("response.function_call_arguments.done", { arguments: item["arguments"] });
     }
-    await sse(res, { type: "response.output_item.done", sequence_number: state.sent++, output_index: index, item });
+    await itemEvent("response.output_item.done", { item });
     index++;
   }
   await sse(res, {
