@@ -64,10 +64,13 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   spawnSync("mkdir", ["-p", workspace]);
   const cliPath = fileURLToPath(new URL("./cli.js", import.meta.url));
   const fromSource = import.meta.url.endsWith(".ts");
-  const args = fromSource
-    ? ["--import", "tsx", fileURLToPath(new URL("./cli.ts", import.meta.url))]
-    : [cliPath];
-  const state = options.state === undefined ? join(root, "state.db") : /^postgres(ql)?:\/\//.test(options.state) ? options.state : resolvePath(options.state);
+  const args = fromSource ? ["--import", "tsx", fileURLToPath(new URL("./cli.ts", import.meta.url))] : [cliPath];
+  const state =
+    options.state === undefined
+      ? join(root, "state.db")
+      : /^postgres(ql)?:\/\//.test(options.state)
+        ? options.state
+        : resolvePath(options.state);
   const serverArgs = ["serve", "--state", state, "--log-level", options.logLevel ?? "warn"];
   if (options.config !== undefined) serverArgs.push("--config", resolvePath(options.config));
   const child = spawn(process.execPath, [...args, ...serverArgs], {
@@ -93,7 +96,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
       if (p.status === "running") startedAt.set(id, Date.now());
       const began = startedAt.get(id);
       const took = p.status !== "running" && began !== undefined ? `, ${formatDuration(Date.now() - began)}` : "";
-      print(`  [${String(p.status).padEnd(9)}] ${id} ${titles.get(id) ?? ""} (attempt ${String(p.attempt)}${took})${error}`);
+      print(
+        `  [${String(p.status).padEnd(9)}] ${id} ${titles.get(id) ?? ""} (attempt ${String(p.attempt)}${took})${error}`,
+      );
     } else if (method === "product.leaderMessage") {
       print(`leader: ${String(p.message)}`);
     } else if (method === "product.checkpoint") {
@@ -116,7 +121,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   try {
     code = await app.connectWith(stream, async (ctx) => {
       const init = await ctx.request(methods.agent.initialize, { protocolVersion: 1, clientCapabilities: {} });
-      print(`server: ${init.agentInfo?.name ?? "?"} ${init.agentInfo?.version ?? ""}, protocol ${init.protocolVersion}`);
+      print(
+        `server: ${init.agentInfo?.name ?? "?"} ${init.agentInfo?.version ?? ""}, protocol ${init.protocolVersion}`,
+      );
       const planReady = waitFor((m) => m === "product.planReady" || m === "product.planFailed");
       const planned = await ctx.request<{ productId: string }>("product.plan", {
         goal,
@@ -129,7 +136,9 @@ export async function runDemo(options: DemoOptions): Promise<number> {
         print(`planning failed: ${String(ready.error)}`);
         return 1;
       }
-      const plan = ready.plan as { tasks: { taskId: string; title: string; dependsOn: string[]; instanceId: string }[] };
+      const plan = ready.plan as {
+        tasks: { taskId: string; title: string; dependsOn: string[]; instanceId: string }[];
+      };
       print(`\nplan (${plan.tasks.length} tasks):`);
       for (const t of plan.tasks) {
         titles.set(t.taskId, t.title);

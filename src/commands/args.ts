@@ -19,7 +19,11 @@ export interface OptionSpec {
 
 export type OptionSpecs = Readonly<Record<string, OptionSpec>>;
 
-type ValueOf<S extends OptionSpec> = S["type"] extends "boolean" ? boolean : S["multiple"] extends true ? string[] : string;
+type ValueOf<S extends OptionSpec> = S["type"] extends "boolean"
+  ? boolean
+  : S["multiple"] extends true
+    ? string[]
+    : string;
 
 /** The parsed options: each present option's value (booleans `true`, repeated strings as an array). */
 export type OptionValues<S extends OptionSpecs> = { -readonly [K in keyof S]?: ValueOf<S[K]> };
@@ -37,10 +41,18 @@ export interface ParsedArgs<S extends OptionSpecs> {
  * Throws `UsageError` for an unknown option, a string option without a value, a value given to a boolean option
  * (`--keep=yes`), or a non-repeatable option given twice with different values.
  */
-export function parseCommandArgs<S extends OptionSpecs>(command: string, argv: readonly string[], specs: S): ParsedArgs<S> {
+export function parseCommandArgs<S extends OptionSpecs>(
+  command: string,
+  argv: readonly string[],
+  specs: S,
+): ParsedArgs<S> {
   const options: Record<string, { type: "string" | "boolean"; short?: string; multiple?: boolean }> = {};
   for (const [name, spec] of Object.entries(specs)) {
-    options[name] = { type: spec.type, ...(spec.short ? { short: spec.short } : {}), ...(spec.multiple ? { multiple: true } : {}) };
+    options[name] = {
+      type: spec.type,
+      ...(spec.short ? { short: spec.short } : {}),
+      ...(spec.multiple ? { multiple: true } : {}),
+    };
   }
   // Not strict: parseArgs then takes the next argument as a string option's value whatever it starts with, and
   // leaves the checking (and the wording) to us.
@@ -62,7 +74,8 @@ export function parseCommandArgs<S extends OptionSpecs>(command: string, argv: r
       throw new UsageError(`"${command}" has no option ${token.rawName}.`, command);
     }
     if (spec.type === "boolean") {
-      if (token.value !== undefined) throw new UsageError(`The option ${token.rawName} of "${command}" takes no value.`, command);
+      if (token.value !== undefined)
+        throw new UsageError(`The option ${token.rawName} of "${command}" takes no value.`, command);
       values[token.name] = true;
       continue;
     }
@@ -81,7 +94,13 @@ export function parseCommandArgs<S extends OptionSpecs>(command: string, argv: r
 }
 
 /** Throws `UsageError` unless there are between `min` and `max` positionals; `what` names them for the message. */
-export function expectPositionals(command: string, positionals: readonly string[], min: number, max: number, what: string): void {
+export function expectPositionals(
+  command: string,
+  positionals: readonly string[],
+  min: number,
+  max: number,
+  what: string,
+): void {
   if (positionals.length < min) throw new UsageError(`"${command}" needs ${what}.`, command);
   if (positionals.length > max) {
     throw new UsageError(`"${command}" got an unexpected argument "${positionals[max] ?? ""}".`, command);

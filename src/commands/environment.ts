@@ -22,7 +22,12 @@ interface Sourced {
 }
 
 /** The option's value when given, else the environment variable's when set and non-empty. */
-function pick(flag: string | undefined, flagValue: string | undefined, envName: string, env: NodeJS.ProcessEnv): Sourced | undefined {
+function pick(
+  flag: string | undefined,
+  flagValue: string | undefined,
+  envName: string,
+  env: NodeJS.ProcessEnv,
+): Sourced | undefined {
   if (flag !== undefined && flagValue !== undefined) return { text: flagValue, source: `--${flag}` };
   const fromEnv = env[envName];
   if (fromEnv !== undefined && fromEnv !== "") return { text: fromEnv, source: `the environment variable ${envName}` };
@@ -56,7 +61,14 @@ export function logLevelSetting(
  */
 export function integerSetting(
   command: string,
-  options: { flag?: string; flagValue?: string | undefined; envName: string; fallback: number; min: number; unit?: string },
+  options: {
+    flag?: string;
+    flagValue?: string | undefined;
+    envName: string;
+    fallback: number;
+    min: number;
+    unit?: string;
+  },
   env: NodeJS.ProcessEnv = process.env,
 ): number {
   const picked = pick(options.flag, options.flagValue, options.envName, env);

@@ -66,7 +66,9 @@ Options:
             const batch = await reader.productEvents(productId, after, 1000);
             for (const row of batch) {
               if (row.seq > after + 1) await sayCompacted(after + 1, row.seq - 1, values.json === true);
-              await writeOut(values.json ? `${JSON.stringify({ seq: row.seq, event: row.raw })}\n` : `${formatEvent(row)}\n`);
+              await writeOut(
+                values.json ? `${JSON.stringify({ seq: row.seq, event: row.raw })}\n` : `${formatEvent(row)}\n`,
+              );
               after = row.seq;
             }
             if (batch.length < 1000) break;

@@ -31,7 +31,10 @@ Graphviz DOT (render with: acp-orchestrator graph ID --format dot | dot -Tsvg > 
     const { reader, where } = await openReader(values.state);
     try {
       return await orNotFound(where, async () => {
-        const status = (await reader.productStatus(positionals[0] as string)) as { tasks: TaskState[]; plan?: { tasks: TaskState[] } };
+        const status = (await reader.productStatus(positionals[0] as string)) as {
+          tasks: TaskState[];
+          plan?: { tasks: TaskState[] };
+        };
         const tasks = status.tasks.length > 0 ? status.tasks : (status.plan?.tasks ?? []);
         await writeOut(format === "dot" ? toDot(tasks) : toMermaid(tasks));
         return 0;

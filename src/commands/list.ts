@@ -29,7 +29,9 @@ Options:
     const { reader } = await openReader(values.state);
     try {
       const [products, goals] = [await reader.listProducts(), await reader.listGoals()];
-      await writeOut(values.json ? `${JSON.stringify({ products, goals }, null, 2)}\n` : formatList(products, goals, Date.now()));
+      await writeOut(
+        values.json ? `${JSON.stringify({ products, goals }, null, 2)}\n` : formatList(products, goals, Date.now()),
+      );
       return 0;
     } finally {
       await reader.close();

@@ -49,12 +49,17 @@ function summarise(status: FollowedStatus): number {
   write(`\nphase: ${status.phase}\n`);
   for (const t of status.tasks) {
     const d = taskDurationMs(t, now);
-    write(`  ${t.taskId.padEnd(5)} ${t.status.padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`);
+    write(
+      `  ${t.taskId.padEnd(5)} ${t.status.padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`,
+    );
   }
-  const integration = status.integration as { mode?: string; branch?: string; state?: string; targetBranch?: string } | undefined;
+  const integration = status.integration as
+    | { mode?: string; branch?: string; state?: string; targetBranch?: string }
+    | undefined;
   if (integration?.branch) {
     // Worktree isolation (PROTOCOL.md section 5): the result is on the integration branch, not in the working tree.
-    const where = integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";
+    const where =
+      integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";
     write(`result: branch ${integration.branch}${where}, integration ${integration.state ?? "pending"}\n`);
   }
   if (status.recovery) write(`recovery: ${status.recovery.cause}\n  ${status.recovery.remediation}\n`);
@@ -107,7 +112,9 @@ Options:
       throw new UsageError(`--cwd ${values.cwd} is not a directory.`, "run");
     }
     return withServer({ serveArgs: serveArgs(values), cwd }, async (session: ServerSession) => {
-      const planned = session.waitFor((m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined);
+      const planned = session.waitFor(
+        (m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined,
+      );
       const { productId } = await session.request<{ productId: string }>("product.plan", { goal, cwd });
       write(`product ${productId}\n`);
       const ready = await planned;
@@ -119,7 +126,9 @@ Options:
       write(`plan (${plan.tasks.length} tasks):\n`);
       const agentOf = new Map(plan.instances.map((i) => [i.instanceId, i.agentId]));
       for (const t of plan.tasks) {
-        write(`  ${t.taskId.padEnd(5)} ${t.title}${t.dependsOn.length ? `  (after ${t.dependsOn.join(", ")})` : ""}  [${agentOf.get(t.instanceId) ?? t.instanceId}]\n`);
+        write(
+          `  ${t.taskId.padEnd(5)} ${t.title}${t.dependsOn.length ? `  (after ${t.dependsOn.join(", ")})` : ""}  [${agentOf.get(t.instanceId) ?? t.instanceId}]\n`,
+        );
       }
       if (!values.yes && !(await confirmInteractively())) {
         write(`not confirmed; the plan waits in the store: confirm it from a client, or plan again with --yes.\n`);

@@ -27,13 +27,7 @@ import { createLogger } from "../server/logger.js";
 import { OrchestratorServer } from "../server/server.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import type { Command } from "./command.js";
-import {
-  HOST_TIMEOUT_ENV,
-  integerSetting,
-  LEASE_TTL_ENV,
-  logLevelSetting,
-  OWNER_ID_ENV,
-} from "./environment.js";
+import { HOST_TIMEOUT_ENV, integerSetting, LEASE_TTL_ENV, logLevelSetting, OWNER_ID_ENV } from "./environment.js";
 import { packageVersion } from "./version.js";
 
 const OPTIONS = {
@@ -168,7 +162,10 @@ async function serve(argv: readonly string[]): Promise<number> {
       leaseRenewMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
       // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
       leaderPromptVersion: `${DEFAULT_PRODUCT_OPTIONS.leaderPromptVersion}+${LEADER_PROMPT_VERSION}`,
-      agentsFingerprint: ((hash: string) => () => hash)(agentsHash(config.agents)),
+      agentsFingerprint: (
+        (hash: string) => () =>
+          hash
+      )(agentsHash(config.agents)),
     },
     workspace: new GitWorkspaceProbe(),
     workspaces: withFaults(new GitWorkspace(), process.env[WORKSPACE_FAULT_ENV]),
@@ -212,7 +209,8 @@ async function serve(argv: readonly string[]): Promise<number> {
 
 export const serveCommand: Command = {
   name: "serve",
-  synopsis: "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--recover]",
+  synopsis:
+    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--recover]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,

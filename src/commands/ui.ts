@@ -53,7 +53,8 @@ Options:
     const port = integer("port", values.port, 4777, 0, 65535);
     const pollMs = integer("poll-ms", values["poll-ms"], 500, 10, 60_000);
     const level = (values["log-level"] ?? "warn") as LogLevel;
-    if (!LEVELS.includes(level)) throw new UsageError(`The option --log-level of "ui" must be one of ${LEVELS.join(", ")}.`, "ui");
+    if (!LEVELS.includes(level))
+      throw new UsageError(`The option --log-level of "ui" must be one of ${LEVELS.join(", ")}.`, "ui");
     const logger = createLogger({ level });
     const { reader, where } = await openReader(values.state);
     let dashboard;
@@ -62,7 +63,8 @@ Options:
     } catch (err) {
       await reader.close();
       const code = (err as { code?: string }).code;
-      if (code === "EADDRINUSE") throw new UsageError(`The port ${port} is in use: pass another with --port (0 picks a free one).`, "ui");
+      if (code === "EADDRINUSE")
+        throw new UsageError(`The port ${port} is in use: pass another with --port (0 picks a free one).`, "ui");
       throw err;
     }
     process.stdout.write(`dashboard: ${dashboard.url} (store ${where}; Ctrl-C stops it)\n`);

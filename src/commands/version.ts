@@ -12,9 +12,15 @@ import type { Command } from "./command.js";
 /** The package version, read from package.json next to dist/ or the sources ("0.0.0" when none is found). */
 export function packageVersion(): string {
   const here = dirname(fileURLToPath(import.meta.url));
-  for (const up of [["..", ".."], ["..", "..", ".."]]) {
+  for (const up of [
+    ["..", ".."],
+    ["..", "..", ".."],
+  ]) {
     try {
-      const pkg = JSON.parse(readFileSync(join(here, ...up, "package.json"), "utf8")) as { name?: string; version?: string };
+      const pkg = JSON.parse(readFileSync(join(here, ...up, "package.json"), "utf8")) as {
+        name?: string;
+        version?: string;
+      };
       if (pkg.name === "acp-orchestrator" && pkg.version) return pkg.version;
     } catch {
       // try the next location

@@ -136,7 +136,10 @@ export function conflict(details: ConflictDetails, subject = "The record"): Doma
  * The run-state authority failed a write (DESIGN.md guarantee 2) or, with `operation: "read"`, a read. `cause` may be
  * anything thrown; its message is kept in `details.cause` and the original value as the error's `cause`.
  */
-export function persistenceFailed(cause: unknown, operation: "read" | "write" = "write"): DomainError<"persistence_failed"> {
+export function persistenceFailed(
+  cause: unknown,
+  operation: "read" | "write" = "write",
+): DomainError<"persistence_failed"> {
   const text = describeCause(cause);
   return new DomainError(
     "persistence_failed",

@@ -27,13 +27,17 @@ export async function followProduct(
   session.onNotification((method, p: Params) => {
     if (p.productId !== productId) return;
     if (method === "product.taskOutputDelta") view.addOutput(String(p.taskId), String(p.text));
-    if (method === "product.taskStatus" || method === "product.completed" || method === "product.persistenceError") wake?.();
+    if (method === "product.taskStatus" || method === "product.completed" || method === "product.persistenceError")
+      wake?.();
   });
   for (;;) {
     const status = await session.request<FollowedStatus>("product.status", { productId });
     view.update(status.tasks, Date.now());
     const waiting = status.tasks.some((t) => t.status === "waiting");
-    if (["completed", "failed", "cancelled", "paused"].includes(status.phase) || (status.phase === "executing" && waiting)) {
+    if (
+      ["completed", "failed", "cancelled", "paused"].includes(status.phase) ||
+      (status.phase === "executing" && waiting)
+    ) {
       view.finish(Date.now());
       return status;
     }

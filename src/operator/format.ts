@@ -19,7 +19,10 @@ export function formatDuration(ms: number): string {
 }
 
 /** How long a task ran (or has been running at `now`), or undefined when it never started. */
-export function taskDurationMs(task: Pick<TaskState, "startedAt" | "endedAt" | "status">, now: number): number | undefined {
+export function taskDurationMs(
+  task: Pick<TaskState, "startedAt" | "endedAt" | "status">,
+  now: number,
+): number | undefined {
   if (!task.startedAt) return undefined;
   const start = Date.parse(task.startedAt);
   const end = task.endedAt ? Date.parse(task.endedAt) : task.status === "running" ? now : undefined;
@@ -28,7 +31,12 @@ export function taskDurationMs(task: Pick<TaskState, "startedAt" | "endedAt" | "
 
 /** The last non-empty line of a text, clipped to `max` characters. */
 export function lastLine(text: string | undefined, max = 100): string {
-  const line = (text ?? "").split(/\r?\n/).map((l) => l.trim()).filter((l) => l.length > 0).at(-1) ?? "";
+  const line =
+    (text ?? "")
+      .split(/\r?\n/)
+      .map((l) => l.trim())
+      .filter((l) => l.length > 0)
+      .at(-1) ?? "";
   return clip(line, max);
 }
 
@@ -40,7 +48,10 @@ export function clip(text: string, max: number): string {
 export function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
   const line = (cells: string[]) =>
-    cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ").trimEnd();
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join("  ")
+      .trimEnd();
   return [line(header), ...rows.map(line)].join("\n");
 }
 
@@ -90,7 +101,13 @@ interface StatusLike {
   plan?: Plan;
   tasks: TaskState[];
   progress: ProductRow["progress"];
-  budget: { usedTokens: number; elapsedMs: number; maxTotalTokens?: number; maxDurationMs?: number; tokenSource: string };
+  budget: {
+    usedTokens: number;
+    elapsedMs: number;
+    maxTotalTokens?: number;
+    maxDurationMs?: number;
+    tokenSource: string;
+  };
   checkpoints: number;
   lastCheckpointAt?: string;
   dropped: number;
@@ -129,7 +146,12 @@ export function formatProductStatus(
     out.push(
       table(
         ["TASK", "AGENT", "AFTER", "TITLE"],
-        s.plan.tasks.map((t) => [t.taskId, instances.get(t.instanceId) ?? t.instanceId, t.dependsOn.join(",") || "-", clip(t.title, 80)]),
+        s.plan.tasks.map((t) => [
+          t.taskId,
+          instances.get(t.instanceId) ?? t.instanceId,
+          t.dependsOn.join(",") || "-",
+          clip(t.title, 80),
+        ]),
       ),
     );
   }
@@ -158,7 +180,8 @@ export function formatProductStatus(
       if (t.interruption) notes.push(`interrupted: ${clip(t.interruption, 200)}`);
       if (t.question) notes.push(`waiting: ${clip(t.question, 200)}`);
       if (t.workspace?.commit) notes.push(`commit: ${t.workspace.commit} on ${t.workspace.branch}`);
-      if (t.workspace?.changedFiles) notes.push(`changed: ${clip(t.workspace.changedFiles.join(", ") || "no files", 200)}`);
+      if (t.workspace?.changedFiles)
+        notes.push(`changed: ${clip(t.workspace.changedFiles.join(", ") || "no files", 200)}`);
       const last = lastLine(t.output);
       if (last) notes.push(`output: ${last}`);
       for (const n of notes) out.push(`  ${t.taskId}  ${n}`);
@@ -174,16 +197,25 @@ export function formatProductStatus(
 function describeWhereItRuns(s: StatusLike): string[] {
   const out: string[] = [];
   const owner = s.owner as { ownerId: string; expiresAt: string; live: boolean } | undefined;
-  if (owner) out.push(`owner:       ${owner.ownerId} (${owner.live ? "live" : "lease expired or process gone"}, lease until ${owner.expiresAt})`);
+  if (owner)
+    out.push(
+      `owner:       ${owner.ownerId} (${owner.live ? "live" : "lease expired or process gone"}, lease until ${owner.expiresAt})`,
+    );
   if (typeof s.isolation === "string") {
-    const what = s.isolation === "worktree" ? "worktree (each task attempt in its own git worktree)" : "shared (tasks work in the product's folder)";
+    const what =
+      s.isolation === "worktree"
+        ? "worktree (each task attempt in its own git worktree)"
+        : "shared (tasks work in the product's folder)";
     out.push(`isolation:   ${what}`);
     if (typeof s.isolationNote === "string") out.push(`             ${s.isolationNote}`);
   }
   const integration = s.integration as Integration | undefined;
   if (integration) {
-    const target = integration.mode === "merge" && integration.targetBranch ? `, merged into ${integration.targetBranch}` : "";
-    out.push(`integration: ${integration.state} on branch ${integration.branch}${target}, head ${integration.head.slice(0, 12)}`);
+    const target =
+      integration.mode === "merge" && integration.targetBranch ? `, merged into ${integration.targetBranch}` : "";
+    out.push(
+      `integration: ${integration.state} on branch ${integration.branch}${target}, head ${integration.head.slice(0, 12)}`,
+    );
     if (integration.merged.length > 0) out.push(`             merged: ${integration.merged.join(", ")}`);
     if (integration.conflict) {
       const by = integration.conflict.taskId ? ` (task ${integration.conflict.taskId})` : "";
@@ -203,7 +235,11 @@ export function formatGoalStatus(raw: Record<string, unknown>): string {
     productId?: string;
     startedAt: string;
     progressSummary: string;
-    acceptance: { passed: number; total: number; criteria: { criterionId?: string; text?: string; passed?: boolean }[] };
+    acceptance: {
+      passed: number;
+      total: number;
+      criteria: { criterionId?: string; text?: string; passed?: boolean }[];
+    };
     usedTokens: number;
     endReason?: string;
     failedReason?: string;
@@ -245,7 +281,11 @@ function describeEvent(e: ProductEvent): string {
       return `phase ${e.phase}${e.recovery ? ` — ${e.recovery.cause}` : ""}`;
     case "task": {
       const t = e.task;
-      const tail = t.error ? ` — ${clip(t.error.replace(/\s+/g, " "), 100)}` : t.status === "completed" ? ` — ${lastLine(t.output, 80)}` : "";
+      const tail = t.error
+        ? ` — ${clip(t.error.replace(/\s+/g, " "), 100)}`
+        : t.status === "completed"
+          ? ` — ${lastLine(t.output, 80)}`
+          : "";
       return `task ${t.taskId} ${t.status} (attempt ${t.attempts}) ${clip(t.title, 60)}${tail}`;
     }
     case "checkpoint":
@@ -281,7 +321,9 @@ function nodeId(taskId: string): string {
 }
 
 /** The DAG as a Mermaid flowchart, one class per task status. */
-export function toMermaid(tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[]): string {
+export function toMermaid(
+  tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[],
+): string {
   const lines = ["flowchart TD"];
   for (const t of tasks) lines.push(`  ${nodeId(t.taskId)}["${t.taskId}: ${t.title.replace(/["\\]/g, "'")}"]`);
   for (const t of tasks) for (const d of t.dependsOn) lines.push(`  ${nodeId(d)} --> ${nodeId(t.taskId)}`);
@@ -295,12 +337,16 @@ export function toMermaid(tasks: readonly (Pick<TaskState, "taskId" | "title" | 
 }
 
 /** The DAG as Graphviz DOT, nodes filled by task status. */
-export function toDot(tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[]): string {
+export function toDot(
+  tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[],
+): string {
   const q = (s: string) => `"${s.replace(/["\\]/g, (c) => `\\${c}`)}"`;
-  const lines = ["digraph product {", "  rankdir=TB;", "  node [shape=box, style=\"rounded,filled\"];"];
+  const lines = ["digraph product {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled"];'];
   for (const t of tasks) {
     const st = statusStyle(t.status ?? "pending");
-    lines.push(`  ${nodeId(t.taskId)} [label=${q(`${t.taskId}: ${t.title}`)}, fillcolor=${q(st.fill)}, color=${q(st.stroke)}];`);
+    lines.push(
+      `  ${nodeId(t.taskId)} [label=${q(`${t.taskId}: ${t.title}`)}, fillcolor=${q(st.fill)}, color=${q(st.stroke)}];`,
+    );
   }
   for (const t of tasks) for (const d of t.dependsOn) lines.push(`  ${nodeId(d)} -> ${nodeId(t.taskId)};`);
   lines.push("}");

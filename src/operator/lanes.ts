@@ -73,6 +73,8 @@ export function laneTimeline(tasks: readonly TimedTask[], now: number, width = 6
     for (let i = 0; i < cells.length; i++) row[from + i] = cells[i] as string;
   }
   const lines = rows.map((r, i) => `lane ${i + 1} |${r.join("")}|`);
-  lines.push(`${" ".repeat(7)}0${" ".repeat(Math.max(1, width - 1 - formatDuration(total).length))}${formatDuration(total)}`);
+  lines.push(
+    `${" ".repeat(7)}0${" ".repeat(Math.max(1, width - 1 - formatDuration(total).length))}${formatDuration(total)}`,
+  );
   return `${lines.join("\n")}\n`;
 }

@@ -22,12 +22,19 @@ export async function openReader(state: string | undefined): Promise<{ reader: R
   const location = stateLocation(state);
   if (location.kind === "sqlite" && !existsSync(location.path)) {
     const from =
-      state !== undefined ? "given by --state" : process.env[STATE_PATH_ENV] ? `from $${STATE_PATH_ENV}` : "the default state file";
+      state !== undefined
+        ? "given by --state"
+        : process.env[STATE_PATH_ENV]
+          ? `from $${STATE_PATH_ENV}`
+          : "the default state file";
     throw new AuthorityFailure(
       `There is no state file at ${location.path} (${from}): nothing has run with this store yet. ` +
         `Pass --state with the file or postgres:// URL a server used, or start a run here with "acp-orchestrator run --goal TEXT".`,
     );
   }
   const authority = await openStore(location, { readOnly: true });
-  return { reader: new RunStateReader({ authority, workspace: new GitWorkspaceProbe(), liveness: new ProcessLiveness() }), where: describeLocation(location) };
+  return {
+    reader: new RunStateReader({ authority, workspace: new GitWorkspaceProbe(), liveness: new ProcessLiveness() }),
+    where: describeLocation(location),
+  };
 }

@@ -32,7 +32,10 @@ export interface ServerClientOptions {
 }
 
 /** Spawns the server, runs `body` connected to it, then closes stdin and waits for the server to exit. */
-export async function withServer<T>(options: ServerClientOptions, body: (session: ServerSession) => Promise<T>): Promise<T> {
+export async function withServer<T>(
+  options: ServerClientOptions,
+  body: (session: ServerSession) => Promise<T>,
+): Promise<T> {
   const fromSource = import.meta.url.endsWith(".ts");
   const cli = fileURLToPath(new URL(fromSource ? "../cli.ts" : "../cli.js", import.meta.url));
   const args = fromSource ? ["--import", "tsx", cli] : [cli];

@@ -72,7 +72,8 @@ export function checkInputBounds(params: unknown): BoundsIssue | null {
       if (value.length > MAX_INPUT_ITEMS) {
         return { path: pathOf(visit), message: `has ${value.length} items, at most ${MAX_INPUT_ITEMS} are accepted` };
       }
-      for (let i = value.length - 1; i >= 0; i--) stack.push({ value: value[i] as unknown, key: i, parent: visit, depth });
+      for (let i = value.length - 1; i >= 0; i--)
+        stack.push({ value: value[i] as unknown, key: i, parent: visit, depth });
       continue;
     }
     const keys = Object.keys(value);

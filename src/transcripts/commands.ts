@@ -61,7 +61,8 @@ export async function runRecordCommand(argv: readonly string[]): Promise<number>
       normalize: { type: "boolean" },
       help: { type: "boolean", short: "h" },
     });
-    if (parsed.positionals.length > 0) return fail(`unexpected argument "${parsed.positionals[0]}" (the agent command goes after --)`, RECORD_USAGE);
+    if (parsed.positionals.length > 0)
+      return fail(`unexpected argument "${parsed.positionals[0]}" (the agent command goes after --)`, RECORD_USAGE);
     ({ values } = parsed);
   } catch (err) {
     return fail(err instanceof Error ? err.message : String(err), RECORD_USAGE);

@@ -71,7 +71,9 @@ export async function productView(reader: RunStateReader, productId: string, now
   const agents = new Map((plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
   const states = status.tasks as TaskState[];
   const proposed = states.length === 0 && plan !== undefined;
-  const source: TaskState[] = proposed ? (plan?.tasks ?? []).map((t) => ({ ...t, status: "pending", attempts: 0 })) : states;
+  const source: TaskState[] = proposed
+    ? (plan?.tasks ?? []).map((t) => ({ ...t, status: "pending", attempts: 0 }))
+    : states;
   const tasks = source.map((t): TaskView => {
     const style = statusStyle(t.status);
     const output = t.output ?? "";
@@ -100,12 +102,20 @@ export async function productView(reader: RunStateReader, productId: string, now
       stroke: style.stroke,
     };
   });
-  const slim = { ...status, tasks: undefined, plan: plan ? { version: (plan as { version?: number }).version } : undefined };
+  const slim = {
+    ...status,
+    tasks: undefined,
+    plan: plan ? { version: (plan as { version?: number }).version } : undefined,
+  };
   return { status: slim, tasks, layout: layoutDag(tasks), checkpoints };
 }
 
 /** A task's full output (undefined when the product has no such task). Throws not_found for an unknown product. */
-export async function taskOutput(reader: RunStateReader, productId: string, taskId: string): Promise<string | undefined> {
+export async function taskOutput(
+  reader: RunStateReader,
+  productId: string,
+  taskId: string,
+): Promise<string | undefined> {
   const status = await reader.productStatus(productId);
   const task = (status.tasks as TaskState[]).find((t) => t.taskId === taskId);
   return task === undefined ? undefined : (task.output ?? "");

@@ -81,10 +81,14 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
 
   /** The JSON a route stands for, or throws HttpError. */
   async function view(path: string): Promise<unknown> {
-    const parts = path.split("/").filter((p) => p.length > 0).map(decodeSegment);
+    const parts = path
+      .split("/")
+      .filter((p) => p.length > 0)
+      .map(decodeSegment);
     try {
       if (parts.length === 2 && parts[1] === "overview") return await overview(reader, where);
-      if (parts.length === 3 && parts[1] === "products") return await productView(reader, parts[2] as string, Date.now());
+      if (parts.length === 3 && parts[1] === "products")
+        return await productView(reader, parts[2] as string, Date.now());
       if (parts.length === 3 && parts[1] === "goals") return await goalView(reader, parts[2] as string);
     } catch (err) {
       if (isDomainError(err, "not_found")) throw new HttpError(404, err.message);
@@ -145,12 +149,24 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     const head = req.method === "HEAD";
     if (req.method !== "GET" && !head) {
       res.setHeader("allow", "GET, HEAD");
-      send(res, 405, "application/json", JSON.stringify({ error: "The dashboard is read-only: only GET and HEAD." }), false);
+      send(
+        res,
+        405,
+        "application/json",
+        JSON.stringify({ error: "The dashboard is read-only: only GET and HEAD." }),
+        false,
+      );
       return;
     }
     const hostHeader = (req.headers.host ?? "").replace(/:\d+$/, "");
     if (isLoopback(host) && !isLoopback(hostHeader)) {
-      send(res, 403, "application/json", JSON.stringify({ error: "The dashboard answers loopback host names only." }), head);
+      send(
+        res,
+        403,
+        "application/json",
+        JSON.stringify({ error: "The dashboard answers loopback host names only." }),
+        head,
+      );
       return;
     }
     const url = new URL(req.url ?? "/", "http://dashboard.invalid");
@@ -192,7 +208,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       const status = err instanceof HttpError ? err.status : 500;
       if (status === 500) logger.error({ err, url: req.url }, "dashboard request failed");
       const message = err instanceof Error ? err.message : String(err);
-      if (!res.headersSent) send(res, status, "application/json", JSON.stringify({ error: message }), req.method === "HEAD");
+      if (!res.headersSent)
+        send(res, status, "application/json", JSON.stringify({ error: message }), req.method === "HEAD");
       else res.end();
     });
   });

@@ -32,6 +32,7 @@ import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority
 import { PostgresAuthority } from "../../src/adapters/persistence/postgres-authority.js";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
 import type { RunStateAuthority } from "../../src/core/ports.js";
+import { fleetWatches } from "../../src/core/product/fleet.js";
 import { randomDag } from "./support/dag.js";
 import { benchService, type MeterReading } from "./support/in-process.js";
 import { REPO_ROOT } from "./support/paths.js";
@@ -96,7 +97,7 @@ interface FleetServerOptions {
 
 /** One fleet server: runs its products on the shared schema and prints its result as one JSON line. */
 async function fleetServer(options: FleetServerOptions): Promise<void> {
-  const authority = await PostgresAuthority.open(options.url, { maxConnections: 4 });
+  const authority = await PostgresAuthority.open(options.url, { maxConnections: 4, announce: fleetWatches });
   const result = await runProducts(authority, options.tasks, options.products, `bench-server-${options.id}`, 4);
   await authority.close();
   process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -205,7 +206,7 @@ export async function postgresFigures(
       else if (kind === "sqlite") authority = SqliteAuthority.open(join(dir, `state-${parallel}.db`));
       else {
         schemas.push(schema);
-        authority = await PostgresAuthority.open(withSchema(url, schema));
+        authority = await PostgresAuthority.open(withSchema(url, schema), { announce: fleetWatches });
       }
       const before = kind === "postgres" ? await dbCounters(admin) : undefined;
       const r = await runProducts(authority, tasks, 1, "bench-owner", parallel);

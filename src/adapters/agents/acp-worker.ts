@@ -87,7 +87,8 @@ export class AcpWorkerPool implements WorkerPort {
     if (!Number.isFinite(graceMs) || graceMs < 0)
       throw new RangeError("graceMs must be a non-negative number of milliseconds");
     const positive = (value: number, name: string): number => {
-      if (!Number.isFinite(value) || value <= 0) throw new RangeError(`${name} must be a positive number of milliseconds`);
+      if (!Number.isFinite(value) || value <= 0)
+        throw new RangeError(`${name} must be a positive number of milliseconds`);
       return value;
     };
     this.forwarder = options.forwardPermission;
@@ -100,7 +101,12 @@ export class AcpWorkerPool implements WorkerPort {
       permissions: options.permissions ?? "deny",
       // Issue 12: an isolated attempt edits only its own worktree, so the default allows `read` and `edit` there.
       ...(options.permissions === undefined
-        ? { isolatedPermissions: { default: "deny" as const, rules: { read: "allow" as const, edit: "allow" as const } } }
+        ? {
+            isolatedPermissions: {
+              default: "deny" as const,
+              rules: { read: "allow" as const, edit: "allow" as const },
+            },
+          }
         : {}),
       forwarder: () => this.forwarder,
       outputGate: () => this.outputGate,

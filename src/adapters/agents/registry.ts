@@ -40,7 +40,10 @@ export const AgentConfigEntry = z
      * ACP authentication: when the agent advertises auth methods in `initialize`, the client calls `authenticate`
      * with this `methodId` before opening a session (issue 11). Absent: no `authenticate` call.
      */
-    auth: z.object({ methodId: z.string().min(1).max(200) }).strict().optional(),
+    auth: z
+      .object({ methodId: z.string().min(1).max(200) })
+      .strict()
+      .optional(),
   })
   .strict();
 export type AgentConfigEntry = z.infer<typeof AgentConfigEntry>;

@@ -226,7 +226,12 @@ export class HostAuthority implements RunStateAuthority {
   async deleteStream(projectId: string, stream: string): Promise<boolean> {
     checkAddress({ projectId, stream });
     const params = { projectId, stream };
-    const result = await this.#call("runState/deleteStream", RunStateDeleteStreamParams, params, RunStateDeleteStreamResult);
+    const result = await this.#call(
+      "runState/deleteStream",
+      RunStateDeleteStreamParams,
+      params,
+      RunStateDeleteStreamResult,
+    );
     return result.deleted;
   }
 

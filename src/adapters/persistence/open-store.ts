@@ -7,6 +7,7 @@
  */
 import { resolve } from "node:path";
 import type { RunStateAuthority } from "../../core/ports.js";
+import { fleetWatches } from "../../core/product/fleet.js";
 import { isPostgresUrl, redact } from "./postgres-url.js";
 import { ReadOnlyAuthority } from "./read-only-authority.js";
 import { SqliteAuthority } from "./sqlite-authority.js";
@@ -47,7 +48,8 @@ export interface OpenStoreOptions {
 export async function openStore(location: StateLocation, options: OpenStoreOptions = {}): Promise<RunStateAuthority> {
   if (location.kind === "postgres") {
     const { PostgresAuthority } = await import("./postgres-authority.js");
-    const authority = await PostgresAuthority.open(location.url);
+    // Only what the fleet reacts to is announced (a NOTIFY serialises commits across servers: fleetWatches).
+    const authority = await PostgresAuthority.open(location.url, { announce: fleetWatches });
     return options.readOnly ? new ReadOnlyAuthority(authority) : authority;
   }
   if (options.readOnly) return new ReadOnlyAuthority(SqliteAuthority.open(location.path, { readOnly: true }));

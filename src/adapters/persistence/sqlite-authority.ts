@@ -466,7 +466,8 @@ export class SqliteAuthority implements RunStateAuthority {
       });
     }
     const changed = (which: "db" | "wal"): boolean =>
-      opened[which] !== null && (now[which] === null || now[which].dev !== opened[which].dev || now[which].ino !== opened[which].ino);
+      opened[which] !== null &&
+      (now[which] === null || now[which].dev !== opened[which].dev || now[which].ino !== opened[which].ino);
     const lost = changed("db") ? this.path : changed("wal") ? `${this.path}-wal` : null;
     if (lost === null) return;
     const gone = (lost === this.path ? now.db : now.wal) === null;

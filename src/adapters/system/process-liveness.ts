@@ -64,7 +64,10 @@ const realProcFs: ProcFs = {
 export function parseProcStat(text: string): { state: string; start: string } | null {
   const close = text.lastIndexOf(")");
   if (close < 0) return null;
-  const fields = text.slice(close + 1).trim().split(/\s+/);
+  const fields = text
+    .slice(close + 1)
+    .trim()
+    .split(/\s+/);
   // After the command come field 3 (state) … field 22 (starttime): index 0 … 19.
   const state = fields[0];
   const start = fields[19];

@@ -26,7 +26,8 @@ export function withFaults(port: WorkspacePort, spec: string | undefined): Works
     writeFileSync(marker, `${at}\n`);
     process.kill(process.pid, "SIGKILL");
   };
-  const isIntegrationMove = (ref: string, expected: string | null) => ref.startsWith("refs/heads/acp/") && expected !== null;
+  const isIntegrationMove = (ref: string, expected: string | null) =>
+    ref.startsWith("refs/heads/acp/") && expected !== null;
   return {
     inspect: (cwd) => port.inspect(cwd),
     attemptPath: (cwd, productId, taskId, attempt) => port.attemptPath(cwd, productId, taskId, attempt),

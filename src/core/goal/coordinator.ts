@@ -334,7 +334,9 @@ class GoalRun {
       await this.refresh();
       if (this.state.status !== "running" || this.fenced) return;
       await this.commit([{ type: "status", status: "blocked", reason: `The goal loop stopped: ${reason}` }]);
-    }).catch((e: unknown) => this.ctx.logger.error({ err: e, goalRunId: this.id }, "could not record the loop failure"));
+    }).catch((e: unknown) =>
+      this.ctx.logger.error({ err: e, goalRunId: this.id }, "could not record the loop failure"),
+    );
   }
 
   /** True when the persisted status allows starting something now. Re-reads the stream first; call inside the lock. */
@@ -405,7 +407,10 @@ class GoalRun {
     const passed = s.criteria.filter((c) => c.passed).length;
     const of = `${passed} of ${s.criteria.length} criteria pass`;
     if (s.criteria.length > 0 && passed === s.criteria.length) {
-      return { reason: "achieved", summary: `All ${s.criteria.length} acceptance criteria pass after ${s.phasesStarted} phase(s).` };
+      return {
+        reason: "achieved",
+        summary: `All ${s.criteria.length} acceptance criteria pass after ${s.phasesStarted} phase(s).`,
+      };
     }
     if (s.noProgressCount >= s.noProgressLimit) {
       return {
@@ -581,7 +586,10 @@ class GoalRun {
       await this.exclusive(() => this.abandonPhase(productId));
       return;
     }
-    if (product.phase === "awaiting_confirmation" || (product.phase === "executing" && !product.isDriving && !this.attached.has(productId))) {
+    if (
+      product.phase === "awaiting_confirmation" ||
+      (product.phase === "executing" && !product.isDriving && !this.attached.has(productId))
+    ) {
       // Created but never confirmed, or not driven by anyone here: continue it, if the goal may still start things.
       if (!(await this.exclusive(() => this.mayStart()))) return;
       this.attached.add(productId);
@@ -647,7 +655,9 @@ class GoalRun {
           status: "blocked",
           reason:
             `Phase ${phase}'s product paused: ${cause} ` +
-            (fix !== undefined ? remediationThen(fix, "resume the goal to resume it") : "Resume the goal to resume it."),
+            (fix !== undefined
+              ? remediationThen(fix, "resume the goal to resume it")
+              : "Resume the goal to resume it."),
         },
       ]);
     }
@@ -761,7 +771,10 @@ class GoalRun {
       await this.refresh();
       if (this.state.status === "paused") return;
       if (this.state.status !== "running") {
-        throw invalidPhase(this.state.status, ["running", "paused"], { subject: `Goal run ${this.id}`, operation: "x/goal.pause" });
+        throw invalidPhase(this.state.status, ["running", "paused"], {
+          subject: `Goal run ${this.id}`,
+          operation: "x/goal.pause",
+        });
       }
       await this.commit([{ type: "status", status: "paused", reason: "Paused by the client." }]);
       this.controller.abort();
@@ -803,7 +816,10 @@ class GoalRun {
       }
       const status = this.state.status;
       const resumable =
-        status === "paused" || status === "blocked" || status === "budget_limited" || (status === "running" && !this.driving);
+        status === "paused" ||
+        status === "blocked" ||
+        status === "budget_limited" ||
+        (status === "running" && !this.driving);
       if (!resumable || this.closed) {
         throw invalidPhase(status, ["paused", "blocked", "budget_limited"], {
           subject: `Goal run ${this.id}`,
@@ -814,17 +830,23 @@ class GoalRun {
       // or still drives the phase's product, e.g. the lease of a crashed server that has not expired yet.
       tookLease = await this.takeLease();
       const productId = this.state.productId;
-      const product = productId === undefined ? undefined : await this.ctx.products.get(productId).catch(() => undefined);
+      const product =
+        productId === undefined ? undefined : await this.ctx.products.get(productId).catch(() => undefined);
       if (product && !product.isDriving) await product.assertWritable();
       const spent = product
         ? {
-            spentTokens: this.state.usedTokens + product.model.state.usage.inputTokens + product.model.state.usage.outputTokens,
+            spentTokens:
+              this.state.usedTokens + product.model.state.usage.inputTokens + product.model.state.usage.outputTokens,
             spentMs: this.state.elapsedMs + product.model.state.usage.elapsedMs,
           }
         : {};
       await this.commit([{ type: "resumed", ...(additionalBudget ? { additionalBudget } : {}), ...spent }]);
       this.controller = new AbortController();
-      if (product && productId !== undefined && (product.phase === "paused" || (product.phase === "executing" && !product.isDriving))) {
+      if (
+        product &&
+        productId !== undefined &&
+        (product.phase === "paused" || (product.phase === "executing" && !product.isDriving))
+      ) {
         const extra: Budget = {};
         if (additionalBudget?.maxTotalTokens !== undefined) extra.maxTotalTokens = additionalBudget.maxTotalTokens;
         if (additionalBudget?.maxDurationMs !== undefined) extra.maxDurationMs = additionalBudget.maxDurationMs;
@@ -834,7 +856,11 @@ class GoalRun {
         } catch (err) {
           const reason = err instanceof Error ? err.message : String(err);
           await this.commit([
-            { type: "status", status: "blocked", reason: `Could not resume phase ${this.state.phaseIndex + 1}'s product: ${reason}` },
+            {
+              type: "status",
+              status: "blocked",
+              reason: `Could not resume phase ${this.state.phaseIndex + 1}'s product: ${reason}`,
+            },
           ]).catch(() => undefined);
           throw err;
         }
@@ -929,10 +955,14 @@ export function progressSummaryOf(s: GoalState): string {
   const lines = s.phases
     .filter((p) => p !== undefined)
     .map((p) => {
-      const said = p.messages.length > 0 ? ` (user messages: ${p.messages.map((m) => JSON.stringify(clip(m, 200))).join(", ")})` : "";
+      const said =
+        p.messages.length > 0
+          ? ` (user messages: ${p.messages.map((m) => JSON.stringify(clip(m, 200))).join(", ")})`
+          : "";
       return `Phase ${p.phaseIndex + 1}${said}: ${p.assessment ?? (p.productId ? "running" : "planned")}`;
     });
-  const head = s.criteria.length === 0 ? "Deriving acceptance criteria." : `${passed} of ${s.criteria.length} criteria pass.`;
+  const head =
+    s.criteria.length === 0 ? "Deriving acceptance criteria." : `${passed} of ${s.criteria.length} criteria pass.`;
   return [head, ...lines].join("\n");
 }
 
@@ -1033,7 +1063,8 @@ export class GoalService {
       progressSummary += "\nNot driven by this server (it restarted since): call x/goal.resume to continue.";
     }
     const failedReason =
-      s.failedReason ?? ((s.status === "blocked" || s.status === "budget_limited") && s.statusReason ? s.statusReason : undefined);
+      s.failedReason ??
+      ((s.status === "blocked" || s.status === "budget_limited") && s.statusReason ? s.statusReason : undefined);
     const recovery = run.failClosedRecovery();
     return {
       goalRunId: s.goalRunId,

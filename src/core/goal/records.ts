@@ -35,7 +35,12 @@ export const GoalEvent = z.discriminatedUnion("type", [
     budget: GoalBudget,
     noProgressLimit: z.number().int().min(1).max(100),
   }),
-  z.object({ ...base, type: z.literal("criteria_derived"), criteria: z.array(CriterionRecord).min(1), message: z.string() }),
+  z.object({
+    ...base,
+    type: z.literal("criteria_derived"),
+    criteria: z.array(CriterionRecord).min(1),
+    message: z.string(),
+  }),
   z.object({ ...base, type: z.literal("goal_edited"), goal: z.string() }),
   z.object({ ...base, type: z.literal("message_queued"), content: z.string() }),
   /**

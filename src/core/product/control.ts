@@ -25,7 +25,11 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
       this.requirePhase(["executing", "paused"], "product.pause");
       if (this.phase === "paused") return;
       await this.pauseInside(
-        { cause: "The product was paused by the client.", resumable: true, remediation: "Call product.resume to continue." },
+        {
+          cause: "The product was paused by the client.",
+          resumable: true,
+          remediation: "Call product.resume to continue.",
+        },
         "pause",
       );
       epoch = this.leaseEpoch;
@@ -116,7 +120,11 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
       this.stopWorkers("cancel");
       const events: NewEvent[] = [{ type: "elapsed", elapsedMs }];
       for (const t of this.model.state.tasks) {
-        if (t.status === "pending" || t.status === "waiting" || (t.status === "running" && !this.running.has(t.taskId))) {
+        if (
+          t.status === "pending" ||
+          t.status === "waiting" ||
+          (t.status === "running" && !this.running.has(t.taskId))
+        ) {
           events.push({ type: "task", task: { ...t, status: "cancelled" } });
         }
       }
@@ -186,7 +194,8 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
       await this.commit([{ type: "mutated", mutations, by, plan }, ...refreshed], { header: true });
       this.scheduler?.rebuild(this.model.state.tasks);
     }
-    for (const mutation of mutations) this.ctx.notifier.notify("product.dagMutated", { productId: this.productId, mutation, by });
+    for (const mutation of mutations)
+      this.ctx.notifier.notify("product.dagMutated", { productId: this.productId, mutation, by });
     if (this.phase === "awaiting_confirmation") {
       this.ctx.notifier.notify("product.planReady", { productId: this.productId, plan });
     } else {

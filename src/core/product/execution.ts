@@ -72,7 +72,8 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       }
       // The integration branch is created after `workspaceChosen` recorded it (a later start verifies it again).
       const problem = await this.verifyBranch().catch((err: unknown) => String(err));
-      if (problem) this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not created at confirm");
+      if (problem)
+        this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not created at confirm");
     });
     this.ctx.defer(() => this.startDriving());
   }
@@ -100,7 +101,10 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     }
     if (!scheduler) {
       this.invalid ??= invalid;
-      this.ctx.logger.error({ productId: this.productId, cause: this.invalid }, "not starting execution: stored state is not whole");
+      this.ctx.logger.error(
+        { productId: this.productId, cause: this.invalid },
+        "not starting execution: stored state is not whole",
+      );
       this.releaseWhenIdle();
       return;
     }
@@ -184,10 +188,12 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         await this.wave();
         // Stopped (paused by a failure or the budget, or its last workers settled after a pause or cancel): nothing
         // will take a parked worktree any more.
-        if (!(this.driving && this.phase === "executing") && this.running.size === 0) await this.removeParkedWorkspaces();
+        if (!(this.driving && this.phase === "executing") && this.running.size === 0)
+          await this.removeParkedWorkspaces();
       })
         .catch((err: unknown) => {
-          if (!(err instanceof DomainError)) this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
+          if (!(err instanceof DomainError))
+            this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
         })
         .finally(() => this.resolveIdle());
     });
@@ -281,7 +287,9 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         // Kept on the task across attempts (PROTOCOL.md section 5, TaskState.refusedPermissions), the newest 50.
         task.refusedPermissions = [...(current.refusedPermissions ?? []), ...r.entry.refusals].slice(-50);
       }
-      events.push(task.status === "completed" ? { type: "task", task, inputHash: r.inputHash } : { type: "task", task });
+      events.push(
+        task.status === "completed" ? { type: "task", task, inputHash: r.inputHash } : { type: "task", task },
+      );
       // An attempt that never sent a prompt consumed nothing: it is not charged, not even by estimate.
       const prompted = !((res.outcome === "failed" || res.outcome === "cancelled") && res.prompted === false);
       if (!r.reportedUsage && prompted) {
@@ -311,7 +319,8 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     const reuse = this.driving && this.phase === "executing";
     for (const r of results) await this.releaseWorkspace(r.entry.workspace, reuse);
     const sched = this.scheduler;
-    for (const t of integratedNow) this.ctx.notifier.notify("product.taskIntegrated", { productId: this.productId, ...t });
+    for (const t of integratedNow)
+      this.ctx.notifier.notify("product.taskIntegrated", { productId: this.productId, ...t });
     for (const t of announce) {
       this.notifyTask(t);
       sched?.settle(t.taskId, t.status === "running" ? "pending" : t.status);
@@ -319,7 +328,12 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     for (const e of [...flushed, ...events]) {
       if (e.type === "checkpoint") {
         const ref = this.model.state.checkpoints.find((c) => c.checkpointId === e.checkpointId);
-        if (ref) this.ctx.notifier.notify("product.checkpoint", { productId: this.productId, checkpointId: ref.checkpointId, at: ref.at });
+        if (ref)
+          this.ctx.notifier.notify("product.checkpoint", {
+            productId: this.productId,
+            checkpointId: ref.checkpointId,
+            at: ref.at,
+          });
       }
     }
     if (results.length > 0) this.announceBudget();
@@ -346,7 +360,8 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
           {
             cause: problem,
             resumable: true,
-            remediation: "Move the integration branch back to the recorded head (or roll back to a checkpoint), then call product.resume.",
+            remediation:
+              "Move the integration branch back to the recorded head (or roll back to a checkpoint), then call product.resume.",
           },
           "pause",
         );
@@ -362,7 +377,12 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         for (const r of ready) {
           const current = this.task(r.taskId);
           if (!current) continue;
-          const task: TaskState = { ...current, status: "running", attempts: current.attempts + 1, startedAt: this.now() };
+          const task: TaskState = {
+            ...current,
+            status: "running",
+            attempts: current.attempts + 1,
+            startedAt: this.now(),
+          };
           delete task.endedAt;
           delete task.question;
           delete task.output;
@@ -447,12 +467,22 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     prepared
       .then(
         () => undefined,
-        (err: unknown) => `The task's worktree could not be prepared: ${err instanceof Error ? err.message : String(err)}`,
+        (err: unknown) =>
+          `The task's worktree could not be prepared: ${err instanceof Error ? err.message : String(err)}`,
       )
       .then((prepareError) =>
         prepareError !== undefined
           ? finish({ outcome: "failed", error: prepareError })
-          : this.runWorker(task, taskDef, { ...instance, agentId }, workspace?.path ?? this.model.state.cwd, dependencyOutputs, controller, entry, finish),
+          : this.runWorker(
+              task,
+              taskDef,
+              { ...instance, agentId },
+              workspace?.path ?? this.model.state.cwd,
+              dependencyOutputs,
+              controller,
+              entry,
+              finish,
+            ),
       )
       .catch(() => undefined);
   }
@@ -487,11 +517,19 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         {
           onText: (text) => {
             if (!controller.signal.aborted || this.stopReason !== "reset") {
-              this.ctx.notifier.notify("product.taskOutputDelta", { productId: this.productId, taskId: task.taskId, text });
+              this.ctx.notifier.notify("product.taskOutputDelta", {
+                productId: this.productId,
+                taskId: task.taskId,
+                text,
+              });
             }
           },
           onActivity: (toolName) =>
-            this.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId: task.taskId, toolName }),
+            this.ctx.notifier.notify("product.agentActivity", {
+              productId: this.productId,
+              taskId: task.taskId,
+              toolName,
+            }),
           onPermissionRefused: (refusal) => {
             if (entry.refusals.length < 50) entry.refusals.push({ ...refusal });
           },
@@ -502,7 +540,10 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         },
       )
       .then(finish, (err: unknown) =>
-        finish({ outcome: "failed", error: `The worker failed unexpectedly: ${err instanceof Error ? err.message : String(err)}` }),
+        finish({
+          outcome: "failed",
+          error: `The worker failed unexpectedly: ${err instanceof Error ? err.message : String(err)}`,
+        }),
       );
   }
 

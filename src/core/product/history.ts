@@ -96,7 +96,8 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
           { header: true },
         );
         const problem = await this.verifyBranch();
-        if (problem) this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not moved on rollback");
+        if (problem)
+          this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not moved on rollback");
         await this.compactNow();
       } catch (err) {
         await this.releaseLease(epoch);
@@ -130,7 +131,8 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
         const t = this.task(id);
         if (!t) continue;
         const fresh: TaskState = { ...t, status: "pending", attempts: 0 };
-        for (const k of ["output", "error", "startedAt", "endedAt", "question", "interruption", "workspace"] as const) delete fresh[k];
+        for (const k of ["output", "error", "startedAt", "endedAt", "question", "interruption", "workspace"] as const)
+          delete fresh[k];
         events.push({ type: "task", task: fresh });
       }
       const wasTerminal = this.phase === "completed" || this.phase === "failed";

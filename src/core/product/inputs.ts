@@ -71,7 +71,8 @@ export abstract class OrchestratorInputs extends OrchestratorBase {
   protected async fingerprintEvents(plan: Plan | undefined, acknowledged: Drift[]): Promise<NewEvent[]> {
     const current = await this.currentFingerprint(plan);
     const recorded = this.model.state.fingerprint;
-    if (recorded && compareFingerprints(recorded, current).length === 0 && recorded.planHash === current.planHash) return [];
+    if (recorded && compareFingerprints(recorded, current).length === 0 && recorded.planHash === current.planHash)
+      return [];
     return [
       {
         type: "fingerprint",

@@ -203,7 +203,10 @@ export const ProductStateSchema = z.object({
   tasks: z.array(TaskState),
   dialogue: z.array(DialogueEntryRecord),
   pendingAsk: z
-    .object({ askId: Id, questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })) })
+    .object({
+      askId: Id,
+      questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })),
+    })
     .optional(),
   planError: z.string().optional(),
   budget: Budget,
@@ -233,7 +236,6 @@ export const ProductStateSchema = z.object({
 export type ProductState = z.infer<typeof ProductStateSchema>;
 
 export const SnapshotRecord = z.object({ v: z.literal(1), state: ProductStateSchema });
-
 
 export const ProductHeaderRecord = z.object({
   v: z.literal(1),

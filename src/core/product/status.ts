@@ -48,7 +48,13 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
         ...(s.budget.maxTotalTokens !== undefined ? { maxTotalTokens: s.budget.maxTotalTokens } : {}),
         ...(s.budget.maxDurationMs !== undefined ? { maxDurationMs: s.budget.maxDurationMs } : {}),
         tokenSource:
-          used === 0 ? "none" : s.usage.estimatedTokens === 0 ? "reported" : s.usage.estimatedTokens >= used ? "estimated" : "mixed",
+          used === 0
+            ? "none"
+            : s.usage.estimatedTokens === 0
+              ? "reported"
+              : s.usage.estimatedTokens >= used
+                ? "estimated"
+                : "mixed",
       },
       checkpoints: s.checkpoints.length,
       ...(last ? { lastCheckpointAt: last.at } : {}),
@@ -92,7 +98,8 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
       status.recovery = {
         cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
         resumable: false,
-        remediation: "Use that process, or wait until its lease expires (it stopped renewing) and then call product.resume.",
+        remediation:
+          "Use that process, or wait until its lease expires (it stopped renewing) and then call product.resume.",
       };
       return status;
     }
@@ -100,7 +107,8 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
       status.recovery = {
         cause: `The server process that drove this product (owner ${holder.owner}) is gone.`,
         resumable: true,
-        remediation: "Call product.resume to continue at once; tasks that were running will run again, completed ones are kept.",
+        remediation:
+          "Call product.resume to continue at once; tasks that were running will run again, completed ones are kept.",
       };
     }
     const drift = await this.drift();
@@ -174,15 +182,26 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
         remediation: "Answer with product.message; the task will then run again.",
       };
     }
-    if (s.phase === "planning" && this.loadedFromStore && !this.planningStarted && !s.plan && !s.pendingAsk && !s.planError) {
+    if (
+      s.phase === "planning" &&
+      this.loadedFromStore &&
+      !this.planningStarted &&
+      !s.plan &&
+      !s.pendingAsk &&
+      !s.planError
+    ) {
       return {
         cause: "Planning did not finish: the server that ran the leader's turn stopped.",
         resumable: true,
-        remediation: "Send product.message (e.g. \"plan again\") to ask the leader to plan.",
+        remediation: 'Send product.message (e.g. "plan again") to ask the leader to plan.',
       };
     }
     if (s.phase === "planning" && s.planError) {
-      return { cause: s.planError, resumable: true, remediation: "Send product.message to ask the leader to plan again." };
+      return {
+        cause: s.planError,
+        resumable: true,
+        remediation: "Send product.message to ask the leader to plan again.",
+      };
     }
     return undefined;
   }

@@ -338,7 +338,12 @@ export class ProductStore {
    * Writes a product's lease by compare-and-swap (`expectedRevision: null` = must not exist) and returns the new
    * revision. Throws `AuthorityConflict` when someone else wrote it first, `AuthorityFailure` when the write failed.
    */
-  async putLease(projectId: string, productId: string, lease: LeaseRecord, expectedRevision: number | null): Promise<number> {
+  async putLease(
+    projectId: string,
+    productId: string,
+    lease: LeaseRecord,
+    expectedRevision: number | null,
+  ): Promise<number> {
     const { revision } = await this.authority.put(projectId, "lease", productId, lease, expectedRevision);
     return revision;
   }
@@ -426,11 +431,17 @@ export class ProductStore {
     this.bytesSinceSnapshot.set(s.productId, 0);
     this.snapshotBytes.set(s.productId, jsonLength(value));
     const prune = this.authority.pruneEvents;
-    if (prune) await this.compact(model, (before, after) => prune.call(this.authority, s.projectId, productStream(s.productId), before, after));
+    if (prune)
+      await this.compact(model, (before, after) =>
+        prune.call(this.authority, s.projectId, productStream(s.productId), before, after),
+      );
   }
 
   /** Deletes the snapshots and events that neither the latest snapshot nor any kept checkpoint needs. */
-  private async compact(model: ProductModel, prune: (beforeSeq: number, afterSeq: number) => Promise<number>): Promise<void> {
+  private async compact(
+    model: ProductModel,
+    prune: (beforeSeq: number, afterSeq: number) => Promise<number>,
+  ): Promise<void> {
     const s = model.state;
     const seqs = (await this.authority.list(s.projectId, "snapshot", `${s.productId}/`))
       .map((info) => Number(info.id.slice(s.productId.length + 1)))
@@ -441,9 +452,7 @@ export class ProductStore {
       for (const candidate of seqs) if (candidate <= seq) base = candidate;
       return base;
     };
-    const needed = [...s.checkpoints]
-      .sort((a, b) => a.seq - b.seq)
-      .map((c) => ({ from: baseOf(c.seq), to: c.seq }));
+    const needed = [...s.checkpoints].sort((a, b) => a.seq - b.seq).map((c) => ({ from: baseOf(c.seq), to: c.seq }));
     const keepSnapshots = new Set([s.seq, ...needed.map((n) => n.from)]);
     for (const seq of seqs) {
       if (!keepSnapshots.has(seq)) await this.authority.delete(s.projectId, "snapshot", snapshotId(s.productId, seq));

@@ -104,11 +104,23 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
     const cwd = this.model.state.cwd;
     await iso.port.moveRef(cwd, pending.ref, pending.commit, null);
     let outcome = pendingOutcome(pending, await iso.port.readRef(cwd, integrationRef(this.productId)));
-    if (outcome === "notMoved" && (await iso.port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from))) {
+    if (
+      outcome === "notMoved" &&
+      (await iso.port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from))
+    ) {
       outcome = "moved";
     }
     if (outcome !== "moved") {
-      return [{ type: "attemptKept", taskId: pending.taskId, attempt: pending.attempt, commit: pending.commit, ref: pending.ref, files: [] }];
+      return [
+        {
+          type: "attemptKept",
+          taskId: pending.taskId,
+          attempt: pending.attempt,
+          commit: pending.commit,
+          ref: pending.ref,
+          files: [],
+        },
+      ];
     }
     const events: NewEvent[] = [this.integratedEvent(pending)];
     const task = this.task(pending.taskId);
@@ -116,14 +128,26 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       const done: TaskState = { ...task, status: "completed", output: pending.output, endedAt: this.now() };
       delete done.error;
       delete done.interruption;
-      if (done.workspace) done.workspace = { ...done.workspace, commit: pending.commit, changedFiles: pending.changedFiles };
-      events.push(pending.inputHash !== undefined ? { type: "task", task: done, inputHash: pending.inputHash } : { type: "task", task: done });
+      if (done.workspace)
+        done.workspace = { ...done.workspace, commit: pending.commit, changedFiles: pending.changedFiles };
+      events.push(
+        pending.inputHash !== undefined
+          ? { type: "task", task: done, inputHash: pending.inputHash }
+          : { type: "task", task: done },
+      );
     }
     return events;
   }
 
   private integratedEvent(p: PendingIntegration): NewEvent {
-    return { type: "taskIntegrated", taskId: p.taskId, attempt: p.attempt, commit: p.commit, head: p.to, changedFiles: p.changedFiles };
+    return {
+      type: "taskIntegrated",
+      taskId: p.taskId,
+      attempt: p.attempt,
+      commit: p.commit,
+      head: p.to,
+      changedFiles: p.changedFiles,
+    };
   }
 
   /** The worktree a new attempt of `taskId` gets (recorded with its `running` state before the worktree exists). */
@@ -167,17 +191,31 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
     const head = integration.head;
     let merge;
     try {
-      merge = await port.merge(cwd, head, captured.commit, mergeMessage(this.productId, `task ${task.taskId} (attempt ${task.attempts})`));
+      merge = await port.merge(
+        cwd,
+        head,
+        captured.commit,
+        mergeMessage(this.productId, `task ${task.taskId} (attempt ${task.attempts})`),
+      );
     } catch (err) {
       merge = { kind: "error" as const, error: message(err) };
     }
     if (merge.kind === "conflict" || merge.kind === "error") {
       await this.commit([
-        { type: "attemptKept", taskId: task.taskId, attempt: task.attempts, commit: captured.commit, ref: ws.branch, files: merge.kind === "conflict" ? merge.files : [] },
+        {
+          type: "attemptKept",
+          taskId: task.taskId,
+          attempt: task.attempts,
+          commit: captured.commit,
+          ref: ws.branch,
+          files: merge.kind === "conflict" ? merge.files : [],
+        },
       ]);
       await port.moveRef(cwd, ws.branch, captured.commit, null);
       const error =
-        merge.kind === "conflict" ? conflictError(merge.files) : `The task's commit could not be merged: ${merge.error}`;
+        merge.kind === "conflict"
+          ? conflictError(merge.files)
+          : `The task's commit could not be merged: ${merge.error}`;
       return { ok: false, error, workspace: withCommit };
     }
     const pending: PendingIntegration = {
@@ -195,8 +233,21 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
     await port.moveRef(cwd, ws.branch, captured.commit, null);
     if (!(await port.moveRef(cwd, integrationRef(this.productId), merge.commit, head))) {
       const files: string[] = [];
-      await this.commit([{ type: "attemptKept", taskId: task.taskId, attempt: task.attempts, commit: captured.commit, ref: ws.branch, files }]);
-      return { ok: false, error: `The integration branch ${integration.branch} moved while task ${task.taskId} was being merged; nothing was overwritten.`, workspace: withCommit };
+      await this.commit([
+        {
+          type: "attemptKept",
+          taskId: task.taskId,
+          attempt: task.attempts,
+          commit: captured.commit,
+          ref: ws.branch,
+          files,
+        },
+      ]);
+      return {
+        ok: false,
+        error: `The integration branch ${integration.branch} moved while task ${task.taskId} was being merged; nothing was overwritten.`,
+        workspace: withCommit,
+      };
     }
     return {
       ok: true,
@@ -218,7 +269,10 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       await port.release(this.model.state.cwd, ws.path, reuse ? { reuse: true } : undefined);
       if (reuse) this.parkedWorkspaces = true;
     } catch (err) {
-      this.ctx.logger.warn({ productId: this.productId, path: ws.path, err: message(err) }, "could not remove a worktree");
+      this.ctx.logger.warn(
+        { productId: this.productId, path: ws.path, err: message(err) },
+        "could not remove a worktree",
+      );
     }
   }
 
@@ -280,7 +334,10 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
   protected announceIntegrated(): void {
     const integration = this.model.state.integration;
     if (this.model.state.isolation !== "worktree" || !integration) return;
-    this.ctx.notifier.notify("product.integrated", { productId: this.productId, integration: integrationView(integration) });
+    this.ctx.notifier.notify("product.integrated", {
+      productId: this.productId,
+      integration: integrationView(integration),
+    });
   }
 
   /**

@@ -32,7 +32,10 @@ export const keptHeadRef = (productId: string, n: number): string => `${productR
  * a trailing `.lock`) become `_`. Ids are validated ids (no control characters) already.
  */
 export function refComponent(id: string): string {
-  let out = id.replace(/[\s~^:?*[\\\]@{}]/g, "_").replace(/\.\.+/g, "_").replace(/\/+/g, "_");
+  let out = id
+    .replace(/[\s~^:?*[\\\]@{}]/g, "_")
+    .replace(/\.\.+/g, "_")
+    .replace(/\/+/g, "_");
   if (out.startsWith(".")) out = `_${out.slice(1)}`;
   if (out.endsWith(".lock")) out = `${out.slice(0, -5)}_lock`;
   return out.slice(0, 200) || "_";
@@ -51,8 +54,13 @@ export interface IsolationChoice {
  * workspace that cannot host it runs `shared` with the reason (the product still runs). `merge` without a target
  * takes the branch checked out at confirmation; on a detached HEAD it falls back to `branch` mode with a reason.
  */
-export function chooseIsolation(productId: string, request: IsolationRequest | undefined, info: WorkspaceInfo): IsolationChoice {
-  if (request?.isolation === "shared") return { isolation: "shared", reason: "Shared isolation was requested: every task runs in cwd." };
+export function chooseIsolation(
+  productId: string,
+  request: IsolationRequest | undefined,
+  info: WorkspaceInfo,
+): IsolationChoice {
+  if (request?.isolation === "shared")
+    return { isolation: "shared", reason: "Shared isolation was requested: every task runs in cwd." };
   if (info.kind === "none") return { isolation: "shared", reason: info.reason };
   const mode = request?.integration?.mode ?? "branch";
   const target = request?.integration?.targetBranch ?? info.branch ?? undefined;
@@ -63,7 +71,8 @@ export function chooseIsolation(productId: string, request: IsolationRequest | u
       integration.mode = "branch";
       return {
         isolation: "worktree",
-        reason: "Integration mode merge needs a target branch and cwd has a detached HEAD; the result stays on the integration branch.",
+        reason:
+          "Integration mode merge needs a target branch and cwd has a detached HEAD; the result stays on the integration branch.",
         integration,
       };
     }
@@ -77,7 +86,11 @@ export function attemptBase(integration: IntegrationRecord): string {
 }
 
 /** The commit message of a task attempt: title, a short description, and the trailers `Product:`, `Task:`, `Attempt:`. */
-export function attemptMessage(productId: string, task: Pick<TaskState, "taskId" | "title" | "description">, attempt: number): string {
+export function attemptMessage(
+  productId: string,
+  task: Pick<TaskState, "taskId" | "title" | "description">,
+  attempt: number,
+): string {
   const title = task.title.replace(/\s+/g, " ").trim().slice(0, 200) || task.taskId;
   const body = task.description.trim().slice(0, 2_000);
   return `${title}\n\n${body ? `${body}\n\n` : ""}Product: ${productId}\nTask: ${task.taskId}\nAttempt: ${attempt}\n`;
@@ -100,7 +113,10 @@ export function conflictError(files: readonly string[]): string {
  * happened: record it), `notMoved` (redo the move from `from`), or `diverged` (someone else moved the branch: the
  * attempt fails, nothing is overwritten).
  */
-export function pendingOutcome(pending: PendingIntegration, observedHead: string | null): "moved" | "notMoved" | "diverged" {
+export function pendingOutcome(
+  pending: PendingIntegration,
+  observedHead: string | null,
+): "moved" | "notMoved" | "diverged" {
   if (observedHead === pending.to) return "moved";
   if (observedHead === pending.from) return "notMoved";
   return "diverged";

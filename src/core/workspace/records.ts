@@ -18,7 +18,9 @@ const RefName = z.string().min(1).max(1_000);
 /** What `product.plan` asked for; decided at confirmation. */
 export const IsolationRequest = z.object({
   isolation: Isolation.optional(),
-  integration: z.object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() }).optional(),
+  integration: z
+    .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
+    .optional(),
 });
 export type IsolationRequest = z.infer<typeof IsolationRequest>;
 
@@ -75,9 +77,24 @@ export const WorkspaceEvents = [
     changedFiles: Files,
   }),
   /** A conflicting (or otherwise failed) attempt's commit is kept under `ref` for inspection. */
-  z.object({ ...base, type: z.literal("attemptKept"), taskId: Id, attempt: Count, commit: CommitId, ref: RefName, files: Files }),
+  z.object({
+    ...base,
+    type: z.literal("attemptKept"),
+    taskId: Id,
+    attempt: Count,
+    commit: CommitId,
+    ref: RefName,
+    files: Files,
+  }),
   /** Rollback: the branch moves `from` → `to`; `from` stays reachable under `keptAs`; `merged` is the restored list. */
-  z.object({ ...base, type: z.literal("branchMoved"), from: CommitId, to: CommitId, keptAs: RefName, merged: z.array(Id) }),
+  z.object({
+    ...base,
+    type: z.literal("branchMoved"),
+    from: CommitId,
+    to: CommitId,
+    keptAs: RefName,
+    merged: z.array(Id),
+  }),
   z.object({
     ...base,
     type: z.literal("integrationEnded"),

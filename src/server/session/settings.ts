@@ -64,7 +64,9 @@ export function checkMode(modeId: string): ModeId {
 }
 
 function leaderValues(ctx: SettingsContext): { value: string; name: string; description: string }[] {
-  const values = [{ value: "heuristic", name: "Heuristic", description: "The built-in leader: plans from the goal's items." }];
+  const values = [
+    { value: "heuristic", name: "Heuristic", description: "The built-in leader: plans from the goal's items." },
+  ];
   for (const a of ctx.agents()) {
     if (ctx.nonLeaders.has(a.agentId)) continue;
     values.push({ value: a.agentId, name: a.name, description: `The ${a.name} agent (${a.role}) plans and leads.` });
@@ -116,7 +118,8 @@ export function configOptions(ctx: SettingsContext, config: SessionConfig): Sess
     {
       id: "isolation",
       name: "Isolation",
-      description: "worktree: each task attempt runs in its own git worktree; shared: every task runs in the workspace.",
+      description:
+        "worktree: each task attempt runs in its own git worktree; shared: every task runs in the workspace.",
       category: "_isolation",
       type: "select",
       currentValue: config.isolation,
@@ -132,7 +135,12 @@ export function configOptions(ctx: SettingsContext, config: SessionConfig): Sess
  * Applies `session/set_config_option`: returns the new config. Throws `-32602` for an unknown option id, a boolean
  * value, or a value that is not one of the option's values.
  */
-export function setConfig(ctx: SettingsContext, config: SessionConfig, configId: string, value: string | boolean): SessionConfig {
+export function setConfig(
+  ctx: SettingsContext,
+  config: SessionConfig,
+  configId: string,
+  value: string | boolean,
+): SessionConfig {
   const option = configOptions(ctx, config).find((o) => o.id === configId);
   if (!option) throw invalidParams([{ path: ["configId"], message: `must be one of ${CONFIG_IDS.join(", ")}` }]);
   const values = option.options.map((o) => o.value);

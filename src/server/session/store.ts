@@ -81,7 +81,13 @@ export class SessionStore {
   save(s: LiveSession): Promise<void> {
     const run = async (): Promise<void> => {
       s.record.updatedAt = this.now();
-      const { revision } = await this.authority.put(SESSION_PROJECT, "session", s.record.sessionId, s.record, s.revision);
+      const { revision } = await this.authority.put(
+        SESSION_PROJECT,
+        "session",
+        s.record.sessionId,
+        s.record,
+        s.revision,
+      );
       s.revision = revision;
     };
     const next = s.saving.then(run, run);

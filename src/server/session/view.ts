@@ -51,7 +51,6 @@ export function asMessage(text: string): string {
   return text.endsWith("\n\n") ? text : text.endsWith("\n") ? `${text}\n` : `${text}\n\n`;
 }
 
-
 export function taskOf(product: ProductOrchestrator, taskId: string): TaskState | undefined {
   const i = product.model.index.get(taskId);
   return i === undefined ? undefined : product.model.state.tasks[i];
@@ -106,22 +105,35 @@ export function toolText(task: TaskState): string | undefined {
     case "waiting":
       return `Waiting for an answer: ${task.question ?? "(no question given)"}`;
     case "pending":
-      return task.error && task.attempts > 0 ? `Attempt ${task.attempts} failed: ${task.error} It will run again.` : undefined;
+      return task.error && task.attempts > 0
+        ? `Attempt ${task.attempts} failed: ${task.error} It will run again.`
+        : undefined;
     default:
       return undefined;
   }
 }
 
 /** ACP plan entries: every task of the product (or of its proposed plan before confirmation), in plan order. */
-export function planEntries(product: ProductOrchestrator): { content: string; priority: "medium"; status: "pending" | "in_progress" | "completed" }[] {
+export function planEntries(
+  product: ProductOrchestrator,
+): { content: string; priority: "medium"; status: "pending" | "in_progress" | "completed" }[] {
   const state = product.model.state;
   const source: { title: string; status: TaskStatus }[] =
-    state.tasks.length > 0 ? state.tasks : (state.plan?.tasks ?? []).map((t) => ({ title: t.title, status: "pending" as const }));
+    state.tasks.length > 0
+      ? state.tasks
+      : (state.plan?.tasks ?? []).map((t) => ({ title: t.title, status: "pending" as const }));
   return source.map((t) => ({
     content:
-      t.status === "failed" || t.status === "skipped" || t.status === "cancelled" ? `${t.title} (${t.status})` : t.title,
+      t.status === "failed" || t.status === "skipped" || t.status === "cancelled"
+        ? `${t.title} (${t.status})`
+        : t.title,
     priority: "medium",
-    status: t.status === "running" ? "in_progress" : t.status === "pending" || t.status === "waiting" ? "pending" : "completed",
+    status:
+      t.status === "running"
+        ? "in_progress"
+        : t.status === "pending" || t.status === "waiting"
+          ? "pending"
+          : "completed",
   }));
 }
 
@@ -147,7 +159,9 @@ export function summaryOf(product: ProductOrchestrator): string {
     case "completed":
       return `Done: all ${total} ${total === 1 ? "task" : "tasks"} completed.`;
     case "failed": {
-      const failed = st.tasks.filter((t) => t.status !== "completed").map((t) => `${t.taskId} ${t.status}${t.error ? ` (${t.error})` : ""}`);
+      const failed = st.tasks
+        .filter((t) => t.status !== "completed")
+        .map((t) => `${t.taskId} ${t.status}${t.error ? ` (${t.error})` : ""}`);
       return `Finished with failures: ${done} of ${total} tasks completed; ${failed.join("; ")}.`;
     }
     case "paused":

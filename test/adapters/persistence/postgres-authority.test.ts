@@ -9,6 +9,7 @@ import { POSTGRES_SCHEMA_VERSION, PostgresAuthority } from "../../../src/adapter
 import { redact } from "../../../src/adapters/persistence/postgres-url.js";
 import { stateLocation } from "../../../src/adapters/persistence/open-store.js";
 import { AuthorityConflict, AuthorityFailure, type AuthorityChange } from "../../../src/core/ports.js";
+import { fleetWatches } from "../../../src/core/product/fleet.js";
 import { rejectionOf } from "../../support/fakes.js";
 import {
   adminQuery,
@@ -46,8 +47,29 @@ describePostgres("PostgresAuthority: migrations", () => {
   it("migrates once when many servers open a new database at the same time", async () => {
     const schema = freshSchema();
     await Promise.all(Array.from({ length: 5 }, () => open(schema)));
-    const rows = await adminQuery(`SELECT version FROM "${schema}".schema_version`);
-    expect(rows.rows).toEqual([{ version: POSTGRES_SCHEMA_VERSION }]);
+    const rows = await adminQuery(`SELECT version FROM "${schema}".schema_version ORDER BY version`);
+    // Every migration applied exactly once.
+    expect(rows.rows).toEqual(Array.from({ length: POSTGRES_SCHEMA_VERSION }, (_, i) => ({ version: i + 1 })));
+  });
+
+  it("compresses large values and events with lz4 (schema version 2)", async () => {
+    const a = await open();
+    const rows = await adminQuery(
+      `SELECT c.relname, a.attcompression FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+       JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = $1 AND ((c.relname = 'records' AND a.attname = 'value') OR (c.relname = 'events' AND a.attname = 'event'))
+       ORDER BY c.relname`,
+      [a.schema],
+    );
+    expect(rows.rows).toEqual([
+      { relname: "events", attcompression: "l" },
+      { relname: "records", attcompression: "l" },
+    ]);
+    const big = { tasks: Array.from({ length: 5_000 }, (_, i) => ({ taskId: `t${i}`, title: `Task ${i}` })) };
+    await a.put("p", "k", "big", big, null);
+    await a.appendEvents("p", "s", [big], 0);
+    expect((await a.get("p", "k", "big"))?.value).toEqual(big);
+    expect((await a.readEvents("p", "s", 0))[0]?.event).toEqual(big);
   });
 
   it("refuses a database written by a newer version, naming both versions", async () => {
@@ -134,6 +156,32 @@ describePostgres("PostgresAuthority: change feed", () => {
     await other.put("p", "k", "theirs", { n: 1 }, null);
     await eventually(() => changes.length >= 1, 10_000);
     expect(changes).toEqual([{ projectId: "p", kind: "k", id: "theirs" }]);
+  });
+
+  it("announces only the writes its announce option accepts; the others still commit and conflict-check", async () => {
+    const schema = freshSchema();
+    const owner = await open(schema);
+    const other = await open(schema, { announce: fleetWatches });
+    const changes: AuthorityChange[] = [];
+    owner.watch((c) => changes.push(c));
+    await owner.feedReady();
+    await other.put("p", "product", "prd_1", { n: 1 }, null);
+    await other.put("p", "product", "prd_1", { n: 2 }, 1);
+    await other.appendEvents("p", "product/prd_1", [{ e: 1 }], 0);
+    await other.appendEvents("p", "product/prd_1", [{ e: 2 }], 1);
+    await other.delete("p", "product", "prd_1");
+    await other.put("p", "control", "prd_1/r1", { n: 1 }, null);
+    await other.put("p", "lease", "prd_1", { n: 1 }, null);
+    await eventually(() => changes.length >= 2, 10_000);
+    expect(changes).toEqual([
+      { projectId: "p", kind: "control", id: "prd_1/r1" },
+      { projectId: "p", kind: "lease", id: "prd_1" },
+    ]);
+    expect((await owner.readEvents("p", "product/prd_1", 0)).map((e) => e.event)).toEqual([{ e: 1 }, { e: 2 }]);
+    expect(await rejectionOf(other.appendEvents("p", "product/prd_1", [{ e: 3 }], 1))).toBeInstanceOf(
+      AuthorityConflict,
+    );
+    expect(await rejectionOf(other.put("p", "lease", "prd_1", { n: 2 }, 7))).toBeInstanceOf(AuthorityConflict);
   });
 
   it("does not mix two schemas on one database", async () => {
