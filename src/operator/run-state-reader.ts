@@ -10,7 +10,7 @@
 import { randomUUID } from "node:crypto";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
 import type { ProductContext } from "../core/product/context.js";
-import { GoalService } from "../core/goal/coordinator.js";
+import { GoalService } from "../core/goal/service.js";
 import { ProductEvent, productStream } from "../core/product/records.js";
 import { ProductService } from "../core/product/service.js";
 import { ProductStore } from "../core/product/store.js";

@@ -18,7 +18,7 @@ import type { ParamsOf } from "../../protocol/methods.js";
 import { clientNotifications } from "../../protocol/methods.js";
 import { TerminalPhases } from "../../protocol/common.js";
 import { busy, DomainError, invalidPhase, isDomainError } from "../core/errors.js";
-import type { GoalService } from "../core/goal/coordinator.js";
+import type { GoalService } from "../core/goal/service.js";
 import type { ProductOrchestrator } from "../core/product/orchestrator.js";
 import type { ProductService } from "../core/product/service.js";
 import type { Clock, IdGenerator, Logger, RunStateAuthority, WorkspaceProbe } from "../core/ports.js";

@@ -11,7 +11,7 @@ import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
 import type { ParamsOf } from "../../protocol/methods.js";
 import type { ProductContext, ProductOptions } from "../core/product/context.js";
-import { GoalService } from "../core/goal/coordinator.js";
+import { GoalService } from "../core/goal/service.js";
 import { Fleet } from "../core/product/fleet.js";
 import { ProductService } from "../core/product/service.js";
 import { ProductStore } from "../core/product/store.js";

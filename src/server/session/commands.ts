@@ -9,7 +9,7 @@
  */
 import type { AvailableCommand } from "../../../protocol/acp.js";
 import { isDomainError } from "../../core/errors.js";
-import type { GoalService } from "../../core/goal/coordinator.js";
+import type { GoalService } from "../../core/goal/service.js";
 import type { ProductOrchestrator } from "../../core/product/orchestrator.js";
 import type { ProductService } from "../../core/product/service.js";
 

@@ -7,7 +7,7 @@
  * layer arms (safety checkpoints, lease heartbeats), never after a sleep.
  */
 import { describe, expect, it } from "vitest";
-import { GoalService } from "../../../src/core/goal/coordinator.js";
+import { GoalService } from "../../../src/core/goal/service.js";
 import { goalStream } from "../../../src/core/goal/records.js";
 import { isDomainError } from "../../../src/core/errors.js";
 import type { AssessResult } from "../../../src/core/ports.js";
