@@ -74,23 +74,6 @@ const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
-  {
-    // Large values (a 10,000-task plan or snapshot is megabytes of JSON) are compressed with lz4 instead of the
-    // default pglz, which costs about three times as much CPU per write (issue 14: 27 → 9 ms for a 1.6 MB value on
-    // this machine). PostgreSQL 12 and 13 have no per-column compression, and a server may be built without lz4:
-    // the statements are then skipped (dynamic SQL, so their errors are catchable) and pglz stays.
-    version: 2,
-    sql: `
-      DO $$
-      BEGIN
-        EXECUTE 'ALTER TABLE records ALTER COLUMN value SET COMPRESSION lz4';
-        EXECUTE 'ALTER TABLE events ALTER COLUMN event SET COMPRESSION lz4';
-      EXCEPTION WHEN syntax_error OR feature_not_supported OR invalid_parameter_value THEN
-        NULL;
-      END
-      $$;
-    `,
-  },
 ];
 
 /** The schema version this code writes and understands. */
@@ -101,6 +84,15 @@ export const DEFAULT_POSTGRES_SCHEMA = "acp_orchestrator";
 
 /** Arbitrary constant for `pg_advisory_xact_lock`: serialises migrations of every server on one database. */
 const MIGRATION_LOCK = 0x0ac9_0001;
+
+/**
+ * Run on every new pooled connection before its first query: large values (a 10,000-task plan or snapshot is
+ * megabytes of JSON) are compressed with lz4 instead of the default pglz, which costs about three times as much CPU per
+ * write (issue 14: 27 → 9 ms for a 1.6 MB value on this machine). A session setting, not a schema change, so stores
+ * stay readable by every version and no DDL lock is taken; where the server has no lz4 (PostgreSQL 12 and 13, or a
+ * build without it) the error is swallowed inside the block and pglz stays.
+ */
+const PREFER_LZ4 = `DO $$ BEGIN EXECUTE 'SET default_toast_compression = lz4'; EXCEPTION WHEN OTHERS THEN NULL; END $$`;
 
 /** `NOTIFY` channel of the change feed. */
 const CHANNEL = "acp_orchestrator_changes";
@@ -204,6 +196,9 @@ export class PostgresAuthority implements RunStateAuthority {
     });
     // An idle client that loses its connection must not crash the process: the next query fails instead.
     pool.on("error", () => undefined);
+    pool.on("connect", (client) => {
+      client.query(PREFER_LZ4).catch(() => undefined);
+    });
     const authority = new PostgresAuthority(connectionString, pool, schema, options);
     try {
       await authority.#migrate();

@@ -95,8 +95,12 @@ export class ProductLease {
   #queue: Promise<unknown> = Promise.resolve();
   /** Bumped by every acquire and release, so a heartbeat scheduled for an earlier holding does nothing. */
   #generation = 0;
-  /** The revision of the lease record this process last read and when (epoch ms) it first saw that revision. */
-  #seen: { revision: number; atMs: number } | null = null;
+  /**
+   * The lease record this process last read (its revision, owner and expiry: a released lease's record is deleted,
+   * so a later holding starts at revision 1 again and the revision alone does not name one holding) and when (epoch
+   * ms) it first saw it.
+   */
+  #seen: { key: string; atMs: number } | null = null;
 
   /**
    * `productId` names the lease record (`lease/<productId>`); a goal run's lease uses its goal run id (ids never
@@ -138,7 +142,8 @@ export class ProductLease {
   /** The holder as this process may believe it: expiry bounded by the lease's lifetime, liveness of its process. */
   private describe(lease: LeaseRecord, revision: number): LeaseHolder {
     const now = this.clock.now();
-    if (this.#seen?.revision !== revision) this.#seen = { revision, atMs: now };
+    const key = `${revision}\u0000${lease.owner}\u0000${lease.expiresAt}`;
+    if (this.#seen?.key !== key) this.#seen = { key, atMs: now };
     return describeLease(lease, {
       nowMs: now,
       seenAtMs: this.#seen.atMs,
@@ -257,12 +262,23 @@ export class ProductLease {
     this.#cancelHeartbeat = null;
   }
 
-  /** One renewal (inside `serial`): CAS on the held revision; a conflict or failure loses the lease. */
+  /**
+   * One renewal (inside `serial`): the record is read first and must still be this owner's at the held revision, then
+   * written by CAS on that revision; a conflict or failure loses the lease. The owner check matters because a lease
+   * record is deleted when released: after another server took the lease over and released it, a third one's new
+   * lease starts at revision 1 again, and a CAS on the revision alone would let a holder that was frozen since its own
+   * revision 1 overwrite a live owner's lease (guarantee 13). Only this process writes records naming its owner id,
+   * so a record that names it at the held revision is this holding's.
+   */
   private async renewInside(): Promise<void> {
     const revision = this.#revision;
     if (revision === null) return;
-    const now = this.clock.now();
     try {
+      const current = await this.store.readLease(this.projectId, this.productId);
+      if (current.revision !== revision || current.lease?.owner !== this.settings.owner) {
+        throw new AuthorityConflict(`${this.subject}'s lease is no longer this owner's.`);
+      }
+      const now = this.clock.now();
       this.#revision = await this.store.putLease(this.projectId, this.productId, this.value(now), revision);
       this.#expiresAtMs = now + this.settings.ttlMs;
       this.arm();
