@@ -79,8 +79,7 @@ export function createFramedTransport(
     gate: {
       blocked: () => writer.backlogExceeds(backlogLimit),
       unblocked: () => writer.whenWritable(backlogLimit),
-      allowance: () =>
-        Math.floor((backlogLimit - writer.backlogBytes) / Math.max(1, writer.recentFrameChars)),
+      allowance: () => Math.floor((backlogLimit - writer.backlogBytes) / Math.max(1, writer.recentFrameChars)),
     },
     reply: (message) => {
       writer.write(message).catch((error: unknown) => {

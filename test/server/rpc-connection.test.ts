@@ -451,7 +451,8 @@ describe("concurrency and cancellation", () => {
     let text = "";
     for (let id = 1; id <= n; id++) {
       text += `${JSON.stringify({ jsonrpc: "2.0", id, method: "test.fast", params: {} })}\n`;
-      if (id === 150) text += `${JSON.stringify({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: "s" } })}\n`;
+      if (id === 150)
+        text += `${JSON.stringify({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: "s" } })}\n`;
     }
     setImmediate(tick);
     h.send(text);

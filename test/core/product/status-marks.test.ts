@@ -66,7 +66,10 @@ function twoConnections(): { a: CountingAuthority; b: SqliteAuthority } {
   const a = new CountingAuthority(SqliteAuthority.open(file));
   const b = SqliteAuthority.open(file);
   cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-  cleanup.push(() => a.close(), () => b.close());
+  cleanup.push(
+    () => a.close(),
+    () => b.close(),
+  );
   return { a, b };
 }
 
