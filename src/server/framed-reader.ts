@@ -169,6 +169,11 @@ export class FramedMessageReader extends AbstractMessageReader {
       this.scanned = 0;
     }
     if (this.waiting) return;
+    // An answer to malformed input was held behind this batch's answers and no more input came: send it next turn.
+    if (this.deferredReplies.length > 0) {
+      this.wait(undefined, false);
+      return;
+    }
     if (this.endPending) this.finishEnd();
     else this.resumeInput();
   }
