@@ -179,7 +179,13 @@ export class RpcConnection {
   /** Running inbound requests by id, for `$/cancelRequest`, ACP `$/cancel_request` and `dispose()`. */
   private readonly active = new Map<string | number, InboundCancellation>();
   private readonly anonymous = new Set<InboundCancellation>();
-  /** Inbound requests received and not yet answered, by id key. */
+  /**
+   * Set for one turn after the first `initialize` is dispatched on an uninitialized connection: messages that arrive
+   * meanwhile (pipelined behind it in the same batch) wait for it, in order, so that an `initialize` answered within
+   * its turn counts for them, as when vscode-jsonrpc dispatched one message per turn.
+   */
+  private initializeTurn: Promise<void> | undefined;
+  /** Inbound requests received and not yet answered, by id key (counted on arrival). */
   private readonly unanswered = new Map<string, number>();
   private idleWaiters: (() => void)[] = [];
   /** Rejecters of outbound requests awaiting an answer, for when the input ends. */
@@ -437,8 +443,6 @@ export class RpcConnection {
    */
   private serveRequest(message: RequestMessage): void {
     const id = message.id;
-    const key = idKey(id);
-    this.unanswered.set(key, (this.unanswered.get(key) ?? 0) + 1);
     if (this.disposed) return;
     void this.dispatchRequest(message.method, message.params, id === null ? undefined : id).then((outcome) => {
       if (this.disposed) return;
@@ -594,13 +598,36 @@ export class RpcConnection {
       },
       listen: (callback) =>
         inner.listen((message) => {
-          if (Message.isRequest(message)) this.serveRequest(message);
-          else if (Message.isNotification(message) && !LIBRARY_NOTIFICATIONS.has(message.method)) {
-            this.serveNotification(message);
-          } else callback(message);
+          if (Message.isRequest(message)) {
+            const key = idKey(message.id);
+            this.unanswered.set(key, (this.unanswered.get(key) ?? 0) + 1);
+          }
+          const held = this.initializeTurn;
+          if (held === undefined) {
+            this.route(message, callback);
+            return;
+          }
+          // Behind a first `initialize` dispatched this turn: in order, once its handler had the turn to itself.
+          const next = held.then(() => this.route(message, callback));
+          this.initializeTurn = next;
+          void next.then(() => {
+            if (this.initializeTurn === next) this.initializeTurn = undefined;
+          });
         }),
       dispose: () => inner.dispose(),
     };
+  }
+
+  /** Dispatches one inbound message now: requests and notifications here, the rest to vscode-jsonrpc. */
+  private route(message: Message, callback: (message: Message) => void): void {
+    if (Message.isRequest(message)) {
+      this.serveRequest(message);
+      if (message.method === INITIALIZE && !this.initializedFlag && this.initializeTurn === undefined) {
+        this.initializeTurn = new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    } else if (Message.isNotification(message) && !LIBRARY_NOTIFICATIONS.has(message.method)) {
+      this.serveNotification(message);
+    } else callback(message);
   }
 
   /** Wraps the writer to see each response accepted, for `idle()`. */

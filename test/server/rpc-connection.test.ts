@@ -294,6 +294,21 @@ describe("initialize gate", () => {
     expect(seen).toEqual(["late"]);
   });
 
+  it("serves a request pipelined right behind initialize in the same batch as initialized", async () => {
+    const h = start();
+    // A first exchange lets the reader's batch grow past one message per turn.
+    expect((await h.call(1, "test.fast", {})).error?.code).toBe(-32600);
+    h.send(
+      `${JSON.stringify({ jsonrpc: "2.0", id: 2, method: "initialize", params: { protocolVersion: 1 } })}\n` +
+        `${JSON.stringify({ jsonrpc: "2.0", id: 3, method: "test.fast", params: {} })}\n`,
+    );
+    const replies = [await h.next(), await h.next()];
+    expect(replies).toEqual([
+      { jsonrpc: "2.0", id: 2, result: { protocolVersion: 1 } },
+      { jsonrpc: "2.0", id: 3, result: { fast: true } },
+    ]);
+  });
+
   it("serves other methods once initialize succeeded, and answers initialize again", async () => {
     const h = await initialized();
     expect((await h.call(1, "session/new", { cwd: "/w", mcpServers: [] })).result).toEqual({ sessionId: "ses_1" });
