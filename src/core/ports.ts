@@ -128,6 +128,14 @@ export interface RunStateAuthority {
    * Optional: a host authority has no such request (PROTOCOL.md section 7), so its streams are never compacted.
    */
   pruneEvents?(projectId: string, stream: string, beforeSeq: number, afterSeq?: number): Promise<number>;
+  /**
+   * A value that changes whenever anything may have been committed to the store since it was last taken, by any
+   * writer, this one included: two equal marks mean every read between them gives the same answer. Lets a reader
+   * keep what it read (the lease row and the event-stream head behind `product.status`, issue 16) until the mark
+   * moves. Cheap (SQLite: one `PRAGMA data_version`) and synchronous; throws `AuthorityFailure` when the store cannot
+   * be read. Optional: without it callers read every time.
+   */
+  changeMark?(): string;
   /** Every project id with at least one record; used by `product.list` without a `projectId`. Optional for hosts. */
   listProjects?(): Promise<string[]>;
   /**

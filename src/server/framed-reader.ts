@@ -15,6 +15,13 @@ import type { Framing, FramingDecision } from "./framing-decision.js";
 /** Bytes of undelivered input the reader buffers while it waits before it pauses its input stream (1 MiB). */
 const PAUSE_BUFFERED_BYTES = 1024 * 1024;
 
+/**
+ * Most messages handed over in one event-loop turn (issue 16: a turn per message made a burst of pipelined requests
+ * cost a turn each). The batch starts at one and doubles after each full turn up to this, and is never more than the
+ * gate's `allowance`, so input backpressure holds whatever size the answers are.
+ */
+export const MAX_MESSAGES_PER_TURN = 64;
+
 /** Longest `Content-Length` header block accepted before the framing is declared broken, in bytes. */
 const MAX_HEADER_BYTES = 8 * 1024;
 
@@ -37,6 +44,11 @@ export interface InputGate {
   blocked(): boolean;
   /** Resolves when delivery may go on. Never rejects. */
   unblocked(): Promise<void>;
+  /**
+   * How many more messages may be handed over before their answers are seen (at least 1 is always taken): the
+   * output's headroom divided by the size of a typical answer. Without it, one message per turn.
+   */
+  allowance?(): number;
 }
 
 /**
@@ -44,8 +56,10 @@ export interface InputGate {
  *
  * Lines may arrive split across chunks or many per chunk; a trailing `\r` is stripped and blank lines are skipped.
  * Malformed input is answered (`-32700`, `-32600`) and dropped; an oversize message is answered `-32600` and skipped
- * without being buffered. With a gate (see `createFramedTransport`), delivers at most one message per event-loop turn
- * and, while the gate is blocked, delivers nothing and pauses the input stream; an end of input seen meanwhile is
+ * without being buffered. With a gate (see `createFramedTransport`), delivers a batch of messages per event-loop turn
+ * (one at first, doubling after each full turn up to `MAX_MESSAGES_PER_TURN`, never more than the gate's
+ * `allowance`; back to one after the gate blocked) and, while the gate is blocked, delivers nothing and pauses the
+ * input stream, going on in the turn after it opens; an end of input seen meanwhile is
  * acted on only after every buffered message was delivered. Fires `onClose` when the input ends (a last unterminated
  * line is still delivered) and `onError` when the input stream errors. Does NOT close the input stream.
  */
@@ -61,8 +75,17 @@ export class FramedMessageReader extends AbstractMessageReader {
   private waiting = false;
   /** True while this reader holds the input stream paused. */
   private inputPaused = false;
-  /** Set by `handleText` when a message went to the callback (the cue to yield the event loop). */
+  /** Set by `handleText` when a message went to the callback (counted against the turn's batch). */
   private delivered = false;
+  /** Messages the next turn may hand over at most (before the gate's allowance); see `MAX_MESSAGES_PER_TURN`. */
+  private perTurn = 1;
+  /** Messages handed over in the current turn's batch. */
+  private handedThisTurn = 0;
+  /**
+   * Answers to malformed input met after messages of the same batch: sent at the start of the next turn, after the
+   * answers of those messages, so every answer keeps the input order a one-message-per-turn reader gave.
+   */
+  private deferredReplies: ResponseMessage[] = [];
   private disposed = false;
   // ndjson state
   private scanned = 0;
@@ -136,6 +159,7 @@ export class FramedMessageReader extends AbstractMessageReader {
   /** Delivers what is buffered until input runs out or delivery must wait; then acts on a pending end of input. */
   private pump(): void {
     if (this.disposed) return;
+    this.sendDeferredReplies();
     try {
       this.drain();
     } catch (error) {
@@ -145,19 +169,29 @@ export class FramedMessageReader extends AbstractMessageReader {
       this.scanned = 0;
     }
     if (this.waiting) return;
+    // An answer to malformed input was held behind this batch's answers and no more input came: send it next turn.
+    if (this.deferredReplies.length > 0) {
+      this.wait(undefined, false);
+      return;
+    }
     if (this.endPending) this.finishEnd();
     else this.resumeInput();
   }
 
-  /** Stops delivery until `until` settles, pausing the input when asked to or when enough is buffered. */
-  private wait(until: Promise<void>, pause: boolean): void {
+  /**
+   * Stops delivery until `until` settles and then one more turn has begun (so answers already under way are written
+   * before the next message is dispatched), pausing the input when asked to or when enough is buffered.
+   */
+  private wait(until: Promise<void> | undefined, pause: boolean): void {
     this.waiting = true;
     if (pause || this.queue.length >= PAUSE_BUFFERED_BYTES) this.pauseInput();
     const go = () => {
       this.waiting = false;
       this.pump();
     };
-    until.then(go, go);
+    const nextTurn = () => setImmediate(go);
+    if (until === undefined) nextTurn();
+    else until.then(nextTurn, nextTurn);
   }
 
   private pauseInput(): void {
@@ -180,6 +214,8 @@ export class FramedMessageReader extends AbstractMessageReader {
 
   private finishEnd(): void {
     if (this.ended) return;
+    this.sendDeferredReplies();
+    this.handedThisTurn = 0;
     this.endPending = false;
     this.ended = true;
     if (this.queue.length > 0) {
@@ -195,13 +231,16 @@ export class FramedMessageReader extends AbstractMessageReader {
 
   /**
    * Consumes complete messages from the queue until it holds none or delivery must wait: before each one while the
-   * gate is blocked (input paused until it opens), and after each delivered message (until the next event-loop turn,
-   * so the handler's answer reaches the writer's backlog before the gate is asked again).
+   * gate is blocked (input paused until it opens), and after this turn's batch (until the next event-loop turn, so
+   * the handlers' answers reach the writer's backlog before the gate is asked again).
    */
   private drain(): void {
     const gate = this.options.gate;
+    const batch = gate === undefined ? 0 : Math.max(1, Math.min(this.perTurn, gate.allowance?.() ?? 1));
+    this.handedThisTurn = 0;
     for (;;) {
       if (gate !== undefined && this.queue.length > 0 && gate.blocked()) {
+        this.perTurn = 1;
         this.wait(gate.unblocked(), true);
         return;
       }
@@ -212,8 +251,11 @@ export class FramedMessageReader extends AbstractMessageReader {
       } else if (this.mode === "content-length") {
         if (!this.nextFramedMessage()) return;
       }
-      if (gate !== undefined && this.delivered) {
-        this.wait(new Promise<void>((resolve) => setImmediate(resolve)), false);
+      if (gate === undefined) continue;
+      if (this.delivered) this.handedThisTurn += 1;
+      if (this.deferredReplies.length > 0 || this.handedThisTurn >= batch) {
+        if (this.handedThisTurn >= batch) this.perTurn = Math.min(MAX_MESSAGES_PER_TURN, this.perTurn * 2);
+        this.wait(undefined, false);
         return;
       }
     }
@@ -368,7 +410,13 @@ export class FramedMessageReader extends AbstractMessageReader {
   }
 
   private reply(code: number, id: string | number | null, message: string): void {
-    this.options.reply({ jsonrpc: "2.0", id, error: { code, message } });
+    const response: ResponseMessage = { jsonrpc: "2.0", id, error: { code, message } };
+    if (this.options.gate !== undefined && this.handedThisTurn > 0) this.deferredReplies.push(response);
+    else this.options.reply(response);
+  }
+
+  private sendDeferredReplies(): void {
+    for (const response of this.deferredReplies.splice(0)) this.options.reply(response);
   }
 }
 

@@ -36,8 +36,8 @@ interface QueuedFrame {
  * `Content-Length` header once that framing was detected. Writes go out in call order. Frames queued in the same turn
  * of the event loop are handed to `output` together, joined into one chunk of at most the output's high-water mark
  * (one system call for many small notifications instead of one each; a frame larger than that goes alone). While
- * `holdWhile`'s predicate says more answers are coming (the reader still has input messages to hand over, one per
- * turn), the batch is held for up to `MAX_HOLD_TURNS` further turns or until it reaches the high-water mark, so a
+ * `holdWhile`'s predicate says more answers are coming (the reader still has input messages to hand over in a
+ * later turn), the batch is held for up to `MAX_HOLD_TURNS` further turns or until it reaches the high-water mark, so a
  * burst of pipelined requests is answered in a few writes instead of one per request. A write's
  * promise resolves once `output` accepted its bytes (immediately, or after `'drain'` when `output.write` returned
  * false), so callers that await writes never buffer unboundedly; callers that do not await (notifications) can ask
@@ -60,6 +60,8 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
   private hold: (() => boolean) | undefined;
   /** Consecutive turns the current batch was held. */
   private holds = 0;
+  /** See `recentFrameChars`. */
+  private recentFrame = 0;
   private readonly onOutputError = (error: Error) => {
     this.failure ??= error;
     this.fireError(error, undefined, ++this.errorCount);
@@ -106,6 +108,8 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
       this.fireError(error, message, ++this.errorCount);
       return Promise.reject(error instanceof Error ? error : new Error(String(error)));
     }
+    // A slowly decaying maximum: one large frame counts for the next few dozen.
+    this.recentFrame = Math.max(frame.length, this.recentFrame - (this.recentFrame >> 4));
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ frame, resolve, reject });
       this.queuedChars += frame.length;
@@ -123,6 +127,15 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
    */
   get backlogBytes(): number {
     return this.queuedChars + this.output.writableLength;
+  }
+
+  /**
+   * The size of a large recent frame, in UTF-16 code units: the largest one written, decaying by a sixteenth with
+   * each later frame. The reader's gate divides the backlog headroom by it (how many more answers fit). 0 before
+   * the first write.
+   */
+  get recentFrameChars(): number {
+    return this.recentFrame;
   }
 
   /**

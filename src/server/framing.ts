@@ -57,8 +57,9 @@ export interface FramedTransport {
  * The reader answers malformed input itself through the writer (`-32700`, `-32600`) and hands only valid JSON-RPC 2.0
  * messages to its callback. Until the framing is detected, writes use newline-delimited JSON. Input backpressure:
  * before each message the reader checks the writer's backlog; above `maxOutputBacklogBytes` it pauses `input` and
- * resumes when the writer has drained to the limit, and it hands over one message per event-loop turn so that a
- * handler's answer is queued before the next message is considered. Order is kept and nothing is dropped; writes
+ * resumes when the writer has drained to the limit, and per event-loop turn it hands over no more messages than
+ * the answers of which fit below the limit (the headroom over the size of a large recent answer, at most
+ * `MAX_MESSAGES_PER_TURN`), so that their answers are queued before the next batch is considered. Order is kept and nothing is dropped; writes
  * themselves (answers, notifications, malformed-input errors) are never blocked. Does NOT start reading: call
  * `reader.listen` (the connection does). Does NOT end or destroy either stream.
  */
@@ -78,6 +79,7 @@ export function createFramedTransport(
     gate: {
       blocked: () => writer.backlogExceeds(backlogLimit),
       unblocked: () => writer.whenWritable(backlogLimit),
+      allowance: () => Math.floor((backlogLimit - writer.backlogBytes) / Math.max(1, writer.recentFrameChars)),
     },
     reply: (message) => {
       writer.write(message).catch((error: unknown) => {

@@ -9,19 +9,21 @@
  * write to stdout other than through the writer, and never let a handler's exception text reach the wire.
  */
 import {
+  CancellationReceiverStrategy,
   CancellationTokenSource,
   Message,
   ParameterStructures,
   ResponseError,
   createMessageConnection,
   type CancellationStrategy,
-  type CancellationToken,
   type Disposable,
   type Logger as JsonRpcLogger,
   type MessageConnection,
   type MessageReader,
   type MessageWriter,
+  type NotificationMessage,
   type RequestMessage,
+  type ResponseMessage,
 } from "vscode-jsonrpc/node";
 import type { z } from "zod";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
@@ -125,10 +127,23 @@ export class ConnectionClosedError extends Error {
 /** Method-name prefixes of standard ACP traffic, which never carries the extension prefix (PROTOCOL.md section 2). */
 const STANDARD_PREFIXES = ["session/", "fs/", "terminal/", "elicitation/", "$/"] as const;
 
-/** ACP's cancellation notification (vscode-jsonrpc's own `$/cancelRequest` is handled by the library). */
+/** ACP's cancellation notification. */
 const ACP_CANCEL_REQUEST = "$/cancel_request";
 /** vscode-jsonrpc's (LSP's) cancellation notification. */
 const LSP_CANCEL_REQUEST = "$/cancelRequest";
+
+/**
+ * Notifications left to vscode-jsonrpc's own handlers (progress of our outbound requests, trace lines); every other
+ * inbound request and notification is dispatched by `RpcConnection` itself as it arrives.
+ */
+const LIBRARY_NOTIFICATIONS: ReadonlySet<string> = new Set(["$/progress", "$/logTrace"]);
+
+/**
+ * Passed as vscode-jsonrpc's `maxParallelism`: any number makes the library resolve an inbound response as it arrives
+ * (in input order with the requests this connection dispatches) instead of queueing it for a later turn; this one
+ * is never reached, as the library's queue only ever holds `LIBRARY_NOTIFICATIONS`.
+ */
+const LIBRARY_PARALLELISM = 1_000_000;
 
 /** The one method allowed before the server is initialized. */
 const INITIALIZE = "initialize";
@@ -137,6 +152,10 @@ const INITIALIZE = "initialize";
  * A JSON-RPC connection that serves a method table (PROTOCOL.md sections 1-3) over any vscode-jsonrpc reader/writer.
  *
  * Lifecycle: construct, `handle(...)` every method, `listen()`, later `dispose()`. Requests are served concurrently.
+ * Inbound requests and notifications are dispatched by this class in the reader's callback, as each message arrives
+ * and in input order (issue 16: vscode-jsonrpc's own queue dispatches one message per `setImmediate`, so a burst of
+ * pipelined requests cost a turn each); vscode-jsonrpc keeps the outbound side, inbound responses, and the framing
+ * and message types. A handler's answer is written after every message it wrote before returning.
  * Shutdown when the input ends (`onClose`): stop the product layer, `abortInFlight()`, `await idle()` (every request
  * received is answered), `await flush()`, exit. After the input ended, requests already received are still answered,
  * notifications are dropped and server → client requests reject with `ConnectionClosedError`.
@@ -155,12 +174,18 @@ export class RpcConnection {
   private readonly requestHandlers = new Map<string, RequestHandler>();
   private readonly notificationSpecs = new Map<string, NotificationSpec>();
   private readonly notificationHandlers = new Map<string, NotificationHandler>();
-  /** Request id of each inbound request's cancellation token, recorded by the cancellation strategy. */
-  private readonly tokenRequestIds = new WeakMap<CancellationToken, string | number>();
-  /** Running inbound requests by id, for ACP `$/cancel_request` and `dispose()`. */
+  /** The writer every answer goes through (counts responses for `idle()`). */
+  private readonly output: MessageWriter;
+  /** Running inbound requests by id, for `$/cancelRequest`, ACP `$/cancel_request` and `dispose()`. */
   private readonly active = new Map<string | number, InboundCancellation>();
   private readonly anonymous = new Set<InboundCancellation>();
-  /** Inbound requests received (even if still queued in vscode-jsonrpc) and not yet answered, by id key. */
+  /**
+   * Set for one turn after the first `initialize` is dispatched on an uninitialized connection: messages that arrive
+   * meanwhile (pipelined behind it in the same batch) wait for it, in order, so that an `initialize` answered within
+   * its turn counts for them, as when vscode-jsonrpc dispatched one message per turn.
+   */
+  private initializeTurn: Promise<void> | undefined;
+  /** Inbound requests received and not yet answered, by id key (counted on arrival). */
   private readonly unanswered = new Map<string, number>();
   private idleWaiters: (() => void)[] = [];
   /** Rejecters of outbound requests awaiting an answer, for when the input ends. */
@@ -186,15 +211,8 @@ export class RpcConnection {
       }
     }
     const cancellationStrategy: CancellationStrategy = {
-      receiver: {
-        kind: "request",
-        createCancellationTokenSource: (request: RequestMessage) => {
-          const source = new CancellationTokenSource();
-          // Reading `token` now creates a token unique to this request (a lazily cancelled source shares one).
-          if (request.id !== null) this.tokenRequestIds.set(source.token, request.id);
-          return source;
-        },
-      },
+      // Inbound requests never reach the library (see `dispatchingReader`), so its receiver side is unused.
+      receiver: CancellationReceiverStrategy.Message,
       sender: {
         // One dialect per framing (PROTOCOL.md section 2): vscode-jsonrpc hosts speak Content-Length and
         // `$/cancelRequest`; ACP clients speak NDJSON and `$/cancel_request`.
@@ -208,17 +226,16 @@ export class RpcConnection {
         cleanup: () => {},
       },
     };
+    this.output = this.countingWriter(options.writer);
     this.connection = createMessageConnection(
-      this.countingReader(options.reader),
-      this.countingWriter(options.writer),
+      this.dispatchingReader(options.reader),
+      this.output,
       jsonRpcLogger(options.logger),
-      { cancellationStrategy },
+      { cancellationStrategy, maxParallelism: LIBRARY_PARALLELISM },
     );
     this.connection.onClose(() => {
       for (const close of [...this.outbound]) close();
     });
-    this.connection.onRequest((method, params, token) => this.dispatchRequest(method, params, token));
-    this.connection.onNotification((method, params) => this.dispatchNotification(method, params));
     this.connection.onError(([error, , count]) => {
       this.logger.warn({ err: error, count }, "JSON-RPC transport error");
     });
@@ -420,7 +437,42 @@ export class RpcConnection {
 
   // -------------------------------------------------------------------------------------------------------------
 
-  private async dispatchRequest(wireMethod: string, params: unknown, token: CancellationToken): Promise<unknown> {
+  /**
+   * Serves one inbound request as it arrives: runs `dispatchRequest` and writes its answer (a `ResponseError` as
+   * `error`, anything else as `result`, `undefined` as `null`). Nothing is answered after `dispose()`.
+   */
+  private serveRequest(message: RequestMessage): void {
+    const id = message.id;
+    if (this.disposed) return;
+    void this.dispatchRequest(message.method, message.params, id === null ? undefined : id).then((outcome) => {
+      if (this.disposed) return;
+      const response: ResponseMessage =
+        outcome instanceof ResponseError
+          ? { jsonrpc: "2.0", id, error: (outcome as ResponseError<unknown>).toJson() }
+          : { jsonrpc: "2.0", id, result: outcome === undefined ? null : (outcome as ResponseMessage["result"]) };
+      this.output.write(response).catch((error: unknown) => {
+        this.logger.debug({ err: error, method: message.method }, "Response not delivered");
+      });
+    });
+  }
+
+  /** Serves one inbound notification as it arrives; cancellations act on the running request they name. */
+  private serveNotification(message: NotificationMessage): void {
+    if (this.disposed) return;
+    if (message.method === LSP_CANCEL_REQUEST) {
+      const id = (message.params as { id?: unknown } | undefined)?.id;
+      if (typeof id === "string" || typeof id === "number") this.active.get(id)?.abort();
+      return;
+    }
+    void this.dispatchNotification(message.method, message.params);
+  }
+
+  /** Never rejects: every failure becomes the `ResponseError` to answer with. */
+  private async dispatchRequest(
+    wireMethod: string,
+    params: unknown,
+    requestId: string | number | undefined,
+  ): Promise<unknown> {
     const spec = this.requestSpecs.get(wireMethod);
     if (!this.initializedFlag && spec?.method !== INITIALIZE) return notInitialized();
     if (spec === undefined) return methodNotFound(wireMethod);
@@ -443,8 +495,7 @@ export class RpcConnection {
     }
     if (!parsed.success) return invalidParams(zodIssuesToWire(parsed.error));
 
-    const requestId = this.tokenRequestIds.get(token);
-    const cancellation = new InboundCancellation(token);
+    const cancellation = new InboundCancellation();
     const registered = this.track(requestId, cancellation);
     const method = spec.method;
     try {
@@ -460,7 +511,6 @@ export class RpcConnection {
     } catch (error) {
       return this.toResponseError(error, method, cancellation.aborted);
     } finally {
-      cancellation.dispose();
       registered();
     }
   }
@@ -531,8 +581,11 @@ export class RpcConnection {
     return internalError();
   }
 
-  /** Wraps the reader to count inbound requests as they arrive (before vscode-jsonrpc queues them). */
-  private countingReader(inner: MessageReader): MessageReader {
+  /**
+   * Wraps the reader so that inbound requests and notifications are dispatched here as they arrive; only responses
+   * (and `LIBRARY_NOTIFICATIONS`) go on to vscode-jsonrpc.
+   */
+  private dispatchingReader(inner: MessageReader): MessageReader {
     return {
       get onError() {
         return inner.onError;
@@ -549,10 +602,32 @@ export class RpcConnection {
             const key = idKey(message.id);
             this.unanswered.set(key, (this.unanswered.get(key) ?? 0) + 1);
           }
-          callback(message);
+          const held = this.initializeTurn;
+          if (held === undefined) {
+            this.route(message, callback);
+            return;
+          }
+          // Behind a first `initialize` dispatched this turn: in order, once its handler had the turn to itself.
+          const next = held.then(() => this.route(message, callback));
+          this.initializeTurn = next;
+          void next.then(() => {
+            if (this.initializeTurn === next) this.initializeTurn = undefined;
+          });
         }),
       dispose: () => inner.dispose(),
     };
+  }
+
+  /** Dispatches one inbound message now: requests and notifications here, the rest to vscode-jsonrpc. */
+  private route(message: Message, callback: (message: Message) => void): void {
+    if (Message.isRequest(message)) {
+      this.serveRequest(message);
+      if (message.method === INITIALIZE && !this.initializedFlag && this.initializeTurn === undefined) {
+        this.initializeTurn = new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    } else if (Message.isNotification(message) && !LIBRARY_NOTIFICATIONS.has(message.method)) {
+      this.serveNotification(message);
+    } else callback(message);
   }
 
   /** Wraps the writer to see each response accepted, for `idle()`. */
@@ -593,42 +668,31 @@ export class RpcConnection {
 }
 
 /**
- * The cancellation of one inbound request: aborted by ACP `$/cancel_request`, `abortInFlight()`/`dispose()` (`abort`)
- * or vscode-jsonrpc's `$/cancelRequest` (the token). Its `AbortController` is made only when the handler first reads
- * `signal` (issue 16, request path: most handlers never do), already aborted if a cancellation came first, so a
- * handler sees the same thing whenever it looks. `dispose` releases the token subscription; call it once the request
- * is answered.
+ * The cancellation of one inbound request: aborted by `$/cancelRequest`, ACP `$/cancel_request`, `abortInFlight()` or
+ * `dispose()`. Its `AbortController` is made only when the handler first reads `signal` (issue 16, request path:
+ * most handlers never do), already aborted if a cancellation came first, so a handler sees the same thing whenever it
+ * looks.
  */
 class InboundCancellation {
   private controller: AbortController | undefined;
-  private abortedEarly = false;
-  private subscription: Disposable | undefined;
-
-  constructor(private readonly token: CancellationToken) {}
+  private abortedFlag = false;
 
   get signal(): AbortSignal {
     if (this.controller === undefined) {
-      const controller = new AbortController();
-      this.controller = controller;
-      if (this.abortedEarly || this.token.isCancellationRequested) controller.abort();
-      else this.subscription = this.token.onCancellationRequested(() => controller.abort());
+      this.controller = new AbortController();
+      if (this.abortedFlag) this.controller.abort();
     }
     return this.controller.signal;
   }
 
   /** True once the request was cancelled, whether or not its handler looked at `signal`. */
   get aborted(): boolean {
-    return this.abortedEarly || this.token.isCancellationRequested || this.controller?.signal.aborted === true;
+    return this.abortedFlag;
   }
 
   abort(): void {
-    this.abortedEarly = true;
+    this.abortedFlag = true;
     this.controller?.abort();
-  }
-
-  dispose(): void {
-    this.subscription?.dispose();
-    this.subscription = undefined;
   }
 }
 

@@ -251,6 +251,19 @@ describe("maximum message size", () => {
     expect(t.received).toEqual([request(2)]);
   });
 
+  it("answers an oversize line that follows a message of the same chunk even when no more input comes", async () => {
+    const t = setup({ maxMessageBytes: 1024 });
+    // A first message alone lets the reader's batch grow past one, so the next two go in one turn.
+    t.input.write(line(request(0)));
+    await settle();
+    t.input.write(`${line(request(1))}${JSON.stringify(request(2, "a", { blob: "x".repeat(5000) }))}`);
+    await settle();
+    expect(t.received).toEqual([request(0), request(1)]);
+    expect(t.replies()).toEqual([
+      { jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringMatching(/maximum size/) } },
+    ]);
+  });
+
   it("answers an oversize Content-Length body with -32600 and skips exactly its bytes", async () => {
     const t = setup({ maxMessageBytes: 1024 });
     const body = JSON.stringify(request(1, "a", { blob: "x".repeat(5000) }));

@@ -294,6 +294,21 @@ describe("initialize gate", () => {
     expect(seen).toEqual(["late"]);
   });
 
+  it("serves a request pipelined right behind initialize in the same batch as initialized", async () => {
+    const h = start();
+    // A first exchange lets the reader's batch grow past one message per turn.
+    expect((await h.call(1, "test.fast", {})).error?.code).toBe(-32600);
+    h.send(
+      `${JSON.stringify({ jsonrpc: "2.0", id: 2, method: "initialize", params: { protocolVersion: 1 } })}\n` +
+        `${JSON.stringify({ jsonrpc: "2.0", id: 3, method: "test.fast", params: {} })}\n`,
+    );
+    const replies = [await h.next(), await h.next()];
+    expect(replies).toEqual([
+      { jsonrpc: "2.0", id: 2, result: { protocolVersion: 1 } },
+      { jsonrpc: "2.0", id: 3, result: { fast: true } },
+    ]);
+  });
+
   it("serves other methods once initialize succeeded, and answers initialize again", async () => {
     const h = await initialized();
     expect((await h.call(1, "session/new", { cwd: "/w", mcpServers: [] })).result).toEqual({ sessionId: "ses_1" });
@@ -424,6 +439,45 @@ describe("concurrency and cancellation", () => {
     expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 2, result: { fast: true } });
     h.released.resolve();
     expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 1, result: { cancelled: false } });
+  });
+
+  // Issue 16: vscode-jsonrpc's queue dispatched one message per setImmediate and the reader handed one per turn, so
+  // a burst of N pipelined requests took 2N turns. Now the connection dispatches as messages arrive, a batch a turn.
+  it("dispatches a burst of pipelined requests in far fewer event-loop turns than requests, in input order", async () => {
+    const h = start({ register: false });
+    let turn = 0;
+    let ticking = true;
+    const tick = () => {
+      turn += 1;
+      if (ticking) setImmediate(tick);
+    };
+    const dispatched: { id: unknown; turn: number }[] = [];
+    h.connection.handle(initialize, () => Promise.resolve({ protocolVersion: 1 }));
+    h.connection.handle(fast, (_params, ctx) => {
+      dispatched.push({ id: ctx.requestId, turn });
+      return Promise.resolve({ fast: true as const });
+    });
+    const seen: string[] = [];
+    h.connection.handleNotification(sessionCancel, (params) => {
+      seen.push(`${params.sessionId}@${dispatched.length}`);
+    });
+    await h.call(0, "initialize", { protocolVersion: 1 });
+    const n = 300;
+    let text = "";
+    for (let id = 1; id <= n; id++) {
+      text += `${JSON.stringify({ jsonrpc: "2.0", id, method: "test.fast", params: {} })}\n`;
+      if (id === 150)
+        text += `${JSON.stringify({ jsonrpc: "2.0", method: "session/cancel", params: { sessionId: "s" } })}\n`;
+    }
+    setImmediate(tick);
+    h.send(text);
+    const answers: Wire[] = [];
+    for (let i = 0; i < n; i++) answers.push(await h.next());
+    ticking = false;
+    expect(answers.map((a) => a.id)).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+    expect(dispatched.map((d) => d.id)).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+    expect(seen).toEqual(["s@150"]);
+    expect(new Set(dispatched.map((d) => d.turn)).size).toBeLessThanOrEqual(n / 10);
   });
 
   it("aborts the handler's signal on vscode-jsonrpc $/cancelRequest", async () => {

@@ -125,6 +125,21 @@ export class DelegatingAuthority implements RunStateAuthority {
     return () => (this.#closed ? Promise.reject(closedError("listProjects")) : listProjects.call(backend));
   }
 
+  /**
+   * The current backend's `changeMark`, bound to it and prefixed with the backend's index (a switch moves the mark);
+   * `undefined` when that backend has none.
+   */
+  get changeMark(): (() => string) | undefined {
+    const backend = this.#current;
+    const changeMark = backend.changeMark;
+    if (changeMark === undefined) return undefined;
+    const index = this.#backends.indexOf(backend);
+    return () => {
+      if (this.#closed) throw closedError("changeMark");
+      return `${index}/${changeMark.call(backend)}`;
+    };
+  }
+
   /** The current backend's change feed (`watch`), bound to it; `undefined` when that backend has none. */
   get watch(): ((listener: (change: AuthorityChange) => void) => () => void) | undefined {
     const backend = this.#current;

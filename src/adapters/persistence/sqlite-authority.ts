@@ -171,6 +171,8 @@ export class SqliteAuthority implements RunStateAuthority {
   readonly #heads = new Map<string, number>();
   #headsVersion: unknown = undefined;
   readonly #dataVersion: Database.Statement<[], unknown>;
+  /** Writes attempted through this connection (its own commits do not move `PRAGMA data_version`); see `changeMark`. */
+  #writes = 0;
 
   private constructor(
     /** Absolute path of the database file (or `:memory:`). */
@@ -411,6 +413,14 @@ export class SqliteAuthority implements RunStateAuthority {
     });
   }
 
+  /**
+   * `PRAGMA data_version` (moved by every commit of another connection, other processes' included) and the number of
+   * writes through this connection: equal marks mean nothing was committed in between. Never writes.
+   */
+  changeMark(): string {
+    return this.#run("changeMark", () => `${String(this.#dataVersion.get())}:${this.#writes}`);
+  }
+
   /** Project ids that hold at least one record (event streams alone do not count), in code-point order. Never writes. */
   async listProjects(): Promise<string[]> {
     return this.#run("listProjects", () => this.#statements.listProjects.all());
@@ -443,6 +453,7 @@ export class SqliteAuthority implements RunStateAuthority {
    * next restart, so it fails, and so does every later write of this connection.
    */
   #write<T>(op: string, work: () => T): T {
+    this.#writes += 1;
     if (this.#lostFile) throw this.#lostFile;
     this.#checkIdentity(op);
     const result = this.#run(op, work);

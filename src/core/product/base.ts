@@ -315,10 +315,11 @@ export abstract class OrchestratorBase {
   /**
    * Applies events other processes appended since this model was read (only while this instance drives nothing, so
    * it never races its own writes). Read-only; invalid events are skipped and counted in `dropped` (guarantee 4).
+   * `mark`: the store's `changeMark()` taken before the call (see `ProductStore.catchUp`).
    */
-  protected async catchUpNow(): Promise<void> {
+  protected async catchUpNow(mark?: string): Promise<void> {
     if (this.driving || this.running.size > 0) return;
-    const { dropped, invalid } = await this.ctx.store.catchUp(this.model);
+    const { dropped, invalid } = await this.ctx.store.catchUp(this.model, mark);
     this.dropped += dropped;
     this.lost += dropped;
     if (invalid !== undefined) this.invalid ??= invalid;

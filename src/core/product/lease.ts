@@ -133,9 +133,12 @@ export class ProductLease {
     return this.#revision !== null && this.clock.now() < this.#expiresAtMs;
   }
 
-  /** Reads the current holder of the lease, or `null` when there is none (or the record does not parse). Never writes. */
-  async holder(): Promise<LeaseHolder | null> {
-    const { lease, revision } = await this.store.readLease(this.projectId, this.productId);
+  /**
+   * Reads the current holder of the lease, or `null` when there is none (or the record does not parse). With `mark`
+   * (the store's `changeMark()`), a read at an unchanged mark may be answered from memory. Never writes.
+   */
+  async holder(mark?: string): Promise<LeaseHolder | null> {
+    const { lease, revision } = await this.store.readLease(this.projectId, this.productId, mark);
     return lease && revision !== null ? this.describe(lease, revision) : null;
   }
 

@@ -84,11 +84,13 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
    * an explicit `product.resume` (`recovery.needsExplicitResume`). Never writes (guarantee 3).
    */
   async inspect(): Promise<Record<string, unknown>> {
-    if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow());
+    // One look at whether the store changed serves both reads below (issue 16): while it did not, neither is repeated.
+    const mark = this.ctx.store.changeMark();
+    if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow(mark));
     const status = this.status();
     const phase = this.model.state.phase;
     // Guarantee 13: who holds the lease, until when, and whether that owner is live (PROTOCOL.md section 5, Owner).
-    const holder = await this.lease.holder();
+    const holder = await this.lease.holder(mark);
     if (holder) status.owner = { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
     if (this.lost > 0 || this.invalid !== undefined || this.driving || (phase !== "executing" && phase !== "paused")) {

@@ -81,7 +81,26 @@ function jsonLength(value: unknown): number {
   return JSON.stringify(value)?.length ?? 0;
 }
 
+/** What `readLease` answers. */
+export interface LeaseRead {
+  lease: LeaseRecord | null;
+  revision: number | null;
+  invalid: boolean;
+}
+
+/** Lease reads kept per change mark (see `readLease`); past this many the whole set is dropped. */
+const MAX_KEPT_LEASE_READS = 1024;
+
+function copyLeaseRead(read: LeaseRead): LeaseRead {
+  return { lease: read.lease ? { ...read.lease } : null, revision: read.revision, invalid: read.invalid };
+}
+
 export class ProductStore {
+  /** Where each model's last `catchUp` with a change mark left it (issue 16: skip the read while nothing changed). */
+  private readonly caughtUp = new WeakMap<ProductModel, { mark: string; seq: number }>();
+  /** The last lease read of each product with the change mark it was read at (`readLease`). */
+  private readonly leaseReads = new Map<string, { mark: string; read: LeaseRead }>();
+
   constructor(
     private readonly authority: RunStateAuthority,
     private readonly checkpointHistory: number,
@@ -303,15 +322,30 @@ export class ProductStore {
    * invalid ones are skipped and counted, as in `load`; events compacted away meanwhile are taken from the snapshot
    * that covers them). When anything new was found, the cached header and snapshot revisions of the product are
    * forgotten, since their writers may have changed them too. Never writes. Returns how many events were applied
-   * and dropped, and the rule the state now breaks as a whole, if any (guarantee 15).
+   * and dropped, and the rule the state now breaks as a whole, if any (guarantee 15). With `mark` (`changeMark()`,
+   * taken before the call): when the last catch-up of this model was at the same mark and left it at the sequence
+   * number it has now, nothing can have been appended since, so the authority is not read and the state is not
+   * checked again (issue 16): `invalid` is then absent, the earlier call having reported it.
    */
-  async catchUp(model: ProductModel): Promise<{ applied: number; dropped: number; invalid?: string }> {
+  async catchUp(model: ProductModel, mark?: string): Promise<{ applied: number; dropped: number; invalid?: string }> {
     const s = model.state;
     const before = s.seq;
-    const { dropped, events } = await this.readInto(model, s.projectId, s.productId);
-    if (events > 0 || model.state.seq !== before) this.forgetRevisions(model.state.productId);
-    const invalid = checkProductState(model.state, model.state.productId);
-    return { applied: events, dropped, ...(invalid !== undefined ? { invalid } : {}) };
+    const last = mark === undefined ? undefined : this.caughtUp.get(model);
+    if (last === undefined || last.mark !== mark || last.seq !== before) {
+      const { dropped, events } = await this.readInto(model, s.projectId, s.productId);
+      if (events > 0 || model.state.seq !== before) this.forgetRevisions(model.state.productId);
+      if (mark !== undefined) this.caughtUp.set(model, { mark, seq: model.state.seq });
+      const invalid = checkProductState(model.state, model.state.productId);
+      return { applied: events, dropped, ...(invalid !== undefined ? { invalid } : {}) };
+    }
+    // The state is the one the last catch-up checked as a whole (only events change its structure, and they move the
+    // sequence number), and that verdict was returned then.
+    return { applied: 0, dropped: 0 };
+  }
+
+  /** The authority's `changeMark` now, `undefined` when it has none (then `catchUp` and `readLease` always read). */
+  changeMark(): string | undefined {
+    return this.authority.changeMark?.();
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -320,18 +354,29 @@ export class ProductStore {
   /**
    * Reads a product's lease. `lease` is `null` when there is no record or when the record does not parse (an invalid
    * lease proves no live owner; `invalid` says which); `revision` is the record's revision either way, for a CAS
-   * take-over. Never writes.
+   * take-over. Never writes. With `mark` (`changeMark()`, taken before the call), a read of the same product at the
+   * same mark is answered from memory (nothing was committed since; issue 16); without one the authority is read.
    */
-  async readLease(
-    projectId: string,
-    productId: string,
-  ): Promise<{ lease: LeaseRecord | null; revision: number | null; invalid: boolean }> {
+  async readLease(projectId: string, productId: string, mark?: string): Promise<LeaseRead> {
+    const key = `${projectId}\u0000${productId}`;
+    if (mark !== undefined) {
+      const kept = this.leaseReads.get(key);
+      if (kept !== undefined && kept.mark === mark) return copyLeaseRead(kept.read);
+    }
     const rec = await this.authority.get(projectId, "lease", productId);
-    if (!rec) return { lease: null, revision: null, invalid: false };
-    const parsed = LeaseRecord.safeParse(rec.value);
-    return parsed.success
-      ? { lease: parsed.data, revision: rec.revision, invalid: false }
-      : { lease: null, revision: rec.revision, invalid: true };
+    let read: LeaseRead;
+    if (!rec) read = { lease: null, revision: null, invalid: false };
+    else {
+      const parsed = LeaseRecord.safeParse(rec.value);
+      read = parsed.success
+        ? { lease: parsed.data, revision: rec.revision, invalid: false }
+        : { lease: null, revision: rec.revision, invalid: true };
+    }
+    if (mark !== undefined) {
+      if (this.leaseReads.size >= MAX_KEPT_LEASE_READS) this.leaseReads.clear();
+      this.leaseReads.set(key, { mark, read: copyLeaseRead(read) });
+    } else this.leaseReads.delete(key);
+    return read;
   }
 
   /**

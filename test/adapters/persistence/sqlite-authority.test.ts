@@ -191,6 +191,23 @@ describe("two connections on one file", () => {
     expect(await a.readEvents("p", "s", 2)).toEqual([{ seq: 3, event: { n: 3 } }]);
   });
 
+  // changeMark is what product.status keeps its lease row and catch-up by (issue 16): it must move with every commit.
+  it("move the change mark with a commit of the other, a plain SQL writer, or their own write, and only then", async () => {
+    const a = open();
+    const b = open();
+    const first = a.changeMark();
+    expect(a.changeMark()).toBe(first);
+    await b.put("p", "lease", "prd_1", { owner: "b" }, null);
+    const second = a.changeMark();
+    expect(second).not.toBe(first);
+    raw().prepare("UPDATE records SET revision = revision WHERE 0").run();
+    raw().prepare("INSERT INTO events (project_id, stream, seq, event) VALUES ('p', 's', 1, '{}')").run();
+    const third = a.changeMark();
+    expect(third).not.toBe(second);
+    await a.put("p", "lease", "prd_2", { owner: "a" }, null);
+    expect(a.changeMark()).not.toBe(third);
+  });
+
   it("see their own appends and deletions after an empty tail was read", async () => {
     const a = open();
     expect(await a.readEvents("p", "s", 0)).toEqual([]);
