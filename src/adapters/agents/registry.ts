@@ -14,6 +14,7 @@ import { fileURLToPath, pathToFileURL } from "node:url";
 import { z } from "zod";
 import { Id } from "../../../protocol/common.js";
 import type { AgentDirectory, AgentInfo } from "../../core/ports.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 /** Name of the config file looked up in the workspace when no `--config FILE` is given. */
 export const AGENT_CONFIG_FILE_NAME = "acp-orchestrator.json";
@@ -22,46 +23,45 @@ export const AGENT_CONFIG_FILE_NAME = "acp-orchestrator.json";
 export const BUILTIN_WORKER_AGENT_ID = "builtin-worker";
 
 /** One `agents[]` entry of the config file: an ACP agent started as `command args…` with `env` added. */
-export const AgentConfigEntry = z
-  .object({
-    agentId: Id,
-    /** Display name; defaults to the agent id. */
-    name: z.string().min(1).max(200).optional(),
-    /** Role in a team, e.g. `worker`, `leader`, `reviewer`; defaults to `worker`. */
-    role: z.string().min(1).max(200).default("worker"),
-    /** Executable to start. A path starting with `./` or `../` is resolved against the config file's folder. */
-    command: z.string().min(1),
-    args: z.array(z.string()).default([]),
-    /** Environment variables added to the orchestrator's own environment for this agent. */
-    env: z.record(z.string(), z.string()).default({}),
-    /** Free-form hints for the leader's assignment, e.g. `["typescript", "tests"]`. */
-    strengths: z.array(z.string().min(1).max(200)).default([]),
-    /**
-     * ACP authentication: when the agent advertises auth methods in `initialize`, the client calls `authenticate`
-     * with this `methodId` before opening a session (issue 11). Absent: no `authenticate` call.
-     */
-    auth: z.object({ methodId: z.string().min(1).max(200) }).strict().optional(),
-  })
-  .strict();
+export const AgentConfigEntry = lazySchema(
+  () =>
+    z
+      .object({
+        agentId: Id,
+        /** Display name; defaults to the agent id. */
+        name: z.string().min(1).max(200).optional(),
+        /** Role in a team, e.g. `worker`, `leader`, `reviewer`; defaults to `worker`. */
+        role: z.string().min(1).max(200).default("worker"),
+        /** Executable to start. A path starting with `./` or `../` is resolved against the config file's folder. */
+        command: z.string().min(1),
+        args: z.array(z.string()).default([]),
+        /** Environment variables added to the orchestrator's own environment for this agent. */
+        env: z.record(z.string(), z.string()).default({}),
+        /** Free-form hints for the leader's assignment, e.g. `["typescript", "tests"]`. */
+        strengths: z.array(z.string().min(1).max(200)).default([]),
+        /**
+         * ACP authentication: when the agent advertises auth methods in `initialize`, the client calls `authenticate`
+         * with this `methodId` before opening a session (issue 11). Absent: no `authenticate` call.
+         */
+        auth: z
+          .object({ methodId: z.string().min(1).max(200) })
+          .strict()
+          .optional(),
+      })
+      .strict(),
+  "AgentConfigEntry",
+);
 export type AgentConfigEntry = z.infer<typeof AgentConfigEntry>;
 
 /** One answer to a worker's `session/request_permission`: pick a reject option (`deny`) or an allow option (`allow`). */
-export const PermissionDecision = z.enum(["deny", "allow"]);
+export const PermissionDecision = lazySchema(() => z.enum(["deny", "allow"]), "PermissionDecision");
 export type PermissionDecision = z.infer<typeof PermissionDecision>;
 
 /** ACP v1 tool kinds (`ToolKind`); a permission request without a kind counts as `other`. */
-export const PermissionToolKind = z.enum([
-  "read",
-  "edit",
-  "delete",
-  "move",
-  "search",
-  "execute",
-  "think",
-  "fetch",
-  "switch_mode",
-  "other",
-]);
+export const PermissionToolKind = lazySchema(
+  () => z.enum(["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]),
+  "PermissionToolKind",
+);
 export type PermissionToolKind = z.infer<typeof PermissionToolKind>;
 
 /**
@@ -69,17 +69,21 @@ export type PermissionToolKind = z.infer<typeof PermissionToolKind>;
  * can answer it: `"deny"` (the default), `"allow"`, or per-tool-kind rules, e.g.
  * `{"default": "deny", "rules": {"read": "allow", "edit": "deny"}}` (a kind without a rule gets `default`).
  */
-export const PermissionPolicy = z.union(
-  [
-    PermissionDecision,
-    z
-      .object({
-        default: PermissionDecision.default("deny"),
-        rules: z.partialRecord(PermissionToolKind, PermissionDecision).default({}),
-      })
-      .strict(),
-  ],
-  { error: 'must be "deny", "allow", or {"default": "deny"|"allow", "rules": {<tool kind>: "deny"|"allow"}}' },
+export const PermissionPolicy = lazySchema(
+  () =>
+    z.union(
+      [
+        PermissionDecision,
+        z
+          .object({
+            default: PermissionDecision.default("deny"),
+            rules: z.partialRecord(PermissionToolKind, PermissionDecision).default({}),
+          })
+          .strict(),
+      ],
+      { error: 'must be "deny", "allow", or {"default": "deny"|"allow", "rules": {<tool kind>: "deny"|"allow"}}' },
+    ),
+  "PermissionPolicy",
 );
 export type PermissionPolicy = z.infer<typeof PermissionPolicy>;
 
@@ -101,56 +105,60 @@ export function permissionDecision(policy: PermissionPolicy, kind: string | null
  * the composition root (`leader`: default leader agent id; `maxParallelTasks`; `taskTimeoutMs`: per task attempt, ms;
  * `permissions`: worker permission policy).
  */
-export const AgentConfigFile = z
-  .object({
-    $schema: z.string().optional(),
-    agents: z
-      .array(AgentConfigEntry)
-      .superRefine((agents, ctx) => {
-        const seen = new Set<string>();
-        agents.forEach((agent, index) => {
-          if (agent.agentId === BUILTIN_WORKER_AGENT_ID) {
-            ctx.addIssue({
-              code: "custom",
-              path: [index, "agentId"],
-              message: `"${BUILTIN_WORKER_AGENT_ID}" is reserved for the built-in worker`,
+export const AgentConfigFile = lazySchema(
+  () =>
+    z
+      .object({
+        $schema: z.string().optional(),
+        agents: z
+          .array(AgentConfigEntry)
+          .superRefine((agents, ctx) => {
+            const seen = new Set<string>();
+            agents.forEach((agent, index) => {
+              if (agent.agentId === BUILTIN_WORKER_AGENT_ID) {
+                ctx.addIssue({
+                  code: "custom",
+                  path: [index, "agentId"],
+                  message: `"${BUILTIN_WORKER_AGENT_ID}" is reserved for the built-in worker`,
+                });
+              } else if (seen.has(agent.agentId)) {
+                ctx.addIssue({
+                  code: "custom",
+                  path: [index, "agentId"],
+                  message: `duplicate agent id "${agent.agentId}"`,
+                });
+              }
+              seen.add(agent.agentId);
             });
-          } else if (seen.has(agent.agentId)) {
-            ctx.addIssue({
-              code: "custom",
-              path: [index, "agentId"],
-              message: `duplicate agent id "${agent.agentId}"`,
-            });
-          }
-          seen.add(agent.agentId);
-        });
+          })
+          .default([]),
+        leader: Id.optional(),
+        maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
+        taskTimeoutMs: z
+          .number()
+          .int()
+          .min(1)
+          .max(7 * 24 * 3_600_000)
+          .optional(),
+        /** Wall-time limit of starting a worker (spawn, `initialize`, `authenticate`, `session/new`), ms. Default 60 s. */
+        startTimeoutMs: z
+          .number()
+          .int()
+          .min(1)
+          .max(24 * 3_600_000)
+          .optional(),
+        permissions: PermissionPolicy.optional(),
+        /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
+        isolation: z.enum(["worktree", "shared"]).optional(),
+        /** Default integration of products whose `product.plan` does not say. */
+        integration: z
+          .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
+          .strict()
+          .optional(),
       })
-      .default([]),
-    leader: Id.optional(),
-    maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
-    taskTimeoutMs: z
-      .number()
-      .int()
-      .min(1)
-      .max(7 * 24 * 3_600_000)
-      .optional(),
-    /** Wall-time limit of starting a worker (spawn, `initialize`, `authenticate`, `session/new`), ms. Default 60 s. */
-    startTimeoutMs: z
-      .number()
-      .int()
-      .min(1)
-      .max(24 * 3_600_000)
-      .optional(),
-    permissions: PermissionPolicy.optional(),
-    /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
-    isolation: z.enum(["worktree", "shared"]).optional(),
-    /** Default integration of products whose `product.plan` does not say. */
-    integration: z
-      .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
-      .strict()
-      .optional(),
-  })
-  .strict();
+      .strict(),
+  "AgentConfigFile",
+);
 export type AgentConfig = z.infer<typeof AgentConfigFile>;
 
 /** A config file that cannot be read, is not JSON, or does not match `AgentConfigFile`. The message names the file. */
