@@ -7,7 +7,7 @@
  * does. The one exception is `InitializeResult`, which describes exactly the answer PROTOCOL.md section 4 fixes.
  * This file must never import anything but zod and the shared shapes of common.ts.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { AbsolutePath } from "./common.js";
 import { lazySchema } from "./lazy-schema.js";
 

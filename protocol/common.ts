@@ -4,7 +4,7 @@
  * These zod schemas are the single source of truth: the core, the server and the generated JSON Schema all take
  * their types from here through `z.infer`. This file must never import anything but zod.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { lazySchema } from "./lazy-schema.js";
 
 /**

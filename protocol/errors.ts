@@ -5,7 +5,7 @@
  * the pure conversion of zod issues into `-32602` data. Must never build or throw JSON-RPC errors itself (that is the
  * server's job) and must never import anything but zod.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { lazySchema } from "./lazy-schema.js";
 
 /** Every numeric error code the server puts on the wire (PROTOCOL.md section 3, plus ACP's `-32800`). */

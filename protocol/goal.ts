@@ -5,7 +5,7 @@
  * This file must never import anything but zod, common.ts and product.ts, and never describe a shape PROTOCOL.md
  * does not.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { AbsolutePath, Count, Id, Recovery, Timestamp } from "./common.js";
 import { BudgetInput, requestParams } from "./product.js";
 import { lazySchema } from "./lazy-schema.js";

@@ -7,7 +7,7 @@
  * guarantee 4) — one bad record must not fail the whole answer. This file must never import anything but zod and
  * common.ts.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Count, Id, Timestamp } from "./common.js";
 import { lazySchema } from "./lazy-schema.js";
 

@@ -9,7 +9,12 @@
  * `instanceof`, to composition (`.optional()`, `.extend()`, a shape holding it) and to JSON Schema generation. It must
  * never import anything but zod.
  */
-import { z } from "zod";
+import * as z from "zod";
+
+// zod's English messages are the ones the wire carries (the issues of a -32602 answer). zod sets them when its
+// entry module loads, but declares itself free of side effects, so a bundler (scripts/bundle.ts) drops that call:
+// set them here, where every schema of the project is made.
+z.config(z.locales.en());
 
 /** Stand-ins not built yet, by stand-in; a stand-in leaves this map when it builds its schema. */
 const unbuilt = new WeakMap<object, string | undefined>();
@@ -17,8 +22,13 @@ const unbuilt = new WeakMap<object, string | undefined>();
 /** Every stand-in made, so that `isBuilt` can tell a stand-in from a plain schema. */
 const standIns = new WeakSet<object>();
 
-/** Names (from `lazySchema`'s `name`) of the schemas built so far, in build order; for tests and profiling. */
+/**
+ * Names (from `lazySchema`'s `name`) of the schemas built so far, in build order; for tests and profiling. Also
+ * reachable as `globalThis[Symbol.for("acp-orchestrator.builtSchemas")]`, so that a test can read it from a module
+ * preloaded into the built server (test/e2e/start-up-modules.test.ts), whose bundle has its own copy of this module.
+ */
 const builtNames: string[] = [];
+(globalThis as Record<symbol, unknown>)[Symbol.for("acp-orchestrator.builtSchemas")] = builtNames;
 
 /**
  * The zod methods that wrap their receiver in a new schema (zod's `inst.optional = () => optional(inst)` and the

@@ -7,7 +7,7 @@
  * notifications are what the server sends; they are plain objects built from the shared shapes of common.ts.
  * This file must never import anything but zod and common.ts, and must never describe a shape PROTOCOL.md does not.
  */
-import { z } from "zod";
+import * as z from "zod";
 import {
   CommitId,
   Integration,

@@ -8,7 +8,7 @@
  * earlier line), and serialising lines back to JSONL. It must never run a process, touch the filesystem or match
  * messages (matcher.ts does that).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { lazySchema } from "../../protocol/lazy-schema.js";
 
 /** Names every replay defines before the first line: the fresh workspace directory of the transcript. */

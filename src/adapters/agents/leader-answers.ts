@@ -6,7 +6,7 @@
  *
  * Owns: answer validation. Pure: no I/O, never throws; never hands back a value that did not validate.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Id, Mutation, Plan } from "../../../protocol/common.js";
 import type { Mutation as MutationT, TaskState } from "../../../protocol/common.js";
 import { validatePlanGraph } from "../../core/dag/graph.js";

@@ -10,11 +10,12 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, isAbsolute, join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { z } from "zod";
+import { pathToFileURL } from "node:url";
+import * as z from "zod";
 import { Id } from "../../../protocol/common.js";
 import type { AgentDirectory, AgentInfo } from "../../core/ports.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
+import { packageLayout, packageModulePath } from "../../package-files.js";
 
 /** Name of the config file looked up in the workspace when no `--config FILE` is given. */
 export const AGENT_CONFIG_FILE_NAME = "acp-orchestrator.json";
@@ -215,6 +216,15 @@ function describeIssues(error: z.ZodError): string {
 }
 
 /**
+ * The config of a server without a config file: what `parseAgentConfig({})` returns (no agents, every setting at its
+ * default), without building the config schema, which a start without a config file has no other use for (issue 16,
+ * cold start; test/adapters/agents/registry.test.ts checks that the two agree). A fresh object on every call.
+ */
+export function emptyAgentConfig(): AgentConfig {
+  return { agents: [] };
+}
+
+/**
  * Validates an already-parsed config value. `file` is only used in the error message.
  * Throws `AgentConfigError` naming the file and every offending key/path. Pure: reads nothing.
  */
@@ -245,7 +255,7 @@ export async function loadAgentConfig(options: { configPath?: string; cwd: strin
     file = isAbsolute(options.configPath) ? options.configPath : resolve(options.cwd, options.configPath);
   } else {
     file = join(options.cwd, AGENT_CONFIG_FILE_NAME);
-    if (!existsSync(file)) return { config: parseAgentConfig({}, file), path: null };
+    if (!existsSync(file)) return { config: emptyAgentConfig(), path: null };
   }
   let text: string;
   try {
@@ -266,18 +276,20 @@ export async function loadAgentConfig(options: { configPath?: string; cwd: strin
 }
 
 /**
- * How to start the built-in worker agent with the current Node binary. From compiled code (`registry.js`) it runs the
- * sibling `builtin-worker-agent.js`; from TypeScript sources (tsx, vitest) it runs the `.ts` file through
- * `--import <tsx loader>`, with the loader given as an absolute URL so it resolves from any child cwd.
+ * How to start the built-in worker agent with the current Node binary. From compiled or bundled code it runs the
+ * compiled `dist/src/adapters/agents/builtin-worker-agent.js` of the package (src/package-files.ts; the bundle moves
+ * this module, so it is not looked up beside it); from TypeScript sources (tsx, vitest) it runs the `.ts` file
+ * through `--import <tsx loader>`, with the loader given as an absolute URL so it resolves from any child cwd.
+ * `moduleUrl` stands for this module's own URL (tests pass another layout's).
  */
 export function builtinWorkerLaunchSpec(moduleUrl: string = import.meta.url): LaunchSpec {
-  const here = fileURLToPath(moduleUrl);
-  const dir = dirname(here);
-  if (here.endsWith(".ts")) {
+  const layout = packageLayout(moduleUrl);
+  const script = packageModulePath("adapters/agents/builtin-worker-agent", layout);
+  if (layout.fromSource) {
     const tsxLoader = pathToFileURL(createRequire(moduleUrl).resolve("tsx")).href;
-    return { command: process.execPath, args: ["--import", tsxLoader, join(dir, "builtin-worker-agent.ts")], env: {} };
+    return { command: process.execPath, args: ["--import", tsxLoader, script], env: {} };
   }
-  return { command: process.execPath, args: [join(dir, "builtin-worker-agent.js")], env: {} };
+  return { command: process.execPath, args: [script], env: {} };
 }
 
 /** The registry entry of the built-in worker (DESIGN.md, Agents: it needs no model). */
@@ -297,7 +309,7 @@ export class AgentRegistry implements AgentDirectory {
   private readonly specs = new Map<string, LaunchSpec>();
 
   /** Builds the registry from a validated config (default: no configured agents). Does not touch the disk. */
-  constructor(readonly config: AgentConfig = parseAgentConfig({}, AGENT_CONFIG_FILE_NAME)) {
+  constructor(readonly config: AgentConfig = emptyAgentConfig()) {
     for (const agent of config.agents) {
       this.infos.set(agent.agentId, {
         agentId: agent.agentId,

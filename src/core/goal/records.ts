@@ -7,7 +7,7 @@
  * This file holds schemas and the reducer only; it never performs I/O and never decides what the loop does next
  * (coordinator.ts does).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Count, Id, Timestamp } from "../../../protocol/common.js";
 import { GoalEndReason, GoalStatus } from "../../../protocol/goal.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";

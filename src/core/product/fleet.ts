@@ -16,7 +16,7 @@
  * It never bypasses the orchestrator: every change goes through ProductService, so the durability guarantees hold
  * unchanged. It never performs I/O except through the authority and the service.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Id, Mutation, Timestamp } from "../../../protocol/common.js";
 import { DomainError, isDomainError, type DomainErrorCode } from "../errors.js";
 import type { AuthorityChange, Clock, IdGenerator, Logger, OwnerLiveness, RunStateAuthority } from "../ports.js";

@@ -13,7 +13,7 @@
  *
  * This file must never contain logic beyond schemas: the reducer is in state.ts.
  */
-import { z } from "zod";
+import * as z from "zod";
 import {
   Budget,
   CommitId,

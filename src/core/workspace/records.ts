@@ -8,7 +8,7 @@
  * `state: "integrating"` (before the end merge into the target). `taskIntegrated` and the final `integrationEnded`
  * record what happened. This file holds schemas only: the reducer and the decisions are in integration.ts.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { CommitId, Count, Id, Integration, Isolation } from "../../../protocol/common.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 

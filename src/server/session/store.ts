@@ -6,7 +6,7 @@
  * Each write is compare-and-swap on the record's last revision, serialised per session. A record that does not parse
  * reads as unknown (`-32002`). Owns nothing about turns or products.
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { TaskStatus } from "../../../protocol/common.js";
 import { notFound } from "../../core/errors.js";
 import type { Clock, Logger, RunStateAuthority } from "../../core/ports.js";
