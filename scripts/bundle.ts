@@ -78,7 +78,6 @@ async function main(): Promise<void> {
     },
     logLevel: "warning",
     legalComments: "none",
-    minify: process.env.BUNDLE_MINIFY === "1",
   });
   if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
 }
