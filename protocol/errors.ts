@@ -5,7 +5,8 @@
  * the pure conversion of zod issues into `-32602` data. Must never build or throw JSON-RPC errors itself (that is the
  * server's job) and must never import anything but zod.
  */
-import { z } from "zod";
+import * as z from "zod";
+import { lazySchema } from "./lazy-schema.js";
 
 /** Every numeric error code the server puts on the wire (PROTOCOL.md section 3, plus ACP's `-32800`). */
 export const ErrorCodes = {
@@ -28,58 +29,78 @@ export type ErrorCodeName = keyof typeof ErrorCodes;
 export type ErrorCode = (typeof ErrorCodes)[ErrorCodeName];
 
 /** `-32601` data: the method that was not found, as the client spelled it. */
-export const MethodNotFoundData = z.object({ method: z.string() });
+export const MethodNotFoundData = lazySchema(() => z.object({ method: z.string() }), "MethodNotFoundData");
 export type MethodNotFoundData = z.infer<typeof MethodNotFoundData>;
 
 /** One params problem: `path` is the zod path into `params` (keys and array indices), `[]` for the object itself. */
-export const ParamsIssue = z.object({
-  path: z.array(z.union([z.string(), z.number()])),
-  message: z.string(),
-});
+export const ParamsIssue = lazySchema(
+  () =>
+    z.object({
+      path: z.array(z.union([z.string(), z.number()])),
+      message: z.string(),
+    }),
+  "ParamsIssue",
+);
 export type ParamsIssue = z.infer<typeof ParamsIssue>;
 
 /** `-32602` data: every issue the method's params schema reported. */
-export const InvalidParamsData = z.object({ issues: z.array(ParamsIssue) });
+export const InvalidParamsData = lazySchema(() => z.object({ issues: z.array(ParamsIssue) }), "InvalidParamsData");
 export type InvalidParamsData = z.infer<typeof InvalidParamsData>;
 
 /** What kind of record a `-32002` is about. */
-export const NotFoundKind = z.enum(["product", "goalRun", "task", "checkpoint", "session"]);
+export const NotFoundKind = lazySchema(
+  () => z.enum(["product", "goalRun", "task", "checkpoint", "session"]),
+  "NotFoundKind",
+);
 export type NotFoundKind = z.infer<typeof NotFoundKind>;
 
 /** `-32002` data: the kind and id of the unknown record. */
-export const NotFoundData = z.object({ kind: NotFoundKind, id: z.string() });
+export const NotFoundData = lazySchema(() => z.object({ kind: NotFoundKind, id: z.string() }), "NotFoundData");
 export type NotFoundData = z.infer<typeof NotFoundData>;
 
 /** `-32010` data: the current phase (or goal status) and the phases in which the operation is allowed. */
-export const InvalidPhaseData = z.object({ phase: z.string(), allowed: z.array(z.string()) });
+export const InvalidPhaseData = lazySchema(
+  () => z.object({ phase: z.string(), allowed: z.array(z.string()) }),
+  "InvalidPhaseData",
+);
 export type InvalidPhaseData = z.infer<typeof InvalidPhaseData>;
 
 /** `-32011` data: the product whose leader turn is already running. */
-export const BusyData = z.object({ productId: z.string() });
+export const BusyData = lazySchema(() => z.object({ productId: z.string() }), "BusyData");
 export type BusyData = z.infer<typeof BusyData>;
 
 /**
  * `-32012` data: the other owner of the lease, until when its lease runs and whether it is live (false when it is
  * known to be dead, PROTOCOL.md section 5), and/or the stored revision, when known.
  */
-export const ConflictData = z.object({
-  owner: z.string().optional(),
-  revision: z.number().int().optional(),
-  expiresAt: z.string().optional(),
-  live: z.boolean().optional(),
-});
+export const ConflictData = lazySchema(
+  () =>
+    z.object({
+      owner: z.string().optional(),
+      revision: z.number().int().optional(),
+      expiresAt: z.string().optional(),
+      live: z.boolean().optional(),
+    }),
+  "ConflictData",
+);
 export type ConflictData = z.infer<typeof ConflictData>;
 
 /** `-32013` data: why the run-state authority refused or failed a read or a write, in plain words, and which it was. */
-export const PersistenceFailedData = z.object({ cause: z.string(), operation: z.enum(["read", "write"]) });
+export const PersistenceFailedData = lazySchema(
+  () => z.object({ cause: z.string(), operation: z.enum(["read", "write"]) }),
+  "PersistenceFailedData",
+);
 export type PersistenceFailedData = z.infer<typeof PersistenceFailedData>;
 
 /** `-32014` data: the 0-based index of the first rejected mutation of the batch and why it was rejected. */
-export const InvalidMutationData = z.object({ index: z.number().int().min(0), reason: z.string() });
+export const InvalidMutationData = lazySchema(
+  () => z.object({ index: z.number().int().min(0), reason: z.string() }),
+  "InvalidMutationData",
+);
 export type InvalidMutationData = z.infer<typeof InvalidMutationData>;
 
 /** `-32016` data: the owner the record has and the owner the request named. */
-export const OwnershipData = z.object({ expected: z.string(), got: z.string() });
+export const OwnershipData = lazySchema(() => z.object({ expected: z.string(), got: z.string() }), "OwnershipData");
 export type OwnershipData = z.infer<typeof OwnershipData>;
 
 /** One row of the error table of PROTOCOL.md section 3, for the generated reference and for lookups. */

@@ -7,97 +7,142 @@
  * guarantee 4) — one bad record must not fail the whole answer. This file must never import anything but zod and
  * common.ts.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Count, Id, Timestamp } from "./common.js";
+import { lazySchema } from "./lazy-schema.js";
 
 /** A JSON object the server versions itself; the host stores it opaquely. */
-export const JsonObject = z.record(z.string(), z.unknown());
+export const JsonObject = lazySchema(() => z.record(z.string(), z.unknown()), "JsonObject");
 
 /** A record kind (`product`, `checkpoint`, …); chosen by the server. */
-export const RecordKind = z.string().min(1).max(100);
+export const RecordKind = lazySchema(() => z.string().min(1).max(100), "RecordKind");
 
 /** An event stream name; chosen by the server. */
-export const StreamName = z.string().min(1).max(300);
+export const StreamName = lazySchema(() => z.string().min(1).max(300), "StreamName");
 
 /** A record id; chosen by the server (may be composite, so longer than a wire `Id`). */
-export const RecordId = z.string().min(1).max(1_000);
+export const RecordId = lazySchema(() => z.string().min(1).max(1_000), "RecordId");
 
 /** A record revision: monotonic per record, starting at 1 on creation. */
-export const Revision = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
+export const Revision = lazySchema(() => z.number().int().min(1).max(Number.MAX_SAFE_INTEGER), "Revision");
 
-const recordAddress = { projectId: Id, kind: RecordKind, id: RecordId };
+const recordAddress = () => ({ projectId: Id, kind: RecordKind, id: RecordId });
 
-export const RunStateGetParams = z.strictObject(recordAddress);
+export const RunStateGetParams = lazySchema(() => z.strictObject(recordAddress()), "RunStateGetParams");
 export type RunStateGetParams = z.infer<typeof RunStateGetParams>;
 
-export const StoredRecordWire = z.object({ value: z.unknown(), revision: Revision, updatedAt: Timestamp });
-export const RunStateGetResult = z.object({ record: StoredRecordWire.nullable() });
+export const StoredRecordWire = lazySchema(
+  () => z.object({ value: z.unknown(), revision: Revision, updatedAt: Timestamp }),
+  "StoredRecordWire",
+);
+export const RunStateGetResult = lazySchema(
+  () => z.object({ record: StoredRecordWire.nullable() }),
+  "RunStateGetResult",
+);
 export type RunStateGetResult = z.infer<typeof RunStateGetResult>;
 
 /** `expectedRevision: null` means the record must not exist yet; a mismatch is answered with `-32012`. */
-export const RunStatePutParams = z.strictObject({
-  ...recordAddress,
-  value: JsonObject,
-  expectedRevision: Revision.nullable(),
-});
+export const RunStatePutParams = lazySchema(
+  () =>
+    z.strictObject({
+      ...recordAddress(),
+      value: JsonObject,
+      expectedRevision: Revision.nullable(),
+    }),
+  "RunStatePutParams",
+);
 export type RunStatePutParams = z.infer<typeof RunStatePutParams>;
 
-export const RunStatePutResult = z.object({ revision: Revision });
+export const RunStatePutResult = lazySchema(() => z.object({ revision: Revision }), "RunStatePutResult");
 export type RunStatePutResult = z.infer<typeof RunStatePutResult>;
 
-export const RunStateDeleteParams = z.strictObject({ ...recordAddress, expectedRevision: Revision.optional() });
+export const RunStateDeleteParams = lazySchema(
+  () => z.strictObject({ ...recordAddress(), expectedRevision: Revision.optional() }),
+  "RunStateDeleteParams",
+);
 export type RunStateDeleteParams = z.infer<typeof RunStateDeleteParams>;
 
-export const RunStateDeleteResult = z.object({ deleted: z.boolean() });
+export const RunStateDeleteResult = lazySchema(() => z.object({ deleted: z.boolean() }), "RunStateDeleteResult");
 export type RunStateDeleteResult = z.infer<typeof RunStateDeleteResult>;
 
-export const RunStateListParams = z.strictObject({
-  projectId: Id,
-  kind: RecordKind,
-  /** Only ids that start with this prefix. */
-  prefix: z.string().optional(),
-});
+export const RunStateListParams = lazySchema(
+  () =>
+    z.strictObject({
+      projectId: Id,
+      kind: RecordKind,
+      /** Only ids that start with this prefix. */
+      prefix: z.string().optional(),
+    }),
+  "RunStateListParams",
+);
 export type RunStateListParams = z.infer<typeof RunStateListParams>;
 
-export const RecordInfoWire = z.object({ id: RecordId, revision: Revision, updatedAt: Timestamp });
+export const RecordInfoWire = lazySchema(
+  () => z.object({ id: RecordId, revision: Revision, updatedAt: Timestamp }),
+  "RecordInfoWire",
+);
 /** Ordered by id. */
-export const RunStateListResult = z.object({ records: z.array(RecordInfoWire) });
+export const RunStateListResult = lazySchema(
+  () => z.object({ records: z.array(RecordInfoWire) }),
+  "RunStateListResult",
+);
 export type RunStateListResult = z.infer<typeof RunStateListResult>;
 
 /** Succeeds only when the stream's last sequence number equals `expectedSeq` (0 for a new stream), else `-32012`. */
-export const RunStateAppendEventsParams = z.strictObject({
-  projectId: Id,
-  stream: StreamName,
-  events: z.array(JsonObject),
-  expectedSeq: Count,
-});
+export const RunStateAppendEventsParams = lazySchema(
+  () =>
+    z.strictObject({
+      projectId: Id,
+      stream: StreamName,
+      events: z.array(JsonObject),
+      expectedSeq: Count,
+    }),
+  "RunStateAppendEventsParams",
+);
 export type RunStateAppendEventsParams = z.infer<typeof RunStateAppendEventsParams>;
 
-export const RunStateAppendEventsResult = z.object({ lastSeq: Count });
+export const RunStateAppendEventsResult = lazySchema(() => z.object({ lastSeq: Count }), "RunStateAppendEventsResult");
 export type RunStateAppendEventsResult = z.infer<typeof RunStateAppendEventsResult>;
 
 /** Events with `seq > afterSeq`, oldest first; at most `limit` of them when given. */
-export const RunStateReadEventsParams = z.strictObject({
-  projectId: Id,
-  stream: StreamName,
-  afterSeq: Count,
-  limit: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
-});
+export const RunStateReadEventsParams = lazySchema(
+  () =>
+    z.strictObject({
+      projectId: Id,
+      stream: StreamName,
+      afterSeq: Count,
+      limit: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+    }),
+  "RunStateReadEventsParams",
+);
 export type RunStateReadEventsParams = z.infer<typeof RunStateReadEventsParams>;
 
 /** `seq` is 1-based within the stream. */
-export const StoredEventWire = z.object({
-  seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
-  event: z.unknown(),
-});
+export const StoredEventWire = lazySchema(
+  () =>
+    z.object({
+      seq: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+      event: z.unknown(),
+    }),
+  "StoredEventWire",
+);
 /** In `seq` order; `more: true` when the stream has events after the last one returned (ask again after it). */
-export const RunStateReadEventsResult = z.object({ events: z.array(StoredEventWire), more: z.boolean() });
+export const RunStateReadEventsResult = lazySchema(
+  () => z.object({ events: z.array(StoredEventWire), more: z.boolean() }),
+  "RunStateReadEventsResult",
+);
 export type RunStateReadEventsResult = z.infer<typeof RunStateReadEventsResult>;
 
 /** Deletes a whole event stream (`product.delete`); its numbering starts again at 1. */
-export const RunStateDeleteStreamParams = z.strictObject({ projectId: Id, stream: StreamName });
+export const RunStateDeleteStreamParams = lazySchema(
+  () => z.strictObject({ projectId: Id, stream: StreamName }),
+  "RunStateDeleteStreamParams",
+);
 export type RunStateDeleteStreamParams = z.infer<typeof RunStateDeleteStreamParams>;
 
 /** `deleted: false` when the stream held no event. */
-export const RunStateDeleteStreamResult = z.object({ deleted: z.boolean() });
+export const RunStateDeleteStreamResult = lazySchema(
+  () => z.object({ deleted: z.boolean() }),
+  "RunStateDeleteStreamResult",
+);
 export type RunStateDeleteStreamResult = z.infer<typeof RunStateDeleteStreamResult>;

@@ -7,7 +7,7 @@
  * notifications are what the server sends; they are plain objects built from the shared shapes of common.ts.
  * This file must never import anything but zod and common.ts, and must never describe a shape PROTOCOL.md does not.
  */
-import { z } from "zod";
+import * as z from "zod";
 import {
   CommitId,
   Integration,
@@ -29,9 +29,10 @@ import {
   TaskStatus,
   Timestamp,
 } from "./common.js";
+import { lazySchema } from "./lazy-schema.js";
 
 /** The optional `_meta` object every request params object may carry. */
-export const RequestMeta = z.record(z.string(), z.unknown());
+export const RequestMeta = lazySchema(() => z.record(z.string(), z.unknown()), "RequestMeta");
 
 /**
  * Builds a strict request params object from `shape` plus an optional `_meta` object.
@@ -45,28 +46,29 @@ export function requestParams<S extends z.ZodRawShape>(shape: S) {
 // Strict input variants of the shared shapes (what a client writes; unknown keys rejected)
 
 /** `Budget` as a client sends it: unknown keys rejected. */
-export const BudgetInput = Budget.strict();
+export const BudgetInput = lazySchema(() => Budget.strict(), "BudgetInput");
 export type BudgetInput = z.infer<typeof BudgetInput>;
 
 /** `Instance` as a client sends it (an edited plan): unknown keys rejected. */
-export const InstanceInput = Instance.strict();
+export const InstanceInput = lazySchema(() => Instance.strict(), "InstanceInput");
 export type InstanceInput = z.infer<typeof InstanceInput>;
 
 /** `Task` as a client sends it (an edited plan, an `addTask` mutation): unknown keys rejected. */
-export const TaskInput = Task.strict();
+export const TaskInput = lazySchema(() => Task.strict(), "TaskInput");
 export type TaskInput = z.infer<typeof TaskInput>;
 
-const [addTaskOp, removeTaskOp, updateTaskOp, reassignOp, addDependencyOp, removeDependencyOp] = Mutation.options;
-
 /** `Mutation` as a client sends it: each variant strict, `addTask.task` strict. Output type equals `Mutation`. */
-export const MutationInput = z.discriminatedUnion("op", [
-  addTaskOp.extend({ task: TaskInput }).strict(),
-  removeTaskOp.strict(),
-  updateTaskOp.strict(),
-  reassignOp.strict(),
-  addDependencyOp.strict(),
-  removeDependencyOp.strict(),
-]);
+export const MutationInput = lazySchema(() => {
+  const [addTaskOp, removeTaskOp, updateTaskOp, reassignOp, addDependencyOp, removeDependencyOp] = Mutation.options;
+  return z.discriminatedUnion("op", [
+    addTaskOp.extend({ task: TaskInput }).strict(),
+    removeTaskOp.strict(),
+    updateTaskOp.strict(),
+    reassignOp.strict(),
+    addDependencyOp.strict(),
+    removeDependencyOp.strict(),
+  ]);
+}, "MutationInput");
 export type MutationInput = z.infer<typeof MutationInput>;
 
 /** A non-empty text that is not only whitespace; an empty one reports one issue, not two. */
@@ -80,54 +82,73 @@ const Text = (max: number) =>
 // ---------------------------------------------------------------------------------------------------------------
 // Requests
 
-export const PlanParams = requestParams({
-  goal: Text(100_000),
-  cwd: AbsolutePath,
-  projectId: Id.optional(),
-  sessionId: Id.optional(),
-  name: z.string().min(1).max(500).optional(),
-  /** At most this many tasks of this product run at once (default: the server's configured `maxParallelTasks`). */
-  maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
-  leaderAgentId: Id.optional(),
-  /** Presence-based: omitted = every ready agent; `[]` = the leader alone. */
-  allowedAgents: z.array(Id).max(1_000).optional(),
-  budget: BudgetInput.optional(),
-  /** `worktree` (default for a git cwd with a commit) or `shared` (PROTOCOL.md section 5, Isolation and integration). */
-  isolation: Isolation.optional(),
-  /** How the result reaches the user: `branch` (default) or `merge` into `targetBranch` (default: the branch at confirm). */
-  integration: z
-    .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
-    .strict()
-    .optional(),
-});
+export const PlanParams = lazySchema(
+  () =>
+    requestParams({
+      goal: Text(100_000),
+      cwd: AbsolutePath,
+      projectId: Id.optional(),
+      sessionId: Id.optional(),
+      name: z.string().min(1).max(500).optional(),
+      /** At most this many tasks of this product run at once (default: the server's configured `maxParallelTasks`). */
+      maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
+      leaderAgentId: Id.optional(),
+      /** Presence-based: omitted = every ready agent; `[]` = the leader alone. */
+      allowedAgents: z.array(Id).max(1_000).optional(),
+      budget: BudgetInput.optional(),
+      /** `worktree` (default for a git cwd with a commit) or `shared` (PROTOCOL.md section 5, Isolation and integration). */
+      isolation: Isolation.optional(),
+      /** How the result reaches the user: `branch` (default) or `merge` into `targetBranch` (default: the branch at confirm). */
+      integration: z
+        .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
+        .strict()
+        .optional(),
+    }),
+  "PlanParams",
+);
 export type PlanParams = z.infer<typeof PlanParams>;
 
-export const PlanResult = z.object({ productId: Id, phase: z.literal("planning") });
+export const PlanResult = lazySchema(() => z.object({ productId: Id, phase: z.literal("planning") }), "PlanResult");
 export type PlanResult = z.infer<typeof PlanResult>;
 
-export const MessageParams = requestParams({
-  productId: Id,
-  content: Text(100_000),
-  askId: Id.optional(),
-});
+export const MessageParams = lazySchema(
+  () =>
+    requestParams({
+      productId: Id,
+      content: Text(100_000),
+      askId: Id.optional(),
+    }),
+  "MessageParams",
+);
 export type MessageParams = z.infer<typeof MessageParams>;
 
-export const MessageResult = z.object({
-  response: z.string(),
-  plan: Plan.optional(),
-  mutations: z.array(Mutation).optional(),
-});
+export const MessageResult = lazySchema(
+  () =>
+    z.object({
+      response: z.string(),
+      plan: Plan.optional(),
+      mutations: z.array(Mutation).optional(),
+    }),
+  "MessageResult",
+);
 export type MessageResult = z.infer<typeof MessageResult>;
 
-export const ConfirmParams = requestParams({
-  productId: Id,
-  instances: z.array(InstanceInput).max(1_000).optional(),
-  tasks: z.array(TaskInput).max(10_000).optional(),
-  budget: BudgetInput.optional(),
-});
+export const ConfirmParams = lazySchema(
+  () =>
+    requestParams({
+      productId: Id,
+      instances: z.array(InstanceInput).max(1_000).optional(),
+      tasks: z.array(TaskInput).max(10_000).optional(),
+      budget: BudgetInput.optional(),
+    }),
+  "ConfirmParams",
+);
 export type ConfirmParams = z.infer<typeof ConfirmParams>;
 
-export const ConfirmResult = z.object({ productId: Id, ok: z.literal(true), phase: z.literal("executing") });
+export const ConfirmResult = lazySchema(
+  () => z.object({ productId: Id, ok: z.literal(true), phase: z.literal("executing") }),
+  "ConfirmResult",
+);
 export type ConfirmResult = z.infer<typeof ConfirmResult>;
 
 /**
@@ -137,102 +158,143 @@ export type ConfirmResult = z.infer<typeof ConfirmResult>;
 const productIdParams = () => requestParams({ productId: Id });
 export type ProductIdParams = z.infer<ReturnType<typeof productIdParams>>;
 
-export const StatusParams = productIdParams();
+export const StatusParams = lazySchema(() => productIdParams(), "StatusParams");
 export type StatusParams = ProductIdParams;
 
-export const StatusResult = z.object({
-  productId: Id,
-  projectId: Id,
-  name: z.string(),
-  phase: Phase,
-  plan: Plan.optional(),
-  tasks: z.array(TaskState),
-  progress: Progress,
-  budget: BudgetStatus,
-  /** Number of checkpoints kept. */
-  checkpoints: Count,
-  lastCheckpointAt: Timestamp.optional(),
-  /** Stored records that failed validation and were skipped (DESIGN.md guarantee 4). */
-  dropped: Count,
-  recovery: Recovery.optional(),
-  /** How tasks run: each attempt in its own git worktree, or all in `cwd` (PROTOCOL.md section 5). */
-  isolation: Isolation.optional(),
-  /** Why the product runs `shared` (not a git checkout, no commit yet, asked for), or a warning about sharing. */
-  isolationNote: z.string().optional(),
-  integration: Integration.optional(),
-  /** Who holds the product's lease (present while a lease exists). */
-  owner: Owner.optional(),
-});
+export const StatusResult = lazySchema(
+  () =>
+    z.object({
+      productId: Id,
+      projectId: Id,
+      name: z.string(),
+      phase: Phase,
+      plan: Plan.optional(),
+      tasks: z.array(TaskState),
+      progress: Progress,
+      budget: BudgetStatus,
+      /** Number of checkpoints kept. */
+      checkpoints: Count,
+      lastCheckpointAt: Timestamp.optional(),
+      /** Stored records that failed validation and were skipped (DESIGN.md guarantee 4). */
+      dropped: Count,
+      recovery: Recovery.optional(),
+      /** How tasks run: each attempt in its own git worktree, or all in `cwd` (PROTOCOL.md section 5). */
+      isolation: Isolation.optional(),
+      /** Why the product runs `shared` (not a git checkout, no commit yet, asked for), or a warning about sharing. */
+      isolationNote: z.string().optional(),
+      integration: Integration.optional(),
+      /** Who holds the product's lease (present while a lease exists). */
+      owner: Owner.optional(),
+    }),
+  "StatusResult",
+);
 export type StatusResult = z.infer<typeof StatusResult>;
 
-export const ListParams = requestParams({ projectId: Id.optional(), phase: Phase.optional() });
+export const ListParams = lazySchema(
+  () => requestParams({ projectId: Id.optional(), phase: Phase.optional() }),
+  "ListParams",
+);
 export type ListParams = z.infer<typeof ListParams>;
 
-export const ProductSummary = z.object({
-  productId: Id,
-  projectId: Id,
-  name: z.string(),
-  phase: Phase,
-  progress: Progress,
-  updatedAt: Timestamp,
-  /** Who drives an executing product, and whether that owner is live. */
-  owner: Owner.optional(),
-});
+export const ProductSummary = lazySchema(
+  () =>
+    z.object({
+      productId: Id,
+      projectId: Id,
+      name: z.string(),
+      phase: Phase,
+      progress: Progress,
+      updatedAt: Timestamp,
+      /** Who drives an executing product, and whether that owner is live. */
+      owner: Owner.optional(),
+    }),
+  "ProductSummary",
+);
 export type ProductSummary = z.infer<typeof ProductSummary>;
 
 /** `dropped`: header and index records that did not parse (guarantee 4); their products stay reachable by id. */
-export const ListResult = z.object({ products: z.array(ProductSummary), dropped: Count });
+export const ListResult = lazySchema(
+  () => z.object({ products: z.array(ProductSummary), dropped: Count }),
+  "ListResult",
+);
 export type ListResult = z.infer<typeof ListResult>;
 
-export const PauseParams = productIdParams();
+export const PauseParams = lazySchema(() => productIdParams(), "PauseParams");
 export type PauseParams = ProductIdParams;
-export const PauseResult = z.object({ productId: Id, phase: z.literal("paused") });
+export const PauseResult = lazySchema(() => z.object({ productId: Id, phase: z.literal("paused") }), "PauseResult");
 export type PauseResult = z.infer<typeof PauseResult>;
 
-export const ResumeParams = requestParams({ productId: Id, additionalBudget: BudgetInput.optional() });
+export const ResumeParams = lazySchema(
+  () => requestParams({ productId: Id, additionalBudget: BudgetInput.optional() }),
+  "ResumeParams",
+);
 export type ResumeParams = z.infer<typeof ResumeParams>;
-export const ResumeResult = z.object({ productId: Id, phase: z.literal("executing") });
+export const ResumeResult = lazySchema(
+  () => z.object({ productId: Id, phase: z.literal("executing") }),
+  "ResumeResult",
+);
 export type ResumeResult = z.infer<typeof ResumeResult>;
 
-export const CancelParams = productIdParams();
+export const CancelParams = lazySchema(() => productIdParams(), "CancelParams");
 export type CancelParams = ProductIdParams;
-export const CancelResult = z.object({ productId: Id, phase: z.literal("cancelled") });
+export const CancelResult = lazySchema(
+  () => z.object({ productId: Id, phase: z.literal("cancelled") }),
+  "CancelResult",
+);
 export type CancelResult = z.infer<typeof CancelResult>;
 
-export const CheckpointParams = productIdParams();
+export const CheckpointParams = lazySchema(() => productIdParams(), "CheckpointParams");
 export type CheckpointParams = ProductIdParams;
-export const CheckpointResult = z.object({ checkpointId: Id, at: Timestamp });
+export const CheckpointResult = lazySchema(() => z.object({ checkpointId: Id, at: Timestamp }), "CheckpointResult");
 export type CheckpointResult = z.infer<typeof CheckpointResult>;
 
-export const CheckpointsParams = productIdParams();
+export const CheckpointsParams = lazySchema(() => productIdParams(), "CheckpointsParams");
 export type CheckpointsParams = ProductIdParams;
-export const CheckpointSummary = z.object({ checkpointId: Id, at: Timestamp, completed: Count, total: Count });
+export const CheckpointSummary = lazySchema(
+  () => z.object({ checkpointId: Id, at: Timestamp, completed: Count, total: Count }),
+  "CheckpointSummary",
+);
 export type CheckpointSummary = z.infer<typeof CheckpointSummary>;
 /** Oldest first. */
-export const CheckpointsResult = z.object({ checkpoints: z.array(CheckpointSummary) });
+export const CheckpointsResult = lazySchema(
+  () => z.object({ checkpoints: z.array(CheckpointSummary) }),
+  "CheckpointsResult",
+);
 export type CheckpointsResult = z.infer<typeof CheckpointsResult>;
 
 /** `checkpointId` omitted = the latest checkpoint. */
-export const RollbackParams = requestParams({ productId: Id, checkpointId: Id.optional() });
+export const RollbackParams = lazySchema(
+  () => requestParams({ productId: Id, checkpointId: Id.optional() }),
+  "RollbackParams",
+);
 export type RollbackParams = z.infer<typeof RollbackParams>;
-export const RollbackResult = z.object({ productId: Id, checkpointId: Id, phase: Phase });
+export const RollbackResult = lazySchema(
+  () => z.object({ productId: Id, checkpointId: Id, phase: Phase }),
+  "RollbackResult",
+);
 export type RollbackResult = z.infer<typeof RollbackResult>;
 
-export const ReplayTaskParams = requestParams({ productId: Id, taskId: Id });
+export const ReplayTaskParams = lazySchema(() => requestParams({ productId: Id, taskId: Id }), "ReplayTaskParams");
 export type ReplayTaskParams = z.infer<typeof ReplayTaskParams>;
 /** `reset`: the task and every task downstream of it, now `pending`. */
-export const ReplayTaskResult = z.object({ productId: Id, reset: z.array(Id) });
+export const ReplayTaskResult = lazySchema(() => z.object({ productId: Id, reset: z.array(Id) }), "ReplayTaskResult");
 export type ReplayTaskResult = z.infer<typeof ReplayTaskResult>;
 
-export const MutateParams = requestParams({ productId: Id, mutations: z.array(MutationInput).max(1_000) });
+export const MutateParams = lazySchema(
+  () => requestParams({ productId: Id, mutations: z.array(MutationInput).max(1_000) }),
+  "MutateParams",
+);
 export type MutateParams = z.infer<typeof MutateParams>;
 /** `version`: the plan version after the batch was applied. */
-export const MutateResult = z.object({ productId: Id, applied: Count, version: Count });
+export const MutateResult = lazySchema(
+  () => z.object({ productId: Id, applied: Count, version: Count }),
+  "MutateResult",
+);
 export type MutateResult = z.infer<typeof MutateResult>;
 
-export const DeleteParams = productIdParams();
+export const DeleteParams = lazySchema(() => productIdParams(), "DeleteParams");
 export type DeleteParams = ProductIdParams;
-export const DeleteResult = z.object({ deleted: z.boolean() });
+export const DeleteResult = lazySchema(() => z.object({ deleted: z.boolean() }), "DeleteResult");
 export type DeleteResult = z.infer<typeof DeleteResult>;
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -244,85 +306,156 @@ function notificationParams<S extends z.ZodRawShape>(shape: S) {
 }
 
 /** Leader text as it streams during planning. */
-export const PlanningDeltaNotification = notificationParams({ text: z.string() });
-export const LeaderMessageNotification = notificationParams({ message: z.string() });
+export const PlanningDeltaNotification = lazySchema(
+  () => notificationParams({ text: z.string() }),
+  "PlanningDeltaNotification",
+);
+export const LeaderMessageNotification = lazySchema(
+  () => notificationParams({ message: z.string() }),
+  "LeaderMessageNotification",
+);
 
-export const LeaderQuestion = z.object({ question: z.string(), options: z.array(z.string()).optional() });
+export const LeaderQuestion = lazySchema(
+  () => z.object({ question: z.string(), options: z.array(z.string()).optional() }),
+  "LeaderQuestion",
+);
 export type LeaderQuestion = z.infer<typeof LeaderQuestion>;
-export const LeaderAskNotification = notificationParams({ askId: Id, questions: z.array(LeaderQuestion) });
+export const LeaderAskNotification = lazySchema(
+  () => notificationParams({ askId: Id, questions: z.array(LeaderQuestion) }),
+  "LeaderAskNotification",
+);
 
-export const PlanReadyNotification = notificationParams({ plan: Plan });
-export const PlanFailedNotification = notificationParams({ error: z.string() });
+export const PlanReadyNotification = lazySchema(() => notificationParams({ plan: Plan }), "PlanReadyNotification");
+export const PlanFailedNotification = lazySchema(
+  () => notificationParams({ error: z.string() }),
+  "PlanFailedNotification",
+);
 
-export const RosterAgent = z.object({ agentId: Id, role: z.string(), name: z.string() });
+export const RosterAgent = lazySchema(
+  () => z.object({ agentId: Id, role: z.string(), name: z.string() }),
+  "RosterAgent",
+);
 export type RosterAgent = z.infer<typeof RosterAgent>;
 /** Sent once per start and per resume. */
-export const TeamRosterNotification = notificationParams({ agents: z.array(RosterAgent) });
+export const TeamRosterNotification = lazySchema(
+  () => notificationParams({ agents: z.array(RosterAgent) }),
+  "TeamRosterNotification",
+);
 
-export const DagNode = z.object({
-  id: Id,
-  title: z.string(),
-  instanceId: Id,
-  dependsOn: z.array(Id),
-  status: TaskStatus,
-});
+export const DagNode = lazySchema(
+  () =>
+    z.object({
+      id: Id,
+      title: z.string(),
+      instanceId: Id,
+      dependsOn: z.array(Id),
+      status: TaskStatus,
+    }),
+  "DagNode",
+);
 export type DagNode = z.infer<typeof DagNode>;
 /** Sent on start, resume, mutation and rollback. */
-export const DagTopologyNotification = notificationParams({ nodes: z.array(DagNode) });
+export const DagTopologyNotification = lazySchema(
+  () => notificationParams({ nodes: z.array(DagNode) }),
+  "DagTopologyNotification",
+);
 
-export const TaskStatusNotification = notificationParams({
-  taskId: Id,
-  status: TaskStatus,
-  /** 1-based attempt number (0 before the first attempt). */
-  attempt: Count,
-  error: z.string().optional(),
-  question: z.string().optional(),
-});
+export const TaskStatusNotification = lazySchema(
+  () =>
+    notificationParams({
+      taskId: Id,
+      status: TaskStatus,
+      /** 1-based attempt number (0 before the first attempt). */
+      attempt: Count,
+      error: z.string().optional(),
+      question: z.string().optional(),
+    }),
+  "TaskStatusNotification",
+);
 
-export const TaskOutputDeltaNotification = notificationParams({ taskId: Id, text: z.string() });
-export const AgentActivityNotification = notificationParams({ taskId: Id, toolName: z.string() });
+export const TaskOutputDeltaNotification = lazySchema(
+  () => notificationParams({ taskId: Id, text: z.string() }),
+  "TaskOutputDeltaNotification",
+);
+export const AgentActivityNotification = lazySchema(
+  () => notificationParams({ taskId: Id, toolName: z.string() }),
+  "AgentActivityNotification",
+);
 
-export const DagMutatedNotification = notificationParams({ mutation: Mutation, by: z.enum(["leader", "user"]) });
+export const DagMutatedNotification = lazySchema(
+  () => notificationParams({ mutation: Mutation, by: z.enum(["leader", "user"]) }),
+  "DagMutatedNotification",
+);
 
-export const BudgetUpdateNotification = notificationParams({
-  inputTokens: Count,
-  outputTokens: Count,
-  elapsedMs: Count,
-  maxTotalTokens: z.number().int().positive().optional(),
-});
+export const BudgetUpdateNotification = lazySchema(
+  () =>
+    notificationParams({
+      inputTokens: Count,
+      outputTokens: Count,
+      elapsedMs: Count,
+      maxTotalTokens: z.number().int().positive().optional(),
+    }),
+  "BudgetUpdateNotification",
+);
 
 /** Shape shared by `product.budgetWarning` (once, at 80 % of a limit) and `product.budgetExceeded` (paused). */
-const budgetLimitShape = {
+const budgetLimitShape = () => ({
   usedTokens: Count,
   maxTotalTokens: z.number().int().positive().optional(),
   /** Which limit tripped, in plain words. */
   reason: z.string(),
-};
-export const BudgetWarningNotification = notificationParams(budgetLimitShape);
-export const BudgetExceededNotification = notificationParams(budgetLimitShape);
+});
+export const BudgetWarningNotification = lazySchema(
+  () => notificationParams(budgetLimitShape()),
+  "BudgetWarningNotification",
+);
+export const BudgetExceededNotification = lazySchema(
+  () => notificationParams(budgetLimitShape()),
+  "BudgetExceededNotification",
+);
 
-export const CheckpointNotification = notificationParams({ checkpointId: Id, at: Timestamp });
+export const CheckpointNotification = lazySchema(
+  () => notificationParams({ checkpointId: Id, at: Timestamp }),
+  "CheckpointNotification",
+);
 
 /** The product is paused (DESIGN.md guarantee 2). */
-export const PersistenceErrorNotification = notificationParams({ projectId: Id, error: z.string() });
+export const PersistenceErrorNotification = lazySchema(
+  () => notificationParams({ projectId: Id, error: z.string() }),
+  "PersistenceErrorNotification",
+);
 
 /** A task attempt's commit was merged into the integration branch (isolation `worktree`). */
-export const TaskIntegratedNotification = notificationParams({
-  taskId: Id,
-  commit: CommitId,
-  changedFiles: z.array(z.string()),
-});
+export const TaskIntegratedNotification = lazySchema(
+  () =>
+    notificationParams({
+      taskId: Id,
+      commit: CommitId,
+      changedFiles: z.array(z.string()),
+    }),
+  "TaskIntegratedNotification",
+);
 
 /** At the end of a `worktree` product, whatever the outcome. */
-export const IntegratedNotification = notificationParams({ integration: Integration });
+export const IntegratedNotification = lazySchema(
+  () => notificationParams({ integration: Integration }),
+  "IntegratedNotification",
+);
 /**
  * Another server took the product over; this server stopped driving it (DESIGN.md guarantee 13). `ownerId` is the
  * owner id this server held the lease under; `error` says what happened and where to follow the product.
  */
-export const OwnershipLostNotification = notificationParams({ ownerId: z.string(), error: z.string() });
+export const OwnershipLostNotification = lazySchema(
+  () => notificationParams({ ownerId: z.string(), error: z.string() }),
+  "OwnershipLostNotification",
+);
 
-export const CompletedNotification = notificationParams({
-  projectId: Id,
-  phase: z.enum(["completed", "failed"]),
-  summary: z.string(),
-});
+export const CompletedNotification = lazySchema(
+  () =>
+    notificationParams({
+      projectId: Id,
+      phase: z.enum(["completed", "failed"]),
+      summary: z.string(),
+    }),
+  "CompletedNotification",
+);

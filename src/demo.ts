@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join, resolve as resolvePath } from "node:path";
 import type { TaskState } from "../protocol/common.js";
 import { Readable, Writable } from "node:stream";
-import { fileURLToPath } from "node:url";
+import { packageLayout, packageModulePath } from "./package-files.js";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
 import { loadAgentConfig } from "./adapters/agents/registry.js";
 import { formatDuration, lastLine, table, taskDurationMs } from "./operator/format.js";
@@ -62,9 +62,10 @@ export async function runDemo(options: DemoOptions): Promise<number> {
   const workspace = join(root, "workspace");
   spawnSync("git", ["init", "-q", workspace], { stdio: "ignore" });
   spawnSync("mkdir", ["-p", workspace]);
-  const cliPath = fileURLToPath(new URL("./cli.js", import.meta.url));
-  const fromSource = import.meta.url.endsWith(".ts");
-  const args = fromSource ? ["--import", "tsx", fileURLToPath(new URL("./cli.ts", import.meta.url))] : [cliPath];
+  // The package's CLI (src/package-files.ts), not a sibling of this module: the bundle moves this module.
+  const layout = packageLayout();
+  const cliPath = packageModulePath("cli", layout);
+  const args = layout.fromSource ? ["--import", "tsx", cliPath] : [cliPath];
   const state =
     options.state === undefined
       ? join(root, "state.db")

@@ -4,27 +4,20 @@
  * Owns reading the version from package.json; never writes anything but the version line to stdout.
  */
 import { readFileSync } from "node:fs";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { packagePath } from "../package-files.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import type { Command } from "./command.js";
 
-/** The package version, read from package.json next to dist/ or the sources ("0.0.0" when none is found). */
+/**
+ * The package version, read from the package root's package.json (src/package-files.ts: the same file bundled,
+ * compiled or from sources); "0.0.0" when it cannot be read or is not this package's.
+ */
 export function packageVersion(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  for (const up of [
-    ["..", ".."],
-    ["..", "..", ".."],
-  ]) {
-    try {
-      const pkg = JSON.parse(readFileSync(join(here, ...up, "package.json"), "utf8")) as {
-        name?: string;
-        version?: string;
-      };
-      if (pkg.name === "acp-orchestrator" && pkg.version) return pkg.version;
-    } catch {
-      // try the next location
-    }
+  try {
+    const pkg = JSON.parse(readFileSync(packagePath("package.json"), "utf8")) as { name?: string; version?: string };
+    if (pkg.name === "acp-orchestrator" && pkg.version) return pkg.version;
+  } catch {
+    // no readable package.json at the root
   }
   return "0.0.0";
 }

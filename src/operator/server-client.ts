@@ -7,7 +7,7 @@
  */
 import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
-import { fileURLToPath } from "node:url";
+import { packageLayout, packageModulePath } from "../package-files.js";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
 import { ReportedFailure } from "../commands/command.js";
 
@@ -36,9 +36,10 @@ export async function withServer<T>(
   options: ServerClientOptions,
   body: (session: ServerSession) => Promise<T>,
 ): Promise<T> {
-  const fromSource = import.meta.url.endsWith(".ts");
-  const cli = fileURLToPath(new URL(fromSource ? "../cli.ts" : "../cli.js", import.meta.url));
-  const args = fromSource ? ["--import", "tsx", cli] : [cli];
+  // The package's CLI (src/package-files.ts), not a sibling of this module: the bundle moves this module.
+  const layout = packageLayout();
+  const cli = packageModulePath("cli", layout);
+  const args = layout.fromSource ? ["--import", "tsx", cli] : [cli];
   const child = spawn(process.execPath, [...args, "serve", ...options.serveArgs], {
     cwd: options.cwd,
     stdio: ["pipe", "pipe", options.stderr ?? "inherit"],

@@ -8,7 +8,8 @@
  * earlier line), and serialising lines back to JSONL. It must never run a process, touch the filesystem or match
  * messages (matcher.ts does that).
  */
-import { z } from "zod";
+import * as z from "zod";
+import { lazySchema } from "../../protocol/lazy-schema.js";
 
 /** Names every replay defines before the first line: the fresh workspace directory of the transcript. */
 export const PREDEFINED_NAMES: readonly string[] = ["workspace"];
@@ -53,48 +54,67 @@ export const NAME_PATTERN = /^[A-Za-z][A-Za-z0-9_]*$/;
 /** `${name}` occurrences in `$template` and `$regex` sources. */
 export const INTERPOLATION = /\$\{([A-Za-z][A-Za-z0-9_]*)\}/g;
 
-const JsonValue: z.ZodType<Json> = z.lazy(() =>
-  z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(JsonValue), z.record(z.string(), JsonValue)]),
+const JsonValue: z.ZodType<Json> = lazySchema(
+  () =>
+    z.lazy(() =>
+      z.union([z.null(), z.boolean(), z.number(), z.string(), z.array(JsonValue), z.record(z.string(), JsonValue)]),
+    ),
+  "JsonValue",
 );
 
 /** The optional first line: what the transcript is about. */
-export const HeaderLine = z
-  .object({
-    transcript: z
+export const HeaderLine = lazySchema(
+  () =>
+    z
       .object({
-        version: z.literal(1),
-        title: z.string().min(1),
-        description: z.string().optional(),
+        transcript: z
+          .object({
+            version: z.literal(1),
+            title: z.string().min(1),
+            description: z.string().optional(),
+          })
+          .strict(),
       })
       .strict(),
-  })
-  .strict();
+  "HeaderLine",
+);
 
 /** A free-text note; ignored by the replayer. */
-export const CommentLine = z.object({ comment: z.string() }).strict();
+export const CommentLine = lazySchema(() => z.object({ comment: z.string() }).strict(), "CommentLine");
 
 /** A JSON value written by the client (patterns resolved first). Arrays are allowed: a batch is a valid test input. */
-export const SendMessageLine = z
-  .object({
-    dir: z.literal("send"),
-    msg: z.union([z.record(z.string(), JsonValue), z.array(JsonValue)]),
-  })
-  .strict();
+export const SendMessageLine = lazySchema(
+  () =>
+    z
+      .object({
+        dir: z.literal("send"),
+        msg: z.union([z.record(z.string(), JsonValue), z.array(JsonValue)]),
+      })
+      .strict(),
+  "SendMessageLine",
+);
 
 /** Bytes written verbatim by the client, plus a newline: for input that is not JSON at all. */
-export const SendRawLine = z.object({ dir: z.literal("send"), raw: z.string() }).strict();
+export const SendRawLine = lazySchema(
+  () => z.object({ dir: z.literal("send"), raw: z.string() }).strict(),
+  "SendRawLine",
+);
 
 /** A message the server must send: a partial-object pattern, with an optional timeout and ordering constraint. */
-export const RecvLine = z
-  .object({
-    dir: z.literal("recv"),
-    msg: z.record(z.string(), JsonValue),
-    /** How long to wait for a fitting message, in milliseconds (default: the replayer's, 10 000). */
-    timeoutMs: z.number().int().positive().max(600_000).optional(),
-    /** The message must have arrived after the one matched by the nearest earlier `ordered` line. */
-    ordered: z.boolean().optional(),
-  })
-  .strict();
+export const RecvLine = lazySchema(
+  () =>
+    z
+      .object({
+        dir: z.literal("recv"),
+        msg: z.record(z.string(), JsonValue),
+        /** How long to wait for a fitting message, in milliseconds (default: the replayer's, 10 000). */
+        timeoutMs: z.number().int().positive().max(600_000).optional(),
+        /** The message must have arrived after the one matched by the nearest earlier `ordered` line. */
+        ordered: z.boolean().optional(),
+      })
+      .strict(),
+  "RecvLine",
+);
 
 export type HeaderLine = z.infer<typeof HeaderLine>;
 export type CommentLine = z.infer<typeof CommentLine>;

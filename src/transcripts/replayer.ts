@@ -9,10 +9,10 @@
  * between transcripts, and never leave a server running after a transcript finished.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { packagePath } from "../package-files.js";
 import { parseTranscript, TranscriptFormatError, type Json, type NumberedLine, type Transcript } from "./format.js";
 import { closestMessage, matchMessage, resolveSend, show, UnboundNameError, type ClosestMessage } from "./matcher.js";
 import { MessageTap } from "./stream-tap.js";
@@ -66,11 +66,12 @@ export interface ReplayResult {
   readonly tempDir: string;
 }
 
-/** The built CLI next to this module (dist), or the repository's dist build when running from sources. */
+/**
+ * The package's built CLI, `dist/src/cli.js` (src/package-files.ts), also when running from sources (the repository's
+ * dist build): a replay runs the server as hosts run it.
+ */
 function cliPath(): string {
-  const sibling = fileURLToPath(new URL("../cli.js", import.meta.url));
-  if (existsSync(sibling)) return sibling;
-  return fileURLToPath(new URL("../../dist/src/cli.js", import.meta.url));
+  return packagePath("dist/src/cli.js");
 }
 
 /**

@@ -1,16 +1,21 @@
 /**
- * What the built server loads before it answers `initialize` (issue 16, cold start): `serve` imports its own module
- * graph only. The other commands (the operator views, `run`'s ACP client, check-host, the transcript recorder), the
- * ACP SDK (loaded when an agent first starts) and pg (a `postgres://` store only) must not be on the start-up path.
+ * What the built server loads and builds before it answers `initialize` (issue 16, cold start). `serve` runs from the
+ * bundle `npm run build` makes (dist/bundle/, scripts/bundle.ts) and loads its own part of it only: not the other
+ * commands (the operator views, `run`'s ACP client, check-host, the transcript recorder), not the ACP SDK adapters
+ * (loaded when an agent first starts), not the PostgreSQL store (a `postgres://` store only), and none of the
+ * compiled one-file-per-module tree (dist/src/) or of zod's and vscode-jsonrpc's files (they are in the bundle). Of
+ * the schemas (protocol/lazy-schema.ts) it builds those that validating `initialize` params needs, and no result,
+ * notification or record schema.
  *
- * A module resolve hook, registered with `node --import`, writes every module URL the process resolves to a file;
- * the test reads it once the server answered `initialize` and exited.
+ * A module resolve hook, registered with `node --import`, writes every module URL the process resolves to a file,
+ * and the names of the schemas built once the process exits; the test reads both once the server answered
+ * `initialize` and exited.
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { CLI, tempDir } from "../support/server-process.js";
+import { CLI, startRawServer, tempDir } from "../support/server-process.js";
 
 /** The resolve hook: appends each resolved URL to the file named by START_UP_MODULES_LOG (hooks run off-thread). */
 const HOOKS = `import { appendFileSync } from "node:fs";
@@ -19,12 +24,20 @@ export async function resolve(specifier, context, next) {
   appendFileSync(process.env.START_UP_MODULES_LOG, result.url + "\\n");
   return result;
 }`;
-const REGISTER = `import { register } from "node:module"; register(${JSON.stringify(
-  `data:text/javascript,${encodeURIComponent(HOOKS)}`,
-)});`;
+/** Registers the hook, and on exit writes the built schemas' names (lazy-schema.ts publishes them) as one line. */
+const REGISTER = `import { register } from "node:module"; import { appendFileSync } from "node:fs";
+register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});
+process.on("exit", () => appendFileSync(process.env.START_UP_MODULES_LOG, "schemas:" +
+  JSON.stringify(globalThis[Symbol.for("acp-orchestrator.builtSchemas")] ?? null) + "\\n"));`;
 
-/** Runs `serve`, sends `initialize`, ends stdin once it is answered; resolves with the URLs it loaded. */
-async function modulesLoadedByServe(): Promise<string[]> {
+/** What `serve` loaded before it exited: module URLs in resolve order, and the names of the schemas it built. */
+interface StartUp {
+  urls: string[];
+  schemas: string[] | null;
+}
+
+/** Runs `serve`, sends `initialize`, ends stdin once it is answered; resolves with what it loaded. */
+async function startUp(): Promise<StartUp> {
   const dir = tempDir("acp-orch-start-up-");
   const log = join(dir, "modules.txt");
   const child = spawn(
@@ -52,29 +65,67 @@ async function modulesLoadedByServe(): Promise<string[]> {
   expect(first.result).toBeDefined();
   child.stdin.end();
   expect(await exited, stderr).toBe(0);
-  return readFileSync(log, "utf8")
+  const lines = readFileSync(log, "utf8")
     .split("\n")
     .filter((line) => line !== "");
+  const schemaLine = lines.find((line) => line.startsWith("schemas:"));
+  return {
+    urls: lines.filter((line) => !line.startsWith("schemas:")),
+    schemas: schemaLine === undefined ? null : (JSON.parse(schemaLine.slice("schemas:".length)) as string[] | null),
+  };
 }
 
+/** The schemas validating `initialize` params builds (and `Phase`, whose values the method table lists). */
+const INITIALIZE_SCHEMAS = [
+  "InitializeParams",
+  "ProtocolVersion",
+  "ClientCapabilities",
+  "FileSystemCapabilities",
+  "Implementation",
+  "AcpMeta",
+  "Id",
+  "Phase",
+];
+
 describe("server start-up (issue 16, cold start)", () => {
-  it("serve answers initialize without loading the ACP SDK, pg or the other commands' modules", async () => {
-    const urls = await modulesLoadedByServe();
+  it("serve answers initialize from the bundle, without the ACP SDK, pg or the other commands' modules", async () => {
+    const { urls } = await startUp();
     // The hook saw the server's own graph (a broken hook would make the assertions below vacuous).
-    expect(urls.some((u) => u.endsWith("/dist/src/commands/serve.js"))).toBe(true);
-    expect(urls.some((u) => u.endsWith("/dist/src/server/server.js"))).toBe(true);
+    expect(urls.some((u) => u.endsWith("/dist/bundle/main.js"))).toBe(true);
+    expect(urls.some((u) => u.endsWith("/dist/bundle/commands/serve.js"))).toBe(true);
+    // Of the compiled tree only the executable, which chose the bundle.
+    expect(urls.filter((u) => u.includes("/dist/src/") && !u.endsWith("/dist/src/cli.js"))).toEqual([]);
     const forbidden = [
       "/node_modules/@agentclientprotocol/sdk/",
       "/node_modules/pg/",
-      "/dist/src/commands/index.js",
-      "/dist/src/commands/run.js",
-      "/dist/src/commands/check-agents.js",
-      "/dist/src/operator/",
-      "/dist/src/transcripts/",
-      "/dist/src/host-kit/",
-      "/dist/src/adapters/agents/acp-worker.js",
-      "/dist/src/adapters/agents/acp-leader.js",
+      "/node_modules/zod/",
+      "/node_modules/vscode-jsonrpc/",
+      "/dist/bundle/commands/index.js",
+      "/dist/bundle/demo.js",
+      "/dist/bundle/adapters/agents/acp-worker.js",
+      "/dist/bundle/adapters/agents/leader-resolver.js",
+      "/dist/bundle/adapters/persistence/postgres-authority.js",
     ];
     expect(urls.filter((u) => forbidden.some((f) => u.includes(f)))).toEqual([]);
+  }, 60_000);
+
+  it("serve builds only the schemas that validating initialize params needs", async () => {
+    const { schemas } = await startUp();
+    expect(schemas).not.toBeNull();
+    expect(schemas).toContain("InitializeParams");
+    expect(schemas!.filter((name) => !INITIALIZE_SCHEMAS.includes(name))).toEqual([]);
+  }, 60_000);
+
+  it("the bundled server's params errors carry zod's English messages", async () => {
+    // zod sets its locale as a side effect of its entry module, which a bundler drops (zod declares no side
+    // effects); protocol/lazy-schema.ts sets it. Without it the issue would read "Invalid input" only.
+    const server = startRawServer();
+    server.send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "one" } });
+    const answer = (await server.next((m) => m.id === 1)) as { error?: { code: number; data?: { issues?: unknown } } };
+    expect(answer.error?.code).toBe(-32602);
+    expect(answer.error?.data?.issues).toEqual([
+      { path: ["protocolVersion"], message: "Invalid input: expected number, received string" },
+    ]);
+    server.child.stdin.end();
   }, 60_000);
 });

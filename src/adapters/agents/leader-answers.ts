@@ -6,7 +6,7 @@
  *
  * Owns: answer validation. Pure: no I/O, never throws; never hands back a value that did not validate.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Id, Mutation, Plan } from "../../../protocol/common.js";
 import type { Mutation as MutationT, TaskState } from "../../../protocol/common.js";
 import { validatePlanGraph } from "../../core/dag/graph.js";
@@ -24,40 +24,56 @@ import type {
 } from "../../core/ports.js";
 import { extractJsonBlock, issuesOf } from "./leader-json.js";
 import type { ExtractedJson } from "./leader-json.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 /** A validated answer, or the problems to send back. */
 export type Parsed<T> = { ok: true; value: T } | { ok: false; errors: string[] };
 
 /** A plan as the leader writes it: protocol/common.ts `Plan` without the server-owned `productId` and `version`. */
-const DraftPlanSchema = Plan.omit({ productId: true, version: true });
+const DraftPlanSchema = lazySchema(() => Plan.omit({ productId: true, version: true }), "DraftPlanSchema");
 
-const QuestionsSchema = z.object({
-  questions: z
-    .array(
-      z.object({
-        question: z.string().trim().min(1).max(2_000),
-        options: z.array(z.string().min(1).max(500)).max(20).optional(),
-      }),
-    )
-    .min(1)
-    .max(20),
-});
+const QuestionsSchema = lazySchema(
+  () =>
+    z.object({
+      questions: z
+        .array(
+          z.object({
+            question: z.string().trim().min(1).max(2_000),
+            options: z.array(z.string().min(1).max(500)).max(20).optional(),
+          }),
+        )
+        .min(1)
+        .max(20),
+    }),
+  "QuestionsSchema",
+);
 
-const MutationsSchema = z.object({ mutations: z.array(Mutation).min(1).max(1_000) });
+const MutationsSchema = lazySchema(
+  () => z.object({ mutations: z.array(Mutation).min(1).max(1_000) }),
+  "MutationsSchema",
+);
 
-const DecisionSchema = z.discriminatedUnion("decision", [
-  z.object({ decision: z.literal("mutate"), mutations: z.array(Mutation).min(1).max(1_000) }),
-  z.object({ decision: z.literal("giveUp") }),
-]);
+const DecisionSchema = lazySchema(
+  () =>
+    z.discriminatedUnion("decision", [
+      z.object({ decision: z.literal("mutate"), mutations: z.array(Mutation).min(1).max(1_000) }),
+      z.object({ decision: z.literal("giveUp") }),
+    ]),
+  "DecisionSchema",
+);
 
-const ChecklistSchema = z.object({
-  criteria: z
-    .array(z.object({ id: Id, text: z.string().trim().min(1).max(2_000) }))
-    .min(1)
-    .max(50),
-});
+const ChecklistSchema = lazySchema(
+  () =>
+    z.object({
+      criteria: z
+        .array(z.object({ id: Id, text: z.string().trim().min(1).max(2_000) }))
+        .min(1)
+        .max(50),
+    }),
+  "ChecklistSchema",
+);
 
-const AssessSchema = z.object({ passed: z.array(Id).max(1_000) });
+const AssessSchema = lazySchema(() => z.object({ passed: z.array(Id).max(1_000) }), "AssessSchema");
 
 function draftOf(value: unknown, roster: readonly AgentInfo[]): Parsed<DraftPlan> {
   const parsed = DraftPlanSchema.safeParse(value);

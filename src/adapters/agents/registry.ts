@@ -10,10 +10,12 @@ import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { createRequire } from "node:module";
 import { dirname, isAbsolute, join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
-import { z } from "zod";
+import { pathToFileURL } from "node:url";
+import * as z from "zod";
 import { Id } from "../../../protocol/common.js";
 import type { AgentDirectory, AgentInfo } from "../../core/ports.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
+import { packageLayout, packageModulePath } from "../../package-files.js";
 
 /** Name of the config file looked up in the workspace when no `--config FILE` is given. */
 export const AGENT_CONFIG_FILE_NAME = "acp-orchestrator.json";
@@ -22,49 +24,45 @@ export const AGENT_CONFIG_FILE_NAME = "acp-orchestrator.json";
 export const BUILTIN_WORKER_AGENT_ID = "builtin-worker";
 
 /** One `agents[]` entry of the config file: an ACP agent started as `command args…` with `env` added. */
-export const AgentConfigEntry = z
-  .object({
-    agentId: Id,
-    /** Display name; defaults to the agent id. */
-    name: z.string().min(1).max(200).optional(),
-    /** Role in a team, e.g. `worker`, `leader`, `reviewer`; defaults to `worker`. */
-    role: z.string().min(1).max(200).default("worker"),
-    /** Executable to start. A path starting with `./` or `../` is resolved against the config file's folder. */
-    command: z.string().min(1),
-    args: z.array(z.string()).default([]),
-    /** Environment variables added to the orchestrator's own environment for this agent. */
-    env: z.record(z.string(), z.string()).default({}),
-    /** Free-form hints for the leader's assignment, e.g. `["typescript", "tests"]`. */
-    strengths: z.array(z.string().min(1).max(200)).default([]),
-    /**
-     * ACP authentication: when the agent advertises auth methods in `initialize`, the client calls `authenticate`
-     * with this `methodId` before opening a session (issue 11). Absent: no `authenticate` call.
-     */
-    auth: z
-      .object({ methodId: z.string().min(1).max(200) })
-      .strict()
-      .optional(),
-  })
-  .strict();
+export const AgentConfigEntry = lazySchema(
+  () =>
+    z
+      .object({
+        agentId: Id,
+        /** Display name; defaults to the agent id. */
+        name: z.string().min(1).max(200).optional(),
+        /** Role in a team, e.g. `worker`, `leader`, `reviewer`; defaults to `worker`. */
+        role: z.string().min(1).max(200).default("worker"),
+        /** Executable to start. A path starting with `./` or `../` is resolved against the config file's folder. */
+        command: z.string().min(1),
+        args: z.array(z.string()).default([]),
+        /** Environment variables added to the orchestrator's own environment for this agent. */
+        env: z.record(z.string(), z.string()).default({}),
+        /** Free-form hints for the leader's assignment, e.g. `["typescript", "tests"]`. */
+        strengths: z.array(z.string().min(1).max(200)).default([]),
+        /**
+         * ACP authentication: when the agent advertises auth methods in `initialize`, the client calls `authenticate`
+         * with this `methodId` before opening a session (issue 11). Absent: no `authenticate` call.
+         */
+        auth: z
+          .object({ methodId: z.string().min(1).max(200) })
+          .strict()
+          .optional(),
+      })
+      .strict(),
+  "AgentConfigEntry",
+);
 export type AgentConfigEntry = z.infer<typeof AgentConfigEntry>;
 
 /** One answer to a worker's `session/request_permission`: pick a reject option (`deny`) or an allow option (`allow`). */
-export const PermissionDecision = z.enum(["deny", "allow"]);
+export const PermissionDecision = lazySchema(() => z.enum(["deny", "allow"]), "PermissionDecision");
 export type PermissionDecision = z.infer<typeof PermissionDecision>;
 
 /** ACP v1 tool kinds (`ToolKind`); a permission request without a kind counts as `other`. */
-export const PermissionToolKind = z.enum([
-  "read",
-  "edit",
-  "delete",
-  "move",
-  "search",
-  "execute",
-  "think",
-  "fetch",
-  "switch_mode",
-  "other",
-]);
+export const PermissionToolKind = lazySchema(
+  () => z.enum(["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]),
+  "PermissionToolKind",
+);
 export type PermissionToolKind = z.infer<typeof PermissionToolKind>;
 
 /**
@@ -72,17 +70,21 @@ export type PermissionToolKind = z.infer<typeof PermissionToolKind>;
  * can answer it: `"deny"` (the default), `"allow"`, or per-tool-kind rules, e.g.
  * `{"default": "deny", "rules": {"read": "allow", "edit": "deny"}}` (a kind without a rule gets `default`).
  */
-export const PermissionPolicy = z.union(
-  [
-    PermissionDecision,
-    z
-      .object({
-        default: PermissionDecision.default("deny"),
-        rules: z.partialRecord(PermissionToolKind, PermissionDecision).default({}),
-      })
-      .strict(),
-  ],
-  { error: 'must be "deny", "allow", or {"default": "deny"|"allow", "rules": {<tool kind>: "deny"|"allow"}}' },
+export const PermissionPolicy = lazySchema(
+  () =>
+    z.union(
+      [
+        PermissionDecision,
+        z
+          .object({
+            default: PermissionDecision.default("deny"),
+            rules: z.partialRecord(PermissionToolKind, PermissionDecision).default({}),
+          })
+          .strict(),
+      ],
+      { error: 'must be "deny", "allow", or {"default": "deny"|"allow", "rules": {<tool kind>: "deny"|"allow"}}' },
+    ),
+  "PermissionPolicy",
 );
 export type PermissionPolicy = z.infer<typeof PermissionPolicy>;
 
@@ -104,56 +106,60 @@ export function permissionDecision(policy: PermissionPolicy, kind: string | null
  * the composition root (`leader`: default leader agent id; `maxParallelTasks`; `taskTimeoutMs`: per task attempt, ms;
  * `permissions`: worker permission policy).
  */
-export const AgentConfigFile = z
-  .object({
-    $schema: z.string().optional(),
-    agents: z
-      .array(AgentConfigEntry)
-      .superRefine((agents, ctx) => {
-        const seen = new Set<string>();
-        agents.forEach((agent, index) => {
-          if (agent.agentId === BUILTIN_WORKER_AGENT_ID) {
-            ctx.addIssue({
-              code: "custom",
-              path: [index, "agentId"],
-              message: `"${BUILTIN_WORKER_AGENT_ID}" is reserved for the built-in worker`,
+export const AgentConfigFile = lazySchema(
+  () =>
+    z
+      .object({
+        $schema: z.string().optional(),
+        agents: z
+          .array(AgentConfigEntry)
+          .superRefine((agents, ctx) => {
+            const seen = new Set<string>();
+            agents.forEach((agent, index) => {
+              if (agent.agentId === BUILTIN_WORKER_AGENT_ID) {
+                ctx.addIssue({
+                  code: "custom",
+                  path: [index, "agentId"],
+                  message: `"${BUILTIN_WORKER_AGENT_ID}" is reserved for the built-in worker`,
+                });
+              } else if (seen.has(agent.agentId)) {
+                ctx.addIssue({
+                  code: "custom",
+                  path: [index, "agentId"],
+                  message: `duplicate agent id "${agent.agentId}"`,
+                });
+              }
+              seen.add(agent.agentId);
             });
-          } else if (seen.has(agent.agentId)) {
-            ctx.addIssue({
-              code: "custom",
-              path: [index, "agentId"],
-              message: `duplicate agent id "${agent.agentId}"`,
-            });
-          }
-          seen.add(agent.agentId);
-        });
+          })
+          .default([]),
+        leader: Id.optional(),
+        maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
+        taskTimeoutMs: z
+          .number()
+          .int()
+          .min(1)
+          .max(7 * 24 * 3_600_000)
+          .optional(),
+        /** Wall-time limit of starting a worker (spawn, `initialize`, `authenticate`, `session/new`), ms. Default 60 s. */
+        startTimeoutMs: z
+          .number()
+          .int()
+          .min(1)
+          .max(24 * 3_600_000)
+          .optional(),
+        permissions: PermissionPolicy.optional(),
+        /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
+        isolation: z.enum(["worktree", "shared"]).optional(),
+        /** Default integration of products whose `product.plan` does not say. */
+        integration: z
+          .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
+          .strict()
+          .optional(),
       })
-      .default([]),
-    leader: Id.optional(),
-    maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
-    taskTimeoutMs: z
-      .number()
-      .int()
-      .min(1)
-      .max(7 * 24 * 3_600_000)
-      .optional(),
-    /** Wall-time limit of starting a worker (spawn, `initialize`, `authenticate`, `session/new`), ms. Default 60 s. */
-    startTimeoutMs: z
-      .number()
-      .int()
-      .min(1)
-      .max(24 * 3_600_000)
-      .optional(),
-    permissions: PermissionPolicy.optional(),
-    /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
-    isolation: z.enum(["worktree", "shared"]).optional(),
-    /** Default integration of products whose `product.plan` does not say. */
-    integration: z
-      .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
-      .strict()
-      .optional(),
-  })
-  .strict();
+      .strict(),
+  "AgentConfigFile",
+);
 export type AgentConfig = z.infer<typeof AgentConfigFile>;
 
 /** A config file that cannot be read, is not JSON, or does not match `AgentConfigFile`. The message names the file. */
@@ -210,6 +216,15 @@ function describeIssues(error: z.ZodError): string {
 }
 
 /**
+ * The config of a server without a config file: what `parseAgentConfig({})` returns (no agents, every setting at its
+ * default), without building the config schema, which a start without a config file has no other use for (issue 16,
+ * cold start; test/adapters/agents/registry.test.ts checks that the two agree). A fresh object on every call.
+ */
+export function emptyAgentConfig(): AgentConfig {
+  return { agents: [] };
+}
+
+/**
  * Validates an already-parsed config value. `file` is only used in the error message.
  * Throws `AgentConfigError` naming the file and every offending key/path. Pure: reads nothing.
  */
@@ -240,7 +255,7 @@ export async function loadAgentConfig(options: { configPath?: string; cwd: strin
     file = isAbsolute(options.configPath) ? options.configPath : resolve(options.cwd, options.configPath);
   } else {
     file = join(options.cwd, AGENT_CONFIG_FILE_NAME);
-    if (!existsSync(file)) return { config: parseAgentConfig({}, file), path: null };
+    if (!existsSync(file)) return { config: emptyAgentConfig(), path: null };
   }
   let text: string;
   try {
@@ -261,18 +276,20 @@ export async function loadAgentConfig(options: { configPath?: string; cwd: strin
 }
 
 /**
- * How to start the built-in worker agent with the current Node binary. From compiled code (`registry.js`) it runs the
- * sibling `builtin-worker-agent.js`; from TypeScript sources (tsx, vitest) it runs the `.ts` file through
- * `--import <tsx loader>`, with the loader given as an absolute URL so it resolves from any child cwd.
+ * How to start the built-in worker agent with the current Node binary. From compiled or bundled code it runs the
+ * compiled `dist/src/adapters/agents/builtin-worker-agent.js` of the package (src/package-files.ts; the bundle moves
+ * this module, so it is not looked up beside it); from TypeScript sources (tsx, vitest) it runs the `.ts` file
+ * through `--import <tsx loader>`, with the loader given as an absolute URL so it resolves from any child cwd.
+ * `moduleUrl` stands for this module's own URL (tests pass another layout's).
  */
 export function builtinWorkerLaunchSpec(moduleUrl: string = import.meta.url): LaunchSpec {
-  const here = fileURLToPath(moduleUrl);
-  const dir = dirname(here);
-  if (here.endsWith(".ts")) {
+  const layout = packageLayout(moduleUrl);
+  const script = packageModulePath("adapters/agents/builtin-worker-agent", layout);
+  if (layout.fromSource) {
     const tsxLoader = pathToFileURL(createRequire(moduleUrl).resolve("tsx")).href;
-    return { command: process.execPath, args: ["--import", tsxLoader, join(dir, "builtin-worker-agent.ts")], env: {} };
+    return { command: process.execPath, args: ["--import", tsxLoader, script], env: {} };
   }
-  return { command: process.execPath, args: [join(dir, "builtin-worker-agent.js")], env: {} };
+  return { command: process.execPath, args: [script], env: {} };
 }
 
 /** The registry entry of the built-in worker (DESIGN.md, Agents: it needs no model). */
@@ -292,7 +309,7 @@ export class AgentRegistry implements AgentDirectory {
   private readonly specs = new Map<string, LaunchSpec>();
 
   /** Builds the registry from a validated config (default: no configured agents). Does not touch the disk. */
-  constructor(readonly config: AgentConfig = parseAgentConfig({}, AGENT_CONFIG_FILE_NAME)) {
+  constructor(readonly config: AgentConfig = emptyAgentConfig()) {
     for (const agent of config.agents) {
       this.infos.set(agent.agentId, {
         agentId: agent.agentId,

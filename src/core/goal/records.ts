@@ -7,89 +7,104 @@
  * This file holds schemas and the reducer only; it never performs I/O and never decides what the loop does next
  * (coordinator.ts does).
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Count, Id, Timestamp } from "../../../protocol/common.js";
 import { GoalEndReason, GoalStatus } from "../../../protocol/goal.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 export const goalStream = (goalRunId: string): string => `goal/${goalRunId}`;
 
-const GoalBudget = z.object({
-  maxTotalTokens: z.number().int().positive().optional(),
-  maxDurationMs: z.number().int().positive().optional(),
-  maxPhases: z.number().int().positive().optional(),
-});
+const GoalBudget = lazySchema(
+  () =>
+    z.object({
+      maxTotalTokens: z.number().int().positive().optional(),
+      maxDurationMs: z.number().int().positive().optional(),
+      maxPhases: z.number().int().positive().optional(),
+    }),
+  "GoalBudget",
+);
 export type GoalBudget = z.infer<typeof GoalBudget>;
 
-const CriterionRecord = z.object({ id: Id, text: z.string() });
-const base = { v: z.literal(1), at: Timestamp };
+const CriterionRecord = lazySchema(() => z.object({ id: Id, text: z.string() }), "CriterionRecord");
+const base = () => ({ v: z.literal(1), at: Timestamp });
 
-export const GoalEvent = z.discriminatedUnion("type", [
-  z.object({
-    ...base,
-    type: z.literal("goal_started"),
-    goalRunId: Id,
-    projectId: Id,
-    goal: z.string(),
-    cwd: z.string(),
-    sessionId: z.string().optional(),
-    budget: GoalBudget,
-    noProgressLimit: z.number().int().min(1).max(100),
-  }),
-  z.object({
-    ...base,
-    type: z.literal("criteria_derived"),
-    criteria: z.array(CriterionRecord).min(1),
-    message: z.string(),
-  }),
-  z.object({ ...base, type: z.literal("goal_edited"), goal: z.string() }),
-  z.object({ ...base, type: z.literal("message_queued"), content: z.string() }),
-  /**
-   * A phase boundary: the pending goal edit (if any) takes effect and the first `consumed` queued messages are handed
-   * to the next phase that starts, exactly once.
-   */
-  z.object({ ...base, type: z.literal("boundary"), goal: z.string(), consumed: Count }),
-  z.object({ ...base, type: z.literal("phase_planned"), phaseIndex: Count, targets: z.array(Id), message: z.string() }),
-  z.object({ ...base, type: z.literal("phase_started"), phaseIndex: Count, productId: Id }),
-  z.object({
-    ...base,
-    type: z.literal("task_settled"),
-    phaseIndex: Count,
-    taskId: Id,
-    status: z.string(),
-  }),
-  z.object({
-    ...base,
-    type: z.literal("phase_assessed"),
-    phaseIndex: Count,
-    passed: z.array(Id),
-    newlyPassed: z.array(Id),
-    regressed: z.array(Id),
-    /** Tokens the phase's product used (added to the goal's total). */
-    phaseTokens: Count,
-    phaseElapsedMs: Count,
-    productPhase: z.string(),
-    message: z.string(),
-  }),
-  z.object({ ...base, type: z.literal("status"), status: GoalStatus, reason: z.string().optional() }),
-  z.object({
-    ...base,
-    type: z.literal("resumed"),
-    additionalBudget: GoalBudget.optional(),
-    /**
-     * Tokens and milliseconds spent so far including the running phase's product, when one was open: added budget
-     * counts from what is really spent, not only from what earlier assessments recorded.
-     */
-    spentTokens: Count.optional(),
-    spentMs: Count.optional(),
-  }),
-  z.object({
-    ...base,
-    type: z.literal("ended"),
-    endReason: GoalEndReason,
-    summary: z.string(),
-    failedReason: z.string().optional(),
-  }),
-]);
+export const GoalEvent = lazySchema(
+  () =>
+    z.discriminatedUnion("type", [
+      z.object({
+        ...base(),
+        type: z.literal("goal_started"),
+        goalRunId: Id,
+        projectId: Id,
+        goal: z.string(),
+        cwd: z.string(),
+        sessionId: z.string().optional(),
+        budget: GoalBudget,
+        noProgressLimit: z.number().int().min(1).max(100),
+      }),
+      z.object({
+        ...base(),
+        type: z.literal("criteria_derived"),
+        criteria: z.array(CriterionRecord).min(1),
+        message: z.string(),
+      }),
+      z.object({ ...base(), type: z.literal("goal_edited"), goal: z.string() }),
+      z.object({ ...base(), type: z.literal("message_queued"), content: z.string() }),
+      /**
+       * A phase boundary: the pending goal edit (if any) takes effect and the first `consumed` queued messages are handed
+       * to the next phase that starts, exactly once.
+       */
+      z.object({ ...base(), type: z.literal("boundary"), goal: z.string(), consumed: Count }),
+      z.object({
+        ...base(),
+        type: z.literal("phase_planned"),
+        phaseIndex: Count,
+        targets: z.array(Id),
+        message: z.string(),
+      }),
+      z.object({ ...base(), type: z.literal("phase_started"), phaseIndex: Count, productId: Id }),
+      z.object({
+        ...base(),
+        type: z.literal("task_settled"),
+        phaseIndex: Count,
+        taskId: Id,
+        status: z.string(),
+      }),
+      z.object({
+        ...base(),
+        type: z.literal("phase_assessed"),
+        phaseIndex: Count,
+        passed: z.array(Id),
+        newlyPassed: z.array(Id),
+        regressed: z.array(Id),
+        /** Tokens the phase's product used (added to the goal's total). */
+        phaseTokens: Count,
+        phaseElapsedMs: Count,
+        productPhase: z.string(),
+        message: z.string(),
+      }),
+      z.object({ ...base(), type: z.literal("status"), status: GoalStatus, reason: z.string().optional() }),
+      z.object({
+        ...base(),
+        type: z.literal("resumed"),
+        additionalBudget: GoalBudget.optional(),
+        /**
+         * Tokens and milliseconds spent so far including the running phase's product, when one was open: added budget
+         * counts from what is really spent, not only from what earlier assessments recorded.
+         */
+        spentTokens: Count.optional(),
+        spentMs: Count.optional(),
+      }),
+      z.object({
+        ...base(),
+        type: z.literal("ended"),
+        endReason: GoalEndReason,
+        summary: z.string(),
+        failedReason: z.string().optional(),
+      }),
+    ]),
+  "GoalEvent",
+);
 export type GoalEvent = z.infer<typeof GoalEvent>;
 
 export interface GoalCriterion {
@@ -309,16 +324,20 @@ export function applyGoalEvent(s: GoalState, e: GoalEvent, seq: number): void {
   }
 }
 
-export const GoalHeaderRecord = z.object({
-  v: z.literal(1),
-  goalRunId: Id,
-  projectId: Id,
-  status: GoalStatus,
-  goal: z.string(),
-  phaseIndex: Count,
-  startedAt: Timestamp,
-  updatedAt: Timestamp,
-});
+export const GoalHeaderRecord = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      goalRunId: Id,
+      projectId: Id,
+      status: GoalStatus,
+      goal: z.string(),
+      phaseIndex: Count,
+      startedAt: Timestamp,
+      updatedAt: Timestamp,
+    }),
+  "GoalHeaderRecord",
+);
 export type GoalHeaderRecord = z.infer<typeof GoalHeaderRecord>;
 
-export const GoalIndexRecord = z.object({ v: z.literal(1), projectId: Id });
+export const GoalIndexRecord = lazySchema(() => z.object({ v: z.literal(1), projectId: Id }), "GoalIndexRecord");

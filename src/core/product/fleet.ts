@@ -16,13 +16,14 @@
  * It never bypasses the orchestrator: every change goes through ProductService, so the durability guarantees hold
  * unchanged. It never performs I/O except through the authority and the service.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { Id, Mutation, Timestamp } from "../../../protocol/common.js";
 import { DomainError, isDomainError, type DomainErrorCode } from "../errors.js";
 import type { AuthorityChange, Clock, IdGenerator, Logger, OwnerLiveness, RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
 import type { ControlRequest, ProductService } from "./service.js";
 import type { ProductStore } from "./store.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 /** The record kind of control requests. */
 export const CONTROL_KIND = "control";
@@ -40,18 +41,22 @@ export function fleetWatches(change: { kind?: string; stream?: string }): boolea
 }
 
 /** A control request forwarded to a product's owner, and its answer (written by the owner into the same record). */
-export const ControlRequestRecord = z.object({
-  v: z.literal(1),
-  productId: Id,
-  op: z.enum(["pause", "cancel", "mutate"]),
-  mutations: z.array(Mutation).max(1_000).optional(),
-  /** Owner id of the server that forwarded it. */
-  by: z.string().min(1).max(500),
-  at: Timestamp,
-  state: z.enum(["pending", "done", "refused"]),
-  result: z.record(z.string(), z.unknown()).optional(),
-  error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }).optional(),
-});
+export const ControlRequestRecord = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      productId: Id,
+      op: z.enum(["pause", "cancel", "mutate"]),
+      mutations: z.array(Mutation).max(1_000).optional(),
+      /** Owner id of the server that forwarded it. */
+      by: z.string().min(1).max(500),
+      at: Timestamp,
+      state: z.enum(["pending", "done", "refused"]),
+      result: z.record(z.string(), z.unknown()).optional(),
+      error: z.object({ code: z.string(), message: z.string(), details: z.unknown() }).optional(),
+    }),
+  "ControlRequestRecord",
+);
 export type ControlRequestRecord = z.infer<typeof ControlRequestRecord>;
 
 export interface FleetOptions {

@@ -13,7 +13,7 @@
  *
  * This file must never contain logic beyond schemas: the reducer is in state.ts.
  */
-import { z } from "zod";
+import * as z from "zod";
 import {
   Budget,
   CommitId,
@@ -29,57 +29,74 @@ import {
   Timestamp,
 } from "../../../protocol/common.js";
 import { IntegrationRecord, IsolationRequest, WorkspaceEvents } from "../workspace/records.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 /** The authority project that holds cross-project indexes. */
 export const INDEX_PROJECT = "_";
 
 export const productStream = (productId: string): string => `product/${productId}`;
 
-export const DialogueEntryRecord = z.object({
-  role: z.enum(["user", "leader"]),
-  text: z.string(),
-  at: Timestamp,
-  /** True for the leader's summary of how a run ended (state.ts: an outcome supersedes the outcome just before it). */
-  outcome: z.literal(true).optional(),
-});
+export const DialogueEntryRecord = lazySchema(
+  () =>
+    z.object({
+      role: z.enum(["user", "leader"]),
+      text: z.string(),
+      at: Timestamp,
+      /** True for the leader's summary of how a run ended (state.ts: an outcome supersedes the outcome just before it). */
+      outcome: z.literal(true).optional(),
+    }),
+  "DialogueEntryRecord",
+);
 
-export const CheckpointRef = z.object({
-  checkpointId: Id,
-  at: Timestamp,
-  /** Sequence number of the event stream the checkpoint captures (state after applying events 1..seq). */
-  seq: Count,
-  completed: Count,
-  total: Count,
-  /** The integration branch's head when the checkpoint was taken (isolation `worktree`; guarantee 11). */
-  integrationHead: CommitId.optional(),
-  /** Task ids merged into the integration branch at that point, in merge order. */
-  merged: z.array(Id).optional(),
-});
+export const CheckpointRef = lazySchema(
+  () =>
+    z.object({
+      checkpointId: Id,
+      at: Timestamp,
+      /** Sequence number of the event stream the checkpoint captures (state after applying events 1..seq). */
+      seq: Count,
+      completed: Count,
+      total: Count,
+      /** The integration branch's head when the checkpoint was taken (isolation `worktree`; guarantee 11). */
+      integrationHead: CommitId.optional(),
+      /** Task ids merged into the integration branch at that point, in merge order. */
+      merged: z.array(Id).optional(),
+    }),
+  "CheckpointRef",
+);
 export type CheckpointRef = z.infer<typeof CheckpointRef>;
 
-export const Usage = z.object({
-  inputTokens: Count,
-  outputTokens: Count,
-  /** Tokens that came from the 4-characters-per-token estimate rather than from worker reports. */
-  estimatedTokens: Count,
-  elapsedMs: Count,
-});
+export const Usage = lazySchema(
+  () =>
+    z.object({
+      inputTokens: Count,
+      outputTokens: Count,
+      /** Tokens that came from the 4-characters-per-token estimate rather than from worker reports. */
+      estimatedTokens: Count,
+      elapsedMs: Count,
+    }),
+  "Usage",
+);
 export type Usage = z.infer<typeof Usage>;
 
 /** A hash written by fingerprint.ts (`ti1:…`, `pl1:…`, `ag1:…`); bounded so a tampered record cannot bloat state. */
-const Hash = z.string().min(1).max(200);
+const Hash = lazySchema(() => z.string().min(1).max(200), "Hash");
 
 /**
  * What a run's progress depends on outside its own event stream (issue 4, drift detection): the plan fingerprint
  * (plan + leader prompt template version), the workspace git HEAD (`null` outside git) and the registry's agent
  * definitions. Recorded at confirmation, refreshed while the run is driven, acknowledged by an explicit resume.
  */
-export const Fingerprint = z.object({
-  promptVersion: z.string().min(1).max(200),
-  planHash: Hash,
-  gitHead: z.string().min(1).max(200).nullable(),
-  agentsHash: Hash,
-});
+export const Fingerprint = lazySchema(
+  () =>
+    z.object({
+      promptVersion: z.string().min(1).max(200),
+      planHash: Hash,
+      gitHead: z.string().min(1).max(200).nullable(),
+      agentsHash: Hash,
+    }),
+  "Fingerprint",
+);
 export type Fingerprint = z.infer<typeof Fingerprint>;
 
 /** The longest lease lifetime a reader believes (1 h): a larger `ttlMs` in a record is cut to this when read. */
@@ -92,162 +109,185 @@ export const MAX_LEASE_TTL_MS = 3_600_000;
  * parse proves no one is alive. Readers never trust `expiresAt` further than `ttlMs` past the moment they first saw
  * the record's revision (lease.ts), so a lease dated far in the future blocks nobody for longer than one lifetime.
  */
-export const LeaseRecord = z.object({
-  v: z.literal(1),
-  owner: Id,
-  expiresAt: Timestamp.refine((t) => Number.isFinite(Date.parse(t)), "must be a date"),
-  ttlMs: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
-});
+export const LeaseRecord = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      owner: Id,
+      expiresAt: Timestamp.refine((t) => Number.isFinite(Date.parse(t)), "must be a date"),
+      ttlMs: z.number().int().positive().max(Number.MAX_SAFE_INTEGER).optional(),
+    }),
+  "LeaseRecord",
+);
 export type LeaseRecord = z.infer<typeof LeaseRecord>;
 
-const base = { v: z.literal(1), at: Timestamp };
+const base = () => ({ v: z.literal(1), at: Timestamp });
 
-export const ProductCreatedEvent = z.object({
-  ...base,
-  type: z.literal("created"),
-  productId: Id,
-  projectId: Id,
-  name: z.string(),
-  goal: z.string(),
-  cwd: z.string(),
-  /** At most this many tasks run at once (`product.plan` / the session's `parallelism`); else the server's default. */
-  maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
-  sessionId: z.string().optional(),
-  leaderAgentId: z.string().optional(),
-  allowedAgents: z.array(z.string()).optional(),
-  budget: Budget.optional(),
-  /** What `product.plan` asked for (isolation and integration); decided at confirmation. */
-  isolation: IsolationRequest.shape.isolation,
-  integration: IsolationRequest.shape.integration,
-});
+export const ProductCreatedEvent = lazySchema(
+  () =>
+    z.object({
+      ...base(),
+      type: z.literal("created"),
+      productId: Id,
+      projectId: Id,
+      name: z.string(),
+      goal: z.string(),
+      cwd: z.string(),
+      /** At most this many tasks run at once (`product.plan` / the session's `parallelism`); else the server's default. */
+      maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
+      sessionId: z.string().optional(),
+      leaderAgentId: z.string().optional(),
+      allowedAgents: z.array(z.string()).optional(),
+      budget: Budget.optional(),
+      /** What `product.plan` asked for (isolation and integration); decided at confirmation. */
+      isolation: IsolationRequest.shape.isolation,
+      integration: IsolationRequest.shape.integration,
+    }),
+  "ProductCreatedEvent",
+);
 
-export const ProductEvent = z.discriminatedUnion("type", [
-  ProductCreatedEvent,
-  ...WorkspaceEvents,
-  z.object({
-    ...base,
-    type: z.literal("dialogue"),
-    role: z.enum(["user", "leader"]),
-    text: z.string(),
-    /** The summary of how a run ended (written when the product completes or fails). */
-    outcome: z.literal(true).optional(),
-  }),
-  z.object({ ...base, type: z.literal("planProposed"), plan: Plan }),
-  z.object({ ...base, type: z.literal("planFailed"), error: z.string() }),
-  z.object({
-    ...base,
-    type: z.literal("asked"),
-    askId: Id,
-    questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })),
-  }),
-  z.object({ ...base, type: z.literal("confirmed"), plan: Plan, fingerprint: Fingerprint.optional() }),
-  z.object({ ...base, type: z.literal("phase"), phase: Phase, recovery: Recovery.nullable() }),
-  /** `inputHash` (on a completion) binds the result to the input it was run with (guarantee 7; not on the wire). */
-  z.object({ ...base, type: z.literal("task"), task: TaskState, inputHash: Hash.optional() }),
-  z.object({
-    ...base,
-    type: z.literal("mutated"),
-    mutations: z.array(Mutation),
-    by: z.enum(["leader", "user"]),
-    plan: Plan,
-  }),
-  z.object({
-    ...base,
-    type: z.literal("usage"),
-    taskId: Id,
-    inputTokens: Count,
-    outputTokens: Count,
-    estimated: z.boolean(),
-  }),
-  z.object({ ...base, type: z.literal("elapsed"), elapsedMs: Count }),
-  z.object({ ...base, type: z.literal("budgetAdded"), budget: Budget }),
-  z.object({ ...base, type: z.literal("budgetWarned"), reason: z.string() }),
-  z.object({ ...base, type: z.literal("checkpoint"), checkpointId: Id, completed: Count, total: Count }),
-  z.object({
-    ...base,
-    type: z.literal("restored"),
-    checkpointId: Id,
-    plan: Plan.optional(),
-    tasks: z.array(TaskState),
-    inputHashes: z.record(Id, Hash).optional(),
-  }),
-  /** A new fingerprint: refreshed while driving, or recorded by an explicit resume that acknowledged `acknowledged`. */
-  z.object({
-    ...base,
-    type: z.literal("fingerprint"),
-    fingerprint: Fingerprint,
-    acknowledged: z.array(z.string().max(2_000)).max(10).optional(),
-  }),
-]);
+export const ProductEvent = lazySchema(
+  () =>
+    z.discriminatedUnion("type", [
+      ProductCreatedEvent,
+      ...WorkspaceEvents,
+      z.object({
+        ...base(),
+        type: z.literal("dialogue"),
+        role: z.enum(["user", "leader"]),
+        text: z.string(),
+        /** The summary of how a run ended (written when the product completes or fails). */
+        outcome: z.literal(true).optional(),
+      }),
+      z.object({ ...base(), type: z.literal("planProposed"), plan: Plan }),
+      z.object({ ...base(), type: z.literal("planFailed"), error: z.string() }),
+      z.object({
+        ...base(),
+        type: z.literal("asked"),
+        askId: Id,
+        questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })),
+      }),
+      z.object({ ...base(), type: z.literal("confirmed"), plan: Plan, fingerprint: Fingerprint.optional() }),
+      z.object({ ...base(), type: z.literal("phase"), phase: Phase, recovery: Recovery.nullable() }),
+      /** `inputHash` (on a completion) binds the result to the input it was run with (guarantee 7; not on the wire). */
+      z.object({ ...base(), type: z.literal("task"), task: TaskState, inputHash: Hash.optional() }),
+      z.object({
+        ...base(),
+        type: z.literal("mutated"),
+        mutations: z.array(Mutation),
+        by: z.enum(["leader", "user"]),
+        plan: Plan,
+      }),
+      z.object({
+        ...base(),
+        type: z.literal("usage"),
+        taskId: Id,
+        inputTokens: Count,
+        outputTokens: Count,
+        estimated: z.boolean(),
+      }),
+      z.object({ ...base(), type: z.literal("elapsed"), elapsedMs: Count }),
+      z.object({ ...base(), type: z.literal("budgetAdded"), budget: Budget }),
+      z.object({ ...base(), type: z.literal("budgetWarned"), reason: z.string() }),
+      z.object({ ...base(), type: z.literal("checkpoint"), checkpointId: Id, completed: Count, total: Count }),
+      z.object({
+        ...base(),
+        type: z.literal("restored"),
+        checkpointId: Id,
+        plan: Plan.optional(),
+        tasks: z.array(TaskState),
+        inputHashes: z.record(Id, Hash).optional(),
+      }),
+      /** A new fingerprint: refreshed while driving, or recorded by an explicit resume that acknowledged `acknowledged`. */
+      z.object({
+        ...base(),
+        type: z.literal("fingerprint"),
+        fingerprint: Fingerprint,
+        acknowledged: z.array(z.string().max(2_000)).max(10).optional(),
+      }),
+    ]),
+  "ProductEvent",
+);
 export type ProductEvent = z.infer<typeof ProductEvent>;
 export type ProductEventType = ProductEvent["type"];
 
 /** The full reduced state of a product; also the body of a snapshot record. */
-export const ProductStateSchema = z.object({
-  v: z.literal(1),
-  /** Sequence number of the last event applied. */
-  seq: Count,
-  productId: Id,
-  projectId: Id,
-  name: z.string(),
-  goal: z.string(),
-  cwd: z.string(),
-  maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
-  sessionId: z.string().optional(),
-  leaderAgentId: z.string().optional(),
-  allowedAgents: z.array(z.string()).optional(),
-  phase: Phase,
-  recovery: Recovery.optional(),
-  plan: Plan.optional(),
-  /** Task states in plan order. */
-  tasks: z.array(TaskState),
-  dialogue: z.array(DialogueEntryRecord),
-  pendingAsk: z
-    .object({
-      askId: Id,
-      questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })),
-    })
-    .optional(),
-  planError: z.string().optional(),
-  budget: Budget,
-  usage: Usage,
-  budgetWarned: z.boolean(),
-  /** Newest last; pruned to the newest `checkpointHistory` entries. */
-  checkpoints: z.array(CheckpointRef),
-  /** taskId → input hash of its completed result (guarantee 7); only completed tasks have an entry. */
-  inputHashes: z.record(Id, Hash).optional(),
-  /**
-   * taskId → attempts that were interrupted (pause, shutdown, crash) rather than failed. They are counted in
-   * `attempts` (guarantee 7) but do not use up the task's retries (`maxAttempts` limits failed attempts).
-   */
-  interruptedAttempts: z.record(Id, Count).optional(),
-  /** The latest recorded fingerprint (drift detection); absent for runs confirmed before fingerprints existed. */
-  fingerprint: Fingerprint.optional(),
-  /** Isolation asked for by `product.plan` (until confirmation decides). */
-  isolationRequest: IsolationRequest.optional(),
-  /** Isolation decided at confirmation, and why `shared` when it is. */
-  isolation: Isolation.optional(),
-  isolationReason: z.string().optional(),
-  /** The integration branch and its state (isolation `worktree`). */
-  integration: IntegrationRecord.optional(),
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-});
+export const ProductStateSchema = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      /** Sequence number of the last event applied. */
+      seq: Count,
+      productId: Id,
+      projectId: Id,
+      name: z.string(),
+      goal: z.string(),
+      cwd: z.string(),
+      maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
+      sessionId: z.string().optional(),
+      leaderAgentId: z.string().optional(),
+      allowedAgents: z.array(z.string()).optional(),
+      phase: Phase,
+      recovery: Recovery.optional(),
+      plan: Plan.optional(),
+      /** Task states in plan order. */
+      tasks: z.array(TaskState),
+      dialogue: z.array(DialogueEntryRecord),
+      pendingAsk: z
+        .object({
+          askId: Id,
+          questions: z.array(z.object({ question: z.string(), options: z.array(z.string()).optional() })),
+        })
+        .optional(),
+      planError: z.string().optional(),
+      budget: Budget,
+      usage: Usage,
+      budgetWarned: z.boolean(),
+      /** Newest last; pruned to the newest `checkpointHistory` entries. */
+      checkpoints: z.array(CheckpointRef),
+      /** taskId → input hash of its completed result (guarantee 7); only completed tasks have an entry. */
+      inputHashes: z.record(Id, Hash).optional(),
+      /**
+       * taskId → attempts that were interrupted (pause, shutdown, crash) rather than failed. They are counted in
+       * `attempts` (guarantee 7) but do not use up the task's retries (`maxAttempts` limits failed attempts).
+       */
+      interruptedAttempts: z.record(Id, Count).optional(),
+      /** The latest recorded fingerprint (drift detection); absent for runs confirmed before fingerprints existed. */
+      fingerprint: Fingerprint.optional(),
+      /** Isolation asked for by `product.plan` (until confirmation decides). */
+      isolationRequest: IsolationRequest.optional(),
+      /** Isolation decided at confirmation, and why `shared` when it is. */
+      isolation: Isolation.optional(),
+      isolationReason: z.string().optional(),
+      /** The integration branch and its state (isolation `worktree`). */
+      integration: IntegrationRecord.optional(),
+      createdAt: Timestamp,
+      updatedAt: Timestamp,
+    }),
+  "ProductStateSchema",
+);
 export type ProductState = z.infer<typeof ProductStateSchema>;
 
-export const SnapshotRecord = z.object({ v: z.literal(1), state: ProductStateSchema });
+export const SnapshotRecord = lazySchema(
+  () => z.object({ v: z.literal(1), state: ProductStateSchema }),
+  "SnapshotRecord",
+);
 
-export const ProductHeaderRecord = z.object({
-  v: z.literal(1),
-  productId: Id,
-  projectId: Id,
-  name: z.string(),
-  phase: Phase,
-  progress: Progress,
-  createdAt: Timestamp,
-  updatedAt: Timestamp,
-  sessionId: z.string().optional(),
-});
+export const ProductHeaderRecord = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      productId: Id,
+      projectId: Id,
+      name: z.string(),
+      phase: Phase,
+      progress: Progress,
+      createdAt: Timestamp,
+      updatedAt: Timestamp,
+      sessionId: z.string().optional(),
+    }),
+  "ProductHeaderRecord",
+);
 export type ProductHeaderRecord = z.infer<typeof ProductHeaderRecord>;
 
-export const ProductIndexRecord = z.object({ v: z.literal(1), projectId: Id });
+export const ProductIndexRecord = lazySchema(() => z.object({ v: z.literal(1), projectId: Id }), "ProductIndexRecord");

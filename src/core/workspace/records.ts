@@ -8,67 +8,89 @@
  * `state: "integrating"` (before the end merge into the target). `taskIntegrated` and the final `integrationEnded`
  * record what happened. This file holds schemas only: the reducer and the decisions are in integration.ts.
  */
-import { z } from "zod";
+import * as z from "zod";
 import { CommitId, Count, Id, Integration, Isolation } from "../../../protocol/common.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 
-const base = { v: z.literal(1), at: z.string().min(1) };
-const Files = z.array(z.string().max(4_096)).max(100_000);
-const RefName = z.string().min(1).max(1_000);
+const base = () => ({ v: z.literal(1), at: z.string().min(1) });
+const Files = lazySchema(() => z.array(z.string().max(4_096)).max(100_000), "Files");
+const RefName = lazySchema(() => z.string().min(1).max(1_000), "RefName");
 
 /** What `product.plan` asked for; decided at confirmation. */
-export const IsolationRequest = z.object({
-  isolation: Isolation.optional(),
-  integration: z
-    .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
-    .optional(),
-});
+export const IsolationRequest = lazySchema(
+  () =>
+    z.object({
+      isolation: Isolation.optional(),
+      integration: z
+        .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
+        .optional(),
+    }),
+  "IsolationRequest",
+);
 export type IsolationRequest = z.infer<typeof IsolationRequest>;
 
 /** A merge of a task attempt's commit that was decided and recorded but whose ref move is not yet confirmed. */
-export const PendingIntegration = z.object({
-  taskId: Id,
-  attempt: Count,
-  commit: CommitId,
-  changedFiles: Files,
-  /** The ref that keeps the attempt's commit (`refs/acp-orchestrator/<productId>/attempts/<taskId>/<attempt>`). */
-  ref: RefName,
-  /** The integration head expected before the move, and the head after it. */
-  from: CommitId,
-  to: CommitId,
-  /** The worker's output and the attempt's input hash, so the task can be completed after a crash. */
-  output: z.string(),
-  inputHash: z.string().min(1).max(200).optional(),
-});
+export const PendingIntegration = lazySchema(
+  () =>
+    z.object({
+      taskId: Id,
+      attempt: Count,
+      commit: CommitId,
+      changedFiles: Files,
+      /** The ref that keeps the attempt's commit (`refs/acp-orchestrator/<productId>/attempts/<taskId>/<attempt>`). */
+      ref: RefName,
+      /** The integration head expected before the move, and the head after it. */
+      from: CommitId,
+      to: CommitId,
+      /** The worker's output and the attempt's input hash, so the task can be completed after a crash. */
+      output: z.string(),
+      inputHash: z.string().min(1).max(200).optional(),
+    }),
+  "PendingIntegration",
+);
 export type PendingIntegration = z.infer<typeof PendingIntegration>;
 
 /** The integration state kept in a product's state (and snapshots). */
-export const IntegrationRecord = Integration.extend({
-  /** The commit the branch was created from at confirmation. */
-  base: CommitId,
-  pending: PendingIntegration.optional(),
-  /** How many old heads rollbacks kept so far (names of the keep refs). */
-  kept: Count,
-  /** The last rollback's move, until it is verified (`from` is kept as `keptAs`, then the branch goes to `to`). */
-  moving: z.object({ from: CommitId, to: CommitId, keptAs: RefName }).optional(),
-});
+export const IntegrationRecord = lazySchema(
+  () =>
+    Integration.extend({
+      /** The commit the branch was created from at confirmation. */
+      base: CommitId,
+      pending: PendingIntegration.optional(),
+      /** How many old heads rollbacks kept so far (names of the keep refs). */
+      kept: Count,
+      /** The last rollback's move, until it is verified (`from` is kept as `keptAs`, then the branch goes to `to`). */
+      moving: z.object({ from: CommitId, to: CommitId, keptAs: RefName }).optional(),
+    }),
+  "IntegrationRecord",
+);
 export type IntegrationRecord = z.infer<typeof IntegrationRecord>;
 
-export const WorkspaceChosenEvent = z.object({
-  ...base,
-  type: z.literal("workspaceChosen"),
-  isolation: Isolation,
-  /** Why `shared` (plain words); absent for `worktree`. */
-  reason: z.string().max(2_000).optional(),
-  integration: z
-    .object({ mode: z.enum(["branch", "merge"]), branch: RefName, base: CommitId, targetBranch: RefName.optional() })
-    .optional(),
-});
+export const WorkspaceChosenEvent = lazySchema(
+  () =>
+    z.object({
+      ...base(),
+      type: z.literal("workspaceChosen"),
+      isolation: Isolation,
+      /** Why `shared` (plain words); absent for `worktree`. */
+      reason: z.string().max(2_000).optional(),
+      integration: z
+        .object({
+          mode: z.enum(["branch", "merge"]),
+          branch: RefName,
+          base: CommitId,
+          targetBranch: RefName.optional(),
+        })
+        .optional(),
+    }),
+  "WorkspaceChosenEvent",
+);
 
 export const WorkspaceEvents = [
   WorkspaceChosenEvent,
-  z.object({ ...base, type: z.literal("integrating"), pending: PendingIntegration }),
+  z.object({ ...base(), type: z.literal("integrating"), pending: PendingIntegration }),
   z.object({
-    ...base,
+    ...base(),
     type: z.literal("taskIntegrated"),
     taskId: Id,
     attempt: Count,
@@ -78,7 +100,7 @@ export const WorkspaceEvents = [
   }),
   /** A conflicting (or otherwise failed) attempt's commit is kept under `ref` for inspection. */
   z.object({
-    ...base,
+    ...base(),
     type: z.literal("attemptKept"),
     taskId: Id,
     attempt: Count,
@@ -88,7 +110,7 @@ export const WorkspaceEvents = [
   }),
   /** Rollback: the branch moves `from` → `to`; `from` stays reachable under `keptAs`; `merged` is the restored list. */
   z.object({
-    ...base,
+    ...base(),
     type: z.literal("branchMoved"),
     from: CommitId,
     to: CommitId,
@@ -96,7 +118,7 @@ export const WorkspaceEvents = [
     merged: z.array(Id),
   }),
   z.object({
-    ...base,
+    ...base(),
     type: z.literal("integrationEnded"),
     state: z.enum(["integrating", "integrated", "conflict", "pending"]),
     targetHead: CommitId.optional(),

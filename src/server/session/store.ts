@@ -6,38 +6,43 @@
  * Each write is compare-and-swap on the record's last revision, serialised per session. A record that does not parse
  * reads as unknown (`-32002`). Owns nothing about turns or products.
  */
-import { z } from "zod";
+import * as z from "zod";
 import type { TaskStatus } from "../../../protocol/common.js";
 import { notFound } from "../../core/errors.js";
 import type { Clock, Logger, RunStateAuthority } from "../../core/ports.js";
 import { MODE_IDS } from "./settings.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 /** The authority project that holds session records (sessions are looked up by id alone). */
 const SESSION_PROJECT = "_";
 
-export const SessionRecord = z.object({
-  v: z.literal(1),
-  sessionId: z.string(),
-  cwd: z.string(),
-  projectId: z.string(),
-  title: z.string().optional(),
-  productId: z.string().optional(),
-  /** The goal run the session's last goal-mode prompt or `/goal` started (the current work while set). */
-  goalRunId: z.string().optional(),
-  /** Version of the product's plan last shown to the user (a confirm word never runs a plan the user did not see). */
-  shownPlanVersion: z.number().int().min(0).optional(),
-  /** Set by `session/close`; a closed session takes no prompt until `session/load` or `session/resume` opens it. */
-  closed: z.boolean().optional(),
-  /** The session's mode (PROTOCOL.md section 4); absent in records written before modes existed = `confirm`. */
-  modeId: z.enum(MODE_IDS).optional(),
-  /** The session's config values; absent = the defaults at the time it is read. */
-  config: z
-    .object({ leader: z.string(), parallelism: z.string(), isolation: z.enum(["worktree", "shared"]) })
-    .optional(),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-  messages: z.array(z.object({ role: z.enum(["user", "agent"]), text: z.string() })),
-});
+export const SessionRecord = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      sessionId: z.string(),
+      cwd: z.string(),
+      projectId: z.string(),
+      title: z.string().optional(),
+      productId: z.string().optional(),
+      /** The goal run the session's last goal-mode prompt or `/goal` started (the current work while set). */
+      goalRunId: z.string().optional(),
+      /** Version of the product's plan last shown to the user (a confirm word never runs a plan the user did not see). */
+      shownPlanVersion: z.number().int().min(0).optional(),
+      /** Set by `session/close`; a closed session takes no prompt until `session/load` or `session/resume` opens it. */
+      closed: z.boolean().optional(),
+      /** The session's mode (PROTOCOL.md section 4); absent in records written before modes existed = `confirm`. */
+      modeId: z.enum(MODE_IDS).optional(),
+      /** The session's config values; absent = the defaults at the time it is read. */
+      config: z
+        .object({ leader: z.string(), parallelism: z.string(), isolation: z.enum(["worktree", "shared"]) })
+        .optional(),
+      createdAt: z.string(),
+      updatedAt: z.string(),
+      messages: z.array(z.object({ role: z.enum(["user", "agent"]), text: z.string() })),
+    }),
+  "SessionRecord",
+);
 export type SessionRecord = z.infer<typeof SessionRecord>;
 
 /** A session in memory. */

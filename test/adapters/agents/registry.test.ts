@@ -7,7 +7,9 @@ import {
   AgentRegistry,
   BUILTIN_WORKER_AGENT_ID,
   builtinWorkerLaunchSpec,
+  emptyAgentConfig,
   loadAgentConfig,
+  parseAgentConfig,
 } from "../../../src/adapters/agents/registry.js";
 
 let dir: string;
@@ -35,6 +37,10 @@ async function loadError(options: { configPath?: string; cwd: string }): Promise
 }
 
 describe("loadAgentConfig", () => {
+  it("gives a workspace without a config file what the schema makes of an empty one (without building it)", () => {
+    expect(emptyAgentConfig()).toEqual(parseAgentConfig({}, "acp-orchestrator.json"));
+  });
+
   it("returns an empty config when the workspace has no acp-orchestrator.json", async () => {
     const loaded = await loadAgentConfig({ cwd: dir });
     expect(loaded).toEqual({ config: { agents: [] }, path: null });

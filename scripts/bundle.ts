@@ -1,0 +1,88 @@
+/**
+ * Bundles the compiled command dispatcher (dist/src/main.js and everything it imports) into dist/bundle/ with esbuild
+ * (issue 16, cold start): Node's module loader spent about half of the server's start-up resolving, reading and
+ * compiling about 150 files (ours, zod's, vscode-jsonrpc's); the bundle is a few. The executable (src/cli.ts) runs it.
+ *
+ * Usage: `node dist/scripts/bundle.js` after `tsc -p tsconfig.build.json` (`npm run build` runs both). Reads dist/src,
+ * dist/protocol and node_modules; writes dist/bundle/ only, replacing it whole.
+ *
+ * - Code splitting keeps lazy loading lazy: what a module loads with `import()` (the other commands, the ACP SDK
+ *   adapters, the PostgreSQL store) stays out of what `serve` loads. Those modules are entry points of their own, so
+ *   their files have stable names (test/e2e/start-up-modules.test.ts names them).
+ * - Packages stay outside when bundling them would change them: better-sqlite3 (a native addon), pino (its transports
+ *   start worker threads on files of its own), pg and the ACP SDK (loaded on first use only), dagre (the dashboard).
+ *   zod and vscode-jsonrpc (about 90 files between them, all on the start-up path) are bundled.
+ * - Modules that find another file of the package ask src/package-files.ts, which knows this layout; nothing in the
+ *   bundle resolves a sibling of its own `import.meta.url`.
+ */
+import { rmSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+/** The part of esbuild's API used here (esbuild ships its own types; see `loadEsbuild` for why they are not imported). */
+interface Esbuild {
+  build(options: Record<string, unknown>): Promise<{ errors: unknown[]; warnings: { text: string }[] }>;
+}
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+const OUT = join(ROOT, "dist", "bundle");
+
+/** Modules loaded with `import()` that get an entry point (and a stable file name) of their own, by output name. */
+const LAZY_ENTRIES = {
+  main: "dist/src/main.js",
+  "commands/serve": "dist/src/commands/serve.js",
+  "commands/index": "dist/src/commands/index.js",
+  "commands/output": "dist/src/commands/output.js",
+  "adapters/agents/acp-worker": "dist/src/adapters/agents/acp-worker.js",
+  "adapters/agents/leader-resolver": "dist/src/adapters/agents/leader-resolver.js",
+  "adapters/persistence/postgres-authority": "dist/src/adapters/persistence/postgres-authority.js",
+  demo: "dist/src/demo.js",
+};
+
+/** Packages left to Node's loader (see the header). */
+const EXTERNAL = ["better-sqlite3", "pino", "pg", "pg-*", "@agentclientprotocol/sdk", "@dagrejs/dagre"];
+
+/**
+ * esbuild: the project's own devDependency when it has one, else the copy tsx (a devDependency) depends on and
+ * runs on. Imported by computed name so that typechecking does not need esbuild's types at the top of node_modules.
+ */
+async function loadEsbuild(): Promise<Esbuild> {
+  const name: string = "esbuild";
+  try {
+    return (await import(name)) as Esbuild;
+  } catch {
+    const fromTsx = createRequire(createRequire(join(ROOT, "package.json")).resolve("tsx/package.json"));
+    return fromTsx(name) as Esbuild;
+  }
+}
+
+async function main(): Promise<void> {
+  const esbuild = await loadEsbuild();
+  rmSync(OUT, { recursive: true, force: true });
+  const result = await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: Object.fromEntries(Object.entries(LAZY_ENTRIES).map(([out, file]) => [out, join(ROOT, file)])),
+    outdir: OUT,
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    external: EXTERNAL,
+    chunkNames: "chunks/[name]-[hash]",
+    sourcemap: "linked",
+    // The bundled CommonJS packages (vscode-jsonrpc) call `require` for Node's built-ins: give the ES module one.
+    banner: {
+      js: 'import { createRequire as __bundleRequire } from "node:module"; const require = __bundleRequire(import.meta.url);',
+    },
+    logLevel: "warning",
+    legalComments: "none",
+  });
+  if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bundle: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+  process.exit(1);
+});
