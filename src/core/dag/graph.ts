@@ -124,7 +124,7 @@ export function downstreamOf(tasks: readonly GraphTask[], taskId: string): strin
   const positions = indexTasks(tasks);
   const start = positions.get(taskId);
   if (start === undefined) throw notFound("task", taskId);
-  const dependents = dependentsTable(tasks, positions);
+  const dependents = dependentsIndex(tasks, positions);
 
   // Mark everything reachable from the start along "is depended on by" edges.
   const marked = new Uint8Array(tasks.length);
@@ -132,8 +132,7 @@ export function downstreamOf(tasks: readonly GraphTask[], taskId: string): strin
   const stack = [start];
   while (stack.length > 0) {
     const i = stack.pop() as number;
-    for (let k = dependents.offsets[i] as number, end = dependents.offsets[i + 1] as number; k < end; k += 1) {
-      const d = dependents.targets[k] as number;
+    for (const d of dependents[i] ?? []) {
       if (marked[d] === 0) {
         marked[d] = 1;
         stack.push(d);
@@ -157,8 +156,7 @@ export function downstreamOf(tasks: readonly GraphTask[], taskId: string): strin
   for (let head = 0; head < queue.length; head += 1) {
     const i = queue[head] as number;
     result.push((tasks[i] as GraphTask).taskId);
-    for (let k = dependents.offsets[i] as number, end = dependents.offsets[i + 1] as number; k < end; k += 1) {
-      const d = dependents.targets[k] as number;
+    for (const d of dependents[i] ?? []) {
       indegree[d] = (indegree[d] ?? 0) - 1;
       if (indegree[d] === 0) queue.push(d);
     }
@@ -170,34 +168,19 @@ export function downstreamOf(tasks: readonly GraphTask[], taskId: string): strin
 }
 
 /**
- * The direct dependents of every task as one compact table (issue 16, memory): those of task `i` are
- * `targets[offsets[i] .. offsets[i + 1])`, each listed once, in task list order. Two typed arrays of V+1 and E
- * integers instead of an array per task, so validating a 50,000-task plan leaves no 50,000 small arrays behind.
- * Throws `invalid_plan` on an unknown dependency. O(V+E).
+ * For every task index, the indices of the tasks that depend on it directly (each dependent listed once, in task
+ * list order). Throws `invalid_plan` on an unknown dependency. O(V+E).
  */
-export function dependentsTable(
-  tasks: readonly GraphTask[],
-  positions = indexTasks(tasks),
-): { offsets: Int32Array; targets: Int32Array } {
-  const offsets = new Int32Array(tasks.length + 1);
+export function dependentsIndex(tasks: readonly GraphTask[], positions = indexTasks(tasks)): number[][] {
+  const dependents: number[][] = tasks.map(() => []);
   for (const [i, task] of tasks.entries()) {
     for (const dep of uniqueDeps(task)) {
       const j = positions.get(dep);
       if (j === undefined) throw invalidPlan(`Task ${task.taskId} depends on unknown task ${dep}`, i);
-      offsets[j + 1] = (offsets[j + 1] as number) + 1;
+      (dependents[j] as number[]).push(i);
     }
   }
-  for (let i = 0; i < tasks.length; i += 1) offsets[i + 1] = (offsets[i + 1] as number) + (offsets[i] as number);
-  const targets = new Int32Array(offsets[tasks.length] as number);
-  const fill = offsets.slice(0, tasks.length);
-  for (const [i, task] of tasks.entries()) {
-    for (const dep of uniqueDeps(task)) {
-      const j = positions.get(dep) as number;
-      targets[fill[j] as number] = i;
-      fill[j] = (fill[j] as number) + 1;
-    }
-  }
-  return { offsets, targets };
+  return dependents;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -240,19 +223,14 @@ function firstRepeat(ids: readonly string[]): string | undefined {
  * shorter than the list, the remaining tasks contain (or depend on) a cycle. Unknown dependencies throw.
  */
 function kahn(tasks: readonly GraphTask[], positions: Map<string, number>): number[] {
-  const { offsets, targets } = dependentsTable(tasks, positions);
+  const dependents = dependentsIndex(tasks, positions);
   const indegree = new Int32Array(tasks.length);
-  for (let k = 0; k < targets.length; k += 1) {
-    const d = targets[k] as number;
-    indegree[d] = (indegree[d] as number) + 1;
-  }
+  for (const [i, task] of tasks.entries()) indegree[i] = uniqueDeps(task).length;
   const order: number[] = [];
   for (let i = 0; i < tasks.length; i += 1) if (indegree[i] === 0) order.push(i);
   for (let head = 0; head < order.length; head += 1) {
-    const i = order[head] as number;
-    for (let k = offsets[i] as number, end = offsets[i + 1] as number; k < end; k += 1) {
-      const d = targets[k] as number;
-      indegree[d] = (indegree[d] as number) - 1;
+    for (const d of dependents[order[head] as number] ?? []) {
+      indegree[d] = (indegree[d] ?? 0) - 1;
       if (indegree[d] === 0) order.push(d);
     }
   }

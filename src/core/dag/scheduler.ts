@@ -9,19 +9,8 @@
 import type { Task, TaskStatus } from "../../../protocol/common.js";
 import { invalidInput, invalidPlan, notFound } from "../errors.js";
 
-/**
- * What the scheduler reads of a task: its id, instance, dependencies and current status (`TaskState` satisfies it;
- * `schedulingView` makes the smallest such object).
- */
-export type SchedulerTask = Pick<Task, "taskId" | "instanceId" | "dependsOn"> & { status: TaskStatus };
-
-/**
- * The fields of `task` the scheduler reads, as a new small object sharing `task`'s `dependsOn` array. Building the
- * scheduler from these instead of copies of whole task states keeps one small object per task (issue 16, memory).
- */
-export function schedulingView(task: SchedulerTask): SchedulerTask {
-  return { taskId: task.taskId, instanceId: task.instanceId, dependsOn: task.dependsOn, status: task.status };
-}
+/** A task with its current status, as the scheduler is built from (`TaskState` satisfies it). */
+export type SchedulerTask = Task & { status: TaskStatus };
 
 /** The statuses a running (or otherwise unfinished) task can be settled to. */
 export type SettleStatus = "completed" | "failed" | "skipped" | "cancelled" | "pending" | "waiting";

@@ -6,7 +6,6 @@
  */
 import type { Budget, Mutation, Plan, TaskState } from "../../../protocol/common.js";
 import { applyMutations } from "../dag/mutations.js";
-import { schedulingView } from "../dag/scheduler.js";
 import { DomainError, invalidMutation, invalidPhase } from "../errors.js";
 import { planHash, type Drift } from "./fingerprint.js";
 import { OrchestratorExecution } from "./execution.js";
@@ -185,7 +184,7 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
         ? [{ type: "fingerprint", fingerprint: { ...fp, planHash: planHash(plan, fp.promptVersion) } }]
         : [];
       await this.commit([{ type: "mutated", mutations, by, plan }, ...refreshed], { header: true });
-      this.scheduler?.rebuild(this.model.state.tasks.map(schedulingView));
+      this.scheduler?.rebuild(this.model.state.tasks);
     }
     for (const mutation of mutations) this.ctx.notifier.notify("product.dagMutated", { productId: this.productId, mutation, by });
     if (this.phase === "awaiting_confirmation") {

@@ -10,7 +10,7 @@ import { TerminalPhases } from "../../../protocol/common.js";
 import { downstreamOf, validatePlanGraph } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
 import { checkProductState } from "./integrity.js";
-import { Scheduler, schedulingView } from "../dag/scheduler.js";
+import { Scheduler } from "../dag/scheduler.js";
 import { DomainError, invalidPhase, invalidPlan } from "../errors.js";
 import { AgentConfigurationError, remediationThen } from "../ports.js";
 import type { WorkerResult } from "../ports.js";
@@ -72,8 +72,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       }
       // The integration branch is created after `workspaceChosen` recorded it (a later start verifies it again).
       const problem = await this.verifyBranch().catch((err: unknown) => String(err));
-      if (problem)
-        this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not created at confirm");
+      if (problem) this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not created at confirm");
     });
     this.ctx.defer(() => this.startDriving());
   }
@@ -92,7 +91,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     try {
       if (invalid === undefined) {
         scheduler = new Scheduler(
-          this.model.state.tasks.map(schedulingView),
+          this.model.state.tasks.map((t) => ({ ...t })),
           this.model.state.maxParallelTasks ?? this.ctx.options.maxParallelTasks,
         );
       }
@@ -101,10 +100,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     }
     if (!scheduler) {
       this.invalid ??= invalid;
-      this.ctx.logger.error(
-        { productId: this.productId, cause: this.invalid },
-        "not starting execution: stored state is not whole",
-      );
+      this.ctx.logger.error({ productId: this.productId, cause: this.invalid }, "not starting execution: stored state is not whole");
       this.releaseWhenIdle();
       return;
     }
@@ -188,12 +184,10 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         await this.wave();
         // Stopped (paused by a failure or the budget, or its last workers settled after a pause or cancel): nothing
         // will take a parked worktree any more.
-        if (!(this.driving && this.phase === "executing") && this.running.size === 0)
-          await this.removeParkedWorkspaces();
+        if (!(this.driving && this.phase === "executing") && this.running.size === 0) await this.removeParkedWorkspaces();
       })
         .catch((err: unknown) => {
-          if (!(err instanceof DomainError))
-            this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
+          if (!(err instanceof DomainError)) this.ctx.logger.error({ productId: this.productId, err }, "execution wave failed");
         })
         .finally(() => this.resolveIdle());
     });
@@ -287,9 +281,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         // Kept on the task across attempts (PROTOCOL.md section 5, TaskState.refusedPermissions), the newest 50.
         task.refusedPermissions = [...(current.refusedPermissions ?? []), ...r.entry.refusals].slice(-50);
       }
-      events.push(
-        task.status === "completed" ? { type: "task", task, inputHash: r.inputHash } : { type: "task", task },
-      );
+      events.push(task.status === "completed" ? { type: "task", task, inputHash: r.inputHash } : { type: "task", task });
       // An attempt that never sent a prompt consumed nothing: it is not charged, not even by estimate.
       const prompted = !((res.outcome === "failed" || res.outcome === "cancelled") && res.prompted === false);
       if (!r.reportedUsage && prompted) {
@@ -319,8 +311,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     const reuse = this.driving && this.phase === "executing";
     for (const r of results) await this.releaseWorkspace(r.entry.workspace, reuse);
     const sched = this.scheduler;
-    for (const t of integratedNow)
-      this.ctx.notifier.notify("product.taskIntegrated", { productId: this.productId, ...t });
+    for (const t of integratedNow) this.ctx.notifier.notify("product.taskIntegrated", { productId: this.productId, ...t });
     for (const t of announce) {
       this.notifyTask(t);
       sched?.settle(t.taskId, t.status === "running" ? "pending" : t.status);
@@ -328,12 +319,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     for (const e of [...flushed, ...events]) {
       if (e.type === "checkpoint") {
         const ref = this.model.state.checkpoints.find((c) => c.checkpointId === e.checkpointId);
-        if (ref)
-          this.ctx.notifier.notify("product.checkpoint", {
-            productId: this.productId,
-            checkpointId: ref.checkpointId,
-            at: ref.at,
-          });
+        if (ref) this.ctx.notifier.notify("product.checkpoint", { productId: this.productId, checkpointId: ref.checkpointId, at: ref.at });
       }
     }
     if (results.length > 0) this.announceBudget();
@@ -360,8 +346,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
           {
             cause: problem,
             resumable: true,
-            remediation:
-              "Move the integration branch back to the recorded head (or roll back to a checkpoint), then call product.resume.",
+            remediation: "Move the integration branch back to the recorded head (or roll back to a checkpoint), then call product.resume.",
           },
           "pause",
         );
@@ -377,12 +362,7 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         for (const r of ready) {
           const current = this.task(r.taskId);
           if (!current) continue;
-          const task: TaskState = {
-            ...current,
-            status: "running",
-            attempts: current.attempts + 1,
-            startedAt: this.now(),
-          };
+          const task: TaskState = { ...current, status: "running", attempts: current.attempts + 1, startedAt: this.now() };
           delete task.endedAt;
           delete task.question;
           delete task.output;
@@ -463,22 +443,16 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     };
     // Isolation: the worker runs in the attempt's worktree (its cwd and its fs confinement root), created first.
     const workspace = task.workspace;
-    const cwd = workspace?.path ?? this.model.state.cwd;
-    if (!workspace) {
-      // Shared workspace: nothing to prepare, so no promise chain per attempt.
-      this.runWorker(task, taskDef, { ...instance, agentId }, cwd, dependencyOutputs, controller, entry, finish);
-      return;
-    }
-    this.prepareWorkspace(workspace)
+    const prepared = workspace ? this.prepareWorkspace(workspace) : Promise.resolve();
+    prepared
       .then(
         () => undefined,
-        (err: unknown) =>
-          `The task's worktree could not be prepared: ${err instanceof Error ? err.message : String(err)}`,
+        (err: unknown) => `The task's worktree could not be prepared: ${err instanceof Error ? err.message : String(err)}`,
       )
       .then((prepareError) =>
         prepareError !== undefined
           ? finish({ outcome: "failed", error: prepareError })
-          : this.runWorker(task, taskDef, { ...instance, agentId }, cwd, dependencyOutputs, controller, entry, finish),
+          : this.runWorker(task, taskDef, { ...instance, agentId }, workspace?.path ?? this.model.state.cwd, dependencyOutputs, controller, entry, finish),
       )
       .catch(() => undefined);
   }
@@ -498,9 +472,8 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       finish({ outcome: "cancelled" });
       return;
     }
-    let running: Promise<WorkerResult>;
-    try {
-      running = this.ctx.workers.runTask(
+    this.ctx.workers
+      .runTask(
         {
           productId: this.productId,
           task: taskDef,
@@ -514,19 +487,11 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         {
           onText: (text) => {
             if (!controller.signal.aborted || this.stopReason !== "reset") {
-              this.ctx.notifier.notify("product.taskOutputDelta", {
-                productId: this.productId,
-                taskId: task.taskId,
-                text,
-              });
+              this.ctx.notifier.notify("product.taskOutputDelta", { productId: this.productId, taskId: task.taskId, text });
             }
           },
           onActivity: (toolName) =>
-            this.ctx.notifier.notify("product.agentActivity", {
-              productId: this.productId,
-              taskId: task.taskId,
-              toolName,
-            }),
+            this.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId: task.taskId, toolName }),
           onPermissionRefused: (refusal) => {
             if (entry.refusals.length < 50) entry.refusals.push({ ...refusal });
           },
@@ -535,17 +500,10 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
             this.recordUsage(task.taskId, usage.inputTokens, usage.outputTokens);
           },
         },
+      )
+      .then(finish, (err: unknown) =>
+        finish({ outcome: "failed", error: `The worker failed unexpectedly: ${err instanceof Error ? err.message : String(err)}` }),
       );
-    } catch (err) {
-      // A worker port that throws instead of rejecting (launch now calls it synchronously): the same failure.
-      running = Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
-    running.then(finish, (err: unknown) =>
-      finish({
-        outcome: "failed",
-        error: `The worker failed unexpectedly: ${err instanceof Error ? err.message : String(err)}`,
-      }),
-    );
   }
 
   /** Resolves which agent runs an instance: the pseudo-agent `leader` runs on the leader's agent, else the fallback. */

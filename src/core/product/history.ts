@@ -5,7 +5,6 @@
  */
 import type { Phase, TaskState } from "../../../protocol/common.js";
 import { downstreamOf } from "../dag/graph.js";
-import { schedulingView } from "../dag/scheduler.js";
 import { DomainError, invalidPhase, notFound } from "../errors.js";
 import { OrchestratorControl } from "./control.js";
 import type { NewEvent } from "./base.js";
@@ -149,7 +148,7 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
       }
       for (const e of events) if (e.type === "task") this.notifyTask(e.task);
       if (this.driving) {
-        this.scheduler?.rebuild(this.model.state.tasks.map(schedulingView));
+        this.scheduler?.rebuild(this.model.state.tasks);
         this.announceTopology();
         this.pump();
       } else if (wasTerminal) {

@@ -8,7 +8,6 @@ import type { Mutation, Plan, TaskState } from "../../../protocol/common.js";
 import { TerminalPhases } from "../../../protocol/common.js";
 import { validatePlanGraph } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
-import { schedulingView } from "../dag/scheduler.js";
 import { busy, invalidInput, invalidPhase } from "../errors.js";
 import { AgentConfigurationError, remediationThen } from "../ports.js";
 import type { AgentInfo, DraftPlan, LeaderPort } from "../ports.js";
@@ -232,7 +231,7 @@ export abstract class OrchestratorPlanning extends OrchestratorWorkspaces {
           delete task.question;
           await this.commit([{ type: "task", task }]);
           this.notifyTask(task);
-          this.scheduler?.rebuild(this.model.state.tasks.map(schedulingView));
+          this.scheduler?.rebuild(this.model.state.tasks);
         });
         this.pump();
         const response = `Passed your answer to task ${waiting.taskId}; it will run again.`;

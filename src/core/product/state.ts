@@ -48,13 +48,9 @@ function reindex(model: ProductModel): void {
   });
 }
 
-/**
- * Task states for a freshly confirmed plan: every task pending, no attempts. Each state shares its `dependsOn` array
- * with the plan's task (nothing changes one in place: mutations work on copies, mutations.ts), so a 50,000-task plan
- * does not hold two of each (issue 16, memory).
- */
+/** Task states for a freshly confirmed plan: every task pending, no attempts. */
 export function initialTaskStates(plan: Plan): TaskState[] {
-  return plan.tasks.map((t) => ({ ...t, status: "pending" as const, attempts: 0 }));
+  return plan.tasks.map((t) => ({ ...t, dependsOn: [...t.dependsOn], status: "pending" as const, attempts: 0 }));
 }
 
 /** Merges a new plan's task definitions into existing task states, keeping run state of tasks that remain. */
@@ -128,12 +124,7 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
       s.createdAt = event.at;
       break;
     case "dialogue": {
-      const entry = {
-        role: event.role,
-        text: event.text,
-        at: event.at,
-        ...(event.outcome ? { outcome: true as const } : {}),
-      };
+      const entry = { role: event.role, text: event.text, at: event.at, ...(event.outcome ? { outcome: true as const } : {}) };
       // A run's outcome supersedes the outcome just before it when nobody spoke in between (a rollback or replay ran
       // the product again): the conversation keeps what was said, not one summary per run, so a product rolled back
       // 500 times keeps a dialogue (and snapshots) of constant size (guarantee 14; issue 10, finding 6).
@@ -254,12 +245,7 @@ export function applyEvent(model: ProductModel, event: ProductEvent, seq: number
 function bindInput(s: ProductState, taskId: string, hash: string | undefined): void {
   if (hash !== undefined) {
     // defineProperty, not assignment: a task id such as `__proto__` must stay an ordinary key.
-    Object.defineProperty((s.inputHashes ??= {}), taskId, {
-      value: hash,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    Object.defineProperty((s.inputHashes ??= {}), taskId, { value: hash, enumerable: true, writable: true, configurable: true });
   } else if (s.inputHashes && Object.hasOwn(s.inputHashes, taskId)) delete s.inputHashes[taskId];
 }
 
@@ -272,10 +258,7 @@ export function inputHashOf(s: ProductState, taskId: string): string | undefined
  * Adds budget on resume (DESIGN.md guarantee 9: "Resume may add budget"): limits grow by the given amounts on top of
  * what was already spent, so spent counters are kept. A limit that was unset stays unset unless given.
  */
-function addBudget(
-  s: ProductState,
-  extra: { maxTotalTokens?: number; maxDurationMs?: number },
-): ProductState["budget"] {
+function addBudget(s: ProductState, extra: { maxTotalTokens?: number; maxDurationMs?: number }): ProductState["budget"] {
   const out = { ...s.budget };
   const used = s.usage.inputTokens + s.usage.outputTokens;
   if (extra.maxTotalTokens !== undefined) {

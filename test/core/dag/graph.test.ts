@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { dependentsTable, downstreamOf, topologicalOrder, validatePlanGraph } from "../../../src/core/dag/graph.js";
+import { downstreamOf, topologicalOrder, validatePlanGraph } from "../../../src/core/dag/graph.js";
 import type { GraphTask } from "../../../src/core/dag/graph.js";
 import { DomainError, isDomainError } from "../../../src/core/errors.js";
 
@@ -133,19 +133,5 @@ describe("downstreamOf", () => {
   it("is linear on a wide fan-out", () => {
     const wide = [t("root"), ...Array.from({ length: 50_000 }, (_, i) => t(`n${i}`, ["root"]))];
     expect(downstreamOf(wide, "root")).toHaveLength(50_001);
-  });
-});
-
-describe("dependentsTable", () => {
-  it("lists each task's direct dependents once, in list order, in two flat arrays", () => {
-    const table = dependentsTable([t("a"), t("b", ["a"]), t("c", ["a", "a", "b"]), t("d", ["b"])]);
-    const of = (i: number) => Array.from(table.targets.subarray(table.offsets[i], table.offsets[i + 1]));
-    expect([of(0), of(1), of(2), of(3)]).toEqual([[1, 2], [2, 3], [], []]);
-    expect(table.offsets).toBeInstanceOf(Int32Array);
-    expect(table.targets).toHaveLength(4);
-  });
-
-  it("throws invalid_plan on an unknown dependency", () => {
-    expect(() => dependentsTable([t("a", ["zz"])])).toThrow(/depends on unknown task zz/);
   });
 });

@@ -2,7 +2,6 @@ import { describe, expect, it } from "vitest";
 import type { TaskStatus } from "../../../protocol/common.js";
 import { Scheduler } from "../../../src/core/dag/scheduler.js";
 import type { SchedulerTask } from "../../../src/core/dag/scheduler.js";
-import { schedulingView } from "../../../src/core/dag/scheduler.js";
 import { isDomainError } from "../../../src/core/errors.js";
 
 const task = (
@@ -12,6 +11,8 @@ const task = (
   status: TaskStatus = "pending",
 ): SchedulerTask => ({
   taskId,
+  title: taskId,
+  description: "",
   instanceId,
   dependsOn,
   status,
@@ -226,14 +227,5 @@ describe("Scheduler at scale", () => {
     expect(maxSeen).toBe(maxParallel); // the DAG is wide enough to fill every slot
     expect(s.counts()).toMatchObject({ total: n, completed: n, running: 0, pending: 0, ready: 0 });
     expect(s.isIdle() && !s.hasRunnable()).toBe(true);
-  });
-});
-
-describe("schedulingView", () => {
-  it("keeps only what the scheduler reads, sharing the dependency list", () => {
-    const full = { ...task("b", ["a"], "i2", "running"), title: "B", description: "long text", attempts: 3 };
-    const view = schedulingView(full);
-    expect(view).toEqual({ taskId: "b", instanceId: "i2", dependsOn: ["a"], status: "running" });
-    expect(view.dependsOn).toBe(full.dependsOn);
   });
 });

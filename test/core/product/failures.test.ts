@@ -382,20 +382,3 @@ describe("configuration errors and permission refusals (issue 11)", () => {
     expect(h.leader.consultCalls).toHaveLength(1);
   });
 });
-
-describe("a worker port that throws instead of answering", () => {
-  it("fails the attempt like a rejected one (retried, then failed), and the run still ends", async () => {
-    const h = createHarness({ plan: draftPlan([{ id: "a" }]) });
-    h.worker.runTask = () => {
-      throw new Error("no seat for it");
-    };
-    const productId = await h.started();
-    const done = await h.finished(productId);
-
-    expect(done.phase).toBe("failed");
-    expect(h.notifier.taskTrail("a")).toEqual(["running@1", "pending@1", "running@2", "failed@2"]);
-    expect(h.notifier.of("product.taskStatus", productId, (p) => p.status === "failed")).toEqual([
-      { productId, taskId: "a", status: "failed", attempt: 2, error: "The worker failed unexpectedly: no seat for it" },
-    ]);
-  });
-});
