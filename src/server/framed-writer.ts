@@ -22,6 +22,9 @@ export const DEFAULT_WRITABLE_BACKLOG_BYTES = 256 * 1024;
  */
 const MAX_HOLD_TURNS = 16;
 
+/** Written frames kept at the front of the queue before they are dropped from it (see `releaseWritten`). */
+const RELEASE_AFTER_FRAMES = 256;
+
 /** A frame waiting to be handed to the output, with the callbacks of its `write` promise. */
 interface QueuedFrame {
   frame: string;
@@ -247,6 +250,7 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
         continue;
       }
       if (!accepted) {
+        this.releaseWritten();
         this.awaitDrain(batch);
         return;
       }
@@ -292,6 +296,18 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
     output.on("drain", onDrain);
     output.on("close", onClose);
     output.on("error", onError);
+  }
+
+  /**
+   * Drops the frames already handed to `output` from the front of `queue`. Under a client that reads slowly the queue
+   * may never run empty (new frames arrive while the output is behind), so without this every frame written since it
+   * last did stayed referenced, with its promise callbacks: memory growing with the stream's length (issue 16).
+   * Amortised O(1) per frame: only once the written part is at least as long as what is left.
+   */
+  private releaseWritten(): void {
+    if (this.head < RELEASE_AFTER_FRAMES || this.head < this.queue.length - this.head) return;
+    this.queue = this.queue.slice(this.head);
+    this.head = 0;
   }
 
   private rejectQueued(failure: Error): void {

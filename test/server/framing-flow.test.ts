@@ -4,6 +4,8 @@
  * producer that cannot await each write (a streaming worker) hold back until a slow reader caught up.
  */
 import { PassThrough } from "node:stream";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { describe, expect, it } from "vitest";
 import type { Message } from "vscode-jsonrpc/node";
 import { createFramedTransport } from "../../src/server/framing.js";
@@ -135,5 +137,40 @@ describe("framed writer: answers to pipelined requests (issue 16, request overhe
     await settle(2);
     expect(chunks).toHaveLength(1);
     expect(raw()).toBe(`${JSON.stringify({ jsonrpc: "2.0", id: 1, result: { id: 1 } })}\n`);
+  });
+});
+
+/** V8's full collection, for tests that check what is no longer referenced. */
+function collectGarbage(): void {
+  setFlagsFromString("--expose-gc");
+  (runInNewContext("gc") as () => void)();
+}
+
+describe("framed writer memory", () => {
+  it("drops the frames it has written while a slow reader keeps its queue from ever running empty", async () => {
+    // The producer writes whenever the backlog is under 4 KiB (as a streaming worker behind the output gate does)
+    // and the reader takes a little each turn, so frames are always queued behind the output.
+    const output = new PassThrough({ highWaterMark: 1024 });
+    const { writer } = createFramedTransport(new PassThrough(), output);
+    const early: WeakRef<Promise<void>>[] = [];
+    let sent = 0;
+    let received = 0;
+    for (let round = 0; round < 300; round++) {
+      while (writer.backlogBytes < 4096) {
+        const written = writer.write(note(sent, "z".repeat(60)));
+        if (sent < 100) early.push(new WeakRef(written));
+        sent += 1;
+      }
+      await settle(1);
+      const chunk = output.read() as Buffer | null;
+      if (chunk !== null) received += chunk.toString("utf8").split("\n").length - 1;
+      await settle(1);
+    }
+    expect(received).toBeGreaterThan(1_000);
+    expect(writer.backlogBytes).toBeGreaterThan(1024);
+    await settle();
+    collectGarbage();
+    // A written frame's promise is referenced by nothing once the writer let go of its queue entry.
+    expect(early.filter((ref) => ref.deref() !== undefined)).toHaveLength(0);
   });
 });

@@ -38,7 +38,9 @@ import type { AdvertisedAuthMethod, StartStage, AgentConfigurationError } from "
 import { describePolicy } from "./registry.js";
 import type { AgentRegistry, LaunchSpec, PermissionPolicy } from "./registry.js";
 import { formatTaskBrief, MAX_OUTPUT_CHARS, META_KEY, STDERR_TAIL_CHARS } from "./task-brief.js";
-import { MessageJoiner, oneLine, ToolCallLedger } from "./worker-output.js";
+import { MessageJoiner, oneLine, OutputBuffer, ToolCallLedger } from "./worker-output.js";
+import { divertTextChunks } from "./session-updates.js";
+import type { TextChunk } from "./session-updates.js";
 import { choosePermission, isRefusal } from "./worker-permissions.js";
 import type { PermissionForwarder } from "./worker-permissions.js";
 import { WorkspaceFs, WorkspaceFsError } from "./workspace-fs.js";
@@ -152,7 +154,7 @@ export class TaskAttempt {
   private spec: LaunchSpec | undefined;
   private stderrTail = "";
   private stderrLine = "";
-  private output = "";
+  private readonly output = new OutputBuffer(MAX_OUTPUT_CHARS);
   private sessionId: string | undefined;
   private ctx: ClientContext | undefined;
   private stopKind: StopKind | undefined;
@@ -303,10 +305,15 @@ export class TaskAttempt {
       .onRequest(methods.client.session.requestPermission, ({ params }) => this.onPermission(params))
       .onRequest(methods.client.fs.readTextFile, ({ params }) => this.onReadTextFile(params))
       .onRequest(methods.client.fs.writeTextFile, ({ params }) => this.onWriteTextFile(params));
-    const stream = ndJsonStream(
+    const frames = ndJsonStream(
       Writable.toWeb(agent.stdin) as WritableStream<Uint8Array>,
       gatedReadable(agent.stdout, this.options.outputGate),
     );
+    // Text chunks, nearly all of a worker's traffic, are taken off before the SDK validates them (session-updates.ts).
+    const stream = {
+      writable: frames.writable,
+      readable: divertTextChunks(frames.readable, (chunk) => this.onTextChunk(chunk)),
+    };
     return app.connectWith(stream, async (ctx) => {
       this.ctx = ctx;
       this.stage = "initialize";
@@ -345,19 +352,31 @@ export class TaskAttempt {
     });
   }
 
+  /** A text chunk taken off the stream before the SDK (session-updates.ts): the same as `onUpdate` would do. */
+  private onTextChunk(chunk: TextChunk): void {
+    if (this.sessionId !== undefined && chunk.sessionId !== this.sessionId) return;
+    if (chunk.kind !== "agent_message_chunk") return; // thoughts are not task output
+    try {
+      this.onMessageText(chunk.text, chunk.messageId);
+    } catch (error) {
+      this.log.warn({ err: error, update: chunk.kind }, "worker event handler threw; ignored");
+    }
+  }
+
+  private onMessageText(chunk: string, messageId: string | undefined): void {
+    if (chunk === "") return;
+    const text = this.joiner.text(chunk, messageId);
+    this.output.append(text);
+    this.events.onText(text);
+  }
+
   private onUpdate(notification: SessionNotification): void {
     if (this.sessionId !== undefined && notification.sessionId !== this.sessionId) return;
     const update = notification.update;
     try {
       switch (update.sessionUpdate) {
         case "agent_message_chunk":
-          if (update.content.type === "text" && update.content.text !== "") {
-            const text = this.joiner.text(update.content.text, update.messageId ?? undefined);
-            if (this.output.length < MAX_OUTPUT_CHARS) {
-              this.output += text.slice(0, MAX_OUTPUT_CHARS - this.output.length);
-            }
-            this.events.onText(text);
-          }
+          if (update.content.type === "text") this.onMessageText(update.content.text, update.messageId ?? undefined);
           break;
         case "tool_call":
         case "tool_call_update": {
@@ -528,7 +547,7 @@ export class TaskAttempt {
       case "end_turn": {
         const question = questionOf(response);
         if (question !== undefined) return { outcome: "waiting", question };
-        return { outcome: "completed", output: this.output };
+        return { outcome: "completed", output: this.output.text };
       }
       case "cancelled":
         // The agent cancelled on its own (we never asked): treat it as a failure so the core retries or consults.

@@ -98,3 +98,45 @@ export class ToolCallLedger {
     return this.calls.get(toolCallId);
   }
 }
+
+/**
+ * A task attempt's output text, at most `max` UTF-16 code units (what is past the bound is dropped). Kept compact
+ * while it grows: appending tens of thousands of small chunks to one string builds a rope of as many nodes (about
+ * 60 bytes each on top of the text, and all of it long-lived), so chunks are collected in a list and joined into one
+ * flat block every `BLOCK_CHUNKS` chunks; `text` joins the blocks once (issue 16, memory). Pure.
+ */
+export class OutputBuffer {
+  private static readonly BLOCK_CHUNKS = 512;
+  private readonly blocks: string[] = [];
+  private chunks: string[] = [];
+  private chars = 0;
+
+  constructor(private readonly max: number) {}
+
+  /** Appends `text`, cut at the bound. */
+  append(text: string): void {
+    if (this.chars >= this.max || text === "") return;
+    const piece = text.length <= this.max - this.chars ? text : text.slice(0, this.max - this.chars);
+    this.chunks.push(piece);
+    this.chars += piece.length;
+    if (this.chunks.length >= OutputBuffer.BLOCK_CHUNKS) {
+      this.blocks.push(this.chunks.join(""));
+      this.chunks = [];
+    }
+  }
+
+  /** Code units kept so far (at most `max`). */
+  get length(): number {
+    return this.chars;
+  }
+
+  /** The whole text kept so far, as one flat string. */
+  get text(): string {
+    if (this.chunks.length > 0) {
+      this.blocks.push(this.chunks.join(""));
+      this.chunks = [];
+    }
+    if (this.blocks.length > 1) this.blocks.splice(0, this.blocks.length, this.blocks.join(""));
+    return this.blocks[0] ?? "";
+  }
+}
