@@ -510,7 +510,8 @@ export const goalNotifications = [
     method: "x/goal.phaseAssessed",
     extension: true,
     params: goal.GoalPhaseAssessedNotification,
-    summary: "The leader assessed a finished phase: which criteria pass, which passed for the first time, which regressed.",
+    summary:
+      "The leader assessed a finished phase: which criteria pass, which passed for the first time, which regressed.",
   }),
   notification({
     method: "x/goal.statusChanged",

@@ -66,7 +66,10 @@ describe("pause, resume and cancel with Claude agents", () => {
     await Promise.all([model.waitForHeld(from(agentWorker), 180_000), model.waitForHeld(from(codeWorker), 180_000)]);
 
     // Pause: the worker is stopped (nothing of it remains) and t1 goes back to pending, its attempt not charged.
-    expect(await server.request("product.pause", { productId: paused })).toEqual({ productId: paused, phase: "paused" });
+    expect(await server.request("product.pause", { productId: paused })).toEqual({
+      productId: paused,
+      phase: "paused",
+    });
     const pausedAt = Date.now();
     const stopped = await waitUntilGone([agentWorker.mark], 5_000);
     report(`product.pause: claude-agent-acp gone ${stopped.elapsedMs} ms after pause answered`);
@@ -84,7 +87,9 @@ describe("pause, resume and cancel with Claude agents", () => {
       phase: "cancelled",
     });
     const cancelledAt = Date.now();
-    expect(markedProcesses([codeWorker.mark]), "claude-code-acp still running after product.cancel answered").toEqual([]);
+    expect(markedProcesses([codeWorker.mark]), "claude-code-acp still running after product.cancel answered").toEqual(
+      [],
+    );
 
     // Paused means quiet: no model request from either product for a while.
     await sleep(2_000);
@@ -92,7 +97,10 @@ describe("pause, resume and cancel with Claude agents", () => {
 
     // Resume: t1 runs again (the interrupted attempt was not charged), then t2; the product completes.
     holding = false;
-    expect(await server.request("product.resume", { productId: paused })).toEqual({ productId: paused, phase: "executing" });
+    expect(await server.request("product.resume", { productId: paused })).toEqual({
+      productId: paused,
+      phase: "executing",
+    });
     const done = await productCompleted(server, paused);
     const status = await server.request<Status>("product.status", { productId: paused });
     expect(done.params.phase, JSON.stringify(status.tasks)).toBe("completed");
@@ -103,7 +111,11 @@ describe("pause, resume and cancel with Claude agents", () => {
     expect(existsSync(join(pausedWs, "first.md"))).toBe(true);
     expect(existsSync(join(pausedWs, "second.md"))).toBe(true);
     const t1Runs = server.notifications.filter(
-      (n) => n.method === "product.taskStatus" && n.params.productId === paused && n.params.taskId === "t1" && n.params.status === "running",
+      (n) =>
+        n.method === "product.taskStatus" &&
+        n.params.productId === paused &&
+        n.params.taskId === "t1" &&
+        n.params.status === "running",
     );
     expect(t1Runs).toHaveLength(2);
     // From the model's end_turn of t1 (its last reply) to t2's start, shared isolation (no git step in between).
@@ -111,7 +123,11 @@ describe("pause, resume and cancel with Claude agents", () => {
       ...model.log.filter((e) => from(agentWorker)(e.request) && e.answeredAt !== undefined).map((e) => e.answeredAt!),
     );
     const t2Running = server.notifications.find(
-      (n) => n.method === "product.taskStatus" && n.params.productId === paused && n.params.taskId === "t2" && n.params.status === "running",
+      (n) =>
+        n.method === "product.taskStatus" &&
+        n.params.productId === paused &&
+        n.params.taskId === "t2" &&
+        n.params.status === "running",
     );
     report(`end_turn → next task start (shared isolation): ${t2Running!.receivedAt! - endTurnAt} ms`);
     expect((await server.request<Status>("product.status", { productId: cancelled })).phase).toBe("cancelled");
@@ -144,7 +160,9 @@ describe("pause, resume and cancel with Claude agents", () => {
       prompt: [{ type: "text", text: "Think hard with Claude Code." }],
     });
     await model.waitForHeld(from(codeWorker), 180_000);
-    const running = server.notifications.find((n) => n.method === "session/update" && JSON.stringify(n.params).includes('"in_progress"'));
+    const running = server.notifications.find(
+      (n) => n.method === "session/update" && JSON.stringify(n.params).includes('"in_progress"'),
+    );
     expect(running, "the task's tool call is in progress").toBeDefined();
     const cancelAt = Date.now();
     await server.connection.agent.notify("session/cancel", { sessionId });

@@ -43,9 +43,14 @@ describe("Claude agents and refused permissions", () => {
     ];
     const products = await Promise.all(
       cases.map(({ agent, cwd }) =>
-        runTasks(server, cwd, [{ taskId: "t1", agentId: agent.entry.agentId, title: "Write the note", maxAttempts: 3 }], {
-          isolation: "shared",
-        }),
+        runTasks(
+          server,
+          cwd,
+          [{ taskId: "t1", agentId: agent.entry.agentId, title: "Write the note", maxAttempts: 3 }],
+          {
+            isolation: "shared",
+          },
+        ),
       ),
     );
     for (const [i, { agent, cwd }] of cases.entries()) {
@@ -99,13 +104,23 @@ describe("Claude agents and refused permissions", () => {
       summary: "Claude Code writes one note.",
       instances: [{ instanceId: "w1", agentId: "claude-code", role: "worker" }],
       tasks: [
-        { taskId: "t1", title: "Write the note", description: "Create notes/ide.md.", instanceId: "w1", dependsOn: [], maxAttempts: 1 },
+        {
+          taskId: "t1",
+          title: "Write the note",
+          description: "Create notes/ide.md.",
+          instanceId: "w1",
+          dependsOn: [],
+          maxAttempts: 1,
+        },
       ],
     };
     const model = await suiteModel(
       routeScript({
         leader: (kind) => (kind === "plan" ? { text: `One task.\n\n${fencedJson(plan)}` } : { text: "Fine." }),
-        worker: () => [writeStep("notes/ide.md", "refused by the IDE\n"), answerStep("The write was refused; no note.")],
+        worker: () => [
+          writeStep("notes/ide.md", "refused by the IDE\n"),
+          answerStep("The write was refused; no note."),
+        ],
       }),
     );
     const lead = claudeAgent({ agentId: "lead", package: "claude-agent-acp", model, role: "leader" });
@@ -121,11 +136,16 @@ describe("Claude agents and refused permissions", () => {
           if (toolCall.toolCallId.startsWith("plan-")) return { outcome: { outcome: "selected", optionId: "confirm" } };
           forwarded.push(params);
           const options = params.options as { optionId: string; kind: string }[];
-          return { outcome: { outcome: "selected", optionId: options.find((o) => o.kind === "reject_once")!.optionId } };
+          return {
+            outcome: { outcome: "selected", optionId: options.find((o) => o.kind === "reject_once")!.optionId },
+          };
         },
       },
     );
-    const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd: workspace, mcpServers: [] });
+    const { sessionId } = await server.request<{ sessionId: string }>("session/new", {
+      cwd: workspace,
+      mcpServers: [],
+    });
     const answer = await server.request<{ stopReason: string }>("session/prompt", {
       sessionId,
       prompt: [{ type: "text", text: "Write one note with Claude Code." }],
@@ -147,7 +167,15 @@ describe("Claude agents and refused permissions", () => {
     // The session shows the refusal on the task's tool call.
     const updates = server.notifications
       .filter((n) => n.method === "session/update" && n.params.sessionId === sessionId)
-      .map((n) => n.params.update as { sessionUpdate: string; toolCallId?: string; status?: string; content?: { content?: { text?: string } }[] });
+      .map(
+        (n) =>
+          n.params.update as {
+            sessionUpdate: string;
+            toolCallId?: string;
+            status?: string;
+            content?: { content?: { text?: string } }[];
+          },
+      );
     const taskUpdates = updates.filter((u) => /^prd_[^/]+\/t1$/.test(u.toolCallId ?? ""));
     const last = taskUpdates.at(-1);
     const shown = (last?.content ?? []).map((c) => c.content?.text ?? "").join("\n");

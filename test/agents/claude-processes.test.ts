@@ -25,7 +25,8 @@ function startHelper(pidFile: string): WorkerStep {
 }
 
 async function helperPid(pidFile: string): Promise<number> {
-  for (let i = 0; i < 1_200 && !(existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== ""); i++) await sleep(50);
+  for (let i = 0; i < 1_200 && !(existsSync(pidFile) && readFileSync(pidFile, "utf8").trim() !== ""); i++)
+    await sleep(50);
   return Number(readFileSync(pidFile, "utf8").trim());
 }
 
@@ -51,9 +52,14 @@ describe("Claude agents leave no process behind", () => {
     await runTasks(server, workspace, [{ taskId: "t1", agentId: "claude-agent", title: "Start the dev server" }], {
       isolation: "shared",
     });
-    await runTasks(server, tempDir("agents-kill-code-"), [{ taskId: "t2", agentId: "claude-code", title: "Think hard" }], {
-      isolation: "shared",
-    });
+    await runTasks(
+      server,
+      tempDir("agents-kill-code-"),
+      [{ taskId: "t2", agentId: "claude-code", title: "Think hard" }],
+      {
+        isolation: "shared",
+      },
+    );
     await server.request("product.plan", {
       goal: "Plan something big",
       cwd: tempDir("agents-kill-lead-"),
@@ -74,7 +80,9 @@ describe("Claude agents leave no process behind", () => {
       agents.map((a) => a.mark),
       5_000,
     );
-    report(`kill -9 mid-turn: ${before.length} agent processes (helper included) gone ${gone.elapsedMs} ms after the kill`);
+    report(
+      `kill -9 mid-turn: ${before.length} agent processes (helper included) gone ${gone.elapsedMs} ms after the kill`,
+    );
     expect(gone.remaining).toEqual([]);
     expect(isAlive(helper)).toBe(false);
     // Nothing is left that could call the model; give a straggler request time to arrive anyway.
@@ -122,7 +130,9 @@ describe("Claude agents leave no process behind", () => {
       expect(String(failed.params.error), agent.packageName).toMatch(/exit|crash|killed by SIG/i);
       const started = Date.now();
       for (let j = 0; j < 100 && isAlive(helper); j++) await sleep(50);
-      report(`${agent.packageName} exited on its own: its SIGTERM-proof helper gone ${Date.now() - started} ms after the task failed`);
+      report(
+        `${agent.packageName} exited on its own: its SIGTERM-proof helper gone ${Date.now() - started} ms after the task failed`,
+      );
       expect(isAlive(helper)).toBe(false);
       await productCompleted(server, productId);
     }

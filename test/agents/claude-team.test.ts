@@ -78,11 +78,14 @@ describe("Claude agents as leader and workers", () => {
       allowedAgents: ["claude-agent", "claude-code"],
     });
     const ready = await server.waitFor(
-      (n) => (n.method === "product.planReady" || n.method === "product.planFailed") && n.params.productId === productId,
+      (n) =>
+        (n.method === "product.planReady" || n.method === "product.planFailed") && n.params.productId === productId,
       120_000,
     );
     expect(ready.method, JSON.stringify(ready.params)).toBe("product.planReady");
-    expect((ready.params.plan as { tasks: { taskId: string; instanceId: string; dependsOn: string[] }[] }).tasks).toEqual([
+    expect(
+      (ready.params.plan as { tasks: { taskId: string; instanceId: string; dependsOn: string[] }[] }).tasks,
+    ).toEqual([
       expect.objectContaining({ taskId: "t1", instanceId: "w1", dependsOn: [] }),
       expect.objectContaining({ taskId: "t2", instanceId: "w2", dependsOn: ["t1"] }),
     ]);

@@ -286,17 +286,19 @@ describe("HostAuthority: validation of what the host answers", () => {
 
 describe("HostAuthority: paged readEvents (PROTOCOL.md section 7)", () => {
   const fill = async (host: TestHost, count: number): Promise<void> => {
-    await host.store.appendEvents("p", "s", Array.from({ length: count }, (_, i) => ({ i })), 0);
+    await host.store.appendEvents(
+      "p",
+      "s",
+      Array.from({ length: count }, (_, i) => ({ i })),
+      0,
+    );
   };
 
   it("asks for at most HOST_READ_PAGE_EVENTS per request and pages a long stream until more is false", () =>
     withHost(async (a, host) => {
       await fill(host, HOST_READ_PAGE_EVENTS * 2 + 7);
       const events = await a.readEvents("p", "s", 0);
-      expect([
-        events.length,
-        host.calls.map((c) => [c.params.afterSeq, c.params.limit]),
-      ]).toEqual([
+      expect([events.length, host.calls.map((c) => [c.params.afterSeq, c.params.limit])]).toEqual([
         HOST_READ_PAGE_EVENTS * 2 + 7,
         [
           [0, HOST_READ_PAGE_EVENTS],
@@ -324,7 +326,10 @@ describe("HostAuthority: paged readEvents (PROTOCOL.md section 7)", () => {
     try {
       await fill(host, 10);
       const events = await link.authority.readEvents("p", "s", 2, 5);
-      expect([events.map((e) => e.seq), host.calls.map((c) => c.params.limit)]).toEqual([[3, 4, 5, 6, 7], [5, 2]]);
+      expect([events.map((e) => e.seq), host.calls.map((c) => c.params.limit)]).toEqual([
+        [3, 4, 5, 6, 7],
+        [5, 2],
+      ]);
     } finally {
       await link.close();
     }

@@ -270,9 +270,21 @@ function worktreeRows(rows: Row[], details: string[], costs: WorktreeCost[]): vo
 const POSTGRES_TARGET_S = 5;
 const FLEET_TARGET_RATIO = 0.8;
 
-function postgresRows(rows: Row[], details: string[], outcome: { result: PostgresFigures } | { skipped: string }): void {
+function postgresRows(
+  rows: Row[],
+  details: string[],
+  outcome: { result: PostgresFigures } | { skipped: string },
+): void {
   if ("skipped" in outcome) {
-    rows.push({ figure: "8", measure: "PostgreSQL store", value: "not measured", baseline: "—", ratio: "—", target: "—", met: "—" });
+    rows.push({
+      figure: "8",
+      measure: "PostgreSQL store",
+      value: "not measured",
+      baseline: "—",
+      ratio: "—",
+      target: "—",
+      met: "—",
+    });
     details.push(`### Figure 8: PostgreSQL\n\nNot measured: ${outcome.skipped}\n`);
     return;
   }
@@ -309,7 +321,7 @@ function postgresRows(rows: Row[], details: string[], outcome: { result: Postgre
     "### Figure 8: PostgreSQL store and many servers on one database\n\n" +
       "In-process product service (as figure 4) on each store, instant workers, a whole level in parallel (figure 4's " +
       "workload: the summary's row) and 4 in parallel (about one commit per 1.3 tasks: bound by the disk's flush " +
-      "time); then 1, 2 and 4 server processes on one database, each driving products of 500 tasks, 4 in parallel. \"Time in store calls\" is the share of " +
+      'time); then 1, 2 and 4 server processes on one database, each driving products of 500 tasks, 4 in parallel. "Time in store calls" is the share of ' +
       "the run spent waiting for the run-state authority (the database's share of the time). test/bench/postgres.ts.\n\n" +
       `${markdown}\n`,
   );

@@ -49,7 +49,13 @@ function cpuMs(): number | null {
   }
 }
 
-const ENV = { ...process.env, GIT_AUTHOR_NAME: "bench", GIT_AUTHOR_EMAIL: "b@x", GIT_COMMITTER_NAME: "bench", GIT_COMMITTER_EMAIL: "b@x" };
+const ENV = {
+  ...process.env,
+  GIT_AUTHOR_NAME: "bench",
+  GIT_AUTHOR_EMAIL: "b@x",
+  GIT_COMMITTER_NAME: "bench",
+  GIT_COMMITTER_EMAIL: "b@x",
+};
 
 function makeRepo(dir: string, files: number): string {
   mkdirSync(dir, { recursive: true });
@@ -88,7 +94,10 @@ export async function worktreeCost(dir: string, files: number, tasks: number): P
       prepare.push(performance.now() - t);
       writeFileSync(join(path, `task-${n}.md`), `# Task ${n}\n`);
       t = performance.now();
-      const c = await port.capture(path, attemptMessage(productId, { taskId: `t${n}`, title: `Task ${n}`, description: "" }, 1));
+      const c = await port.capture(
+        path,
+        attemptMessage(productId, { taskId: `t${n}`, title: `Task ${n}`, description: "" }, 1),
+      );
       commit.push(performance.now() - t);
       if (!c.commit) throw new Error("no commit");
       captured.push({ n, path, commit: c.commit });
@@ -96,7 +105,8 @@ export async function worktreeCost(dir: string, files: number, tasks: number): P
     for (const c of captured) {
       const t = performance.now();
       // As the server does: the attempt's commit is kept under its ref, then merged and the branch moved by CAS.
-      if (!(await port.moveRef(repo, attemptRef(productId, `t${c.n}`, 1), c.commit, null))) throw new Error("attempt ref");
+      if (!(await port.moveRef(repo, attemptRef(productId, `t${c.n}`, 1), c.commit, null)))
+        throw new Error("attempt ref");
       const merge = await port.merge(repo, head, c.commit, mergeMessage(productId, `task t${c.n}`));
       if (merge.kind === "conflict") throw new Error("unexpected conflict");
       if (!(await port.moveRef(repo, ref, merge.commit, head))) throw new Error("CAS failed");
@@ -106,7 +116,8 @@ export async function worktreeCost(dir: string, files: number, tasks: number): P
     }
   }
   const cpuAfter = cpuMs();
-  const cpuMsPerTask = cpuBefore !== null && cpuAfter !== null && tasks > 2 ? (cpuAfter - cpuBefore) / (tasks - 2) : null;
+  const cpuMsPerTask =
+    cpuBefore !== null && cpuAfter !== null && tasks > 2 ? (cpuAfter - cpuBefore) / (tasks - 2) : null;
   const coldPrepareMs = Math.max(...prepare.slice(0, 2));
   const t = performance.now();
   for (const path of await port.leftovers(repo, productId)) await port.release(repo, path);
@@ -115,5 +126,15 @@ export async function worktreeCost(dir: string, files: number, tasks: number): P
   const prepareMs = median(prepare);
   const commitMs = median(commit);
   const integrateMs = median(integrate);
-  return { files, tasks, prepareMs, commitMs, integrateMs, totalMs: prepareMs + commitMs + integrateMs, coldPrepareMs, removeParkedMs, cpuMsPerTask };
+  return {
+    files,
+    tasks,
+    prepareMs,
+    commitMs,
+    integrateMs,
+    totalMs: prepareMs + commitMs + integrateMs,
+    coldPrepareMs,
+    removeParkedMs,
+    cpuMsPerTask,
+  };
 }

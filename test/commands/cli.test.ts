@@ -61,8 +61,8 @@ describe("mistakes get one plain sentence and exit 2", () => {
   });
 
   it("a flag given a value and an option without one", () => {
-    expect(cli(["demo", "--keep=yes"]).stderr).toContain("The option --keep of \"demo\" takes no value.");
-    expect(cli(["demo", "--goal"]).stderr).toContain("The option --goal of \"demo\" needs a value.");
+    expect(cli(["demo", "--keep=yes"]).stderr).toContain('The option --keep of "demo" takes no value.');
+    expect(cli(["demo", "--goal"]).stderr).toContain('The option --goal of "demo" needs a value.');
   });
 
   it("a bad environment variable is named as the environment variable, a bad option as the option", () => {
@@ -74,6 +74,8 @@ describe("mistakes get one plain sentence and exit 2", () => {
     const timeout = cli(["serve"], { ACP_ORCHESTRATOR_HOST_TIMEOUT_MS: "soon" });
     expect(timeout.stderr).toContain('"soon" from the environment variable ACP_ORCHESTRATOR_HOST_TIMEOUT_MS must be');
     const lease = cli(["serve"], { ACP_ORCHESTRATOR_LEASE_TTL_MS: "5" });
-    expect(lease.stderr).toContain('"5" from the environment variable ACP_ORCHESTRATOR_LEASE_TTL_MS must be an integer of at least 30');
+    expect(lease.stderr).toContain(
+      '"5" from the environment variable ACP_ORCHESTRATOR_LEASE_TTL_MS must be an integer of at least 30',
+    );
   });
 });

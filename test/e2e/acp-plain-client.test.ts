@@ -57,7 +57,8 @@ function expectOnlyAcp(server: ServerHandle): void {
     const m = JSON.parse(line) as { method?: string };
     if (m.method !== undefined) methods.add(m.method);
   }
-  for (const method of methods) expect(["session/update", "session/request_permission", "$/cancel_request"]).toContain(method);
+  for (const method of methods)
+    expect(["session/update", "session/request_permission", "$/cancel_request"]).toContain(method);
 }
 
 /** The updates of one answer: every agent message ends with a blank line; each message has its own id. */
@@ -101,7 +102,9 @@ describe("a plain ACP client over stdio", () => {
       ["isolation", "_isolation"],
     ]);
     for (const o of setup.configOptions) expect(o.options.map((v) => v.value)).toContain(o.currentValue);
-    const commands = await server.waitFor((n) => (n.params.update as Update | undefined)?.sessionUpdate === "available_commands_update");
+    const commands = await server.waitFor(
+      (n) => (n.params.update as Update | undefined)?.sessionUpdate === "available_commands_update",
+    );
     expect((commands.params.update as Update).availableCommands!.map((c) => c.name)).toEqual([
       "status",
       "pause",
@@ -116,7 +119,12 @@ describe("a plain ACP client over stdio", () => {
     // A whole product: plan, the permission question, execution, summary.
     expect(await prompt(server, sessionId, GOAL)).toEqual({ stopReason: "end_turn" });
     const first = updatesOf(server, sessionId);
-    const question = asked[0]!.toolCall as { toolCallId: string; title: string; kind: string; rawInput: { productId: string; plan: { version: number; tasks: unknown[] } } };
+    const question = asked[0]!.toolCall as {
+      toolCallId: string;
+      title: string;
+      kind: string;
+      rawInput: { productId: string; plan: { version: number; tasks: unknown[] } };
+    };
     const productId = question.rawInput.productId;
     expect(question.toolCallId).toBe(`plan-${productId}-v${question.rawInput.plan.version}`);
     expect(question.kind).toBe("think");
@@ -156,7 +164,9 @@ describe("a plain ACP client over stdio", () => {
 
     // A revision: a new product (the last is terminal), its plan revised, then confirmed by a typed word.
     at = updatesOf(server, sessionId).length;
-    expect(await prompt(server, sessionId, "- Write the guide\n- Then review the guide")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "- Write the guide\n- Then review the guide")).toEqual({
+      stopReason: "end_turn",
+    });
     expect(said(updatesOf(server, sessionId).slice(at))).toContain("Tell me what to change in the plan.");
     expect(await prompt(server, sessionId, "Remove task 2")).toEqual({ stopReason: "end_turn" });
     const revised = asked.at(-1)!.toolCall as { toolCallId: string };
@@ -165,7 +175,9 @@ describe("a plain ACP client over stdio", () => {
 
     // /goal starts a goal run whatever the mode, and the turn follows it to its end.
     at = updatesOf(server, sessionId).length;
-    expect(await prompt(server, sessionId, "/goal - Write the notes\n- Then write the summary")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "/goal - Write the notes\n- Then write the summary")).toEqual({
+      stopReason: "end_turn",
+    });
     expect(said(updatesOf(server, sessionId).slice(at))).toContain("Goal run achieved");
     at = updatesOf(server, sessionId).length;
     expect(await prompt(server, sessionId, "/status")).toEqual({ stopReason: "end_turn" });
@@ -189,7 +201,9 @@ describe("a plain ACP client over stdio", () => {
 
     expect(await server.request("session/set_mode", { sessionId, modeId: "goal" })).toEqual({});
     const at = updatesOf(server, sessionId).length;
-    expect(await prompt(server, sessionId, "- Write the parser\n- Then write the docs")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "- Write the parser\n- Then write the docs")).toEqual({
+      stopReason: "end_turn",
+    });
     const goal = updatesOf(server, sessionId).slice(at);
     expect(said(goal)).toContain("Acceptance criteria:");
     expect(said(goal)).toMatch(/Phase 1 assessed: \d+ of \d+ criteria pass/);
@@ -211,7 +225,13 @@ describe("a plain ACP client over stdio", () => {
     writeFileSync(
       config,
       JSON.stringify({
-        agents: [{ agentId: "hang", command: process.execPath, args: ["--import", tsxLoader, join(fixturesDir, "fs-agent.ts"), "hang"] }],
+        agents: [
+          {
+            agentId: "hang",
+            command: process.execPath,
+            args: ["--import", tsxLoader, join(fixturesDir, "fs-agent.ts"), "hang"],
+          },
+        ],
       }),
     );
     const requests: { at: number; method: string }[] = [];
@@ -225,10 +245,16 @@ describe("a plain ACP client over stdio", () => {
     });
     const { sessionId } = await server.request<Setup>("session/new", { cwd: workspace, mcpServers: [] });
     const running = (): boolean =>
-      updatesOf(server, sessionId).some((u) => u.status === "in_progress" && /^prd_[^/]+\/t1$/.test(u.toolCallId ?? ""));
+      updatesOf(server, sessionId).some(
+        (u) => u.status === "in_progress" && /^prd_[^/]+\/t1$/.test(u.toolCallId ?? ""),
+      );
 
     for (const delayMs of [0, 50]) {
-      const turn = prompt(server, sessionId, delayMs === 0 ? "Describe the architecture, then document the API" : "resume");
+      const turn = prompt(
+        server,
+        sessionId,
+        delayMs === 0 ? "Describe the architecture, then document the API" : "resume",
+      );
       await waitUntil("a running task", running);
       const mark = server.notifications.length;
       const cancelledAt = Date.now();
@@ -259,14 +285,18 @@ describe("a plain ACP client over stdio", () => {
     });
     expect(changed.configOptions.map((o) => o.id)).toEqual(["leader", "parallelism", "isolation"]);
     expect(changed.configOptions.find((o) => o.id === "parallelism")?.currentValue).toBe("2");
-    const announced = await first.waitFor((n) => (n.params.update as Update | undefined)?.sessionUpdate === "config_option_update");
+    const announced = await first.waitFor(
+      (n) => (n.params.update as Update | undefined)?.sessionUpdate === "config_option_update",
+    );
     expect((announced.params.update as Update).configOptions).toEqual(changed.configOptions);
     for (const [configId, value] of [
       ["parallelism", "3"],
       ["speed", "2"],
       ["isolation", true],
     ] as const) {
-      const refused = await first.request("session/set_config_option", { sessionId, configId, value }).catch((e: unknown) => e);
+      const refused = await first
+        .request("session/set_config_option", { sessionId, configId, value })
+        .catch((e: unknown) => e);
       expect(refused).toMatchObject({ code: -32602 });
     }
     expect(await prompt(first, sessionId, GOAL)).toEqual({ stopReason: "end_turn" });
@@ -274,14 +304,20 @@ describe("a plain ACP client over stdio", () => {
 
     const second = await startServer({ cwd: workspace, statePath, onPermission: () => confirm });
     // Load: everything replayed before the answer; after it only the commands.
-    const loaded = await second.request<Omit<Setup, "sessionId">>("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+    const loaded = await second.request<Omit<Setup, "sessionId">>("session/load", {
+      sessionId,
+      cwd: workspace,
+      mcpServers: [],
+    });
     const atAnswer = second.notifications.length;
     expect(loaded.configOptions.find((o) => o.id === "parallelism")?.currentValue).toBe("2");
     const replay = updatesOf(second, sessionId);
     expect(replay[0]).toMatchObject({ sessionUpdate: "user_message_chunk" });
     expect(replay.some((u) => u.sessionUpdate === "plan")).toBe(true);
     await second.waitFor((n) => (n.params.update as Update | undefined)?.sessionUpdate === "available_commands_update");
-    const afterLoad = second.notifications.slice(atAnswer).map((n: Notification) => (n.params.update as Update).sessionUpdate);
+    const afterLoad = second.notifications
+      .slice(atAnswer)
+      .map((n: Notification) => (n.params.update as Update).sessionUpdate);
     expect(afterLoad).toEqual(["available_commands_update"]);
 
     // Resume: nothing replayed, then the commands.
@@ -289,8 +325,12 @@ describe("a plain ACP client over stdio", () => {
     const resumed = await second.request<Omit<Setup, "sessionId">>("session/resume", { sessionId, cwd: workspace });
     expect(resumed.modes.currentModeId).toBe("confirm");
     await waitUntil("the commands after resume", () => second.notifications.length > mark);
-    expect(second.notifications.slice(mark).map((n) => (n.params.update as Update).sessionUpdate)).toEqual(["available_commands_update"]);
-    const missing = await second.request("session/resume", { sessionId: "ses_missing", cwd: workspace }).catch((e: unknown) => e);
+    expect(second.notifications.slice(mark).map((n) => (n.params.update as Update).sessionUpdate)).toEqual([
+      "available_commands_update",
+    ]);
+    const missing = await second
+      .request("session/resume", { sessionId: "ses_missing", cwd: workspace })
+      .catch((e: unknown) => e);
     expect(missing).toMatchObject({ code: -32002 });
 
     // Delete: an unknown id succeeds; a deleted session leaves session/list; its product stays.
@@ -298,7 +338,9 @@ describe("a plain ACP client over stdio", () => {
     expect((await second.request<{ sessions: unknown[] }>("session/list", {})).sessions).toHaveLength(1);
     expect(await second.request("session/delete", { sessionId })).toEqual({});
     expect(await second.request("session/list", {})).toEqual({ sessions: [] });
-    const gone = await second.request("session/load", { sessionId, cwd: workspace, mcpServers: [] }).catch((e: unknown) => e);
+    const gone = await second
+      .request("session/load", { sessionId, cwd: workspace, mcpServers: [] })
+      .catch((e: unknown) => e);
     expect(gone).toMatchObject({ code: -32002 });
     expectOnlyAcp(second);
     expect(await second.close()).toBe(0);

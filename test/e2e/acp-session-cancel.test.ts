@@ -30,7 +30,9 @@ const PLAN = {
   name: "Release notes",
   summary: "Write the release notes.",
   instances: [{ instanceId: "w1", agentId: "builtin-worker", role: "worker" }],
-  tasks: [{ taskId: "t1", title: "Write the notes", description: "Write notes/release.md.", instanceId: "w1", dependsOn: [] }],
+  tasks: [
+    { taskId: "t1", title: "Write the notes", description: "Write notes/release.md.", instanceId: "w1", dependsOn: [] },
+  ],
 };
 
 function updatesOf(server: ServerHandle, sessionId: string): Update[] {
@@ -64,7 +66,10 @@ describe.concurrent("session/cancel over stdio", () => {
     // A model-backed leader (the scripted agent) that takes 1.5 s to plan, so the cancel surely lands during planning.
     const workspace = tempDir("acp-cancel-ws-");
     const script = join(workspace, "lead.script.json");
-    writeFileSync(script, JSON.stringify({ leader: { plan: [{ text: "Thinking it over.", json: PLAN, delayMs: 1_500 }] } }));
+    writeFileSync(
+      script,
+      JSON.stringify({ leader: { plan: [{ text: "Thinking it over.", json: PLAN, delayMs: 1_500 }] } }),
+    );
     const config = join(tempDir("acp-cancel-"), "acp-orchestrator.json");
     writeFileSync(
       config,
@@ -90,7 +95,10 @@ describe.concurrent("session/cancel over stdio", () => {
         return confirm;
       },
     });
-    const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd: workspace, mcpServers: [] });
+    const { sessionId } = await server.request<{ sessionId: string }>("session/new", {
+      cwd: workspace,
+      mcpServers: [],
+    });
     const answer = prompt(server, sessionId, "Write the release notes");
     await cancel(server, sessionId);
     expect(await answer).toEqual({ stopReason: "cancelled" });
@@ -105,7 +113,10 @@ describe.concurrent("session/cancel over stdio", () => {
     expect(await prompt(server, sessionId, "yes")).toEqual({ stopReason: "end_turn" });
     expect(asked).toHaveLength(1);
     const next = updatesOf(server, sessionId).slice(mark);
-    const said = next.filter((u) => u.sessionUpdate === "agent_message_chunk").map((u) => u.content?.text ?? "").join("");
+    const said = next
+      .filter((u) => u.sessionUpdate === "agent_message_chunk")
+      .map((u) => u.content?.text ?? "")
+      .join("");
     expect(said).toContain("Thinking it over.");
     const planAt = next.findIndex((u) => u.sessionUpdate === "plan");
     const firstTool = next.findIndex((u) => u.sessionUpdate === "tool_call");
@@ -151,7 +162,13 @@ describe.concurrent("session/cancel over stdio", () => {
     writeFileSync(
       config,
       JSON.stringify({
-        agents: [{ agentId: "hang", command: process.execPath, args: ["--import", tsxLoader, join(fixturesDir, "fs-agent.ts"), "hang"] }],
+        agents: [
+          {
+            agentId: "hang",
+            command: process.execPath,
+            args: ["--import", tsxLoader, join(fixturesDir, "fs-agent.ts"), "hang"],
+          },
+        ],
       }),
     );
     // Uses the extension (PROTOCOL.md section 2) to see the worker's output delta, i.e. that the worker runs.
@@ -161,10 +178,16 @@ describe.concurrent("session/cancel over stdio", () => {
       onPermission: () => confirm,
       clientCapabilities: { _meta: { "acp-orchestrator": {} } },
     });
-    const { sessionId } = await server.request<{ sessionId: string }>("session/new", { cwd: workspace, mcpServers: [] });
+    const { sessionId } = await server.request<{ sessionId: string }>("session/new", {
+      cwd: workspace,
+      mcpServers: [],
+    });
     const answer = prompt(server, sessionId, "Describe the architecture, then document the API");
     await server.waitFor(
-      (n) => n.method === "session/update" && /^prd_[^/]+\/t1$/.test((n.params.update as Update).toolCallId ?? "") && (n.params.update as Update).status === "in_progress",
+      (n) =>
+        n.method === "session/update" &&
+        /^prd_[^/]+\/t1$/.test((n.params.update as Update).toolCallId ?? "") &&
+        (n.params.update as Update).status === "in_progress",
     );
     await server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t1");
     const workers = pids(workspace);
@@ -179,7 +202,9 @@ describe.concurrent("session/cancel over stdio", () => {
     expect(paused.tasks.find((t) => t.taskId === "t1")).toMatchObject({ status: "pending", attempts: 1 });
     expect(paused.recovery?.cause).toContain("paused");
     // The interrupted task's tool call went back to pending before the answer; nothing was sent after it.
-    const t1 = updatesOf(server, sessionId).filter((u) => /^prd_[^/]+\/t1$/.test(u.toolCallId ?? "")).map((u) => u.status);
+    const t1 = updatesOf(server, sessionId)
+      .filter((u) => /^prd_[^/]+\/t1$/.test(u.toolCallId ?? ""))
+      .map((u) => u.status);
     expect(t1).toEqual(["pending", "in_progress", "pending"]);
     expect(await server.close()).toBe(0);
     expect(pids(workspace).filter(isAlive)).toEqual([]);

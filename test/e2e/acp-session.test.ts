@@ -60,8 +60,10 @@ function check(schema: Schema, v: Json, path: string): string[] {
     const matching = (s.oneOf as Schema[]).filter((sub) => check(sub, v, path).length === 0).length;
     if (matching !== 1) errors.push(`${path}: matches ${matching} of oneOf (${JSON.stringify(v).slice(0, 200)})`);
   }
-  if ("const" in s && JSON.stringify(s.const) !== JSON.stringify(v)) errors.push(`${path}: not ${JSON.stringify(s.const)}`);
-  if (Array.isArray(s.enum) && !s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v))) errors.push(`${path}: not in enum`);
+  if ("const" in s && JSON.stringify(s.const) !== JSON.stringify(v))
+    errors.push(`${path}: not ${JSON.stringify(s.const)}`);
+  if (Array.isArray(s.enum) && !s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v)))
+    errors.push(`${path}: not in enum`);
   if (s.type !== undefined) {
     const types = Array.isArray(s.type) ? (s.type as string[]) : [s.type as string];
     if (!types.some((t) => typeOk(t, v))) return [...errors, `${path}: not of type ${types.join("|")}`];
@@ -70,15 +72,18 @@ function check(schema: Schema, v: Json, path: string): string[] {
     if (typeof s.minimum === "number" && v < s.minimum) errors.push(`${path}: below ${s.minimum}`);
     if (typeof s.maximum === "number" && v > s.maximum) errors.push(`${path}: above ${s.maximum}`);
   }
-  if (Array.isArray(v) && s.items !== undefined) v.forEach((item, i) => errors.push(...check(s.items as Schema, item, `${path}[${i}]`)));
+  if (Array.isArray(v) && s.items !== undefined)
+    v.forEach((item, i) => errors.push(...check(s.items as Schema, item, `${path}[${i}]`)));
   if (typeOk("object", v)) {
     const obj = v as Record<string, Json>;
-    if (Array.isArray(s.required)) for (const key of s.required as string[]) if (!(key in obj)) errors.push(`${path}.${key}: required`);
+    if (Array.isArray(s.required))
+      for (const key of s.required as string[]) if (!(key in obj)) errors.push(`${path}.${key}: required`);
     const props = (s.properties ?? {}) as Record<string, Schema>;
     for (const [key, value] of Object.entries(obj)) {
       if (key in props) errors.push(...check(props[key]!, value, `${path}.${key}`));
       else if (s.additionalProperties === false) errors.push(`${path}.${key}: not allowed`);
-      else if (typeof s.additionalProperties === "object") errors.push(...check(s.additionalProperties as Schema, value, `${path}.${key}`));
+      else if (typeof s.additionalProperties === "object")
+        errors.push(...check(s.additionalProperties as Schema, value, `${path}.${key}`));
     }
   }
   return errors;
@@ -175,7 +180,8 @@ describe.concurrent("ACP session surface over stdio", () => {
     expect(textOf(before)).toContain("Here is the plan");
 
     const status = await server.request<Status>("product.status", {
-      productId: (await server.request<{ products: { productId: string }[] }>("product.list", {})).products[0]!.productId,
+      productId: (await server.request<{ products: { productId: string }[] }>("product.list", {})).products[0]!
+        .productId,
     });
     expect(status.phase).toBe("completed");
     const taskIds = status.tasks.map((t) => t.taskId);
@@ -225,9 +231,13 @@ describe.concurrent("ACP session surface over stdio", () => {
       },
     });
     const sessionId = await newSession(server, workspace);
-    expect(await prompt(server, sessionId, "Write the release notes, then publish them")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "Write the release notes, then publish them")).toEqual({
+      stopReason: "end_turn",
+    });
     expect(textOf(updatesOf(server, sessionId))).toContain("Tell me what to change in the plan.");
-    const firstPlan = updatesOf(server, sessionId).filter((u) => u.sessionUpdate === "plan").at(-1)!;
+    const firstPlan = updatesOf(server, sessionId)
+      .filter((u) => u.sessionUpdate === "plan")
+      .at(-1)!;
     expect(firstPlan.entries).toHaveLength(2);
 
     const mark = updatesOf(server, sessionId).length;
@@ -242,9 +252,15 @@ describe.concurrent("ACP session surface over stdio", () => {
 
     // A new product in the same session (the last one is completed): the question is dismissed, then "GO" runs it.
     const mark2 = updatesOf(server, sessionId).length;
-    expect(await prompt(server, sessionId, "Summarise the changes, then file them")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "Summarise the changes, then file them")).toEqual({
+      stopReason: "end_turn",
+    });
     expect(textOf(updatesOf(server, sessionId).slice(mark2))).toContain('reply "confirm" to run it');
-    expect(updatesOf(server, sessionId).slice(mark2).some((u) => u.sessionUpdate === "tool_call")).toBe(false);
+    expect(
+      updatesOf(server, sessionId)
+        .slice(mark2)
+        .some((u) => u.sessionUpdate === "tool_call"),
+    ).toBe(false);
     const mark3 = updatesOf(server, sessionId).length;
     expect(await prompt(server, sessionId, "GO")).toEqual({ stopReason: "end_turn" });
     expect(asked).toHaveLength(3);
@@ -262,19 +278,32 @@ describe.concurrent("ACP session surface over stdio", () => {
     writeFileSync(
       config,
       JSON.stringify({
-        agents: [{ agentId: "asking", command: process.execPath, args: ["--import", tsxLoader, join(fixturesDir, "asking-agent.ts")] }],
+        agents: [
+          {
+            agentId: "asking",
+            command: process.execPath,
+            args: ["--import", tsxLoader, join(fixturesDir, "asking-agent.ts")],
+          },
+        ],
       }),
     );
     const server = await startServer({ cwd: workspace, args: ["--config", config], onPermission: () => confirm });
     const sessionId = await newSession(server, workspace);
-    expect(await prompt(server, sessionId, "Design the schema, then write the code")).toEqual({ stopReason: "end_turn" });
+    expect(await prompt(server, sessionId, "Design the schema, then write the code")).toEqual({
+      stopReason: "end_turn",
+    });
     const first = updatesOf(server, sessionId);
     expect(textOf([first.at(-1)!]).trimEnd()).toBe(
       'Task t1 "Design the schema" needs an answer: Which database should the service use?\nReply with your answer and the task will run again.',
     );
     expect(first.filter((u) => taskIdOf(u) === "t1").at(-1)).toMatchObject({
       status: "pending",
-      content: [{ type: "content", content: { type: "text", text: "Waiting for an answer: Which database should the service use?" } }],
+      content: [
+        {
+          type: "content",
+          content: { type: "text", text: "Waiting for an answer: Which database should the service use?" },
+        },
+      ],
     });
     const { products } = await server.request<{ products: { productId: string; phase: string }[] }>("product.list", {});
     expect(products[0]?.phase).toBe("executing");
@@ -282,11 +311,18 @@ describe.concurrent("ACP session surface over stdio", () => {
     expect(await prompt(server, sessionId, "PostgreSQL")).toEqual({ stopReason: "end_turn" });
     const second = updatesOf(server, sessionId).slice(first.length);
     expect(textOf(second)).toContain("Passed your answer to task t1");
-    expect(second.filter((u) => taskIdOf(u) === "t1").map((u) => u.status)).toEqual(["pending", "in_progress", "pending"]);
+    expect(second.filter((u) => taskIdOf(u) === "t1").map((u) => u.status)).toEqual([
+      "pending",
+      "in_progress",
+      "pending",
+    ]);
     expect(textOf([second.at(-1)!])).toContain("needs an answer");
-    const status = await server.request<{ tasks: { taskId: string; attempts: number; description: string }[] }>("product.status", {
-      productId: products[0]!.productId,
-    });
+    const status = await server.request<{ tasks: { taskId: string; attempts: number; description: string }[] }>(
+      "product.status",
+      {
+        productId: products[0]!.productId,
+      },
+    );
     expect(status.tasks[0]).toMatchObject({ taskId: "t1", attempts: 2 });
     expect(status.tasks[0]?.description).toContain("PostgreSQL");
     expectValidUpdates(server);
@@ -303,10 +339,9 @@ describe.concurrent("ACP session surface over stdio", () => {
     expect(await first.close()).toBe(0);
 
     const second = await startServer({ cwd: workspace, statePath, onPermission: () => confirm });
-    const listed = await second.request<{ sessions: { sessionId: string; cwd: string; title?: string; updatedAt: string }[] }>(
-      "session/list",
-      {},
-    );
+    const listed = await second.request<{
+      sessions: { sessionId: string; cwd: string; title?: string; updatedAt: string }[];
+    }>("session/list", {});
     expect(listed.sessions).toEqual([
       { sessionId, cwd: workspace, title: "Write the user guide, then review it", updatedAt: expect.any(String) },
     ]);
@@ -316,15 +351,23 @@ describe.concurrent("ACP session surface over stdio", () => {
     expect(loaded).toMatchObject({ modes: { currentModeId: "confirm" }, configOptions: expect.any(Array) });
     // Replayed before the answer: the user's goal, what the agent said, then the latest plan.
     const replay = updatesOf(second, sessionId);
-    expect(replay[0]).toMatchObject({ sessionUpdate: "user_message_chunk", content: { type: "text", text: "Write the user guide, then review it" } });
+    expect(replay[0]).toMatchObject({
+      sessionUpdate: "user_message_chunk",
+      content: { type: "text", text: "Write the user guide, then review it" },
+    });
     expect(textOf(replay)).toBe(spoken);
-    expect(replay.at(-1)).toMatchObject({ sessionUpdate: "plan", entries: [{ status: "pending" }, { status: "pending" }] });
+    expect(replay.at(-1)).toMatchObject({
+      sessionUpdate: "plan",
+      entries: [{ status: "pending" }, { status: "pending" }],
+    });
 
     // The plan was shown before the restart, so a typed confirm runs it.
     expect(await prompt(second, sessionId, "confirm")).toEqual({ stopReason: "end_turn" });
     expect(textOf(updatesOf(second, sessionId).slice(replay.length))).toContain("Done: all 2 tasks completed");
     expect(await second.request("session/close", { sessionId })).toEqual({});
-    const unknown = await second.request("session/load", { sessionId: "ses_missing", cwd: workspace, mcpServers: [] }).catch((e: unknown) => e);
+    const unknown = await second
+      .request("session/load", { sessionId: "ses_missing", cwd: workspace, mcpServers: [] })
+      .catch((e: unknown) => e);
     expect(unknown).toMatchObject({ code: -32002 });
     expectValidUpdates(second);
     expect(await second.close()).toBe(0);

@@ -30,7 +30,10 @@ function demo(args: string[], cwd: string): Promise<{ code: number | null; stdou
 describe("acp-orchestrator demo", () => {
   it("runs a product end to end, shows durations, lanes and last output lines, and keeps what it made", async () => {
     const cwd = tempDir("acp-orch-demo-");
-    const run = await demo(["--goal", "- Write a README\n- In parallel, write a changelog\n- Then review everything"], cwd);
+    const run = await demo(
+      ["--goal", "- Write a README\n- In parallel, write a changelog\n- Then review everything"],
+      cwd,
+    );
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toContain("plan (3 tasks):");
     expect(run.stdout).toMatch(/\[completed\] t1 Write a README \(attempt 1, [\d.]+ m?s\)/);
@@ -58,18 +61,37 @@ describe("acp-orchestrator demo", () => {
     const dir = tempDir("acp-orch-demo-config-");
     const scriptFile = join(dir, "script.json");
     const tasks: Record<string, unknown> = {};
-    for (const id of ["t1", "t2", "t3"]) tasks[id] = { actions: [{ say: `${id} working\n` }, { sleep: 1500 }], text: `${id}: last words` };
+    for (const id of ["t1", "t2", "t3"])
+      tasks[id] = { actions: [{ say: `${id} working\n` }, { sleep: 1500 }], text: `${id}: last words` };
     writeFileSync(scriptFile, JSON.stringify({ worker: { tasks } }));
     const config = join(dir, "team.json");
     writeFileSync(
       config,
       JSON.stringify({
-        agents: [{ agentId: "scripted", role: "worker", command: process.execPath, args: ["--import", tsxLoader, scripted], env: { SCRIPTED_AGENT_SCRIPT: scriptFile } }],
+        agents: [
+          {
+            agentId: "scripted",
+            role: "worker",
+            command: process.execPath,
+            args: ["--import", tsxLoader, scripted],
+            env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
+          },
+        ],
       }),
     );
     const state = join(dir, "mine", "demo-state.db");
     const run = await demo(
-      ["--config", config, "--state", state, "--log-level", "debug", "--clean", "--goal", "- Write the parser\n- In parallel, write the tests\n- Then write the docs"],
+      [
+        "--config",
+        config,
+        "--state",
+        state,
+        "--log-level",
+        "debug",
+        "--clean",
+        "--goal",
+        "- Write the parser\n- In parallel, write the tests\n- Then write the docs",
+      ],
       dir,
     );
     expect(run.code, run.stderr).toBe(0);
@@ -95,9 +117,13 @@ describe("acp-orchestrator demo", () => {
     const cwd = tempDir("acp-orch-demo-");
     const both = await demo(["--keep", "--clean"], cwd);
     expect(both.code).toBe(2);
-    expect(both.stderr).toBe(`acp-orchestrator: "demo" takes --keep or --clean, not both. See "acp-orchestrator help demo".\n`);
+    expect(both.stderr).toBe(
+      `acp-orchestrator: "demo" takes --keep or --clean, not both. See "acp-orchestrator help demo".\n`,
+    );
     const level = await demo(["--log-level", "loud"], cwd);
     expect(level.code).toBe(2);
-    expect(level.stderr).toContain("The option --log-level of \"demo\" must be one of trace, debug, info, warn, error, fatal, silent.");
+    expect(level.stderr).toContain(
+      'The option --log-level of "demo" must be one of trace, debug, info, warn, error, fatal, silent.',
+    );
   }, 60_000);
 });

@@ -13,7 +13,6 @@ type Msg = Record<string, unknown>;
 
 const INIT_PARAMS = { protocolVersion: 1, clientCapabilities: {}, clientInfo: { name: "framing-tests", version: "1" } };
 
-
 const line = (message: unknown): string => `${JSON.stringify(message)}\n`;
 const req = (id: string | number, method: string, params: unknown = {}) => ({ jsonrpc: "2.0", id, method, params });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

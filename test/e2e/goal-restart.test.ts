@@ -13,7 +13,13 @@ import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
-import { isJsonRpcLine, startServer, tempDir, type Notification, type ServerHandle } from "../support/server-process.js";
+import {
+  isJsonRpcLine,
+  startServer,
+  tempDir,
+  type Notification,
+  type ServerHandle,
+} from "../support/server-process.js";
 
 /** Three independent items: the heuristic leader derives one criterion per item and one task per criterion. */
 const GOAL = "Prepare the release:\n- Write the changelog\n- Update the version number\n- Draft the announcement";
@@ -32,7 +38,8 @@ interface RpcError {
   code: number;
 }
 
-const isGoal = (goalRunId: string, method: string) => (n: Notification) => n.method === method && n.params.goalRunId === goalRunId;
+const isGoal = (goalRunId: string, method: string) => (n: Notification) =>
+  n.method === method && n.params.goalRunId === goalRunId;
 
 describe("goal runs over stdio: crash and restart", () => {
   it("kill -9 during a phase, restart, x/goal.resume: the goal finishes without re-running the phase's completed tasks", async () => {
@@ -50,7 +57,9 @@ describe("goal runs over stdio: crash and restart", () => {
     // agent takes its sleep from the server's environment: ten minutes in the first process, the default after.
     writeFileSync(
       join(workspace, "acp-orchestrator.json"),
-      JSON.stringify({ agents: [agent("quick", { LOGGING_AGENT_MIN_MS: "10", LOGGING_AGENT_MAX_MS: "30" }), agent("slow", {})] }),
+      JSON.stringify({
+        agents: [agent("quick", { LOGGING_AGENT_MIN_MS: "10", LOGGING_AGENT_MAX_MS: "30" }), agent("slow", {})],
+      }),
     );
     // Short product leases, so the killed server's lease expires quickly (DESIGN.md guarantee 6).
     const lease = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "1500" };
@@ -63,11 +72,18 @@ describe("goal runs over stdio: crash and restart", () => {
     const phase = await first.waitFor(isGoal(goalRunId, "x/goal.phaseStarted"), 30_000);
     const productId = phase.params.productId as string;
     const taskDone = (taskId: string) => (n: Notification) =>
-      n.method === "product.taskStatus" && n.params.productId === productId && n.params.taskId === taskId && n.params.status === "completed";
+      n.method === "product.taskStatus" &&
+      n.params.productId === productId &&
+      n.params.taskId === taskId &&
+      n.params.status === "completed";
     await first.waitFor(taskDone("t1"), 30_000);
     await first.waitFor(taskDone("t3"), 30_000);
     await first.waitFor(
-      (n) => n.method === "product.taskStatus" && n.params.taskId === "t2" && n.params.status === "running" && n.params.productId === productId,
+      (n) =>
+        n.method === "product.taskStatus" &&
+        n.params.taskId === "t2" &&
+        n.params.status === "running" &&
+        n.params.productId === productId,
     );
     const starts = () =>
       existsSync(log)
@@ -89,7 +105,12 @@ describe("goal runs over stdio: crash and restart", () => {
     await resumeWhenLeaseFree(second, goalRunId);
     expect((await ended).params).toMatchObject({ endReason: "achieved" });
     const status = await second.request<GoalStatus>("x/goal.status", { goalRunId });
-    expect(status).toMatchObject({ status: "completed", phaseIndex: 0, productId, acceptance: { passed: 3, total: 3 } });
+    expect(status).toMatchObject({
+      status: "completed",
+      phaseIndex: 0,
+      productId,
+      acceptance: { passed: 3, total: 3 },
+    });
     // Same product (the phase was not started again); no second phase.
     expect(second.notifications.filter(isGoal(goalRunId, "x/goal.phaseStarted"))).toHaveLength(0);
     const product = await second.request<ProductStatus>("product.status", { productId });
@@ -99,7 +120,11 @@ describe("goal runs over stdio: crash and restart", () => {
       ["t3", "completed", 1],
     ]);
     // The executions the workers logged outside the server: t1 once, t2 twice (interrupted, then again).
-    expect(starts().map((e) => `${e.taskId}@${e.attempt}`).sort()).toEqual(["t1@1", "t2@1", "t2@2"]);
+    expect(
+      starts()
+        .map((e) => `${e.taskId}@${e.attempt}`)
+        .sort(),
+    ).toEqual(["t1@1", "t2@1", "t2@2"]);
     expect(await second.close()).toBe(0);
     expect([...first.stdoutLines, ...second.stdoutLines].every(isJsonRpcLine)).toBe(true);
   });

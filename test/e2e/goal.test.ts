@@ -8,7 +8,13 @@
  * The crash case (kill -9 during a phase) is in goal-restart.test.ts.
  */
 import { describe, expect, it } from "vitest";
-import { isJsonRpcLine, startServer, tempDir, type Notification, type ServerHandle } from "../support/server-process.js";
+import {
+  isJsonRpcLine,
+  startServer,
+  tempDir,
+  type Notification,
+  type ServerHandle,
+} from "../support/server-process.js";
 
 /** Three independent items: the heuristic leader derives one criterion per item and one task per criterion. */
 const GOAL = "Prepare the release:\n- Write the changelog\n- Update the version number\n- Draft the announcement";
@@ -37,7 +43,8 @@ interface RpcError {
   data?: Record<string, unknown>;
 }
 
-const isGoal = (goalRunId: string, method: string) => (n: Notification) => n.method === method && n.params.goalRunId === goalRunId;
+const isGoal = (goalRunId: string, method: string) => (n: Notification) =>
+  n.method === method && n.params.goalRunId === goalRunId;
 
 /** The error a request was refused with (the SDK rejects with the JSON-RPC error object). */
 async function refusal(server: ServerHandle, method: string, params: unknown): Promise<RpcError> {
@@ -86,8 +93,11 @@ describe("goal runs over stdio", () => {
       "x/goal.statusChanged",
       "x/goal.ended",
     ]);
-    const productMethods = new Set(server.notifications.filter((n) => n.params.productId === productId).map((n) => n.method));
-    for (const m of ["product.teamRoster", "product.dagTopology", "product.taskStatus", "product.completed"]) expect(productMethods).toContain(m);
+    const productMethods = new Set(
+      server.notifications.filter((n) => n.params.productId === productId).map((n) => n.method),
+    );
+    for (const m of ["product.teamRoster", "product.dagTopology", "product.taskStatus", "product.completed"])
+      expect(productMethods).toContain(m);
     expect(server.notifications.find(isGoal(goalRunId, "x/goal.phaseAssessed"))?.params).toEqual({
       goalRunId,
       phaseIndex: 0,
@@ -96,7 +106,9 @@ describe("goal runs over stdio", () => {
       newlyPassed: ["c1", "c2", "c3"],
       regressed: [],
     });
-    expect(server.notifications.filter(isGoal(goalRunId, "x/goal.statusChanged")).map((n) => n.params.status)).toEqual(["completed"]);
+    expect(server.notifications.filter(isGoal(goalRunId, "x/goal.statusChanged")).map((n) => n.params.status)).toEqual([
+      "completed",
+    ]);
 
     const status = await server.request<GoalStatus>("x/goal.status", { goalRunId });
     expect(status).toMatchObject({
@@ -141,7 +153,10 @@ describe("goal runs over stdio", () => {
     expect(unknown.data).toEqual({ kind: "goalRun", id: "goal_nope" });
 
     const { goalRunId } = await server.request<{ goalRunId: string }>("x/goal.start", { goal: GOAL, cwd: workspace });
-    expect(await server.request("x/goal.stop", { goalRunId, reason: "test" })).toEqual({ goalRunId, status: "stopped" });
+    expect(await server.request("x/goal.stop", { goalRunId, reason: "test" })).toEqual({
+      goalRunId,
+      status: "stopped",
+    });
     const wrong = await refusal(server, "_x/goal.resume", { goalRunId, additionalBudget: { maxTotalTokens: 1_000 } });
     expect(wrong.code).toBe(-32010);
     expect(wrong.data).toEqual({ phase: "stopped", allowed: ["paused", "blocked", "budget_limited"] });

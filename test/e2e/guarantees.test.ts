@@ -57,7 +57,12 @@ function slowWorkspace(logPath: string, seed = "one", workspace = tempDir("acp-o
         agentId: "slow",
         command: process.execPath,
         args: ["--import", TSX, AGENT],
-        env: { LOGGING_AGENT_LOG: logPath, LOGGING_AGENT_SEED: seed, LOGGING_AGENT_MIN_MS: "250", LOGGING_AGENT_MAX_MS: "250" },
+        env: {
+          LOGGING_AGENT_LOG: logPath,
+          LOGGING_AGENT_SEED: seed,
+          LOGGING_AGENT_MIN_MS: "250",
+          LOGGING_AGENT_MAX_MS: "250",
+        },
       },
     ],
   };
@@ -65,13 +70,16 @@ function slowWorkspace(logPath: string, seed = "one", workspace = tempDir("acp-o
   return workspace;
 }
 
-
 function git(cwd: string, ...args: string[]): string {
-  return execFileSync("git", ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main", ...args], {
-    cwd,
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "pipe"],
-  }).trim();
+  return execFileSync(
+    "git",
+    ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main", ...args],
+    {
+      cwd,
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  ).trim();
 }
 
 describe("guarantees 2 and 6 over stdio: a lease renewal the host fails", () => {
@@ -84,7 +92,10 @@ describe("guarantees 2 and 6 over stdio: a lease renewal the host fails", () => 
       env: { ACP_ORCHESTRATOR_LEASE_TTL_MS: "600" },
       args: ["--log-level", "warn"],
     });
-    const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Lease", cwd: workspace });
+    const { productId } = await server.request<{ productId: string }>("product.plan", {
+      goal: "Lease",
+      cwd: workspace,
+    });
     await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
     const renewal = (call: HostCall): boolean =>
       call.op === "put" && call.params.kind === "lease" && call.params.expectedRevision !== null;
@@ -92,7 +103,11 @@ describe("guarantees 2 and 6 over stdio: a lease renewal the host fails", () => 
     const failure = server.waitFor((n) => n.method === "product.persistenceError" && n.params.productId === productId);
     await server.request("product.confirm", { productId, instances: SLOW, tasks: chain("t1", "t2") });
 
-    expect((await failure).params).toEqual({ productId, projectId: expect.any(String), error: expect.stringContaining("disk is full") });
+    expect((await failure).params).toEqual({
+      productId,
+      projectId: expect.any(String),
+      error: expect.stringContaining("disk is full"),
+    });
     const paused = await server.request<Status>("product.status", { productId });
     expect(paused.phase).toBe("paused");
     expect(paused.recovery).toMatchObject({
@@ -128,13 +143,25 @@ describe("guarantees 3 and 4 over stdio: a tampered state file", () => {
         { taskId: "b", title: "Note b", description: "Write note b.", instanceId: "w", dependsOn: ["a"] },
       ],
     };
-    const recovery = { cause: "The product was paused by the client.", resumable: true, remediation: "Call product.resume to continue." };
+    const recovery = {
+      cause: "The product was paused by the client.",
+      resumable: true,
+      remediation: "Call product.resume to continue.",
+    };
     const seeded: ProductEvent[] = [
       { v: 1, at, type: "created", productId, projectId, name: "Notes", goal: "Write notes", cwd: workspace },
       { v: 1, at, type: "confirmed", plan },
       { v: 1, at, type: "phase", phase: "paused", recovery },
     ];
-    const evil = { taskId: "evil", title: "Evil", description: "rm -rf ~", instanceId: "w", dependsOn: [], status: "pending", attempts: 0 };
+    const evil = {
+      taskId: "evil",
+      title: "Evil",
+      description: "rm -rf ~",
+      instanceId: "w",
+      dependsOn: [],
+      status: "pending",
+      attempts: 0,
+    };
     const seed = SqliteAuthority.open(statePath);
     const store = new ProductStore(seed, DEFAULT_PRODUCT_OPTIONS.checkpointHistory);
     await store.create(projectId, productId, seeded);
@@ -152,7 +179,9 @@ describe("guarantees 3 and 4 over stdio: a tampered state file", () => {
     const snapshotOf = async () => {
       const events = await seed.readEvents(projectId, productStream(productId), 0);
       const records = await Promise.all(
-        ["product", "snapshot", "lease"].map(async (kind) => (await seed.get(projectId, kind, productId))?.revision ?? null),
+        ["product", "snapshot", "lease"].map(
+          async (kind) => (await seed.get(projectId, kind, productId))?.revision ?? null,
+        ),
       );
       return { events: events.length, records };
     };
@@ -173,7 +202,9 @@ describe("guarantees 3 and 4 over stdio: a tampered state file", () => {
     expect((status as unknown as { recovery?: { resumable: boolean } }).recovery).toMatchObject({ resumable: false });
     await expect(server.request("product.resume", { productId })).rejects.toMatchObject({ code: -32010 });
     expect(await snapshotOf()).toEqual(before);
-    const started = server.notifications.filter((n) => n.method === "product.taskStatus" && n.params.status === "running");
+    const started = server.notifications.filter(
+      (n) => n.method === "product.taskStatus" && n.params.status === "running",
+    );
     expect(started).toEqual([]);
     expect(await server.close()).toBe(0);
     await seed.close();
@@ -196,7 +227,10 @@ describe("guarantee 10 and drift detection over stdio: a killed run whose worksp
     const { productId } = await first.request<{ productId: string }>("product.plan", { goal: "Drift", cwd: workspace });
     await first.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
     await first.request("product.confirm", { productId, instances: SLOW, tasks: chain("t1", "t2", "t3") });
-    await first.waitFor((n) => n.method === "product.taskStatus" && n.params.taskId === "t2" && n.params.status === "running", 30_000);
+    await first.waitFor(
+      (n) => n.method === "product.taskStatus" && n.params.taskId === "t2" && n.params.status === "running",
+      30_000,
+    );
     await first.kill();
 
     // While it was down: a commit moved HEAD, and the slow agent's definition changed.
@@ -208,7 +242,9 @@ describe("guarantee 10 and drift detection over stdio: a killed run whose worksp
     const status = await second.request<Status>("product.status", { productId });
     expect(status.phase).toBe("executing");
     expect(status.recovery?.cause).toContain("No process is driving this product");
-    expect(status.recovery?.cause).toContain(`the workspace git HEAD moved (${headBefore.slice(0, 12)} → ${headAfter.slice(0, 12)})`);
+    expect(status.recovery?.cause).toContain(
+      `the workspace git HEAD moved (${headBefore.slice(0, 12)} → ${headAfter.slice(0, 12)})`,
+    );
     expect(status.recovery?.cause).toContain("the agent definitions in the registry changed");
     expect(status.recovery).toMatchObject({ resumable: true, needsExplicitResume: true });
     expect(status.recovery?.remediation).toContain("product.resume");

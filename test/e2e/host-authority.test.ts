@@ -178,6 +178,8 @@ describe("host run-state authority over stdio", () => {
   it("refuses to start with a --host-timeout-ms that is not a positive integer", async () => {
     const raw = startRawServer({ args: ["--host-timeout-ms", "soon"] });
     expect(await raw.close()).toBe(2);
-    expect(raw.stderr()).toContain('The value "soon" from --host-timeout-ms must be an integer of at least 1 milliseconds.');
+    expect(raw.stderr()).toContain(
+      'The value "soon" from --host-timeout-ms must be an integer of at least 1 milliseconds.',
+    );
   });
 });

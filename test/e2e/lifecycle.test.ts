@@ -26,7 +26,12 @@ interface Status {
   budget: { usedTokens: number; elapsedMs: number; tokenSource?: string };
 }
 
-const GOAL = ["Document the service:", "- Describe the architecture", "- Document the public API", "- Then write a tutorial based on the API"].join("\n");
+const GOAL = [
+  "Document the service:",
+  "- Describe the architecture",
+  "- Document the public API",
+  "- Then write a tutorial based on the API",
+].join("\n");
 
 describe("product lifecycle over stdio", () => {
   it("plans, revises, confirms, runs every task on built-in workers, completes, and survives a restart", async () => {
@@ -34,11 +39,16 @@ describe("product lifecycle over stdio", () => {
     const statePath = join(tempDir(), "state.db");
     const server = await startServer({ statePath, cwd: workspace });
 
-    const planned = await server.request<{ productId: string; phase: string }>("product.plan", { goal: GOAL, cwd: workspace });
+    const planned = await server.request<{ productId: string; phase: string }>("product.plan", {
+      goal: GOAL,
+      cwd: workspace,
+    });
     expect(planned.phase).toBe("planning");
     const productId = planned.productId;
     // product.plan answers before any notification about the product (PROTOCOL.md section 5).
-    const firstNotificationIndex = server.stdoutLines.findIndex((l) => l.includes(`"productId":"${productId}"`) && l.includes('"method"'));
+    const firstNotificationIndex = server.stdoutLines.findIndex(
+      (l) => l.includes(`"productId":"${productId}"`) && l.includes('"method"'),
+    );
     const responseIndex = server.stdoutLines.findIndex((l) => l.includes('"result"') && l.includes(productId));
     expect(responseIndex).toBeGreaterThanOrEqual(0);
     if (firstNotificationIndex >= 0) expect(responseIndex).toBeLessThan(firstNotificationIndex);
@@ -56,7 +66,10 @@ describe("product lifecycle over stdio", () => {
     expect(revised.plan?.version).toBeGreaterThan(plan.version);
     expect(revised.plan?.tasks.length).toBe(4);
 
-    const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 30_000);
+    const completed = server.waitFor(
+      (n) => n.method === "product.completed" && n.params.productId === productId,
+      30_000,
+    );
     const confirmed = await server.request("_product.confirm", { productId });
     expect(confirmed).toEqual({ productId, ok: true, phase: "executing" });
     const done = await completed;
@@ -65,21 +78,34 @@ describe("product lifecycle over stdio", () => {
     const status = await server.request<Status>("product.status", { productId });
     expect(status.phase).toBe("completed");
     expect(status.progress).toEqual({ total: 4, completed: 4, running: 0, failed: 0, pending: 0 });
-    expect(status.tasks.every((t) => t.status === "completed" && t.attempts === 1 && (t.output ?? "").length > 0)).toBe(true);
+    expect(status.tasks.every((t) => t.status === "completed" && t.attempts === 1 && (t.output ?? "").length > 0)).toBe(
+      true,
+    );
     expect(status.checkpoints).toBe(4);
     expect(status.dropped).toBe(0);
     expect(status.budget.usedTokens).toBeGreaterThan(0);
 
     // Each task's status went running → completed, and a dependent started only after its dependency completed.
-    const statusEvents = server.notifications.filter((n) => n.method === "product.taskStatus").map((n) => `${String(n.params.taskId)}:${String(n.params.status)}`);
+    const statusEvents = server.notifications
+      .filter((n) => n.method === "product.taskStatus")
+      .map((n) => `${String(n.params.taskId)}:${String(n.params.status)}`);
     for (const t of status.tasks) {
       expect(statusEvents.indexOf(`${t.taskId}:running`)).toBeLessThan(statusEvents.indexOf(`${t.taskId}:completed`));
       for (const dep of t.dependsOn) {
         expect(statusEvents.indexOf(`${dep}:completed`)).toBeLessThan(statusEvents.indexOf(`${t.taskId}:running`));
       }
     }
-    for (const method of ["product.teamRoster", "product.dagTopology", "product.checkpoint", "product.taskOutputDelta", "product.budgetUpdate"]) {
-      expect(server.notifications.some((n) => n.method === method), method).toBe(true);
+    for (const method of [
+      "product.teamRoster",
+      "product.dagTopology",
+      "product.checkpoint",
+      "product.taskOutputDelta",
+      "product.budgetUpdate",
+    ]) {
+      expect(
+        server.notifications.some((n) => n.method === method),
+        method,
+      ).toBe(true);
     }
 
     // The built-in worker wrote one note per task into the workspace.
@@ -91,10 +117,9 @@ describe("product lifecycle over stdio", () => {
       expect(readFileSync(join(workspace, "notes", note!), "utf8")).toContain(t.title);
     }
 
-    const checkpoints = await server.request<{ checkpoints: { checkpointId: string; completed: number; total: number }[] }>(
-      "product.checkpoints",
-      { productId },
-    );
+    const checkpoints = await server.request<{
+      checkpoints: { checkpointId: string; completed: number; total: number }[];
+    }>("product.checkpoints", { productId });
     expect(checkpoints.checkpoints.map((c) => c.completed)).toEqual([1, 2, 3, 4]);
 
     // Every stdout line was a JSON-RPC message; logs went to stderr.
@@ -104,10 +129,9 @@ describe("product lifecycle over stdio", () => {
 
     // A restarted server on the same store shows the persisted product.
     const again = await startServer({ statePath, cwd: workspace });
-    const list = await again.request<{ products: { productId: string; phase: string; progress: { completed: number } }[] }>(
-      "product.list",
-      {},
-    );
+    const list = await again.request<{
+      products: { productId: string; phase: string; progress: { completed: number } }[];
+    }>("product.list", {});
     expect(list.products).toEqual([
       expect.objectContaining({ productId, phase: "completed", progress: expect.objectContaining({ completed: 4 }) }),
     ]);

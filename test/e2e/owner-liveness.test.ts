@@ -41,12 +41,15 @@ interface RpcError {
 /** A workspace whose registry has one slow logging agent (each turn takes `turnMs`). */
 function workspaceWithSlowAgent(logPath: string, turnMs: number): string {
   const workspace = tempDir("acp-orch-owner-");
-  const env = { LOGGING_AGENT_LOG: logPath, LOGGING_AGENT_MIN_MS: String(turnMs), LOGGING_AGENT_MAX_MS: String(turnMs) };
+  const env = {
+    LOGGING_AGENT_LOG: logPath,
+    LOGGING_AGENT_MIN_MS: String(turnMs),
+    LOGGING_AGENT_MAX_MS: String(turnMs),
+  };
   const config = { agents: [{ agentId: "slow", command: process.execPath, args: ["--import", TSX, AGENT], env }] };
   writeFileSync(join(workspace, "acp-orchestrator.json"), JSON.stringify(config));
   return workspace;
 }
-
 
 const isCompletion = (n: Notification) => n.method === "product.taskStatus" && n.params.status === "completed";
 
@@ -74,10 +77,9 @@ describe("owner liveness over stdio (guarantee 13)", () => {
     await s1.kill();
 
     const s2 = await startServer({ statePath, cwd: workspace, args: ["--log-level", "warn"] });
-    const listed = await s2.request<{ products: { productId: string; owner?: { ownerId: string; expiresAt: string; live: boolean } }[] }>(
-      "product.list",
-      {},
-    );
+    const listed = await s2.request<{
+      products: { productId: string; owner?: { ownerId: string; expiresAt: string; live: boolean } }[];
+    }>("product.list", {});
     const owner = listed.products.find((p) => p.productId === productId)?.owner;
     expect(owner?.ownerId).toMatch(new RegExp(`:${s1.child.pid}:\\d+:[0-9a-f]{8}$`));
     expect(owner?.live).toBe(false);
@@ -89,16 +91,25 @@ describe("owner liveness over stdio (guarantee 13)", () => {
     expect(resumed).toEqual({ productId, phase: "executing" });
     process.stderr.write(`[owner-liveness] product.resume after kill -9 answered in ${resumeMs} ms\n`);
 
-    const completed = await s2.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+    const completed = await s2.waitFor(
+      (n) => n.method === "product.completed" && n.params.productId === productId,
+      60_000,
+    );
     expect(completed.params.phase).toBe("completed");
     const final = await s2.request<{ tasks: TaskState[]; owner?: unknown }>("product.status", { productId });
     expect(final.tasks.every((t) => t.status === "completed")).toBe(true);
     const log = readLog(logPath);
     for (const id of ["t1", "t2"]) {
-      expect(log.filter((l) => l.event === "start" && l.taskId === id).map((l) => l.ppid), id).toEqual([s1.child.pid]);
+      expect(
+        log.filter((l) => l.event === "start" && l.taskId === id).map((l) => l.ppid),
+        id,
+      ).toEqual([s1.child.pid]);
     }
     for (const id of ["t4", "t5"]) {
-      expect(log.filter((l) => l.event === "done" && l.taskId === id).map((l) => l.ppid), id).toEqual([s2.child.pid]);
+      expect(
+        log.filter((l) => l.event === "done" && l.taskId === id).map((l) => l.ppid),
+        id,
+      ).toEqual([s2.child.pid]);
     }
     await s2.close();
   }, 120_000);
@@ -152,13 +163,24 @@ describe("owner liveness over stdio (guarantee 13)", () => {
       s1.child.kill("SIGCONT");
     }
 
-    const lost = await s1.waitFor((n) => n.method === "product.ownershipLost" && n.params.productId === productId, 30_000);
-    expect(lost.params).toMatchObject({ ownerId: expect.stringMatching(`:${s1.child.pid}:`), error: expect.any(String) });
-    const completed = await s2.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
+    const lost = await s1.waitFor(
+      (n) => n.method === "product.ownershipLost" && n.params.productId === productId,
+      30_000,
+    );
+    expect(lost.params).toMatchObject({
+      ownerId: expect.stringMatching(`:${s1.child.pid}:`),
+      error: expect.any(String),
+    });
+    const completed = await s2.waitFor(
+      (n) => n.method === "product.completed" && n.params.productId === productId,
+      90_000,
+    );
     expect(completed.params.phase).toBe("completed");
     // After it was told, the old owner started nothing more.
     const lostAt = Date.now();
-    const afterLoss = readLog(logPath).filter((l) => l.ppid === s1.child.pid && l.event === "start" && Date.parse(l.at) > lostAt);
+    const afterLoss = readLog(logPath).filter(
+      (l) => l.ppid === s1.child.pid && l.event === "start" && Date.parse(l.at) > lostAt,
+    );
     expect(afterLoss).toEqual([]);
     await Promise.all([s1.close(), s2.close()]);
   }, 120_000);

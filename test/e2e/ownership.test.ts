@@ -61,15 +61,24 @@ describe("ownership (-32016)", () => {
     const { sessionId } = result<{ sessionId: string }>(await call("session/new", { cwd: workspace, mcpServers: [] }));
     // session/new announces the session's commands right after its answer (PROTOCOL.md section 4): wait for that
     // update so it is not mistaken for output of the refused load below.
-    await raw.next((m) => (m.params as { update?: { sessionUpdate?: string } } | undefined)?.update?.sessionUpdate === "available_commands_update", 30_000);
+    await raw.next(
+      (m) =>
+        (m.params as { update?: { sessionUpdate?: string } } | undefined)?.update?.sessionUpdate ===
+        "available_commands_update",
+      30_000,
+    );
     const before = raw.stdoutLines.length;
     const refused = await call("session/load", { sessionId, cwd: other, mcpServers: [] });
     expect(expectOwnership(refused)).toEqual({ expected: workspace, got: other });
     expect((refused.error as { message: string }).message).toContain(sessionId);
     // Only the error itself was written: no session/update of the refused load.
     expect(raw.stdoutLines.slice(before).filter((l) => l.includes("session/update"))).toEqual([]);
-    expect(result(await call("session/load", { sessionId, cwd: workspace, mcpServers: [] }))).toHaveProperty("modes.currentModeId");
-    expect(result(await call("session/load", { sessionId, cwd: `${workspace}/`, mcpServers: [] }))).toHaveProperty("modes.currentModeId");
+    expect(result(await call("session/load", { sessionId, cwd: workspace, mcpServers: [] }))).toHaveProperty(
+      "modes.currentModeId",
+    );
+    expect(result(await call("session/load", { sessionId, cwd: `${workspace}/`, mcpServers: [] }))).toHaveProperty(
+      "modes.currentModeId",
+    );
   });
 
   it("refuses product.plan naming a session of another project, creating nothing; its own project is accepted", async () => {

@@ -70,7 +70,6 @@ function workspaceWithSlowAgent(logPath: string): string {
   return workspace;
 }
 
-
 /** What the state file holds now (read in this process, as a third party would): task states and the lease. */
 async function stored(statePath: string, productId: string) {
   const authority = SqliteAuthority.open(statePath);
@@ -92,7 +91,10 @@ describe("two servers on one SQLite file", () => {
     const logPath = join(tempDir(), "executions.log");
     const workspace = workspaceWithSlowAgent(logPath);
     const statePath = join(tempDir(), "state.db");
-    const env = (owner: string) => ({ ACP_ORCHESTRATOR_LEASE_TTL_MS: String(LEASE_TTL_MS), ACP_ORCHESTRATOR_OWNER_ID: owner });
+    const env = (owner: string) => ({
+      ACP_ORCHESTRATOR_LEASE_TTL_MS: String(LEASE_TTL_MS),
+      ACP_ORCHESTRATOR_OWNER_ID: owner,
+    });
 
     // Three servers on one state file. Server 1 plans, confirms the six-task plan on the slow agent, and dies with
     // two tasks done.
@@ -107,15 +109,23 @@ describe("two servers on one SQLite file", () => {
     const doneIn1 = (n: { method: string; params: Record<string, unknown> }) =>
       n.method === "product.taskStatus" && n.params.status === "completed";
     await s1.waitFor((n) => doneIn1(n) && s1.notifications.filter(doneIn1).length >= 2, 30_000);
-    await s1.waitFor((n) => n.method === "product.taskStatus" && n.params.status === "running" && n.params.taskId !== "t1" && n.params.taskId !== "t2");
+    await s1.waitFor(
+      (n) =>
+        n.method === "product.taskStatus" &&
+        n.params.status === "running" &&
+        n.params.taskId !== "t1" &&
+        n.params.taskId !== "t2",
+    );
     await s1.kill();
     // The dead owner's lease is renewed every 800 ms and lives 2.4 s: it is still live right after the kill, and
     // both other servers are refused with its owner until it expires.
     const early = (await Promise.all(
-      [s2, s3].map((s) => s.request("product.resume", { productId }).then(
-        (r) => r,
-        (e: unknown) => e,
-      )),
+      [s2, s3].map((s) =>
+        s.request("product.resume", { productId }).then(
+          (r) => r,
+          (e: unknown) => e,
+        ),
+      ),
     )) as RpcError[];
     // An owner id of another scheme proves nothing about its process (guarantee 13): respected, live, until it expires.
     expect(early.map((e) => [e.code, e.data])).toEqual([
@@ -131,7 +141,12 @@ describe("two servers on one SQLite file", () => {
     await sleep(Math.max(0, Date.parse(atKill.lease?.expiresAt ?? "") - Date.now()) + 100);
 
     const answers = await Promise.all(
-      [s2, s3].map((s) => s.request("product.resume", { productId }).then((r) => ({ ok: r }), (e: unknown) => ({ err: e as RpcError }))),
+      [s2, s3].map((s) =>
+        s.request("product.resume", { productId }).then(
+          (r) => ({ ok: r }),
+          (e: unknown) => ({ err: e as RpcError }),
+        ),
+      ),
     );
     const wonAt = answers.findIndex((a) => "ok" in a);
     const winner = wonAt === 0 ? s2 : s3;
@@ -147,7 +162,10 @@ describe("two servers on one SQLite file", () => {
     const seen = await loser.request<{ recovery?: { cause: string } }>("product.status", { productId });
     expect(seen.recovery?.cause).toContain(`owner ${wonAt === 0 ? "server-2" : "server-3"}`);
 
-    const completed = await winner.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 30_000);
+    const completed = await winner.waitFor(
+      (n) => n.method === "product.completed" && n.params.productId === productId,
+      30_000,
+    );
     expect(completed.params.phase).toBe("completed");
     const listed = await loser.request<{ products: { productId: string; phase: string }[] }>("product.list", {});
     expect(listed.products.find((p) => p.productId === productId)?.phase).toBe("completed");
@@ -164,7 +182,10 @@ describe("two servers on one SQLite file", () => {
     expect(log.every((l) => l.ppid === s1Pid || l.ppid === winnerPid)).toBe(true);
     // Work stored as completed before the kill never ran again.
     for (const id of completedAtKill) {
-      expect(log.filter((l) => l.event === "start" && l.taskId === id).map((l) => l.ppid), id).toEqual([s1Pid]);
+      expect(
+        log.filter((l) => l.event === "start" && l.taskId === id).map((l) => l.ppid),
+        id,
+      ).toEqual([s1Pid]);
     }
     // No task completed twice under the winner, and each task's final attempt is the winner's only run of it.
     for (const t of final.tasks) {

@@ -35,10 +35,19 @@ interface LogLine {
 }
 
 const WORKER = { instanceId: "w1", agentId: "scripted", role: "worker" };
-const PROBE_TASK = { taskId: "a", title: "Probe", description: "Probe the workspace.", instanceId: "w1", dependsOn: [], maxAttempts: 1 };
+const PROBE_TASK = {
+  taskId: "a",
+  title: "Probe",
+  description: "Probe the workspace.",
+  instanceId: "w1",
+  dependsOn: [],
+  maxAttempts: 1,
+};
 
 /** One worker task that asks for read, edit and execute, tries a terminal, and writes inside and outside its tree. */
-async function runProbe(permissions: unknown): Promise<{ repo: string; task: TaskState; log: LogLine[]; phase: string }> {
+async function runProbe(
+  permissions: unknown,
+): Promise<{ repo: string; task: TaskState; log: LogLine[]; phase: string }> {
   const repo = makeRepo({ "README.md": "# Project\n", ".gitignore": "*.pid\n" });
   const headBefore = git(repo, "rev-parse", "HEAD");
   const base = tempDir("acp-orch-confine-");
@@ -51,7 +60,12 @@ async function runProbe(permissions: unknown): Promise<{ repo: string; task: Tas
       log: logFile,
       // The leader plans the one task and gives up on a failure, so a failed task stays in the status as it failed.
       leader: {
-        plan: [{ text: "One probe.", json: { name: "Probe", summary: "Probe the worktree.", instances: [WORKER], tasks: [PROBE_TASK] } }],
+        plan: [
+          {
+            text: "One probe.",
+            json: { name: "Probe", summary: "Probe the worktree.", instances: [WORKER], tasks: [PROBE_TASK] },
+          },
+        ],
         consult: [{ text: "Giving up.", json: { decision: "giveUp" } }],
       },
       worker: {
@@ -100,7 +114,10 @@ async function runProbe(permissions: unknown): Promise<{ repo: string; task: Tas
         (n.params.status === "completed" || n.params.status === "failed"),
       60_000,
     );
-    const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+    const completed = server.waitFor(
+      (n) => n.method === "product.completed" && n.params.productId === productId,
+      60_000,
+    );
     await server.request("product.confirm", { productId });
     await settled;
     const phase = String((await completed).params.phase);
@@ -134,7 +151,9 @@ describe("an isolated worker is confined to its worktree", () => {
     expect(worktree.startsWith(`${join(repo, ".git")}/`)).toBe(true);
     const workerPid = log.find((l) => l.event === "prompt" && l.role === "worker")?.pid;
     expect(log.filter((l) => l.event === "session/new" && l.pid === workerPid).map((l) => l.cwd)).toEqual([worktree]);
-    const init = log.find((l) => l.event === "initialize" && l.pid === workerPid) as LogLine & { clientCapabilities?: { terminal?: boolean } };
+    const init = log.find((l) => l.event === "initialize" && l.pid === workerPid) as LogLine & {
+      clientCapabilities?: { terminal?: boolean };
+    };
     expect(init).toMatchObject({ clientCapabilities: { fs: { readTextFile: true, writeTextFile: true } } });
     expect(init.clientCapabilities?.terminal).not.toBe(true);
 
@@ -170,7 +189,10 @@ describe("an isolated worker is confined to its worktree", () => {
   }, 120_000);
 
   it("allows execute when the config file's policy does, and still serves no terminal and no write outside", async () => {
-    const { repo, task, log, phase } = await runProbe({ default: "deny", rules: { read: "allow", edit: "allow", execute: "allow" } });
+    const { repo, task, log, phase } = await runProbe({
+      default: "deny",
+      rules: { read: "allow", edit: "allow", execute: "allow" },
+    });
     const worktree = task.workspace?.path ?? "";
     expect(actions(log, "permission").map((l) => l.chosen)).toEqual(["allow", "allow", "allow"]);
     expect(actions(log, "terminal").map((l) => l.outcome)).toEqual(["refused"]);

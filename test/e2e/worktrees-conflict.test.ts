@@ -26,7 +26,10 @@ interface Status {
   integration?: { head: string; state: string; merged: string[]; conflict?: { files: string[] } };
 }
 
-const write = (content: string) => ({ actions: [{ write: { path: "shared.txt", content } }], text: "wrote shared.txt" });
+const write = (content: string) => ({
+  actions: [{ write: { path: "shared.txt", content } }],
+  text: "wrote shared.txt",
+});
 const BOTH = "greeting from a\ngreeting from b\n";
 
 describe("worktree conflicts and rollback", () => {
@@ -38,7 +41,11 @@ describe("worktree conflicts and rollback", () => {
     // Attempt 1 of each task writes its own first line; any later attempt writes both intents.
     writeFileSync(
       script,
-      JSON.stringify({ worker: { tasks: { a: [write("greeting from a\n"), write(BOTH)], b: [write("greeting from b\n"), write(BOTH)] } } }),
+      JSON.stringify({
+        worker: {
+          tasks: { a: [write("greeting from a\n"), write(BOTH)], b: [write("greeting from b\n"), write(BOTH)] },
+        },
+      }),
     );
     const config = join(base, "acp-orchestrator.json");
     writeFileSync(
@@ -59,7 +66,10 @@ describe("worktree conflicts and rollback", () => {
     try {
       const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Greet", cwd: repo });
       await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
-      const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+      const completed = server.waitFor(
+        (n) => n.method === "product.completed" && n.params.productId === productId,
+        60_000,
+      );
       await server.request("product.confirm", {
         productId,
         instances: ["w1", "w2"].map((id) => ({ instanceId: id, agentId: "scripted", role: "worker" })),
@@ -76,10 +86,16 @@ describe("worktree conflicts and rollback", () => {
 
       // The loser's first attempt failed naming the file; its retry started from the head holding the winner's commit.
       const failed = server.notifications.find(
-        (n) => n.method === "product.taskStatus" && n.params.productId === productId && n.params.taskId === retried?.taskId && n.params.status === "pending",
+        (n) =>
+          n.method === "product.taskStatus" &&
+          n.params.productId === productId &&
+          n.params.taskId === retried?.taskId &&
+          n.params.status === "pending",
       );
       expect(String(failed?.params.error)).toMatch(/conflict with the integration branch in shared\.txt/);
-      expect(git(repo, "merge-base", "--is-ancestor", first?.workspace?.commit ?? "", retried?.workspace?.baseCommit ?? "")).toBe("");
+      expect(
+        git(repo, "merge-base", "--is-ancestor", first?.workspace?.commit ?? "", retried?.workspace?.baseCommit ?? ""),
+      ).toBe("");
       // The conflicting attempt's commit stays reachable under the product's refs.
       expect(refsUnder(repo, `refs/acp-orchestrator/${productId}/attempts/${retried?.taskId}/1`)).toHaveLength(1);
 
@@ -92,14 +108,22 @@ describe("worktree conflicts and rollback", () => {
       expect(worktreePaths(repo)).toEqual([repo]);
 
       // Rollback to the first checkpoint: the branch goes back to the head recorded there, the old head is kept.
-      const { checkpoints } = await server.request<{ checkpoints: { checkpointId: string }[] }>("product.checkpoints", { productId });
+      const { checkpoints } = await server.request<{ checkpoints: { checkpointId: string }[] }>("product.checkpoints", {
+        productId,
+      });
       const oldHead = git(repo, "rev-parse", branch);
       const before = server.notifications.length;
       await server.request("product.rollback", { productId, checkpointId: checkpoints[0]?.checkpointId });
       const kept = refsUnder(repo, `refs/acp-orchestrator/${productId}/rollback/`);
       expect(kept).toHaveLength(1);
       expect(git(repo, "rev-parse", kept[0] ?? "")).toBe(oldHead);
-      await server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId && server.notifications.indexOf(n) >= before, 60_000);
+      await server.waitFor(
+        (n) =>
+          n.method === "product.completed" &&
+          n.params.productId === productId &&
+          server.notifications.indexOf(n) >= before,
+        60_000,
+      );
       const after = await server.request<Status>("product.status", { productId });
       expect(after.phase).toBe("completed");
       // The re-run task added a new commit on top of the checkpoint's head; the old head is still reachable.
@@ -128,10 +152,17 @@ describe("worktree conflicts and rollback", () => {
     const script = join(base, "workers.json");
     // a and b write their own first line (one attempt each); the fix-up of whichever loses (the built-in leader names
     // it `<taskId>-fix`) reads the file it starts from, then writes both intents.
-    const fixUp = { actions: [{ read: { path: "shared.txt" } }, { write: { path: "shared.txt", content: BOTH } }], text: "merged both greetings" };
+    const fixUp = {
+      actions: [{ read: { path: "shared.txt" } }, { write: { path: "shared.txt", content: BOTH } }],
+      text: "merged both greetings",
+    };
     writeFileSync(
       script,
-      JSON.stringify({ worker: { tasks: { a: write("greeting from a\n"), b: write("greeting from b\n"), "a-fix": fixUp, "b-fix": fixUp } } }),
+      JSON.stringify({
+        worker: {
+          tasks: { a: write("greeting from a\n"), b: write("greeting from b\n"), "a-fix": fixUp, "b-fix": fixUp },
+        },
+      }),
     );
     const config = join(base, "acp-orchestrator.json");
     writeFileSync(
@@ -152,7 +183,10 @@ describe("worktree conflicts and rollback", () => {
     try {
       const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Greet", cwd: repo });
       await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
-      const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
+      const completed = server.waitFor(
+        (n) => n.method === "product.completed" && n.params.productId === productId,
+        90_000,
+      );
       await server.request("product.confirm", {
         productId,
         instances: ["w1", "w2"].map((id) => ({ instanceId: id, agentId: "scripted", role: "worker" })),
@@ -166,7 +200,8 @@ describe("worktree conflicts and rollback", () => {
         })),
       });
       expect((await completed).params.phase).toBe("completed");
-      const mine = (method: string) => server.notifications.filter((n) => n.method === method && n.params.productId === productId);
+      const mine = (method: string) =>
+        server.notifications.filter((n) => n.method === method && n.params.productId === productId);
 
       // One of the two failed for good, naming the file; the other integrated.
       const failed = mine("product.taskStatus").filter((n) => n.params.status === "failed");
@@ -180,7 +215,9 @@ describe("worktree conflicts and rollback", () => {
       // The leader was consulted and added the fix-up in place of the failed task.
       const added = mine("product.dagMutated").find((n) => (n.params.mutation as { op: string }).op === "addTask");
       expect(added?.params.by).toBe("leader");
-      expect((added?.params.mutation as { task: { taskId: string; description: string } }).task.taskId).toBe(`${loser}-fix`);
+      expect((added?.params.mutation as { task: { taskId: string; description: string } }).task.taskId).toBe(
+        `${loser}-fix`,
+      );
       expect((added?.params.mutation as { task: { description: string } }).task.description).toMatch(/shared\.txt/);
       const said = mine("product.leaderMessage").map((n) => String(n.params.message));
       expect(said.some((m) => m.includes(`${loser}-fix`))).toBe(true);
@@ -192,7 +229,9 @@ describe("worktree conflicts and rollback", () => {
       const fix = status.tasks.find((t) => t.taskId === `${loser}-fix`);
       expect(status.tasks.map((t) => t.taskId).sort()).toEqual([winner, `${loser}-fix`].sort());
       expect(fix?.status).toBe("completed");
-      expect(git(repo, "merge-base", "--is-ancestor", won?.workspace?.commit ?? "", fix?.workspace?.baseCommit ?? "")).toBe("");
+      expect(
+        git(repo, "merge-base", "--is-ancestor", won?.workspace?.commit ?? "", fix?.workspace?.baseCommit ?? ""),
+      ).toBe("");
       expect(git(repo, "rev-parse", `${fix?.workspace?.commit}^`)).toBe(fix?.workspace?.baseCommit);
       expect(fix?.output).toContain(`read shared.txt: greeting from ${winner}`);
 
@@ -201,7 +240,9 @@ describe("worktree conflicts and rollback", () => {
       expect(git(repo, "show", `${branch}:shared.txt`)).toBe(BOTH.trim());
       expect(status.integration?.merged).toEqual([winner, `${loser}-fix`]);
       expect(git(repo, "rev-parse", branch)).toBe(status.integration?.head);
-      expect(git(repo, "show", `refs/acp-orchestrator/${productId}/attempts/${loser}/1:shared.txt`)).toBe(`greeting from ${loser}`);
+      expect(git(repo, "show", `refs/acp-orchestrator/${productId}/attempts/${loser}/1:shared.txt`)).toBe(
+        `greeting from ${loser}`,
+      );
       expect(git(repo, "rev-parse", "main")).toBe(headBefore);
       expect(git(repo, "status", "--porcelain")).toBe("");
       expect(worktreePaths(repo)).toEqual([repo]);
@@ -220,7 +261,14 @@ describe("worktree conflicts and rollback", () => {
       JSON.stringify({
         worker: {
           tasks: {
-            a: { actions: [ask("Read the README", "read"), ask("Edit the README", "edit"), { write: { path: "a.txt", content: "a\n" } }], text: "edited" },
+            a: {
+              actions: [
+                ask("Read the README", "read"),
+                ask("Edit the README", "edit"),
+                { write: { path: "a.txt", content: "a\n" } },
+              ],
+              text: "edited",
+            },
           },
         },
       }),
@@ -244,19 +292,19 @@ describe("worktree conflicts and rollback", () => {
     try {
       const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Edit", cwd: repo });
       await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
-      const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+      const completed = server.waitFor(
+        (n) => n.method === "product.completed" && n.params.productId === productId,
+        60_000,
+      );
       await server.request("product.confirm", {
         productId,
         instances: ["w1", "w2"].map((id) => ({ instanceId: id, agentId: "scripted", role: "worker" })),
-        tasks: [
-          { taskId: "a", title: "Edit", description: "Edit.", instanceId: "w1", dependsOn: [], maxAttempts: 1 },
-        ],
+        tasks: [{ taskId: "a", title: "Edit", description: "Edit.", instanceId: "w1", dependsOn: [], maxAttempts: 1 }],
       });
       await completed;
-      const status = await server.request<{ tasks: (TaskState & { output?: string; refusedPermissions?: { kind: string }[] })[] }>(
-        "product.status",
-        { productId },
-      );
+      const status = await server.request<{
+        tasks: (TaskState & { output?: string; refusedPermissions?: { kind: string }[] })[];
+      }>("product.status", { productId });
       const a = status.tasks.find((t) => t.taskId === "a");
       expect(a?.status).toBe("completed");
       expect(a?.output).toMatch(/permission Read the README: allow/);

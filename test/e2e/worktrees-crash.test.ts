@@ -34,7 +34,10 @@ describe.concurrent("kill -9 at each integration step, then resume", () => {
       const env = { ACP_ORCHESTRATOR_OWNER_ID: `crash-${step}`, ACP_ORCHESTRATOR_WORKSPACE_FAULT: `${step}:${marker}` };
       const first = await startServer({ statePath, env });
       const exited = new Promise((resolve) => first.child.once("exit", resolve));
-      const { productId } = await first.request<{ productId: string }>("product.plan", { goal: "Write the docs", cwd: repo });
+      const { productId } = await first.request<{ productId: string }>("product.plan", {
+        goal: "Write the docs",
+        cwd: repo,
+      });
       await first.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
       await first.request("product.confirm", { productId, instances, tasks });
       await exited;
@@ -44,12 +47,21 @@ describe.concurrent("kill -9 at each integration step, then resume", () => {
 
       const second = await startServer({ statePath, env });
       try {
-        const completed = second.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+        const completed = second.waitFor(
+          (n) => n.method === "product.completed" && n.params.productId === productId,
+          60_000,
+        );
         await second.request("product.resume", { productId });
         expect((await completed).params.phase).toBe("completed");
         const status = await second.request<Status>("product.status", { productId });
         expect(status.tasks.every((t) => t.status === "completed")).toBe(true);
-        const trailers = git(repo, "log", "--no-merges", "--format=%(trailers:key=Task,valueonly,separator=)", `${headBefore}..acp/${productId}`)
+        const trailers = git(
+          repo,
+          "log",
+          "--no-merges",
+          "--format=%(trailers:key=Task,valueonly,separator=)",
+          `${headBefore}..acp/${productId}`,
+        )
           .split("\n")
           .map((l) => l.trim())
           .filter((l) => l.length > 0);

@@ -61,11 +61,19 @@ describe("worktree reuse", () => {
     );
     const server = await startServer({ cwd: base, args: ["--config", config] });
     try {
-      const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Reuse", cwd: repo, maxParallelTasks: 4 });
+      const { productId } = await server.request<{ productId: string }>("product.plan", {
+        goal: "Reuse",
+        cwd: repo,
+        maxParallelTasks: 4,
+      });
       await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
       const output = (taskId: string, text: string) =>
         server.waitFor(
-          (n) => n.method === "product.taskOutputDelta" && n.params.productId === productId && n.params.taskId === taskId && String(n.params.text).includes(text),
+          (n) =>
+            n.method === "product.taskOutputDelta" &&
+            n.params.productId === productId &&
+            n.params.taskId === taskId &&
+            String(n.params.text).includes(text),
           60_000,
         );
       const cRead = output("c", "read a.log:");
@@ -89,9 +97,13 @@ describe("worktree reuse", () => {
       expect(basename(git(cPath, "rev-parse", "--git-dir"))).toMatch(/^(a|d)-1$/);
       // It started from the head holding a's commit, with a's committed file and without a's ignored one.
       const a = running.tasks.find((t) => t.taskId === "a");
-      expect(git(repo, "merge-base", "--is-ancestor", a?.workspace?.commit ?? "", c?.workspace?.baseCommit ?? "")).toBe("");
+      expect(git(repo, "merge-base", "--is-ancestor", a?.workspace?.commit ?? "", c?.workspace?.baseCommit ?? "")).toBe(
+        "",
+      );
       const cText = server.notifications
-        .filter((n) => n.method === "product.taskOutputDelta" && n.params.productId === productId && n.params.taskId === "c")
+        .filter(
+          (n) => n.method === "product.taskOutputDelta" && n.params.productId === productId && n.params.taskId === "c",
+        )
         .map((n) => String(n.params.text))
         .join("");
       expect(cText).toContain("read a.txt: a\n");
@@ -104,12 +116,22 @@ describe("worktree reuse", () => {
       await server.request("product.pause", { productId });
       expect(worktreePaths(repo)).toEqual([repo]);
 
-      const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+      const completed = server.waitFor(
+        (n) => n.method === "product.completed" && n.params.productId === productId,
+        60_000,
+      );
       await server.request("product.resume", { productId });
       expect((await completed).params.phase).toBe("completed");
       const status = await server.request<Status>("product.status", { productId });
       const branch = `acp/${productId}`;
-      expect(git(repo, "ls-tree", "--name-only", branch).split("\n").sort()).toEqual([".gitignore", "README.md", "a.txt", "b.txt", "c.txt", "d.txt"]);
+      expect(git(repo, "ls-tree", "--name-only", branch).split("\n").sort()).toEqual([
+        ".gitignore",
+        "README.md",
+        "a.txt",
+        "b.txt",
+        "c.txt",
+        "d.txt",
+      ]);
       expect(git(repo, "rev-parse", branch)).toBe(status.integration?.head);
       expect(worktreePaths(repo)).toEqual([repo]);
       expect(git(repo, "rev-parse", "main")).toBe(headBefore);

@@ -38,7 +38,13 @@ const fanIn = [
   { taskId: "t1", title: "Write the intro", description: "Write an intro.", instanceId: "w1", dependsOn: [] },
   { taskId: "t2", title: "Write the API notes", description: "Write API notes.", instanceId: "w2", dependsOn: [] },
   { taskId: "t3", title: "Write the FAQ", description: "Write a FAQ.", instanceId: "w3", dependsOn: [] },
-  { taskId: "t4", title: "Write the summary", description: "Summarise.", instanceId: "w1", dependsOn: ["t1", "t2", "t3"] },
+  {
+    taskId: "t4",
+    title: "Write the summary",
+    description: "Summarise.",
+    instanceId: "w1",
+    dependsOn: ["t1", "t2", "t3"],
+  },
 ];
 
 /** Plans with the heuristic leader, then confirms the given plan; resolves with the product id once it ended. */
@@ -48,7 +54,11 @@ async function runPlan(
   tasks: typeof fanIn,
   extra: Record<string, unknown> = {},
 ): Promise<{ productId: string; phase: string }> {
-  const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Write the docs", cwd, ...extra });
+  const { productId } = await server.request<{ productId: string }>("product.plan", {
+    goal: "Write the docs",
+    cwd,
+    ...extra,
+  });
   await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
   const completed = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
   await server.request("product.confirm", { productId, instances, tasks });
@@ -58,7 +68,10 @@ async function runPlan(
 
 function taskTrailers(repo: string, range: string): string[] {
   const out = git(repo, "log", "--reverse", "--no-merges", "--format=%(trailers:key=Task,valueonly,separator=)", range);
-  return out.split("\n").map((l) => l.trim()).filter((l) => l.length > 0);
+  return out
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
 }
 
 describe("worktree isolation and integration", () => {
@@ -100,9 +113,13 @@ describe("worktree isolation and integration", () => {
       expect(message).toContain("Task: t4");
       expect(message).toContain("Attempt: 1");
       expect(status.integration?.merged).toHaveLength(4);
-      const integrated = server.notifications.filter((n) => n.method === "product.taskIntegrated" && n.params.productId === productId);
+      const integrated = server.notifications.filter(
+        (n) => n.method === "product.taskIntegrated" && n.params.productId === productId,
+      );
       expect(integrated.map((n) => n.params.taskId).sort()).toEqual(["t1", "t2", "t3", "t4"]);
-      expect(server.notifications.some((n) => n.method === "product.integrated" && n.params.productId === productId)).toBe(true);
+      expect(
+        server.notifications.some((n) => n.method === "product.integrated" && n.params.productId === productId),
+      ).toBe(true);
 
       // Branch mode: the user's HEAD, branch and working tree are exactly as before; no worktree is left.
       expect(git(repo, "rev-parse", "HEAD")).toBe(headBefore);

@@ -44,7 +44,9 @@ describe("operator commands for a new user", () => {
     );
     const byDefault = await runCli(["list"], dir, { XDG_STATE_HOME: join(dir, "xdg"), ACP_ORCHESTRATOR_STATE: "" });
     expect(byDefault.code).toBe(2);
-    expect(byDefault.stderr).toContain(`There is no state file at ${join(dir, "xdg", "acp-orchestrator", "state.db")} (the default state file)`);
+    expect(byDefault.stderr).toContain(
+      `There is no state file at ${join(dir, "xdg", "acp-orchestrator", "state.db")} (the default state file)`,
+    );
     const byEnv = await runCli(["list"], dir, { ACP_ORCHESTRATOR_STATE: join(dir, "env.db") });
     expect(byEnv.stderr).toContain(`(from $ACP_ORCHESTRATOR_STATE)`);
     expect(existsSync(join(dir, "missing"))).toBe(false);
@@ -60,7 +62,10 @@ describe("operator commands for a new user", () => {
     git("add", "README.md");
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init");
     const statePath = join(repo, "..", `${repo.split("/").pop() ?? "x"}-state.db`);
-    const run = await runCli(["run", "--state", statePath, "--yes", "--goal", "- Write a README\n- Write a changelog"], repo);
+    const run = await runCli(
+      ["run", "--state", statePath, "--yes", "--goal", "- Write a README\n- Write a changelog"],
+      repo,
+    );
     expect(run.code, run.stderr).toBe(0);
     const id = /^product (prd_\w+)$/m.exec(run.stdout)?.[1] ?? "";
     const status = await runCli(["status", id, "--state", statePath], repo);

@@ -39,7 +39,15 @@ describePostgres("operator commands on a PostgreSQL store written by real server
   writeFileSync(
     configFile,
     JSON.stringify({
-      agents: [{ agentId: "gated", role: "worker", command: process.execPath, args: ["--import", tsxLoader, scripted], env: { SCRIPTED_AGENT_SCRIPT: scriptFile } }],
+      agents: [
+        {
+          agentId: "gated",
+          role: "worker",
+          command: process.execPath,
+          args: ["--import", tsxLoader, scripted],
+          env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
+        },
+      ],
     }),
   );
   const cli = (args: string[]) => runCli([...args, "--state", state], workspace);
@@ -47,7 +55,9 @@ describePostgres("operator commands on a PostgreSQL store written by real server
   const tablesHash = async () => {
     const parts: string[] = [];
     for (const table of ["records", "streams", "events"]) {
-      const r = await adminQuery<{ h: string | null }>(`SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) AS h FROM "${schema}".${table} t`);
+      const r = await adminQuery<{ h: string | null }>(
+        `SELECT md5(string_agg(t::text, ',' ORDER BY t::text)) AS h FROM "${schema}".${table} t`,
+      );
       parts.push(r.rows[0]?.h ?? "-");
     }
     return parts.join(":");
@@ -108,7 +118,13 @@ describePostgres("operator commands on a PostgreSQL store written by real server
     await server.kill(); // dies with t2 running: the product is left executing, ownerless
 
     const before = await tablesHash();
-    for (const args of [["list"], ["status", drivenId], ["events", drivenId], ["graph", drivenId], ["status", completedId]]) {
+    for (const args of [
+      ["list"],
+      ["status", drivenId],
+      ["events", drivenId],
+      ["graph", drivenId],
+      ["status", completedId],
+    ]) {
       const r = await cli(args);
       expect(r.code, r.stderr).toBe(0);
     }
@@ -118,14 +134,19 @@ describePostgres("operator commands on a PostgreSQL store written by real server
   it("resume continues the product its killed server left, to completion", async () => {
     writeFileSync(gate, "");
     for (;;) {
-      const rows = JSON.parse((await cli(["list", "--json"])).stdout) as { products: { productId: string; owner?: { live: boolean } }[] };
+      const rows = JSON.parse((await cli(["list", "--json"])).stdout) as {
+        products: { productId: string; owner?: { live: boolean } }[];
+      };
       if (rows.products.find((p) => p.productId === drivenId)?.owner?.live !== true) break;
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
     const resumed = await runCli(["resume", drivenId, "--state", state, "--config", configFile], workspace);
     expect(resumed.code, resumed.stdout + resumed.stderr).toBe(0);
     expect(resumed.stdout).toContain("phase: completed");
-    const parsed = JSON.parse((await cli(["status", drivenId, "--json"])).stdout) as { phase: string; tasks: { taskId: string; attempts: number }[] };
+    const parsed = JSON.parse((await cli(["status", drivenId, "--json"])).stdout) as {
+      phase: string;
+      tasks: { taskId: string; attempts: number }[];
+    };
     expect(parsed.phase).toBe("completed");
     expect(parsed.tasks.find((t) => t.taskId === "t2")?.attempts).toBe(2);
   }, 180_000);

@@ -38,7 +38,15 @@ script(true);
 writeFileSync(
   configFile,
   JSON.stringify({
-    agents: [{ agentId: "slow", role: "worker", command: process.execPath, args: ["--import", tsxLoader, scripted], env: { SCRIPTED_AGENT_SCRIPT: scriptFile } }],
+    agents: [
+      {
+        agentId: "slow",
+        role: "worker",
+        command: process.execPath,
+        args: ["--import", tsxLoader, scripted],
+        env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
+      },
+    ],
   }),
 );
 
@@ -50,7 +58,13 @@ function cli(args: string[], cwd = workspace) {
 /** The store's data: the database file and its write-ahead log (the -shm file is SQLite's shared-memory index). */
 function fileHash(path: string): string {
   return ["", "-wal"]
-    .map((s) => (existsSync(path + s) ? createHash("sha256").update(readFileSync(path + s)).digest("hex") : "-"))
+    .map((s) =>
+      existsSync(path + s)
+        ? createHash("sha256")
+            .update(readFileSync(path + s))
+            .digest("hex")
+        : "-",
+    )
     .join(":");
 }
 
@@ -127,7 +141,10 @@ describe("operator commands on a store written by real servers", () => {
     expect(dot.stdout.match(/ -> /g)?.length).toBeGreaterThanOrEqual(1);
 
     // The driving server was not disturbed: t2 still runs under its lease.
-    const live = await server.request<{ phase: string; tasks: { taskId: string; status: string }[] }>("product.status", { productId });
+    const live = await server.request<{ phase: string; tasks: { taskId: string; status: string }[] }>(
+      "product.status",
+      { productId },
+    );
     expect(live.phase).toBe("executing");
     expect(live.tasks.find((t) => t.taskId === "t2")?.status).toBe("running");
     await server.kill(); // dies with t2 running: the product is left executing, ownerless
@@ -135,7 +152,13 @@ describe("operator commands on a store written by real servers", () => {
 
   it("reading commands change no byte of the store", async () => {
     const before = fileHash(statePath);
-    for (const args of [["list"], ["status", drivenId], ["events", drivenId], ["graph", drivenId], ["status", completedId]]) {
+    for (const args of [
+      ["list"],
+      ["status", drivenId],
+      ["events", drivenId],
+      ["graph", drivenId],
+      ["status", completedId],
+    ]) {
       const r = await cli([...args, "--state", statePath]);
       expect(r.code, r.stderr).toBe(0);
     }
@@ -143,7 +166,9 @@ describe("operator commands on a store written by real servers", () => {
     const missing = join(dir, "nope", "state.db");
     const r = await cli(["list", "--state", missing]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^acp-orchestrator: There is no state file at .*nope.*state\.db \(given by --state\): nothing has run/);
+    expect(r.stderr).toMatch(
+      /^acp-orchestrator: There is no state file at .*nope.*state\.db \(given by --state\): nothing has run/,
+    );
     expect(existsSync(join(dir, "nope"))).toBe(false);
     const unknown = await cli(["status", "prd_doesnotexist", "--state", statePath]);
     expect(unknown.code).toBe(1);
@@ -179,7 +204,10 @@ describe("run in a git workspace", () => {
     writeFileSync(join(repo, "README.md"), "# repo\n");
     git("add", "README.md");
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init");
-    const run = await cli(["run", "--state", join(repo, "..", "git-run-state.db"), "--yes", "--goal", "- Write a README"], repo);
+    const run = await cli(
+      ["run", "--state", join(repo, "..", "git-run-state.db"), "--yes", "--goal", "- Write a README"],
+      repo,
+    );
     expect(run.code, run.stderr).toBe(0);
     const id = /^product (prd_\w+)$/m.exec(run.stdout)?.[1];
     expect(run.stdout).toContain(`result: branch acp/${id}, integration integrated`);

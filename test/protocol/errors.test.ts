@@ -56,7 +56,11 @@ describe("error data schemas", () => {
     ["InvalidPhase", InvalidPhaseData, { phase: "completed", allowed: ["executing", "paused"] }],
     ["Busy", BusyData, { productId: "prd_1" }],
     ["Conflict", ConflictData, { owner: "pid-42", revision: 7 }],
-    ["PersistenceFailed", PersistenceFailedData, { cause: "SQLITE_FULL: database or disk is full", operation: "write" }],
+    [
+      "PersistenceFailed",
+      PersistenceFailedData,
+      { cause: "SQLITE_FULL: database or disk is full", operation: "write" },
+    ],
     ["InvalidMutation", InvalidMutationData, { index: 2, reason: "adding t3 -> t1 creates a cycle" }],
     ["Ownership", OwnershipData, { expected: "proj-a", got: "proj-b" }],
   ];

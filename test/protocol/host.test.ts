@@ -85,9 +85,9 @@ describe("host results", () => {
   });
 
   it("runState/readEvents refuses a limit of 0", () => {
-    expect(specOf("runState/readEvents").params.safeParse({ projectId: "p", stream: "s", afterSeq: 0, limit: 0 }).success).toBe(
-      false,
-    );
+    expect(
+      specOf("runState/readEvents").params.safeParse({ projectId: "p", stream: "s", afterSeq: 0, limit: 0 }).success,
+    ).toBe(false);
   });
 
   it("runState/put requires an object value", () => {

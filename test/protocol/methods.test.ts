@@ -48,7 +48,13 @@ const GOAL_METHODS = [
 ];
 
 /** PROTOCOL.md section 6, notifications. */
-const GOAL_NOTIFICATIONS = ["x/goal.started", "x/goal.phaseStarted", "x/goal.phaseAssessed", "x/goal.statusChanged", "x/goal.ended"];
+const GOAL_NOTIFICATIONS = [
+  "x/goal.started",
+  "x/goal.phaseStarted",
+  "x/goal.phaseAssessed",
+  "x/goal.statusChanged",
+  "x/goal.ended",
+];
 
 const HOST_REQUESTS = [
   "runState/get",

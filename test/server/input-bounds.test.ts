@@ -13,7 +13,9 @@ import {
 
 describe("checkInputBounds", () => {
   it("accepts a request of ordinary size", () => {
-    expect(checkInputBounds({ productId: "p", tasks: [{ taskId: "a", dependsOn: ["b"] }], _meta: { x: 1 } })).toBeNull();
+    expect(
+      checkInputBounds({ productId: "p", tasks: [{ taskId: "a", dependsOn: ["b"] }], _meta: { x: 1 } }),
+    ).toBeNull();
   });
 
   it("names the path of a string past the limit", () => {
@@ -36,7 +38,9 @@ describe("checkInputBounds", () => {
   });
 
   it("refuses more values than the limit, however they are spread", () => {
-    const rows = Array.from({ length: Math.ceil(MAX_INPUT_NODES / MAX_INPUT_ITEMS) + 1 }, () => new Array(MAX_INPUT_ITEMS).fill(0));
+    const rows = Array.from({ length: Math.ceil(MAX_INPUT_NODES / MAX_INPUT_ITEMS) + 1 }, () =>
+      new Array(MAX_INPUT_ITEMS).fill(0),
+    );
     expect(checkInputBounds({ rows })?.message).toContain(`more than ${MAX_INPUT_NODES} values`);
   });
 });

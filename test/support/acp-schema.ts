@@ -160,7 +160,8 @@ export class AcpWireChecker {
     const method = typeof m.method === "string" ? m.method : undefined;
     if (method !== undefined && "id" in m) {
       const def = AGENT_REQUESTS[method];
-      if (def === undefined) return isExtension(method) ? undefined : `${method} is not an ACP v1 agent → client request`;
+      if (def === undefined)
+        return isExtension(method) ? undefined : `${method} is not an ACP v1 agent → client request`;
       return this.against(def, m.params);
     }
     if (method !== undefined) {

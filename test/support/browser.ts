@@ -12,9 +12,13 @@ const CANDIDATES = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/lib/
 
 /** The Chromium executable, or throws naming the package to install. */
 export function chromiumPath(): string {
-  const found = [process.env.CHROMIUM_PATH, ...CANDIDATES].find((p): p is string => p !== undefined && p !== "" && existsSync(p));
+  const found = [process.env.CHROMIUM_PATH, ...CANDIDATES].find(
+    (p): p is string => p !== undefined && p !== "" && existsSync(p),
+  );
   if (found === undefined) {
-    throw new Error("No Chromium found (looked in $CHROMIUM_PATH and /usr/bin): install it with `apt-get install chromium` (.ci/run does).");
+    throw new Error(
+      "No Chromium found (looked in $CHROMIUM_PATH and /usr/bin): install it with `apt-get install chromium` (.ci/run does).",
+    );
   }
   return found;
 }

@@ -277,14 +277,20 @@ export class ScriptedLeader implements LeaderPort {
   }
 
   async planPhase(request: PhasePlanRequest): Promise<PhasePlanResult> {
-    this.phaseCalls.push(structuredClone({ ...request, signal: undefined, onText: undefined }) as unknown as PhasePlanRequest);
+    this.phaseCalls.push(
+      structuredClone({ ...request, signal: undefined, onText: undefined }) as unknown as PhasePlanRequest,
+    );
     if (this.phaseGate) await this.phaseGate.promise;
     const next = this.phasePlans.length > 1 ? this.phasePlans.shift() : this.phasePlans[0];
     if (next) return structuredClone(next);
     const r = this.planResult;
     const plan = "kind" in r ? (r.kind === "plan" ? r.plan : undefined) : r;
     if (!plan) throw new Error("ScriptedLeader has no phase plan");
-    return { plan: structuredClone(plan), message: "Phase planned.", targets: request.criteria.filter((c) => !c.passed).map((c) => c.id) };
+    return {
+      plan: structuredClone(plan),
+      message: "Phase planned.",
+      targets: request.criteria.filter((c) => !c.passed).map((c) => c.id),
+    };
   }
 
   async assess(request: AssessRequest): Promise<AssessResult> {

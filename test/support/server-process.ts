@@ -122,7 +122,10 @@ export async function startServer(options: StartOptions = {}): Promise<ServerHan
   const notifications: Notification[] = [];
   const waiters: { pred: (n: Notification) => boolean; resolve: (n: Notification) => void }[] = [];
   const pass = new PassThrough();
-  s.child.stdout.on("data", lineTap((l) => stdoutLines.push(l)));
+  s.child.stdout.on(
+    "data",
+    lineTap((l) => stdoutLines.push(l)),
+  );
   s.child.stdout.on("data", (chunk: Buffer) => pass.write(chunk));
   s.child.stdout.on("end", () => pass.end());
   const app = client({ name: "acp-orchestrator-tests" })
@@ -142,7 +145,10 @@ export async function startServer(options: StartOptions = {}): Promise<ServerHan
       }
     });
   const connection = app.connect(
-    ndJsonStream(Writable.toWeb(s.child.stdin) as WritableStream<Uint8Array>, Readable.toWeb(pass) as ReadableStream<Uint8Array>),
+    ndJsonStream(
+      Writable.toWeb(s.child.stdin) as WritableStream<Uint8Array>,
+      Readable.toWeb(pass) as ReadableStream<Uint8Array>,
+    ),
   );
   const handle: ServerHandle = {
     child: s.child,
@@ -159,7 +165,11 @@ export async function startServer(options: StartOptions = {}): Promise<ServerHan
       if (found) return Promise.resolve(found);
       return new Promise((resolveWait, reject) => {
         const timer = setTimeout(() => {
-          reject(new Error(`timed out waiting for a notification; got: ${notifications.map((n) => n.method).join(", ")}\nstderr: ${s.stderr().slice(-2000)}`));
+          reject(
+            new Error(
+              `timed out waiting for a notification; got: ${notifications.map((n) => n.method).join(", ")}\nstderr: ${s.stderr().slice(-2000)}`,
+            ),
+          );
         }, timeoutMs);
         waiters.push({
           pred,
@@ -209,7 +219,8 @@ export function startRawServer(options: SpawnOptions = {}): RawServer {
   const s = spawnServer(options);
   const stdoutLines: string[] = [];
   const queue: Record<string, unknown>[] = [];
-  const waiters: { pred: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] = [];
+  const waiters: { pred: (m: Record<string, unknown>) => boolean; resolve: (m: Record<string, unknown>) => void }[] =
+    [];
   s.child.stdout.on(
     "data",
     lineTap((line) => {
@@ -239,7 +250,12 @@ export function startRawServer(options: SpawnOptions = {}): RawServer {
       if (i >= 0) return Promise.resolve(queue.splice(i, 1)[0]!);
       return new Promise((resolveNext, reject) => {
         const timer = setTimeout(
-          () => reject(new Error(`timed out waiting for a stdout message; stdout so far:\n${stdoutLines.join("\n")}\nstderr: ${s.stderr().slice(-2000)}`)),
+          () =>
+            reject(
+              new Error(
+                `timed out waiting for a stdout message; stdout so far:\n${stdoutLines.join("\n")}\nstderr: ${s.stderr().slice(-2000)}`,
+              ),
+            ),
           timeoutMs,
         );
         waiters.push({

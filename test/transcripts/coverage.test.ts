@@ -90,9 +90,7 @@ const REQUIRED: Readonly<Record<string, readonly Requirement[]>> = {
       "config_option_update",
       "session_info_update",
       "usage_update",
-    ].map(
-      sessionUpdate,
-    ),
+    ].map(sessionUpdate),
     serverMessage("session/request_permission"),
   ],
   "5 products": [
@@ -185,6 +183,9 @@ describe("coverage of PROTOCOL.md sections 3-5 by protocol/transcripts/", () => 
     expect(coverage.sources.get("request:product.plan:result")).toContain("product.plan.jsonl");
     expect(coverage.sources.get("request:product.mutate:-32014")).toEqual(["product.mutate.jsonl"]);
     expect(coverage.sources.get("error:-32700")).toEqual(["transport-errors.jsonl"]);
-    expect(coverage.sources.get("update:current_mode_update")).toEqual(["session-commands.jsonl", "session-modes.jsonl"]);
+    expect(coverage.sources.get("update:current_mode_update")).toEqual([
+      "session-commands.jsonl",
+      "session-modes.jsonl",
+    ]);
   });
 });

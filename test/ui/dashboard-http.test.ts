@@ -11,13 +11,22 @@ import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
 import { CLI, tempDir } from "../support/server-process.js";
 
-function get(url: string, options: { method?: string; host?: string } = {}): Promise<{ status: number; type: string; body: string }> {
+function get(
+  url: string,
+  options: { method?: string; host?: string } = {},
+): Promise<{ status: number; type: string; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: options.method ?? "GET", headers: options.host ? { host: options.host } : {} }, (res) => {
-      let body = "";
-      res.on("data", (d: Buffer) => (body += d.toString()));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, type: String(res.headers["content-type"] ?? ""), body }));
-    });
+    const req = request(
+      url,
+      { method: options.method ?? "GET", headers: options.host ? { host: options.host } : {} },
+      (res) => {
+        let body = "";
+        res.on("data", (d: Buffer) => (body += d.toString()));
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, type: String(res.headers["content-type"] ?? ""), body }),
+        );
+      },
+    );
     req.on("error", reject);
     req.end();
   });
@@ -68,7 +77,9 @@ describe("dashboard HTTP", () => {
     expect(missing.status).toBe(404);
     expect(JSON.parse(missing.body)).toEqual({ error: expect.stringContaining("prd_nope") });
 
-    const product = JSON.parse((await get(`${url}api/products/${id}`)).body) as { tasks: { taskId: string; outputLength: number }[] };
+    const product = JSON.parse((await get(`${url}api/products/${id}`)).body) as {
+      tasks: { taskId: string; outputLength: number }[];
+    };
     const output = await get(`${url}api/products/${id}/tasks/t1/output`);
     expect(output.status).toBe(200);
     expect(output.type).toMatch(/^text\/plain/);

@@ -63,7 +63,11 @@ async function nodesOnScreen(page: Page, shot: string): Promise<{ taskId: string
     const after = (await page.evaluate(DRAWN_NODES)) as DrawnNode[];
     // A status change between the two reads: the screenshot may show either; take another.
     if (JSON.stringify(before) !== JSON.stringify(after)) continue;
-    const colours = await dominantColours(page, png, before.map((f) => f.box));
+    const colours = await dominantColours(
+      page,
+      png,
+      before.map((f) => f.box),
+    );
     return before.map((f, i) => ({ taskId: f.taskId, status: f.status, colour: colours[i] ?? "" }));
   }
 }
@@ -105,14 +109,25 @@ export async function dashboardScenario(state: string): Promise<void> {
   const tasks: Record<string, unknown> = {};
   for (let i = 1; i <= 8; i++) {
     const id = `t${i}`;
-    tasks[id] = { actions: [{ say: `${id}: started\n` }, { waitForFile: join(gates, id) }, { say: `${id}: gate open\n` }], text: `${id} finished` };
+    tasks[id] = {
+      actions: [{ say: `${id}: started\n` }, { waitForFile: join(gates, id) }, { say: `${id}: gate open\n` }],
+      text: `${id} finished`,
+    };
   }
   writeFileSync(scriptFile, JSON.stringify({ worker: { tasks } }));
   const configFile = join(dir, "acp-orchestrator.json");
   writeFileSync(
     configFile,
     JSON.stringify({
-      agents: [{ agentId: "gated", role: "worker", command: process.execPath, args: ["--import", tsxLoader, scripted], env: { SCRIPTED_AGENT_SCRIPT: scriptFile } }],
+      agents: [
+        {
+          agentId: "gated",
+          role: "worker",
+          command: process.execPath,
+          args: ["--import", tsxLoader, scripted],
+          env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
+        },
+      ],
     }),
   );
   const open = (ids: string[]) => ids.forEach((id) => writeFileSync(join(gates, id), ""));
@@ -121,7 +136,11 @@ export async function dashboardScenario(state: string): Promise<void> {
   let ui: Awaited<ReturnType<typeof startUi>> | undefined;
   let browser: Browser | undefined;
   try {
-    server = await startServer({ statePath: state, cwd: workspace, args: ["--config", configFile, "--log-level", "warn"] });
+    server = await startServer({
+      statePath: state,
+      cwd: workspace,
+      args: ["--config", configFile, "--log-level", "warn"],
+    });
     const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
     const { productId } = await server.request<{ productId: string }>("product.plan", {
       goal: "- Write the parser\n- Write the tests\n- Then write the docs based on the parser",
@@ -158,18 +177,34 @@ export async function dashboardScenario(state: string): Promise<void> {
 
     // Confirmed: the roots run (each waits at its gate), the rest wait.
     await server.request("product.confirm", { productId });
-    await expectDag(page, new Map(ids.map((id) => [id, roots.includes(id) ? "running" : "pending"])), join(dir, "2-roots-running.png"));
+    await expectDag(
+      page,
+      new Map(ids.map((id) => [id, roots.includes(id) ? "running" : "pending"])),
+      join(dir, "2-roots-running.png"),
+    );
     // A running task's output is stored when its attempt ends; until then the page says so.
-    await page.waitForFunction(`document.querySelector("#task-output").textContent.includes("stored when the attempt ends")`, undefined, {
-      timeout: 30_000,
-    });
+    await page.waitForFunction(
+      `document.querySelector("#task-output").textContent.includes("stored when the attempt ends")`,
+      undefined,
+      {
+        timeout: 30_000,
+      },
+    );
 
     // The roots finish: their nodes turn green, their dependents start.
     open(roots);
-    const next = plan.tasks.filter((t) => !roots.includes(t.taskId) && t.dependsOn.every((d) => roots.includes(d))).map((t) => t.taskId);
-    const after = new Map(ids.map((id) => [id, roots.includes(id) ? "completed" : next.includes(id) ? "running" : "pending"]));
+    const next = plan.tasks
+      .filter((t) => !roots.includes(t.taskId) && t.dependsOn.every((d) => roots.includes(d)))
+      .map((t) => t.taskId);
+    const after = new Map(
+      ids.map((id) => [id, roots.includes(id) ? "completed" : next.includes(id) ? "running" : "pending"]),
+    );
     await expectDag(page, after, join(dir, "3-roots-done.png"));
-    await showsOutput(page, roots[0] as string, [`${roots[0]}: started`, `${roots[0]}: gate open`, `${roots[0]} finished`]);
+    await showsOutput(page, roots[0] as string, [
+      `${roots[0]}: started`,
+      `${roots[0]}: gate open`,
+      `${roots[0]} finished`,
+    ]);
 
     // Everything finishes.
     open(ids);

@@ -30,7 +30,13 @@ describe("assignLanes", () => {
   it("counts a running task until now, and nothing when nothing ran", () => {
     expect(assignLanes([{ taskId: "t1" }], 0).count).toBe(0);
     expect(laneTimeline([{ taskId: "t1" }], 0)).toBe("");
-    const a = assignLanes([{ taskId: "t1", startedAt: at(0) }, { taskId: "t2", startedAt: at(5), endedAt: at(6) }], Date.parse(at(8)));
+    const a = assignLanes(
+      [
+        { taskId: "t1", startedAt: at(0) },
+        { taskId: "t2", startedAt: at(5), endedAt: at(6) },
+      ],
+      Date.parse(at(8)),
+    );
     expect(a.count).toBe(2);
   });
 });

@@ -51,8 +51,7 @@ import { AgentConfigurationError, AuthorityConflict, remediationThen } from "../
 import type { ProductOrchestrator } from "../product/orchestrator.js";
 import { ProductLease, type LeaseSettings, type LeaseStore } from "../product/lease.js";
 import type { ProductService } from "../product/service.js";
-import type {
-  GoalHeaderRecord} from "./records.js";
+import type { GoalHeaderRecord } from "./records.js";
 import {
   GoalEvent,
   TERMINAL_GOAL_STATUSES,

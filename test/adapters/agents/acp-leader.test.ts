@@ -463,7 +463,9 @@ describe("AcpLeader start failures", () => {
     leaders.push(leader);
     const started = leader.plan(planRequest(tmpdir()));
     const pid = leader.livePids()[0];
-    await expect(started).rejects.toThrow('the leader agent "mute" did not start within 300 ms (stage initialize did not finish)');
+    await expect(started).rejects.toThrow(
+      'the leader agent "mute" did not start within 300 ms (stage initialize did not finish)',
+    );
     expect(isAlive(pid!)).toBe(false);
     expect(leader.livePids()).toEqual([]);
   });

@@ -91,9 +91,17 @@ async function writeRest(res: ServerResponse, body: MessagesBody, reply: Scripte
   let index = 0;
   for (const block of m.content as { type: string; text?: string; id?: string; name?: string; input?: unknown }[]) {
     if (block.type === "text") {
-      await sse(res, "content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
+      await sse(res, "content_block_start", {
+        type: "content_block_start",
+        index,
+        content_block: { type: "text", text: "" },
+      });
       for (const part of chunks(block.text ?? "")) {
-        await sse(res, "content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: part } });
+        await sse(res, "content_block_delta", {
+          type: "content_block_delta",
+          index,
+          delta: { type: "text_delta", text: part },
+        });
       }
     } else {
       await sse(res, "content_block_start", {
@@ -144,14 +152,21 @@ export const anthropicMessages: ApiRoute = {
         .join("\n"),
       toolResults: lastBlocks
         .filter((b) => b.type === "tool_result")
-        .map((b) => ({ toolCallId: String(b.tool_use_id ?? ""), content: textOf(b.content), isError: b.is_error === true })),
+        .map((b) => ({
+          toolCallId: String(b.tool_use_id ?? ""),
+          content: textOf(b.content),
+          isError: b.is_error === true,
+        })),
       allText: messages.map((m) => textOf(m.content)).join("\n"),
       assistantTurns: messages.filter((m) => m.role === "assistant").length,
     };
   },
   auxiliary(request: ModelRequest) {
     if (!request.path.endsWith("/count_tokens")) return undefined;
-    return { status: 200, body: { input_tokens: Math.max(1, Math.ceil(JSON.stringify(request.body ?? "").length / 4)) } };
+    return {
+      status: 200,
+      body: { input_tokens: Math.max(1, Math.ceil(JSON.stringify(request.body ?? "").length / 4)) },
+    };
   },
   async write(res, request, reply, usage) {
     const body = (request.body ?? {}) as MessagesBody;

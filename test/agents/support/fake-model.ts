@@ -97,7 +97,10 @@ export interface ApiRoute {
   describe(
     body: unknown,
     path: string,
-  ): Pick<ModelRequest, "stream" | "system" | "toolNames" | "lastUserText" | "toolResults" | "allText" | "assistantTurns">;
+  ): Pick<
+    ModelRequest,
+    "stream" | "system" | "toolNames" | "lastUserText" | "toolResults" | "allText" | "assistantTurns"
+  >;
   /**
    * Writes `reply` with `usage` to `res`. For `hold`, writes the start of the reply and returns without ending it
    * (the server ends it on release). Returns when everything that should be written now is written.
@@ -288,7 +291,9 @@ export async function startFakeModel(options: FakeModelOptions): Promise<FakeMod
       if (found) return Promise.resolve(found);
       return new Promise((resolve, reject) => {
         const timer = setTimeout(() => {
-          const seen = log.map((e) => `${e.request.seq} ${e.request.method} ${e.request.path}: ${e.request.lastUserText.slice(0, 80)}`);
+          const seen = log.map(
+            (e) => `${e.request.seq} ${e.request.method} ${e.request.path}: ${e.request.lastUserText.slice(0, 80)}`,
+          );
           reject(new Error(`fake model: no matching request within ${timeoutMs} ms; received:\n${seen.join("\n")}`));
         }, timeoutMs);
         waiters.push({

@@ -7,7 +7,13 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll } from "vitest";
-import { startServer, tempDir, type Notification, type ServerHandle, type StartOptions } from "../../support/server-process.js";
+import {
+  startServer,
+  tempDir,
+  type Notification,
+  type ServerHandle,
+  type StartOptions,
+} from "../../support/server-process.js";
 import type { SuiteAgent } from "./agents.js";
 import { anthropicMessages } from "./anthropic-messages.js";
 import { openaiResponses } from "./openai-responses.js";

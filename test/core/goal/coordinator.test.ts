@@ -32,7 +32,11 @@ const CWD = "/work/proj";
 interface GoalHarness extends Harness {
   goals: GoalService;
   /** `x/goal.start` with the test's project and cwd; returns the goal run id. */
-  start(params?: { goal?: string; budget?: { maxTotalTokens?: number; maxDurationMs?: number; maxPhases?: number }; noProgressLimit?: number }): Promise<string>;
+  start(params?: {
+    goal?: string;
+    budget?: { maxTotalTokens?: number; maxDurationMs?: number; maxPhases?: number };
+    noProgressLimit?: number;
+  }): Promise<string>;
   /** Waits until the goal's persisted status is `status`. */
   until(goalRunId: string, status: string, timeoutMs?: number): Promise<Awaited<ReturnType<GoalService["status"]>>>;
   /** Goal notifications of one method, in order. */
@@ -76,7 +80,8 @@ function goalHarness(opts: HarnessOptions = {}): GoalHarness {
       let last = await goals.status(goalRunId);
       const deadline = Date.now() + timeoutMs;
       while (last.status !== status) {
-        if (Date.now() > deadline) throw new Error(`goal ${goalRunId} is ${last.status}, expected ${status}: ${last.progressSummary}`);
+        if (Date.now() > deadline)
+          throw new Error(`goal ${goalRunId} is ${last.status}, expected ${status}: ${last.progressSummary}`);
         await drain(2);
         last = await goals.status(goalRunId);
       }
@@ -98,7 +103,11 @@ function goalHarness(opts: HarnessOptions = {}): GoalHarness {
 }
 
 /** Appends an event to the goal's stream as another process would (straight through the authority). */
-async function appendAsAnotherProcess(authority: MemoryAuthority, goalRunId: string, event: Record<string, unknown>): Promise<void> {
+async function appendAsAnotherProcess(
+  authority: MemoryAuthority,
+  goalRunId: string,
+  event: Record<string, unknown>,
+): Promise<void> {
   const stream = goalStream(goalRunId);
   const seq = (await authority.readEvents(PROJECT, stream, 0)).length;
   await authority.appendEvents(PROJECT, stream, [{ v: 1, at: new Date(0).toISOString(), ...event }], seq);
@@ -113,7 +122,10 @@ describe("goal loop: reaching the goal", () => {
       { id: "c1", text: "First." },
       { id: "c2", text: "Second." },
     ];
-    h.leader.assessments.push({ passed: ["c1"], message: "c1 passes." }, { passed: ["c1", "c2"], message: "Both pass." });
+    h.leader.assessments.push(
+      { passed: ["c1"], message: "c1 passes." },
+      { passed: ["c1", "c2"], message: "Both pass." },
+    );
     const goalRunId = await h.start();
     // x/goal.start answers before anything runs (the loop is deferred).
     expect(h.leader.checklistCalls).toHaveLength(0);
@@ -157,7 +169,9 @@ describe("goal loop: reaching the goal", () => {
     expect(started).toBeLessThan(completed);
     expect(completed).toBeLessThan(assessed);
 
-    expect(await h.goals.list(PROJECT)).toEqual({ goals: [{ goalRunId, status: "completed", goal: "Build the thing", phaseIndex: 1 }] });
+    expect(await h.goals.list(PROJECT)).toEqual({
+      goals: [{ goalRunId, status: "completed", goal: "Build the thing", phaseIndex: 1 }],
+    });
   });
 
   it("records the phase (with its product id) before the product exists, and the settled tasks before the assessment", async () => {
@@ -171,7 +185,15 @@ describe("goal loop: reaching the goal", () => {
     await h.until(goalRunId, "completed");
     expect(seen[0]).toEqual(["goal_started", "criteria_derived", "phase_planned", "phase_started"]);
     const types = (await h.events(goalRunId)).map((e) => e.event.type);
-    expect(types).toEqual(["goal_started", "criteria_derived", "phase_planned", "phase_started", "task_settled", "phase_assessed", "ended"]);
+    expect(types).toEqual([
+      "goal_started",
+      "criteria_derived",
+      "phase_planned",
+      "phase_started",
+      "task_settled",
+      "phase_assessed",
+      "ended",
+    ]);
     const phaseStarted = (await h.events(goalRunId)).find((e) => e.event.type === "phase_started");
     expect(phaseStarted?.event.productId).toBe(h.launched()[0]);
   });
@@ -194,7 +216,12 @@ describe("goal loop: no progress", () => {
     for (let i = 0; i < 10; i += 1) h.leader.assessments.push(nothing);
     const goalRunId = await h.start({ noProgressLimit: 3 });
     const blocked = await h.until(goalRunId, "blocked");
-    expect(blocked).toMatchObject({ endReason: "no_progress", noProgressCount: 3, phaseIndex: 2, acceptance: { passed: 0, total: 1 } });
+    expect(blocked).toMatchObject({
+      endReason: "no_progress",
+      noProgressCount: 3,
+      phaseIndex: 2,
+      acceptance: { passed: 0, total: 1 },
+    });
     await h.settle();
     expect(h.leader.phaseCalls).toHaveLength(3);
     expect(h.leader.assessCalls).toHaveLength(3);
@@ -347,7 +374,9 @@ describe("goal loop: pause, resume, stop", () => {
     expect(await h.goals.stop(goalRunId)).toEqual({ goalRunId, status: "stopped" }); // idempotent
     const status = await h.goals.status(goalRunId);
     expect(status).toMatchObject({ status: "stopped", endReason: "stopped" });
-    expect(h.goalNotes("x/goal.ended")).toEqual([{ goalRunId, endReason: "stopped", summary: "Stopped: changed my mind" }]);
+    expect(h.goalNotes("x/goal.ended")).toEqual([
+      { goalRunId, endReason: "stopped", summary: "Stopped: changed my mind" },
+    ]);
 
     for (const attempt of [
       () => h.goals.resume(goalRunId),
@@ -398,7 +427,11 @@ describe("goal loop: it cannot run away", () => {
     h.worker.script("a", { kind: "complete", gate });
     const goalRunId = await h.start();
     await waitUntil(() => h.worker.hasStarted("a"), "task a started");
-    await appendAsAnotherProcess(h.authority, goalRunId, { type: "status", status: "paused", reason: "Paused elsewhere." });
+    await appendAsAnotherProcess(h.authority, goalRunId, {
+      type: "status",
+      status: "paused",
+      reason: "Paused elsewhere.",
+    });
 
     gate.release();
     const [productId] = h.launched();
@@ -470,7 +503,11 @@ describe("goal loop: edits and messages at the boundary", () => {
 
     await h.goals.edit(goalRunId, "Edited goal");
     await h.goals.edit(goalRunId, "Edited goal, twice");
-    const queued = await Promise.all([h.goals.message(goalRunId, "m1"), h.goals.status(goalRunId), h.goals.message(goalRunId, "m2")]);
+    const queued = await Promise.all([
+      h.goals.message(goalRunId, "m1"),
+      h.goals.status(goalRunId),
+      h.goals.message(goalRunId, "m2"),
+    ]);
     expect(queued[0]).toEqual({ goalRunId, queued: 1 });
     expect(queued[2]).toEqual({ goalRunId, queued: 2 });
     const during = await h.goals.status(goalRunId);
@@ -482,13 +519,21 @@ describe("goal loop: edits and messages at the boundary", () => {
     expect(h.leader.checklistCalls.map((c) => c.goal)).toEqual(["Original goal", "Edited goal, twice"]);
     expect(h.leader.phaseCalls[1]).toMatchObject({ goal: "Edited goal, twice", messages: ["m1", "m2"] });
     expect(h.leader.phaseCalls[1]?.criteria.find((c) => c.id === "c1")?.passed).toBe(true); // kept across re-derivation
-    expect(await h.goals.status(goalRunId)).toMatchObject({ goal: "Edited goal, twice", originalGoal: "Original goal", queuedMessages: 0 });
+    expect(await h.goals.status(goalRunId)).toMatchObject({
+      goal: "Edited goal, twice",
+      originalGoal: "Original goal",
+      queuedMessages: 0,
+    });
 
     await h.goals.message(goalRunId, "m3");
     gate2.release();
     await h.until(goalRunId, "completed");
     expect(h.leader.phaseCalls.map((c) => c.messages)).toEqual([[], ["m1", "m2"], ["m3"]]);
-    expect(h.leader.phaseCalls.map((c) => c.goal)).toEqual(["Original goal", "Edited goal, twice", "Edited goal, twice"]);
+    expect(h.leader.phaseCalls.map((c) => c.goal)).toEqual([
+      "Original goal",
+      "Edited goal, twice",
+      "Edited goal, twice",
+    ]);
     expect(h.leader.checklistCalls).toHaveLength(2);
     expect(h.goalNotes("x/goal.started")).toHaveLength(1);
 
@@ -498,7 +543,10 @@ describe("goal loop: edits and messages at the boundary", () => {
       { goal: "Edited goal, twice", consumed: 1 },
     ]);
     expect(events.filter((e) => e.type === "message_queued").map((e) => e.content)).toEqual(["m1", "m2", "m3"]);
-    expect(events.filter((e) => e.type === "goal_edited").map((e) => e.goal)).toEqual(["Edited goal", "Edited goal, twice"]);
+    expect(events.filter((e) => e.type === "goal_edited").map((e) => e.goal)).toEqual([
+      "Edited goal",
+      "Edited goal, twice",
+    ]);
     // The boundary comes after phase 1's assessment and before phase 2 is planned.
     const types = events.map((e) => e.type);
     expect(types.indexOf("boundary")).toBeGreaterThan(types.indexOf("phase_assessed"));
@@ -537,7 +585,10 @@ describe("goal loop: concurrent reads", () => {
     const status = await h.goals.status(goalRunId);
     expect(status.queuedMessages).toBe(5);
     const replayed = goalHarness({ authority: late, clock: h.clock, ids: h.ids });
-    expect(await replayed.goals.status(goalRunId)).toEqual({ ...status, progressSummary: expect.stringContaining(status.progressSummary) });
+    expect(await replayed.goals.status(goalRunId)).toEqual({
+      ...status,
+      progressSummary: expect.stringContaining(status.progressSummary),
+    });
     gate.release();
     await h.until(goalRunId, "completed", 5_000);
     expect(h.leader.phaseCalls.map((c) => c.messages)).toEqual([[]]);
@@ -554,7 +605,11 @@ describe("goal loop: restart", () => {
     await waitUntil(() => first.notifier.taskTrail("a").includes("completed@1"), "a completed");
     // "kill -9": the first process writes nothing more (its clock never moves again, its worker hangs).
 
-    const second = goalHarness({ authority: first.authority, clock: new FakeClock(Date.parse("2030-01-01T01:00:00.000Z")), ids: first.ids });
+    const second = goalHarness({
+      authority: first.authority,
+      clock: new FakeClock(Date.parse("2030-01-01T01:00:00.000Z")),
+      ids: first.ids,
+    });
     second.leader.criteria = first.leader.criteria;
     const idle = await second.goals.status(goalRunId);
     expect(idle).toMatchObject({ status: "running", productId, phaseIndex: 0 });
@@ -584,16 +639,31 @@ describe("goal loop: restart", () => {
     // "kill -9", and the store comes back with the phase_started event damaged.
     const inner = first.authority;
     const damaged = Object.create(inner) as MemoryAuthority;
-    for (const name of ["get", "put", "delete", "list", "appendEvents", "deleteStream", "pruneEvents", "listProjects"] as const) {
+    for (const name of [
+      "get",
+      "put",
+      "delete",
+      "list",
+      "appendEvents",
+      "deleteStream",
+      "pruneEvents",
+      "listProjects",
+    ] as const) {
       Object.defineProperty(damaged, name, { value: (inner[name] as (...a: unknown[]) => unknown).bind(inner) });
     }
     Object.defineProperty(damaged, "readEvents", {
       value: async (p: string, stream: string, after: number, limit?: number) =>
         (await inner.readEvents(p, stream, after, limit)).map((e) =>
-          (e.event as { type?: string }).type === "phase_started" ? { seq: e.seq, event: { v: 1, type: "phase_started" } } : e,
+          (e.event as { type?: string }).type === "phase_started"
+            ? { seq: e.seq, event: { v: 1, type: "phase_started" } }
+            : e,
         ),
     });
-    const second = goalHarness({ authority: damaged, clock: new FakeClock(Date.parse("2030-01-01T01:00:00.000Z")), ids: first.ids });
+    const second = goalHarness({
+      authority: damaged,
+      clock: new FakeClock(Date.parse("2030-01-01T01:00:00.000Z")),
+      ids: first.ids,
+    });
     second.leader.criteria = first.leader.criteria;
 
     const status = await second.goals.status(goalRunId);
@@ -609,7 +679,11 @@ describe("goal loop: restart", () => {
       workerRuns: second.worker.executions.length,
     }).toEqual({
       dropped: 1,
-      recovery: { cause: expect.stringContaining("1 stored event of this goal run failed validation"), resumable: false, remediation: expect.any(String) },
+      recovery: {
+        cause: expect.stringContaining("1 stored event of this goal run failed validation"),
+        resumable: false,
+        remediation: expect.any(String),
+      },
       code: "invalid_phase",
       message: expect.stringContaining("could start a phase twice"),
       phasesPlanned: 0,

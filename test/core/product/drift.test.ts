@@ -5,7 +5,15 @@
  * automatic resume refuses it, an explicit `product.resume` acknowledges it.
  */
 import { describe, expect, it } from "vitest";
-import { FakeClock, createHarness, draftPlan, drain, rejectionOf, waitUntil, type Harness } from "../../support/fakes.js";
+import {
+  FakeClock,
+  createHarness,
+  draftPlan,
+  drain,
+  rejectionOf,
+  waitUntil,
+  type Harness,
+} from "../../support/fakes.js";
 import { isDomainError } from "../../../src/core/errors.js";
 import type { ProductOptions } from "../../../src/core/product/context.js";
 import { productStream } from "../../../src/core/product/records.js";
@@ -51,7 +59,9 @@ async function crashed(options: Partial<ProductOptions> = {}) {
 }
 
 async function eventsOf(h: Harness, productId: string) {
-  return (await h.authority.readEvents("proj", productStream(productId), 0)).map((e) => e.event as Record<string, unknown>);
+  return (await h.authority.readEvents("proj", productStream(productId), 0)).map(
+    (e) => e.event as Record<string, unknown>,
+  );
 }
 
 describe("the recorded fingerprint", () => {
@@ -124,7 +134,9 @@ describe("after a restart, product.status reports drift in plain words", () => {
         "No process is driving this product (the server that ran it stopped). Since its last checkpoint the workspace " +
         "git HEAD moved (111111111111 → 222222222222).",
       resumable: true,
-      remediation: expect.stringMatching(/call product\.resume to continue explicitly.*automatic resume will not continue/),
+      remediation: expect.stringMatching(
+        /call product\.resume to continue explicitly.*automatic resume will not continue/,
+      ),
       needsExplicitResume: true,
       drift: [{ what: "gitHead", from: HEAD_1, to: HEAD_2 }],
     });
@@ -169,7 +181,9 @@ describe("after a restart, product.status reports drift in plain words", () => {
     );
     const recovery = (await b.service.status(productId)).recovery as { cause: string; drift: { what: string }[] };
 
-    expect(recovery.cause).toMatch(/the plan differs from the one recorded with the checkpoint \([0-9a-f]{12} → [0-9a-f]{12}\)/);
+    expect(recovery.cause).toMatch(
+      /the plan differs from the one recorded with the checkpoint \([0-9a-f]{12} → [0-9a-f]{12}\)/,
+    );
     expect(recovery.drift.map((d) => d.what)).toEqual(["plan"]);
   });
 

@@ -148,11 +148,23 @@ describe("guarantee 4: fail closed, per record", () => {
   });
 
   it.each([
-    ["negative attempts", { v: 1, at: AT, type: "task", task: { ...evilTask, taskId: "a", status: "completed", attempts: -1 } }],
-    ["absurd attempts", { v: 1, at: AT, type: "task", task: { ...evilTask, taskId: "a", status: "completed", attempts: 1e300 } }],
+    [
+      "negative attempts",
+      { v: 1, at: AT, type: "task", task: { ...evilTask, taskId: "a", status: "completed", attempts: -1 } },
+    ],
+    [
+      "absurd attempts",
+      { v: 1, at: AT, type: "task", task: { ...evilTask, taskId: "a", status: "completed", attempts: 1e300 } },
+    ],
     ["fractional attempts", { v: 1, at: AT, type: "task", task: { ...evilTask, taskId: "b", attempts: 1.5 } }],
-    ["NaN usage", { v: 1, at: AT, type: "usage", taskId: "a", inputTokens: Number.NaN, outputTokens: 1, estimated: false }],
-    ["negative usage", { v: 1, at: AT, type: "usage", taskId: "a", inputTokens: -1_000, outputTokens: 1, estimated: false }],
+    [
+      "NaN usage",
+      { v: 1, at: AT, type: "usage", taskId: "a", inputTokens: Number.NaN, outputTokens: 1, estimated: false },
+    ],
+    [
+      "negative usage",
+      { v: 1, at: AT, type: "usage", taskId: "a", inputTokens: -1_000, outputTokens: 1, estimated: false },
+    ],
     ["infinite elapsed time", { v: 1, at: AT, type: "elapsed", elapsedMs: Number.POSITIVE_INFINITY }],
     ["an unknown event type", { v: 1, at: AT, type: "runShell", command: "rm -rf /" }],
   ])("drops an event with %s and keeps every counter as it was", async (_what, event) => {
@@ -192,9 +204,9 @@ describe("guarantee 4: fail closed, per record", () => {
       expect(ProductEvent.safeParse({ v: 1, at: AT, type: "task", task: { ...task, attempts } }).success).toBe(false);
     }
     expect(ProductEvent.safeParse({ v: 2, at: AT, type: "task", task }).success).toBe(false);
-    expect(
-      ProductEvent.safeParse({ v: 1, at: AT, type: "task", task, inputHash: "x".repeat(10_000) }).success,
-    ).toBe(false);
+    expect(ProductEvent.safeParse({ v: 1, at: AT, type: "task", task, inputHash: "x".repeat(10_000) }).success).toBe(
+      false,
+    );
     const state = {
       v: 1,
       seq: 3,
@@ -218,7 +230,16 @@ describe("guarantee 4: fail closed, per record", () => {
     expect(ProductStateSchema.safeParse({ ...state, seq: 1e300 }).success).toBe(false);
     expect(ProductStateSchema.safeParse({ ...state, v: 2 }).success).toBe(false);
     const progress = { total: 1, completed: 0, running: 0, failed: 0, pending: -1 };
-    const header = { v: 1, productId: "p", projectId: "proj", name: "n", phase: "paused", progress, createdAt: AT, updatedAt: AT };
+    const header = {
+      v: 1,
+      productId: "p",
+      projectId: "proj",
+      name: "n",
+      phase: "paused",
+      progress,
+      createdAt: AT,
+      updatedAt: AT,
+    };
     expect(ProductHeaderRecord.safeParse(header).success).toBe(false);
     expect(LeaseRecord.safeParse({ v: 1, owner: "A", expiresAt: AT }).success).toBe(true);
     expect(LeaseRecord.safeParse({ v: 2, owner: "A", expiresAt: AT }).success).toBe(false);
@@ -333,7 +354,10 @@ describe("guarantee 7: at-most-once for finished work, bound by input hash", () 
   it("re-runs a completed task whose description changed since it completed, and what consumed its result", async () => {
     const { first, productId } = await twoDone();
     const plan = (await first.service.status(productId)).plan as { tasks: { taskId: string; description: string }[] };
-    const edited = { ...plan, tasks: plan.tasks.map((t) => (t.taskId === "a" ? { ...t, description: "Do a better." } : t)) };
+    const edited = {
+      ...plan,
+      tasks: plan.tasks.map((t) => (t.taskId === "a" ? { ...t, description: "Do a better." } : t)),
+    };
     await append(first, productId, [{ v: 1, at: AT, type: "mutated", mutations: [], by: "user", plan: edited }]);
     const second = processOf("B", CHAIN, first);
     await second.service.resume(productId);
@@ -400,7 +424,12 @@ describe("guarantee 9: resume may add budget, spent counters are kept", () => {
   it("after a restart, resume with additionalBudget keeps the used tokens and raises the limit on top of them", async () => {
     const first = processOf("A", draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }]));
     first.worker.script("a", { kind: "complete", usage: { inputTokens: 90, outputTokens: 30 } });
-    const { productId } = await first.service.plan({ goal: "g", cwd: "/work/proj", projectId: "proj", budget: { maxTotalTokens: 100 } });
+    const { productId } = await first.service.plan({
+      goal: "g",
+      cwd: "/work/proj",
+      projectId: "proj",
+      budget: { maxTotalTokens: 100 },
+    });
     await first.notifier.next("product.planReady");
     await first.service.confirm(productId, {});
     await first.notifier.next("product.budgetExceeded");
@@ -490,7 +519,11 @@ describe("guarantee 10: recovery explains cause and remedy in plain words", () =
     ],
   ])("after %s", async (_what, setup, cause, remedy) => {
     const { h, id } = await setup();
-    const recovery = (await h.service.status(id)).recovery as { cause: string; remediation: string; resumable: boolean };
+    const recovery = (await h.service.status(id)).recovery as {
+      cause: string;
+      remediation: string;
+      resumable: boolean;
+    };
 
     expect(recovery.cause).toMatch(sentence);
     expect(recovery.cause).toMatch(cause);

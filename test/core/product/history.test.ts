@@ -122,6 +122,9 @@ describe("replay while a dependent runs (regression: an old worker's late answer
 
     expect(done.phase).toBe("completed");
     expect(h.worker.runsOf("t1")).toHaveLength(2);
-    expect((await h.tasks(productId)).find((t) => t.taskId === "t1")).toMatchObject({ status: "completed", attempts: 1 });
+    expect((await h.tasks(productId)).find((t) => t.taskId === "t1")).toMatchObject({
+      status: "completed",
+      attempts: 1,
+    });
   });
 });

@@ -5,7 +5,15 @@
  * owner then stops for good. Clocks are FakeClocks: a process whose clock runs ahead sees the other's lease expired.
  */
 import { describe, expect, it } from "vitest";
-import { FakeClock, createHarness, draftPlan, drain, rejectionOf, waitUntil, type Harness } from "../../support/fakes.js";
+import {
+  FakeClock,
+  createHarness,
+  draftPlan,
+  drain,
+  rejectionOf,
+  waitUntil,
+  type Harness,
+} from "../../support/fakes.js";
 import { isDomainError } from "../../../src/core/errors.js";
 import { productStream } from "../../../src/core/product/records.js";
 import type { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
@@ -129,7 +137,10 @@ describe("a second process while the lease is live", () => {
     ["cancel", (h: Harness, id: string) => h.service.cancel(id)],
     ["checkpoint", (h: Harness, id: string) => h.service.checkpoint(id)],
     ["rollback", (h: Harness, id: string) => h.service.rollback(id)],
-    ["mutate", (h: Harness, id: string) => h.service.mutate(id, [{ op: "updateTask", taskId: "b", patch: { title: "B" } }])],
+    [
+      "mutate",
+      (h: Harness, id: string) => h.service.mutate(id, [{ op: "updateTask", taskId: "b", patch: { title: "B" } }]),
+    ],
     ["delete", (h: Harness, id: string) => h.service.delete(id)],
   ])("is refused %s with conflict naming the owner, and writes nothing", async (_op, call) => {
     const { a, productId } = await drivenByA();
@@ -216,7 +227,13 @@ describe("after the lease expired", () => {
   it("a lease record that does not parse proves no live owner and may be taken over", async () => {
     const { a, productId } = await drivenByA();
     await a.service.shutdown();
-    await a.authority.put("proj", "lease", productId, { v: 2, owner: "Z", expiresAt: "2999-01-01T00:00:00.000Z" }, null);
+    await a.authority.put(
+      "proj",
+      "lease",
+      productId,
+      { v: 2, owner: "Z", expiresAt: "2999-01-01T00:00:00.000Z" },
+      null,
+    );
     const b = processOf("B", a);
 
     await b.service.resume(productId);
@@ -295,7 +312,13 @@ describe("a lease dated far in the future (guarantee 14, issue 10 finding 7)", (
   it("is believed for at most its lifetime after it was first seen, then taken over", async () => {
     const { a, productId } = await drivenByA();
     await a.service.shutdown();
-    await a.authority.put("proj", "lease", productId, { v: 1, owner: "Z", expiresAt: "2999-01-01T00:00:00.000Z" }, null);
+    await a.authority.put(
+      "proj",
+      "lease",
+      productId,
+      { v: 1, owner: "Z", expiresAt: "2999-01-01T00:00:00.000Z" },
+      null,
+    );
     const b = processOf("B", a);
 
     const err = await rejectionOf(b.service.resume(productId));

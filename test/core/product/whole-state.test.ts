@@ -20,7 +20,17 @@ type Rewrite = (event: Record<string, unknown>, seq: number) => unknown;
 /** The harness's authority as a damaged store presents it: every event read goes through `rewrite` first. */
 function damaged(inner: MemoryAuthority, rewrite: Rewrite): MemoryAuthority {
   const view = Object.create(inner) as MemoryAuthority;
-  for (const name of ["get", "put", "delete", "list", "appendEvents", "deleteStream", "pruneEvents", "listProjects", "close"] as const) {
+  for (const name of [
+    "get",
+    "put",
+    "delete",
+    "list",
+    "appendEvents",
+    "deleteStream",
+    "pruneEvents",
+    "listProjects",
+    "close",
+  ] as const) {
     Object.defineProperty(view, name, { value: (inner[name] as (...a: unknown[]) => unknown).bind(inner) });
   }
   Object.defineProperty(view, "readEvents", {
@@ -59,10 +69,12 @@ async function crashedWhileRunning(): Promise<{ first: Harness; productId: strin
 }
 
 /** Rewrites the plan of the `confirmed` event. */
-const planOf = (edit: (tasks: { taskId: string; dependsOn: string[] }[]) => void): Rewrite => (event) => {
-  if (event.type === "confirmed") edit((event.plan as { tasks: { taskId: string; dependsOn: string[] }[] }).tasks);
-  return event;
-};
+const planOf =
+  (edit: (tasks: { taskId: string; dependsOn: string[] }[]) => void): Rewrite =>
+  (event) => {
+    if (event.type === "confirmed") edit((event.plan as { tasks: { taskId: string; dependsOn: string[] }[] }).tasks);
+    return event;
+  };
 
 describe("guarantee 15: a stored state that breaks the DAG rules is refused fail-closed on resume", () => {
   const cases: [string, Rewrite, RegExp][] = [

@@ -23,7 +23,10 @@ function task(patch: Partial<TaskState>): TaskState {
 describe("toolText", () => {
   it("shows a permission the IDE refused after a completed task's output", () => {
     const text = toolText(
-      task({ output: "I could not write it.", refusedPermissions: [{ kind: "edit", title: "Write notes/a.md", by: "client" }] }),
+      task({
+        output: "I could not write it.",
+        refusedPermissions: [{ kind: "edit", title: "Write notes/a.md", by: "client" }],
+      }),
     );
     expect(text).toBe('I could not write it.\n\nPermission refused by you: edit "Write notes/a.md"');
   });
