@@ -90,11 +90,12 @@ describe("worktree reuse", () => {
       });
       await cRead;
 
-      // c runs in a worktree an earlier attempt (a or d) released: git still knows it by that attempt's name.
+      // c runs in a worktree an earlier attempt (of a or d; on a loaded machine a may have needed a second attempt)
+      // released: git still knows it by that attempt's name.
       const running = await server.request<Status>("product.status", { productId });
       const c = running.tasks.find((t) => t.taskId === "c");
       const cPath = c?.workspace?.path ?? "";
-      expect(basename(git(cPath, "rev-parse", "--git-dir"))).toMatch(/^(a|d)-1$/);
+      expect(basename(git(cPath, "rev-parse", "--git-dir"))).toMatch(/^(a|d)-[0-9]+$/);
       // It started from the head holding a's commit, with a's committed file and without a's ignored one.
       const a = running.tasks.find((t) => t.taskId === "a");
       expect(git(repo, "merge-base", "--is-ancestor", a?.workspace?.commit ?? "", c?.workspace?.baseCommit ?? "")).toBe(
