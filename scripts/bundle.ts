@@ -16,14 +16,9 @@
  *   bundle resolves a sibling of its own `import.meta.url`.
  */
 import { rmSync } from "node:fs";
-import { createRequire } from "node:module";
+import * as esbuild from "esbuild";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-
-/** The part of esbuild's API used here (esbuild ships its own types; see `loadEsbuild` for why they are not imported). */
-interface Esbuild {
-  build(options: Record<string, unknown>): Promise<{ errors: unknown[]; warnings: { text: string }[] }>;
-}
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const OUT = join(ROOT, "dist", "bundle");
@@ -43,22 +38,7 @@ const LAZY_ENTRIES = {
 /** Packages left to Node's loader (see the header). */
 const EXTERNAL = ["better-sqlite3", "pino", "pg", "pg-*", "@agentclientprotocol/sdk", "@dagrejs/dagre"];
 
-/**
- * esbuild: the project's own devDependency when it has one, else the copy tsx (a devDependency) depends on and
- * runs on. Imported by computed name so that typechecking does not need esbuild's types at the top of node_modules.
- */
-async function loadEsbuild(): Promise<Esbuild> {
-  const name: string = "esbuild";
-  try {
-    return (await import(name)) as Esbuild;
-  } catch {
-    const fromTsx = createRequire(createRequire(join(ROOT, "package.json")).resolve("tsx/package.json"));
-    return fromTsx(name) as Esbuild;
-  }
-}
-
 async function main(): Promise<void> {
-  const esbuild = await loadEsbuild();
   rmSync(OUT, { recursive: true, force: true });
   const result = await esbuild.build({
     absWorkingDir: ROOT,
