@@ -127,7 +127,7 @@ export class Fleet {
   // The change feed
 
   #onChange(change: AuthorityChange): void {
-    if (this.#stopped || !fleetWatches(change)) return;
+    if (this.#stopped) return;
     if (change.kind === "lease") {
       if (change.id === undefined) return;
       this.#verifyOwnership(change.id);
