@@ -33,6 +33,11 @@ export default tseslint.config(
     rules: {
       "no-console": "error",
       "no-restricted-imports": ["error", { patterns: [LANGGRAPH_ONLY_IN_BENCH] }],
+      // pino is bundled (scripts/bundle.ts): a transport's worker file cannot be found from the bundle.
+      "no-restricted-properties": [
+        "error",
+        { object: "pino", property: "transport", message: "pino is bundled: use a synchronous pino.destination." },
+      ],
     },
   },
   {

@@ -9,9 +9,11 @@
  * - Code splitting keeps lazy loading lazy: what a module loads with `import()` (the other commands, the ACP SDK
  *   adapters, the PostgreSQL store) stays out of what `serve` loads. Those modules are entry points of their own, so
  *   their files have stable names (test/e2e/start-up-modules.test.ts names them).
- * - Packages stay outside when bundling them would change them: better-sqlite3 (a native addon), pino (its transports
- *   start worker threads on files of its own), pg and the ACP SDK (loaded on first use only), dagre (the dashboard).
- *   zod and vscode-jsonrpc (about 90 files between them, all on the start-up path) are bundled.
+ * - Packages stay outside when bundling them would change them: better-sqlite3 (a native addon), pg and the ACP SDK
+ *   (loaded on first use only), dagre (the dashboard). zod, vscode-jsonrpc and pino (about 120 files between them,
+ *   all on the start-up path) are bundled. pino is bundled because the server never uses a pino transport (it logs
+ *   through a synchronous `pino.destination`, src/server/logger.ts): a transport starts a worker thread on a file
+ *   found through `__dirname`, which a bundle does not have, so `pino.transport` must not be used (lint forbids it).
  * - Modules that find another file of the package ask src/package-files.ts, which knows this layout; nothing in the
  *   bundle resolves a sibling of its own `import.meta.url`.
  */
@@ -36,7 +38,7 @@ const LAZY_ENTRIES = {
 };
 
 /** Packages left to Node's loader (see the header). */
-const EXTERNAL = ["better-sqlite3", "pino", "pg", "pg-*", "@agentclientprotocol/sdk", "@dagrejs/dagre"];
+const EXTERNAL = ["better-sqlite3", "pg", "pg-*", "@agentclientprotocol/sdk", "@dagrejs/dagre"];
 
 async function main(): Promise<void> {
   rmSync(OUT, { recursive: true, force: true });

@@ -17,6 +17,7 @@ import { defaultProjectId } from "../adapters/persistence/state-path.js";
 import { LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
+import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { WORKSPACE_FAULT_ENV, withFaults } from "../adapters/workspace/fault-injection.js";
 import { agentsHash } from "../core/product/fingerprint.js";
@@ -165,7 +166,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       agentsFingerprint: (
         (hash: string) => () =>
           hash
-      )(agentsHash(config.agents)),
+      )(agentsHash(config.agents, nodeSha256Hex)),
     },
     workspace: new GitWorkspaceProbe(),
     workspaces: withFaults(new GitWorkspace(), process.env[WORKSPACE_FAULT_ENV]),

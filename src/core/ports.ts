@@ -49,6 +49,14 @@ export interface OwnerLiveness {
 /** Generates a fresh unique id with a readable prefix, e.g. `prd_…`, `ckp_…`. */
 export type IdGenerator = (prefix: string) => string;
 
+/**
+ * The SHA-256 digest of the UTF-8 encoding of `text`, as 64 lower-case hex digits: the hash behind task input binding
+ * and drift fingerprints (guarantee 7). The core carries a pure implementation (`sha256Hex` in
+ * product/fingerprint.ts); the composition root passes the platform's (`node:crypto`), which gives the same digests
+ * many times faster. Must be pure: equal text, equal digest, in every process.
+ */
+export type Digest = (text: string) => string;
+
 // ---------------------------------------------------------------------------------------------------------------
 // Run-state authority (PROTOCOL.md section 7, DESIGN.md guarantees 1-6)
 

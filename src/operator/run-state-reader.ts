@@ -8,6 +8,7 @@
  * and it works while a server elsewhere owns and drives the products.
  */
 import { randomUUID } from "node:crypto";
+import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
 import type { ProductContext } from "../core/product/context.js";
 import { GoalService } from "../core/goal/service.js";
@@ -125,6 +126,7 @@ export class RunStateReader {
       options: { ...DEFAULT_PRODUCT_OPTIONS, ownerId: `operator-view:${randomUUID()}` },
       ...(options.workspace ? { workspace: options.workspace } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),
+      digest: nodeSha256Hex,
     };
     this.products = new ProductService(ctx);
     this.goals = new GoalService({

@@ -19,6 +19,7 @@ import type { DelegatingAuthority } from "../adapters/persistence/delegating-aut
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
 import { withFailureOperations } from "../adapters/persistence/failure-operation.js";
 import { BUILTIN_WORKER_AGENT_ID } from "../adapters/agents/registry.js";
+import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { HEURISTIC_LEADER_ID } from "../core/leader/heuristic-leader.js";
 import type {
   AgentDirectory,
@@ -152,6 +153,7 @@ export class OrchestratorServer {
       ...(options.workspace ? { workspace: options.workspace } : {}),
       ...(options.workspaces ? { workspaces: options.workspaces } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),
+      digest: nodeSha256Hex,
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
     this.products = new ProductService(ctx);

@@ -6,6 +6,7 @@ import type { Phase } from "../../../protocol/common.js";
 import type {
   AgentDirectory,
   Clock,
+  Digest,
   IdGenerator,
   LeaderResolver,
   Logger,
@@ -92,6 +93,11 @@ export interface ProductContext {
    * taken over at once. When absent, no owner is ever provably dead and every lease is respected until it expires.
    */
   liveness?: OwnerLiveness;
+  /**
+   * SHA-256 for task input hashes and fingerprints (guarantee 7); the core's pure implementation when absent. The
+   * server passes `node:crypto`'s (same digests, many times faster).
+   */
+  digest?: Digest;
   /** Reads the workspace's git HEAD for drift detection; when absent every workspace counts as "not in git". */
   workspace?: WorkspaceProbe;
   /**

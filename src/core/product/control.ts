@@ -189,7 +189,7 @@ export abstract class OrchestratorControl extends OrchestratorExecution {
       // The plan fingerprint follows recorded mutations, so only an unrecorded change reads as drift.
       const fp = this.model.state.fingerprint;
       const refreshed: NewEvent[] = fp
-        ? [{ type: "fingerprint", fingerprint: { ...fp, planHash: planHash(plan, fp.promptVersion) } }]
+        ? [{ type: "fingerprint", fingerprint: { ...fp, planHash: planHash(plan, fp.promptVersion, this.ctx.digest) } }]
         : [];
       await this.commit([{ type: "mutated", mutations, by, plan }, ...refreshed], { header: true });
       this.scheduler?.rebuild(this.model.state.tasks);

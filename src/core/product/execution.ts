@@ -431,10 +431,13 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       briefChars,
       reportedUsage: false,
       refusals: [],
-      inputHash: taskInputHash({
-        ...this.inputOf(task),
-        dependencyOutputs: dependencyOutputs.map((d) => ({ taskId: d.taskId, output: d.output })),
-      }),
+      inputHash: taskInputHash(
+        {
+          ...this.inputOf(task),
+          dependencyOutputs: dependencyOutputs.map((d) => ({ taskId: d.taskId, output: d.output })),
+        },
+        this.ctx.digest,
+      ),
     };
     if (task.workspace) entry.workspace = task.workspace;
     this.running.set(task.taskId, entry);

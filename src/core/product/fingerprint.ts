@@ -8,7 +8,7 @@
  * orchestrator does.
  */
 import { Plan } from "../../../protocol/common.js";
-import type { DependencyOutput } from "../ports.js";
+import type { DependencyOutput, Digest } from "../ports.js";
 import type { Fingerprint } from "./records.js";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -103,9 +103,9 @@ export function canonicalJson(value: unknown): string {
   });
 }
 
-/** `sha256Hex(canonicalJson(value))`. */
-export function hashOf(value: unknown): string {
-  return sha256Hex(canonicalJson(value));
+/** `digest(canonicalJson(value))`; `digest` is SHA-256 hex (`Digest` port), the pure `sha256Hex` by default. */
+export function hashOf(value: unknown, digest: Digest = sha256Hex): string {
+  return digest(canonicalJson(value));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -126,36 +126,51 @@ export interface TaskInput {
 /**
  * The hash that binds a completed task to its input (DESIGN.md guarantee 7: "by a hash of the task's input (title,
  * description, assignee, dependency outputs), not by its id alone"). Versioned (`ti1:` prefix) so a future change of
- * the encoding is recognisable rather than silently different.
+ * the encoding is recognisable rather than silently different. `digest` is any SHA-256 (`Digest` port): every
+ * implementation gives the same hash.
  */
-export function taskInputHash(input: TaskInput): string {
-  return `ti1:${hashOf({
-    title: input.title,
-    description: input.description,
-    acceptance: input.acceptance ?? null,
-    instanceId: input.instanceId,
-    agentId: input.agentId,
-    deps: input.dependencyOutputs.map((d) => [d.taskId, d.output]),
-  })}`;
+export function taskInputHash(input: TaskInput, digest: Digest = sha256Hex): string {
+  return `ti1:${hashOf(
+    {
+      title: input.title,
+      description: input.description,
+      acceptance: input.acceptance ?? null,
+      instanceId: input.instanceId,
+      agentId: input.agentId,
+      deps: input.dependencyOutputs.map((d) => [d.taskId, d.output]),
+    },
+    digest,
+  )}`;
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // Plan and workspace fingerprints (drift detection)
 
+/** Plan fingerprints already computed, per plan object and prompt version (plans are values: never changed in place). */
+const planHashes = new WeakMap<Plan, Map<string, string>>();
+
 /**
  * The plan fingerprint: the plan (its tasks, instances, budget, version) together with the leader prompt version.
  * The plan is normalised through its schema first, so fields a store does not keep (unknown keys) cannot make a
- * plan read back differ from the one that was written.
+ * plan read back differ from the one that was written. Remembered per plan object (issue 16: a resume asks for the
+ * fingerprint of the same 1,000-task plan several times), which relies on plan objects never being changed in place:
+ * the state replaces its plan on every event that changes it (state.ts). `digest` is any SHA-256 (`Digest` port).
  */
-export function planHash(plan: Plan | undefined, promptVersion: string): string {
-  const parsed = plan === undefined ? undefined : Plan.safeParse(plan);
-  const normal = parsed?.success ? parsed.data : (plan ?? null);
-  return `pl1:${hashOf({ plan: normal, promptVersion })}`;
+export function planHash(plan: Plan | undefined, promptVersion: string, digest: Digest = sha256Hex): string {
+  if (plan === undefined) return `pl1:${hashOf({ plan: null, promptVersion }, digest)}`;
+  let known = planHashes.get(plan);
+  const hit = known?.get(promptVersion);
+  if (hit !== undefined) return hit;
+  const parsed = Plan.safeParse(plan);
+  const hash = `pl1:${hashOf({ plan: parsed.success ? parsed.data : plan, promptVersion }, digest)}`;
+  if (!known) planHashes.set(plan, (known = new Map()));
+  known.set(promptVersion, hash);
+  return hash;
 }
 
 /** The fingerprint of a registry's agent definitions (any JSON-able description of them). */
-export function agentsHash(definitions: unknown): string {
-  return `ag1:${hashOf(definitions)}`;
+export function agentsHash(definitions: unknown, digest: Digest = sha256Hex): string {
+  return `ag1:${hashOf(definitions, digest)}`;
 }
 
 /** One input of a run that changed between the recorded fingerprint and now. */

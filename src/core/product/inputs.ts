@@ -42,7 +42,7 @@ export abstract class OrchestratorInputs extends OrchestratorBase {
 
   protected agentsFingerprint(): string {
     const custom = this.ctx.options.agentsFingerprint;
-    return custom ? custom() : agentsHash(this.ctx.agents.list());
+    return custom ? custom() : agentsHash(this.ctx.agents.list(), this.ctx.digest);
   }
 
   /** The fingerprint of the run's inputs now (`plan` defaults to the current plan). Reads the workspace only. */
@@ -50,7 +50,7 @@ export abstract class OrchestratorInputs extends OrchestratorBase {
     const promptVersion = this.ctx.options.leaderPromptVersion ?? "heuristic-1";
     return {
       promptVersion,
-      planHash: planHash(plan, promptVersion),
+      planHash: planHash(plan, promptVersion, this.ctx.digest),
       gitHead: await this.gitHead(),
       agentsHash: this.agentsFingerprint(),
     };
@@ -95,7 +95,7 @@ export abstract class OrchestratorInputs extends OrchestratorBase {
     for (const t of s.tasks) {
       if (t.status !== "completed") continue;
       const recorded = inputHashOf(s, t.taskId);
-      if (recorded !== undefined && recorded !== taskInputHash(this.inputOf(t))) stale.push(t.taskId);
+      if (recorded !== undefined && recorded !== taskInputHash(this.inputOf(t), this.ctx.digest)) stale.push(t.taskId);
     }
     for (const id of stale) {
       for (const d of downstreamOf(s.tasks, id)) {

@@ -8,6 +8,7 @@
  */
 import { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
 import { SqliteAuthority } from "../../../src/adapters/persistence/sqlite-authority.js";
+import { nodeSha256Hex } from "../../../src/adapters/system/digest.js";
 import {
   DEFAULT_PRODUCT_OPTIONS,
   type ProductContext,
@@ -309,6 +310,7 @@ export function benchService(
     logger,
     defer: (fn) => setImmediate(fn),
     options: opts,
+    digest: nodeSha256Hex,
   };
   return { service: new ProductService(ctx), notifier, worker, meter, logger };
 }
