@@ -24,15 +24,27 @@ export async function resolve(specifier, context, next) {
   appendFileSync(process.env.START_UP_MODULES_LOG, result.url + "\\n");
   return result;
 }`;
-/** Registers the hook, and on exit writes the built schemas' names (lazy-schema.ts publishes them) as one line. */
-const REGISTER = `import { register } from "node:module"; import { appendFileSync } from "node:fs";
+/**
+ * Registers the hook, logs what CommonJS code `require`s (`cjs:` lines: Node 20's resolve hooks do not see it), and
+ * on exit writes the built schemas' names (lazy-schema.ts publishes them) as one line.
+ */
+const REGISTER = `import { register, Module } from "node:module"; import { appendFileSync } from "node:fs";
 register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});
+const load = Module._load;
+Module._load = function (request, ...rest) {
+  appendFileSync(process.env.START_UP_MODULES_LOG, "cjs:" + request + "\\n");
+  return load.call(this, request, ...rest);
+};
 process.on("exit", () => appendFileSync(process.env.START_UP_MODULES_LOG, "schemas:" +
   JSON.stringify(globalThis[Symbol.for("acp-orchestrator.builtSchemas")] ?? null) + "\\n"));`;
 
-/** What `serve` loaded before it exited: module URLs in resolve order, and the names of the schemas it built. */
+/**
+ * What `serve` loaded before it exited: module URLs in resolve order, what CommonJS modules required, and the names
+ * of the schemas it built.
+ */
 interface StartUp {
   urls: string[];
+  required: string[];
   schemas: string[] | null;
 }
 
@@ -70,7 +82,8 @@ async function startUp(): Promise<StartUp> {
     .filter((line) => line !== "");
   const schemaLine = lines.find((line) => line.startsWith("schemas:"));
   return {
-    urls: lines.filter((line) => !line.startsWith("schemas:")),
+    urls: lines.filter((line) => !line.startsWith("schemas:") && !line.startsWith("cjs:")),
+    required: lines.filter((line) => line.startsWith("cjs:")).map((line) => line.slice("cjs:".length)),
     schemas: schemaLine === undefined ? null : (JSON.parse(schemaLine.slice("schemas:".length)) as string[] | null),
   };
 }
@@ -100,6 +113,7 @@ describe("server start-up (issue 16, cold start)", () => {
       "/node_modules/pg/",
       "/node_modules/zod/",
       "/node_modules/vscode-jsonrpc/",
+      "/node_modules/pino/",
       "/dist/bundle/commands/index.js",
       "/dist/bundle/demo.js",
       "/dist/bundle/adapters/agents/acp-worker.js",
@@ -107,6 +121,14 @@ describe("server start-up (issue 16, cold start)", () => {
       "/dist/bundle/adapters/persistence/postgres-authority.js",
     ];
     expect(urls.filter((u) => forbidden.some((f) => u.includes(f)))).toEqual([]);
+  }, 60_000);
+
+  it("serve opens its SQLite state file without better-sqlite3's addon search (the bindings package)", async () => {
+    const { urls, required } = await startUp();
+    expect(urls.some((u) => u.includes("/node_modules/better-sqlite3/"))).toBe(true);
+    // The CommonJS log works: better-sqlite3's own modules are in it.
+    expect(required).toContain("./database");
+    expect(required.filter((r) => r === "bindings" || r.includes("/bindings/"))).toEqual([]);
   }, 60_000);
 
   it("serve builds only the schemas that validating initialize params needs", async () => {

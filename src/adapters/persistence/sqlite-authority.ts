@@ -13,6 +13,7 @@
  * server fails that write and every later one (guarantee 2), since what they commit would be lost at the next restart.
  */
 import { mkdirSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import { dirname, resolve } from "node:path";
 import Database from "better-sqlite3";
 import {
@@ -245,7 +246,7 @@ export class SqliteAuthority implements RunStateAuthority {
     let db: Database.Database | undefined;
     try {
       if (options.readOnly) {
-        db = new Database(location, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
+        db = new Database(location, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true, ...addon() });
         db.pragma(`busy_timeout = ${busyTimeoutMs}`);
         const seen = readSchemaVersion(db);
         if (seen !== SQLITE_SCHEMA_VERSION) {
@@ -256,7 +257,7 @@ export class SqliteAuthority implements RunStateAuthority {
         return new SqliteAuthority(location, db, options);
       }
       if (!inMemory) makeParentFolders(dirname(location));
-      db = new Database(location, { timeout: busyTimeoutMs });
+      db = new Database(location, { timeout: busyTimeoutMs, ...addon() });
       db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       db.pragma("journal_mode = WAL");
       db.pragma("synchronous = FULL");
@@ -499,6 +500,26 @@ export class SqliteAuthority implements RunStateAuthority {
       throw new AuthorityFailure(`SQLite ${op} failed: ${messageOf(error)}`, { cause: error });
     }
   }
+}
+
+/** Where better-sqlite3's compiled addon is, once looked up (`null`: not at its build path). */
+let addonPath: string | null | undefined;
+
+/**
+ * better-sqlite3's `nativeBinding` option naming its addon at the path its install builds it to
+ * (`build/Release/better_sqlite3.node`), so that opening the first database does not run the `bindings` package's
+ * search (it tries several candidate paths, failing `require`s included: a few milliseconds of every cold start,
+ * issue 16). Empty when the addon is not there (a differently built install): better-sqlite3 then searches as usual.
+ */
+function addon(): { nativeBinding?: string } {
+  if (addonPath === undefined) {
+    try {
+      addonPath = createRequire(import.meta.url).resolve("better-sqlite3/build/Release/better_sqlite3.node");
+    } catch {
+      addonPath = null;
+    }
+  }
+  return addonPath === null ? {} : { nativeBinding: addonPath };
 }
 
 /** The key of one event stream in `#heads`. */
