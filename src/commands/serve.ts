@@ -14,7 +14,7 @@ import { DelegatingAuthority } from "../adapters/persistence/delegating-authorit
 import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
 import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
 import { defaultProjectId } from "../adapters/persistence/state-path.js";
-import { LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
+import { SERVER_LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
@@ -162,7 +162,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       leaseTtlMs,
       leaseRenewMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
       // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
-      leaderPromptVersion: `${DEFAULT_PRODUCT_OPTIONS.leaderPromptVersion}+${LEADER_PROMPT_VERSION}`,
+      leaderPromptVersion: SERVER_LEADER_PROMPT_VERSION,
       agentsFingerprint: (
         (hash: string) => () =>
           hash

@@ -7,6 +7,10 @@
  * Never writes (guarantee 3): a missing file is not created.
  */
 import { existsSync } from "node:fs";
+import { SERVER_LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
+import { AgentRegistry } from "../adapters/agents/registry.js";
+import { nodeSha256Hex } from "../adapters/system/digest.js";
+import { agentsHash } from "../core/product/fingerprint.js";
 import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
 import { STATE_PATH_ENV } from "../adapters/persistence/state-path.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
@@ -33,8 +37,30 @@ export async function openReader(state: string | undefined): Promise<{ reader: R
     );
   }
   const authority = await openStore(location, { readOnly: true });
+  const agents = await agentsFingerprint();
   return {
-    reader: new RunStateReader({ authority, workspace: new GitWorkspaceProbe(), liveness: new ProcessLiveness() }),
+    reader: new RunStateReader({
+      authority,
+      workspace: new GitWorkspaceProbe(),
+      liveness: new ProcessLiveness(),
+      // Drift is judged as a server started here would judge it: same prompt version, same agent definitions.
+      leaderPromptVersion: SERVER_LEADER_PROMPT_VERSION,
+      ...(agents !== undefined ? { agentsFingerprint: () => agents } : {}),
+    }),
     where: describeLocation(location),
   };
+}
+
+/**
+ * The fingerprint of the agent definitions a server started in this directory without `--config` would use
+ * (acp-orchestrator.json here, else the built-in agents), as serve.ts computes it; `undefined` when that file does
+ * not load (the views then compare what the core sees, and may report the agents as changed).
+ */
+async function agentsFingerprint(): Promise<string | undefined> {
+  try {
+    const registry = await AgentRegistry.load({ cwd: process.cwd() });
+    return agentsHash(registry.config.agents, nodeSha256Hex);
+  } catch {
+    return undefined;
+  }
 }

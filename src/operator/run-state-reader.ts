@@ -98,6 +98,13 @@ export interface RunStateReaderOptions {
   /** Proves a same-host owner dead (guarantee 13) so `live` is false at once for a killed server. */
   liveness?: OwnerLiveness;
   clock?: Clock;
+  /**
+   * The leader prompt version the servers record (`SERVER_LEADER_PROMPT_VERSION`); without it the core's default is
+   * compared, and every run reads as drifted in `status`.
+   */
+  leaderPromptVersion?: string;
+  /** The agent definitions' fingerprint as a server with the same config computes it (`agentsHash`). */
+  agentsFingerprint?: () => string;
 }
 
 /** Read-only access to the products and goal runs of one store. Never writes. */
@@ -123,7 +130,12 @@ export class RunStateReader {
       logger: silentLogger,
       defer: () => undefined,
       // A reader owns nothing: its owner id matches no lease.
-      options: { ...DEFAULT_PRODUCT_OPTIONS, ownerId: `operator-view:${randomUUID()}` },
+      options: {
+        ...DEFAULT_PRODUCT_OPTIONS,
+        ownerId: `operator-view:${randomUUID()}`,
+        ...(options.leaderPromptVersion !== undefined ? { leaderPromptVersion: options.leaderPromptVersion } : {}),
+        ...(options.agentsFingerprint ? { agentsFingerprint: options.agentsFingerprint } : {}),
+      },
       ...(options.workspace ? { workspace: options.workspace } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),
       digest: nodeSha256Hex,

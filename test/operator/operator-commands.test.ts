@@ -150,6 +150,22 @@ describe("operator commands on a store written by real servers", () => {
     await server.kill(); // dies with t2 running: the product is left executing, ownerless
   }, 180_000);
 
+  it("status judges drift as the server did: same prompt version and agent definitions read as unchanged", async () => {
+    // Run where the server's config is (acp-orchestrator.json in `dir`), as a server started there would load it.
+    const status = await cli(["status", drivenId, "--state", statePath, "--json"], dir);
+    expect(status.code, status.stderr).toBe(0);
+    const parsed = JSON.parse(status.stdout) as {
+      phase: string;
+      recovery?: { cause: string; needsExplicitResume?: boolean; drift?: { what: string }[] };
+    };
+    expect(parsed.phase).toBe("executing");
+    // The killed server's product is resumable at once; nothing it depends on changed, so no drift and no explicit
+    // resume (the view used to compare the core's default prompt version, "heuristic-1", with the server's).
+    expect(parsed.recovery?.cause).toMatch(/is gone/);
+    expect(parsed.recovery?.drift).toBeUndefined();
+    expect(parsed.recovery?.needsExplicitResume).toBeUndefined();
+  }, 60_000);
+
   it("reading commands change no byte of the store", async () => {
     const before = fileHash(statePath);
     for (const args of [

@@ -19,6 +19,13 @@ import type { AcceptanceCriterion, AgentInfo, DialogueEntry } from "../../core/p
 /** Version of the templates below. Bump on ANY change of a template or of a requested JSON shape. */
 export const LEADER_PROMPT_VERSION = "leader-prompts/1";
 
+/**
+ * The prompt version a server records in a plan's fingerprint (drift detection): the heuristic leader's and the ACP
+ * leader's prompt templates together, since a plan may come from either. Every process that compares fingerprints
+ * (the server, the operator views) must use this one, or an unchanged run reads as drifted.
+ */
+export const SERVER_LEADER_PROMPT_VERSION = `heuristic-1+${LEADER_PROMPT_VERSION}`;
+
 /** The kinds of leader turn. A repair turn keeps the kind of the turn it repairs. */
 export type LeaderTurnKind = "plan" | "message" | "consult" | "checklist" | "phase" | "assess";
 
