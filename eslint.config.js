@@ -10,6 +10,9 @@ const LANGGRAPH_ONLY_IN_BENCH = {
   message: "LangGraph.js is a benchmark-only devDependency (test/bench); the product never imports it.",
 };
 
+/** pino is bundled (scripts/bundle.ts): a transport starts a worker on a file found through `__dirname`, which a bundle lacks. */
+const PINO_TRANSPORT = "pino is bundled: a transport cannot find its worker file; log through a synchronous pino.destination.";
+
 export default tseslint.config(
   { ignores: ["vitest.config.ts", "vitest.agents.config.ts", "dist/**", "node_modules/**", "coverage/**", "**/*.js", "**/*.cjs", "**/*.mjs"] },
   js.configs.recommended,
@@ -32,11 +35,18 @@ export default tseslint.config(
     files: ["src/**/*.ts", "protocol/**/*.ts"],
     rules: {
       "no-console": "error",
-      "no-restricted-imports": ["error", { patterns: [LANGGRAPH_ONLY_IN_BENCH] }],
-      // pino is bundled (scripts/bundle.ts): a transport's worker file cannot be found from the bundle.
-      "no-restricted-properties": [
+      "no-restricted-imports": [
         "error",
-        { object: "pino", property: "transport", message: "pino is bundled: use a synchronous pino.destination." },
+        {
+          patterns: [LANGGRAPH_ONLY_IN_BENCH],
+          paths: [{ name: "pino", importNames: ["transport"], message: PINO_TRANSPORT }],
+        },
+      ],
+      // pino is bundled (scripts/bundle.ts): a transport's worker file cannot be found from the bundle.
+      "no-restricted-properties": ["error", { object: "pino", property: "transport", message: PINO_TRANSPORT }],
+      "no-restricted-syntax": [
+        "error",
+        { selector: "CallExpression[callee.name='pino'] Property[key.name='transport']", message: PINO_TRANSPORT },
       ],
     },
   },

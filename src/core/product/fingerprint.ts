@@ -146,8 +146,11 @@ export function taskInputHash(input: TaskInput, digest: Digest = sha256Hex): str
 // ---------------------------------------------------------------------------------------------------------------
 // Plan and workspace fingerprints (drift detection)
 
-/** Plan fingerprints already computed, per plan object and prompt version (plans are values: never changed in place). */
-const planHashes = new WeakMap<Plan, Map<string, string>>();
+/**
+ * Plan fingerprints already computed, per plan object and prompt version, with the digest that computed them (plans
+ * are values: never changed in place).
+ */
+const planHashes = new WeakMap<Plan, Map<string, { digest: Digest; hash: string }>>();
 
 /**
  * The plan fingerprint: the plan (its tasks, instances, budget, version) together with the leader prompt version.
@@ -160,11 +163,11 @@ export function planHash(plan: Plan | undefined, promptVersion: string, digest: 
   if (plan === undefined) return `pl1:${hashOf({ plan: null, promptVersion }, digest)}`;
   let known = planHashes.get(plan);
   const hit = known?.get(promptVersion);
-  if (hit !== undefined) return hit;
+  if (hit !== undefined && hit.digest === digest) return hit.hash;
   const parsed = Plan.safeParse(plan);
   const hash = `pl1:${hashOf({ plan: parsed.success ? parsed.data : plan, promptVersion }, digest)}`;
   if (!known) planHashes.set(plan, (known = new Map()));
-  known.set(promptVersion, hash);
+  known.set(promptVersion, { digest, hash });
   return hash;
 }
 

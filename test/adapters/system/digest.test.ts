@@ -66,3 +66,13 @@ describe("planHash", () => {
     expect(planHash(undefined, "v1", nodeSha256Hex)).toBe(planHash(undefined, "v1"));
   });
 });
+
+describe("planHash with another digest", () => {
+  it("does not answer a fingerprint remembered from another digest function", () => {
+    const plan = aPlan();
+    const real = planHash(plan, "v1", nodeSha256Hex);
+    const fake = planHash(plan, "v1", () => "fake");
+    expect(fake).toBe("pl1:fake");
+    expect(planHash(plan, "v1", nodeSha256Hex)).toBe(real);
+  });
+});
