@@ -3,12 +3,11 @@
 // trees made a 50,000-task run's heap 30 % larger). Counted in a child process (a small heap of its own) from heap
 // snapshots around 4,000 appends and around the same 4,000 texts kept as JSON.stringify returns them: a relative
 // measure, since how many emptied wrappers of flattened strings a collection leaves depends on the collector.
-import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { runTsxSource } from "../../support/tsx-child.js";
 
 const MODULE_PATH = fileURLToPath(new URL("../../../src/adapters/persistence/memory-authority.ts", import.meta.url));
-const REPO_ROOT = fileURLToPath(new URL("../../..", import.meta.url));
 
 const CHILD_SOURCE = `
 import { getHeapSnapshot } from "node:v8";
@@ -53,24 +52,10 @@ process.stdout.write(JSON.stringify({
 }));
 `;
 
-function runChild(
+async function runChild(
   count: number,
 ): Promise<{ stored: number; baseline: number; kept: number; read: number; last: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", CHILD_SOURCE, MODULE_PATH, String(count)],
-      { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    child.on("error", reject);
-    child.on("close", (code) =>
-      code === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(`child exited with ${code}: ${stderr}`)),
-    );
-  });
+  return JSON.parse(await runTsxSource(CHILD_SOURCE, [MODULE_PATH, String(count)]));
 }
 
 describe("MemoryAuthority event texts", () => {

@@ -12,6 +12,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { z } from "zod";
 import { SQLITE_SCHEMA_VERSION, SqliteAuthority } from "../../../src/adapters/persistence/sqlite-authority.js";
 import { AuthorityConflict, AuthorityFailure } from "../../../src/core/ports.js";
+import { runTsxSource } from "../../support/tsx-child.js";
 
 const REPO_ROOT = fileURLToPath(new URL("../../../", import.meta.url));
 const MODULE_PATH = fileURLToPath(new URL("../../../src/adapters/persistence/sqlite-authority.ts", import.meta.url));
@@ -270,21 +271,7 @@ process.stdout.write(String(revision));
 
 /** Runs ONE_PUT_SOURCE to completion and returns what it printed. */
 function putFromChild(dbPath: string, expectedRevision: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ["--import", "tsx", "--input-type=module", "-e", ONE_PUT_SOURCE, MODULE_PATH, dbPath, String(expectedRevision)],
-      { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stdout = "";
-    let stderr = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => (stderr += chunk));
-    child.on("error", reject);
-    child.on("close", (code) =>
-      code === 0 ? resolve(stdout) : reject(new Error(`child exited with ${code}: ${stderr}`)),
-    );
-  });
+  return runTsxSource(ONE_PUT_SOURCE, [MODULE_PATH, dbPath, String(expectedRevision)]);
 }
 
 interface HammerResult {
