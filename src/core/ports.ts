@@ -144,6 +144,12 @@ export interface RunStateAuthority {
    * be read. Optional: without it callers read every time.
    */
   changeMark?(): string;
+  /**
+   * Lets `changeMark` reuse what it last read from the store, within one macrotask, while `epoch()` returns the same
+   * value; `epoch` must move whenever input that may carry a request was read, so a reused mark was always taken
+   * after the requests that use it arrived (issue 16). Optional: without it every `changeMark` reads.
+   */
+  shareChangeMarks?(epoch: () => number): void;
   /** Every project id with at least one record; used by `product.list` without a `projectId`. Optional for hosts. */
   listProjects?(): Promise<string[]>;
   /**

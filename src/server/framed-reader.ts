@@ -87,6 +87,8 @@ export class FramedMessageReader extends AbstractMessageReader {
    */
   private deferredReplies: ResponseMessage[] = [];
   private disposed = false;
+  /** See `chunksRead`. */
+  private chunks = 0;
   // ndjson state
   private scanned = 0;
   private discardingLine = false;
@@ -149,7 +151,16 @@ export class FramedMessageReader extends AbstractMessageReader {
     super.dispose();
   }
 
+  /**
+   * How many chunks of input were read so far: it moves before any message of a new chunk is handed over, so a value
+   * taken after a message was delivered is never older than that message's bytes (`RunStateAuthority.shareChangeMarks`).
+   */
+  get chunksRead(): number {
+    return this.chunks;
+  }
+
   private onData(chunk: Buffer): void {
+    this.chunks += 1;
     if (this.ended || this.endPending || chunk.length === 0) return;
     this.queue.push(chunk);
     if (!this.waiting) this.pump();

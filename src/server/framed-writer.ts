@@ -11,6 +11,7 @@ import { AbstractMessageWriter, ErrorCodes } from "vscode-jsonrpc/node";
 import type { Message, MessageWriter, ResponseMessage } from "vscode-jsonrpc/node";
 import type { Logger } from "../core/ports.js";
 import type { FramingDecision } from "./framing-decision.js";
+import { JsonText, serializeJson } from "./json-text.js";
 import { INTERNAL_ERROR_MESSAGE } from "./wire-errors.js";
 
 /** Default backlog, in bytes, below which `whenWritable` resolves (see `FramedMessageWriter.whenWritable`). */
@@ -331,9 +332,15 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
   }
 }
 
-/** Compact JSON with U+2028/U+2029 escaped, so no line-splitting reader can break a message. Throws on BigInt/cycles. */
+/**
+ * The message as compact JSON with U+2028/U+2029 escaped (`serializeJson`). A response whose `result` is a `JsonText`
+ * (json-text.ts) gets that text as its result verbatim, in the member order every response has. Throws on
+ * BigInt/cycles.
+ */
 function serialize(message: Message): string {
-  const json = JSON.stringify(message);
-  if (typeof json !== "string") throw new TypeError("The message is not serialisable.");
-  return json.replace(/[\u2028\u2029]/g, (c) => (c === "\u2028" ? "\\u2028" : "\\u2029"));
+  const result = (message as Partial<ResponseMessage>).result;
+  if (result instanceof JsonText) {
+    return `{"jsonrpc":"2.0","id":${serializeJson((message as ResponseMessage).id)},"result":${result.text}}`;
+  }
+  return serializeJson(message);
 }

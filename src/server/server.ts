@@ -6,6 +6,7 @@
  * from the core to the client and the ACP session adapter. It never decides anything about a product (the core does)
  * and never writes to stdout except through the framed writer.
  */
+import { JsonTextMemo } from "./json-text.js";
 import type { Readable, Writable } from "node:stream";
 import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
@@ -117,6 +118,8 @@ export class OrchestratorServer {
   readonly goals: GoalService;
   readonly sessions: SessionAdapter;
   private readonly notifier: FanOutNotifier;
+  /** The text of the last `product.status` answer per product (issue 16). */
+  private readonly statusTexts = new JsonTextMemo();
   private closed: Promise<void>;
   private resolveClosed!: () => void;
 
@@ -124,6 +127,9 @@ export class OrchestratorServer {
     const { reader, writer, framing } = createFramedTransport(options.input, options.output, {
       logger: options.logger,
     });
+    // A batch of pipelined requests shares one look at whether the store changed (issue 16; sound because the reader's
+    // chunk count moves before any message of new input is handed over).
+    options.authority.shareChangeMarks?.(() => reader.chunksRead);
     this.connection = new RpcConnection({
       reader,
       writer,
@@ -304,7 +310,10 @@ export class OrchestratorServer {
         ...(params.budget !== undefined ? { budget: params.budget } : {}),
       }),
     );
-    this.on("product.status", (params) => p.status(params.productId));
+    // Hosts poll this: an answer equal to the last one is not serialised again (issue 16, json-text.ts).
+    this.on("product.status", async (params) =>
+      this.statusTexts.text(params.productId, await p.status(params.productId)),
+    );
     this.on("product.list", (params) => p.list(params.projectId, params.phase));
     this.on("product.pause", (params) => p.pause(params.productId));
     this.on("product.resume", (params) => p.resume(params.productId, params.additionalBudget));
@@ -314,7 +323,11 @@ export class OrchestratorServer {
     this.on("product.rollback", (params) => p.rollback(params.productId, params.checkpointId));
     this.on("product.replayTask", (params) => p.replayTask(params.productId, params.taskId));
     this.on("product.mutate", (params) => p.mutate(params.productId, params.mutations));
-    this.on("product.delete", (params) => p.delete(params.productId));
+    this.on("product.delete", async (params) => {
+      const deleted = await p.delete(params.productId);
+      this.statusTexts.forget(params.productId);
+      return deleted;
+    });
 
     const g = this.goals;
     this.on("x/goal.start", async (params) => {

@@ -87,7 +87,7 @@ export async function sequential(proc: NdjsonProcess, method: string, params: un
   const samples: number[] = [];
   for (let i = 0; i < n; i += 1) {
     const t0 = performance.now();
-    await proc.request(method, params);
+    await proc.call(method, params);
     samples.push(performance.now() - t0);
   }
   return samples;
@@ -102,7 +102,7 @@ export async function pipelined(
 ): Promise<{ ms: number; perSecond: number }> {
   const t0 = performance.now();
   const all: Promise<unknown>[] = [];
-  for (let i = 0; i < n; i += 1) all.push(proc.request(method, params));
+  for (let i = 0; i < n; i += 1) all.push(proc.call(method, params));
   await Promise.all(all);
   const ms = performance.now() - t0;
   return { ms, perSecond: (n / ms) * 1000 };

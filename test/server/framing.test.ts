@@ -2,6 +2,7 @@ import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
 import type { Message } from "vscode-jsonrpc/node";
 import { checkEnvelope, createFramedTransport, type FramedTransportOptions } from "../../src/server/framing.js";
+import { JsonText, serializeJson } from "../../src/server/json-text.js";
 
 /** An in-process transport: the test writes raw bytes to `input` and reads raw bytes from `output`. */
 function setup(options: FramedTransportOptions = {}) {
@@ -293,6 +294,24 @@ describe("writer", () => {
     expect(lines[2]).toBe("");
     expect(lines[0]).not.toMatch(/[\r\u2028\u2029]/);
     expect(lines.slice(0, 2).map((l) => JSON.parse(l) as unknown)).toEqual(messages);
+  });
+
+  it("writes a JsonText result verbatim, in the bytes an ordinary response with that result would have", async () => {
+    const result = { text: "a\u2028b\n", list: [1, { x: null }] };
+    for (const framing of ["ndjson", "content-length"] as const) {
+      const plain = setup({ framing });
+      const spliced = setup({ framing });
+      for (const id of [7, 'id \u2029 "quoted"']) {
+        await plain.transport.writer.write({ jsonrpc: "2.0", id, result } as unknown as Message);
+        await spliced.transport.writer.write({
+          jsonrpc: "2.0",
+          id,
+          result: new JsonText(serializeJson(result)),
+        } as unknown as Message);
+      }
+      expect(spliced.raw()).toBe(plain.raw());
+      expect(spliced.raw()).not.toMatch(/[\u2028\u2029]/);
+    }
   });
 
   it("replaces a response whose result cannot be serialised by a -32603 for the same id", async () => {

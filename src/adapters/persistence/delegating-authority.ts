@@ -28,6 +28,7 @@ export class DelegatingAuthority implements RunStateAuthority {
   /** Every backend ever current, in order, so `close` releases them all. */
   readonly #backends: RunStateAuthority[] = [];
   #closed = false;
+  #markEpoch: (() => number) | undefined;
 
   /** Starts with `initial` as the current backend. */
   constructor(initial: RunStateAuthority) {
@@ -52,7 +53,10 @@ export class DelegatingAuthority implements RunStateAuthority {
   use(backend: RunStateAuthority): void {
     if (this.#closed) throw new AuthorityFailure("The run-state authority is closed; no backend can be switched in.");
     this.#current = backend;
-    if (!this.#backends.includes(backend)) this.#backends.push(backend);
+    if (!this.#backends.includes(backend)) {
+      this.#backends.push(backend);
+      if (this.#markEpoch !== undefined) backend.shareChangeMarks?.(this.#markEpoch);
+    }
   }
 
   /** Forwards to the current backend's `get`. */
@@ -138,6 +142,12 @@ export class DelegatingAuthority implements RunStateAuthority {
       if (this.#closed) throw closedError("changeMark");
       return `${index}/${changeMark.call(backend)}`;
     };
+  }
+
+  /** Hands `epoch` to every backend given so far and to each one given later (see `RunStateAuthority.shareChangeMarks`). */
+  shareChangeMarks(epoch: () => number): void {
+    this.#markEpoch = epoch;
+    for (const backend of this.#backends) backend.shareChangeMarks?.(epoch);
   }
 
   /** The current backend's change feed (`watch`), bound to it; `undefined` when that backend has none. */

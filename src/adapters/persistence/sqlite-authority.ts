@@ -174,6 +174,9 @@ export class SqliteAuthority implements RunStateAuthority {
   readonly #dataVersion: Database.Statement<[], unknown>;
   /** Writes attempted through this connection (its own commits do not move `PRAGMA data_version`); see `changeMark`. */
   #writes = 0;
+  /** See `shareChangeMarks`: the input counter, and the data version read at its value `epoch` in this macrotask. */
+  #markEpoch: (() => number) | undefined;
+  #sharedVersion: { epoch: number; version: unknown } | undefined;
 
   private constructor(
     /** Absolute path of the database file (or `:memory:`). */
@@ -419,7 +422,32 @@ export class SqliteAuthority implements RunStateAuthority {
    * writes through this connection: equal marks mean nothing was committed in between. Never writes.
    */
   changeMark(): string {
-    return this.#run("changeMark", () => `${String(this.#dataVersion.get())}:${this.#writes}`);
+    return this.#run("changeMark", () => `${String(this.#markVersion())}:${this.#writes}`);
+  }
+
+  /**
+   * Lets `changeMark` reuse the `PRAGMA data_version` it read, while `epoch()` still returns what it returned then and
+   * until the event loop's next check phase (the value is dropped by a `setImmediate`); this connection's own writes still
+   * move the mark at once. `epoch` must move whenever input that may carry a request was read (the server's reader
+   * counts its chunks): then every request that uses a reused value arrived before the value was read, so its
+   * answer still reflects every commit made before it arrived (a batch of pipelined `product.status` requests pays
+   * for one pragma instead of one each, issue 16). Calling it again replaces `epoch`.
+   */
+  shareChangeMarks(epoch: () => number): void {
+    this.#markEpoch = epoch;
+    this.#sharedVersion = undefined;
+  }
+
+  #markVersion(): unknown {
+    const epochOf = this.#markEpoch;
+    if (epochOf === undefined) return this.#dataVersion.get();
+    const epoch = epochOf();
+    const shared = this.#sharedVersion;
+    if (shared !== undefined && shared.epoch === epoch) return shared.version;
+    const version = this.#dataVersion.get();
+    if (shared === undefined) setImmediate(() => (this.#sharedVersion = undefined)).unref();
+    this.#sharedVersion = { epoch, version };
+    return version;
   }
 
   /** Project ids that hold at least one record (event streams alone do not count), in code-point order. Never writes. */

@@ -209,6 +209,34 @@ describe("two connections on one file", () => {
     expect(a.changeMark()).not.toBe(third);
   });
 
+  // shareChangeMarks (issue 16): a batch of requests read from one chunk of input shares one PRAGMA data_version.
+  it("share a change mark only while the input epoch stands and until the next check phase, own writes excepted", async () => {
+    const a = open();
+    const b = open();
+    let epoch = 1;
+    a.shareChangeMarks(() => epoch);
+    const first = a.changeMark();
+    await b.put("p", "lease", "prd_1", { owner: "b" }, null);
+    // Same epoch, same macrotask: the commit of the other is not looked for again (the requests of this epoch
+    // arrived before `first` was taken).
+    expect(a.changeMark()).toBe(first);
+    // New input was read: the mark is taken anew and sees the commit.
+    epoch = 2;
+    const second = a.changeMark();
+    expect(second).not.toBe(first);
+    await b.put("p", "lease", "prd_2", { owner: "b" }, null);
+    expect(a.changeMark()).toBe(second);
+    // Its own write moves the mark at once, whatever the epoch.
+    await a.put("p", "lease", "prd_3", { owner: "a" }, null);
+    const third = a.changeMark();
+    expect(third).not.toBe(second);
+    // The next check phase drops the shared value, so nothing outlives the turn without new input either.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const fourth = a.changeMark();
+    expect(fourth).not.toBe(third);
+    expect(fourth.split(":")[0]).not.toBe(third.split(":")[0]);
+  });
+
   it("see their own appends and deletions after an empty tail was read", async () => {
     const a = open();
     expect(await a.readEvents("p", "s", 0)).toEqual([]);
