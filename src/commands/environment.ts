@@ -12,6 +12,7 @@ export const LOG_LEVEL_ENV = "ACP_ORCHESTRATOR_LOG_LEVEL";
 export const HOST_TIMEOUT_ENV = "ACP_ORCHESTRATOR_HOST_TIMEOUT_MS";
 export const LEASE_TTL_ENV = "ACP_ORCHESTRATOR_LEASE_TTL_MS";
 export const OWNER_ID_ENV = "ACP_ORCHESTRATOR_OWNER_ID";
+export const HEAP_GROWTH_ENV = "ACP_ORCHESTRATOR_HEAP_GROWTH_PERCENT";
 
 const LOG_LEVELS: readonly LogLevel[] = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
 

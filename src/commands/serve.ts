@@ -19,6 +19,7 @@ import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
+import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../adapters/system/heap-growth.js";
 import { WORKSPACE_FAULT_ENV, withFaults } from "../adapters/workspace/fault-injection.js";
 import { agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
@@ -28,7 +29,14 @@ import { createLogger } from "../server/logger.js";
 import { OrchestratorServer } from "../server/server.js";
 import { expectPositionals, parseCommandArgs } from "./args.js";
 import type { Command } from "./command.js";
-import { HOST_TIMEOUT_ENV, integerSetting, LEASE_TTL_ENV, logLevelSetting, OWNER_ID_ENV } from "./environment.js";
+import {
+  HEAP_GROWTH_ENV,
+  HOST_TIMEOUT_ENV,
+  integerSetting,
+  LEASE_TTL_ENV,
+  logLevelSetting,
+  OWNER_ID_ENV,
+} from "./environment.js";
 import { packageVersion } from "./version.js";
 
 const OPTIONS = {
@@ -37,6 +45,7 @@ const OPTIONS = {
   "log-level": { type: "string" },
   "log-file": { type: "string" },
   "host-timeout-ms": { type: "string" },
+  "heap-growth-percent": { type: "string" },
   recover: { type: "boolean" },
 } as const;
 
@@ -53,6 +62,10 @@ Options:
   --log-file FILE      write logs to FILE instead of stderr
   --host-timeout-ms N  how long a host that owns the run state (runState/*) has to answer each request
                        (default: $ACP_ORCHESTRATOR_HOST_TIMEOUT_MS, else ${DEFAULT_HOST_TIMEOUT_MS})
+  --heap-growth-percent N
+                       how far the JavaScript heap may grow past what the last full garbage collection kept, in %:
+                       lower keeps long runs' peak memory near what they hold (default:
+                       $ACP_ORCHESTRATOR_HEAP_GROWTH_PERCENT, else ${DEFAULT_HEAP_GROWTH_PERCENT}; 0 leaves V8's rule, up to 300 %)
   --recover            also resume products left executing, and goal runs left running, by a server that is gone
                        (its lease expired, or its process on this host died), each by exactly one server: for a
                        fleet on one PostgreSQL store
@@ -84,6 +97,17 @@ async function serve(argv: readonly string[]): Promise<number> {
     min: 1,
     unit: "milliseconds",
   });
+  // Issue 16: long runs peak near what they hold, not at up to 4x of it (heap-growth.ts).
+  limitHeapGrowth(
+    integerSetting("serve", {
+      flag: "heap-growth-percent",
+      flagValue: values["heap-growth-percent"],
+      envName: HEAP_GROWTH_ENV,
+      fallback: DEFAULT_HEAP_GROWTH_PERCENT,
+      min: 0,
+      unit: "percent",
+    }),
+  );
   // Guarantee 6: the lease owner id of this process and how long its leases live without renewal.
   const leaseTtlMs = integerSetting("serve", {
     envName: LEASE_TTL_ENV,
@@ -211,7 +235,7 @@ async function serve(argv: readonly string[]): Promise<number> {
 export const serveCommand: Command = {
   name: "serve",
   synopsis:
-    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--recover]",
+    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,

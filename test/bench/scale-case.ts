@@ -10,6 +10,7 @@
  */
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { monitorEventLoopDelay } from "node:perf_hooks";
+import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../../src/adapters/system/heap-growth.js";
 import { randomDag } from "./support/dag.js";
 import {
   benchService,
@@ -184,6 +185,8 @@ async function runCase(o: ScaleOptions): Promise<ScaleResult> {
 }
 
 const options = JSON.parse(process.argv[2] ?? "{}") as ScaleOptions;
+// The core runs here as `serve` runs it, with the heap growth `serve` sets by default (issue 16; heap-growth.ts).
+limitHeapGrowth(DEFAULT_HEAP_GROWTH_PERCENT);
 runCase(options).then(
   (r) => {
     process.stdout.write(`${JSON.stringify(r)}\n`, () => process.exit(0));

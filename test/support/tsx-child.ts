@@ -8,13 +8,21 @@ import { fileURLToPath } from "node:url";
 
 const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
-/** `source` sees `args` as `process.argv.slice(1)`. */
-export function runTsxSource(source: string, args: readonly string[]): Promise<string> {
+/** `source` sees `args` as `process.argv.slice(1)`; `nodeArgs` go to `node` itself (e.g. `--expose-gc`). */
+export function runTsxSource(
+  source: string,
+  args: readonly string[],
+  nodeArgs: readonly string[] = [],
+): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", source, ...args], {
-      cwd: REPO_ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = spawn(
+      process.execPath,
+      [...nodeArgs, "--import", "tsx", "--input-type=module", "-e", source, ...args],
+      {
+        cwd: REPO_ROOT,
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let stdout = "";
     let stderr = "";
     child.stdout.setEncoding("utf8").on("data", (chunk: string) => (stdout += chunk));

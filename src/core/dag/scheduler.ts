@@ -8,6 +8,7 @@
  */
 import type { Task, TaskStatus } from "../../../protocol/common.js";
 import { invalidInput, invalidPlan, notFound } from "../errors.js";
+import { dependentsOf, type Dependents } from "./graph.js";
 
 /** A task with its current status, as the scheduler is built from (`TaskState` satisfies it). */
 export type SchedulerTask = Task & { status: TaskStatus };
@@ -62,8 +63,8 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
   private status = new Uint8Array(0);
   /** Distinct dependencies of each task that are not `completed`. */
   private remaining = new Int32Array(0);
-  /** For each task, the indices of its direct dependents. */
-  private dependents: number[][] = [];
+  /** For each task, the indices of its direct dependents (graph.ts `Dependents`). */
+  private dependents: Dependents = { start: new Int32Array(1), targets: new Int32Array(0) };
   /** For each task, the index of its instance in `busy` / `parked`. */
   private instanceOf = new Int32Array(0);
   private busy = new Uint8Array(0);
@@ -117,15 +118,19 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
       }
       instanceOf[i] = inst;
     }
-    const dependents: number[][] = tasks.map(() => []);
+    const dependents = dependentsOf(
+      tasks,
+      (id) => positions.get(id),
+      (i, dep) => {
+        throw invalidPlan(`Task ${(tasks[i] as T).taskId} depends on unknown task ${dep}`, i);
+      },
+    );
     const remaining = new Int32Array(n);
-    for (const [i, task] of tasks.entries()) {
-      const deps = task.dependsOn.length < 2 ? task.dependsOn : [...new Set(task.dependsOn)];
-      for (const dep of deps) {
-        const j = positions.get(dep);
-        if (j === undefined) throw invalidPlan(`Task ${task.taskId} depends on unknown task ${dep}`, i);
-        (dependents[j] as number[]).push(i);
-        if (status[j] !== COMPLETED) remaining[i] = (remaining[i] ?? 0) + 1;
+    for (let j = 0; j < n; j += 1) {
+      if (status[j] === COMPLETED) continue;
+      for (let k = dependents.start[j] as number; k < (dependents.start[j + 1] as number); k += 1) {
+        const d = dependents.targets[k] as number;
+        remaining[d] = (remaining[d] as number) + 1;
       }
     }
 
@@ -206,7 +211,9 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
       this.enqueue(i);
     }
     if (next === COMPLETED) {
-      for (const d of this.dependents[i] ?? []) {
+      const { start, targets } = this.dependents;
+      for (let k = start[i] as number; k < (start[i + 1] as number); k += 1) {
+        const d = targets[k] as number;
         const left = (this.remaining[d] ?? 0) - 1;
         this.remaining[d] = left;
         if (left === 0 && this.status[d] === PENDING) {
@@ -229,8 +236,11 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
     this.visited[start] = gen;
     const skipped: string[] = [];
     const queue = [start];
+    const { start: first, targets } = this.dependents;
     for (let head = 0; head < queue.length; head += 1) {
-      for (const d of this.dependents[queue[head] as number] ?? []) {
+      const i = queue[head] as number;
+      for (let k = first[i] as number; k < (first[i + 1] as number); k += 1) {
+        const d = targets[k] as number;
         if (this.visited[d] === gen) continue;
         this.visited[d] = gen;
         queue.push(d);
