@@ -78,6 +78,22 @@ export interface StoredEvent {
   /** 1-based sequence number within the stream. */
   seq: number;
   event: unknown;
+  /**
+   * The length, in UTF-16 code units, of the JSON text the authority stored `event` as, when it knows it: what the
+   * store's compaction policy measures, so a load need not serialise every event again to count it (issue 16,
+   * resume). Non-enumerable (see `storedEvent`): stored events still compare and print as `{ seq, event }`.
+   */
+  readonly [STORED_TEXT_LENGTH]?: number;
+}
+
+/** The key of `StoredEvent`'s stored text length. */
+export const STORED_TEXT_LENGTH: unique symbol = Symbol("acp-orchestrator.storedTextLength");
+
+/** A `StoredEvent` that states the length of the JSON text `event` was stored as (non-enumerable). */
+export function storedEvent(seq: number, event: unknown, textLength: number): StoredEvent {
+  const stored: StoredEvent = { seq, event };
+  Object.defineProperty(stored, STORED_TEXT_LENGTH, { value: textLength });
+  return stored;
 }
 
 /** One change announced by `RunStateAuthority.watch`: a record (`kind`, `id`) or an event stream (`stream`). */

@@ -15,6 +15,7 @@ import {
   type RunStateAuthority,
   type StoredEvent,
   type StoredRecord,
+  storedEvent,
 } from "../../core/ports.js";
 import {
   checkKey,
@@ -282,7 +283,7 @@ export class MemoryAuthority implements RunStateAuthority {
     for (let index = Math.max(afterSeq - stored.pruned, 0); index < stored.events.length; index += 1) {
       if (limit !== undefined && result.length >= limit) break;
       const event = stored.events[index];
-      if (event !== undefined) result.push({ seq: stored.pruned + index + 1, event: fromText(event) });
+      if (event !== undefined) result.push(storedEvent(stored.pruned + index + 1, fromText(event), event.length));
     }
     return result;
   }

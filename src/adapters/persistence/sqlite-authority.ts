@@ -24,6 +24,7 @@ import {
   type RunStateAuthority,
   type StoredEvent,
   type StoredRecord,
+  storedEvent,
 } from "../../core/ports.js";
 import {
   checkKey,
@@ -388,7 +389,7 @@ export class SqliteAuthority implements RunStateAuthority {
       const rows = this.#statements.readEvents.all(projectId, stream, afterSeq, limit ?? -1);
       // A complete tail tells where the stream ends: its last seq, or (empty) nothing beyond afterSeq.
       if (limit === undefined || rows.length < limit) this.#heads.set(key, rows.at(-1)?.seq ?? afterSeq);
-      return rows.map((row) => ({ seq: row.seq, event: parseStored(row.event) }));
+      return rows.map((row) => storedEvent(row.seq, parseStored(row.event), row.event.length));
     });
   }
 

@@ -8,7 +8,7 @@
  */
 import type { Phase } from "../../../protocol/common.js";
 import type { RunStateAuthority } from "../ports.js";
-import { AuthorityConflict } from "../ports.js";
+import { AuthorityConflict, STORED_TEXT_LENGTH } from "../ports.js";
 import { notFound } from "../errors.js";
 import { listIndexedRecords } from "../indexed-records.js";
 import { checkProductState } from "./integrity.js";
@@ -219,14 +219,15 @@ export class ProductStore {
     }
     let applied = 0;
     let bytes = 0;
-    for (const { seq, event } of events) {
+    for (const stored of events) {
+      const { seq, event } = stored;
       if (seq <= model.state.seq) continue;
       // A gap in the sequence is a lost record: counted like one that does not parse (guarantee 4).
       const missing = missingBefore(model.state.seq, seq);
       dropped += missing;
       lost += missing;
       applied++;
-      bytes += jsonLength(event);
+      bytes += stored[STORED_TEXT_LENGTH] ?? jsonLength(event);
       const parsed = ProductEvent.safeParse(event);
       if (!parsed.success) {
         dropped++;

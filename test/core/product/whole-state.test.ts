@@ -109,6 +109,17 @@ describe("guarantee 15: a stored state that breaks the DAG rules is refused fail
       },
       /task intruder, which the plan does not have/,
     ],
+    [
+      // The plan is sound; only a stored task state changes the graph (the check of the task states is skipped only
+      // when they carry the plan's graph unchanged, integrity.ts).
+      "a task event whose dependencies make a cycle with the plan's",
+      (event) => {
+        const task = event.task as TaskState | undefined;
+        if (event.type === "task" && task?.taskId === "a") task.dependsOn = ["c"];
+        return event;
+      },
+      /task states do not form a valid DAG: Tasks form a dependency cycle/,
+    ],
   ];
   for (const [title, rewrite, cause] of cases) {
     it(`refuses ${title}: resume answers invalid_phase with the cause and no worker runs`, async () => {
