@@ -181,22 +181,18 @@ export interface Dependents {
 }
 
 /**
- * The direct dependents of every task (see `Dependents`). `indexOf` maps a dependency id to its task index, or
- * `undefined` when unknown; `onUnknown` is then called with the task index and the id, and must throw. O(V+E).
+ * The direct dependents of every task (see `Dependents`), by the task id → index map `positions`. Throws
+ * `invalid_plan` on an unknown dependency. O(V+E).
  */
-export function dependentsOf(
-  tasks: readonly GraphTask[],
-  indexOf: (taskId: string) => number | undefined,
-  onUnknown: (index: number, dep: string) => never,
-): Dependents {
+export function dependentsIndex(tasks: readonly GraphTask[], positions: Map<string, number>): Dependents {
   const n = tasks.length;
   const start = new Int32Array(n + 1);
   let edges = 0;
   for (let i = 0; i < n; i += 1) {
     const task = tasks[i] as GraphTask;
     for (const dep of uniqueDeps(task)) {
-      const j = indexOf(dep);
-      if (j === undefined) onUnknown(i, dep);
+      const j = positions.get(dep);
+      if (j === undefined) throw invalidPlan(`Task ${task.taskId} depends on unknown task ${dep}`, i);
       start[j + 1] = (start[j + 1] as number) + 1;
       edges += 1;
     }
@@ -206,23 +202,12 @@ export function dependentsOf(
   const fill = start.slice(0, n);
   for (let i = 0; i < n; i += 1) {
     for (const dep of uniqueDeps(tasks[i] as GraphTask)) {
-      const j = indexOf(dep) as number;
+      const j = positions.get(dep) as number;
       targets[fill[j] as number] = i;
       fill[j] = (fill[j] as number) + 1;
     }
   }
   return { start, targets };
-}
-
-/** `dependentsOf` by task id positions; throws `invalid_plan` on an unknown dependency. */
-function dependentsIndex(tasks: readonly GraphTask[], positions: Map<string, number>): Dependents {
-  return dependentsOf(
-    tasks,
-    (id) => positions.get(id),
-    (i, dep) => {
-      throw invalidPlan(`Task ${(tasks[i] as GraphTask).taskId} depends on unknown task ${dep}`, i);
-    },
-  );
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@
  */
 import type { Task, TaskStatus } from "../../../protocol/common.js";
 import { invalidInput, invalidPlan, notFound } from "../errors.js";
-import { dependentsOf, type Dependents } from "./graph.js";
+import { dependentsIndex, type Dependents } from "./graph.js";
 
 /** A task with its current status, as the scheduler is built from (`TaskState` satisfies it). */
 export type SchedulerTask = Task & { status: TaskStatus };
@@ -118,13 +118,7 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
       }
       instanceOf[i] = inst;
     }
-    const dependents = dependentsOf(
-      tasks,
-      (id) => positions.get(id),
-      (i, dep) => {
-        throw invalidPlan(`Task ${(tasks[i] as T).taskId} depends on unknown task ${dep}`, i);
-      },
-    );
+    const dependents = dependentsIndex(tasks, positions);
     const remaining = new Int32Array(n);
     for (let j = 0; j < n; j += 1) {
       if (status[j] === COMPLETED) continue;
