@@ -154,19 +154,24 @@ const DEFAULT_MEMO_CHARS = 256 * 1024;
  * number) is serialised every time and not remembered. Throws what `serializeJson` throws.
  */
 export class JsonTextMemo {
-  private readonly entries = new Map<string, { copy: Plain; text: string }>();
+  private readonly entries = new Map<string, { copy: Plain; text: string; version: string | undefined }>();
 
   constructor(
     private readonly maxKeys = DEFAULT_MEMO_KEYS,
     private readonly maxChars = DEFAULT_MEMO_CHARS,
   ) {}
 
-  /** The JSON text of `value`, as `JsonText`, remembered under `key` (see the class). */
-  text<T>(key: string, value: T): JsonText<T> {
+  /**
+   * The JSON text of `value`, as `JsonText`, remembered under `key` (see the class). With `version`, the caller's
+   * promise that every value it passes for `key` with this same version is the same answer (status.ts
+   * `inspectVersioned`): when the remembered text was given for that version, it is returned without comparing.
+   */
+  text<T>(key: string, value: T, version?: string): JsonText<T> {
     const last = this.entries.get(key);
     if (last !== undefined) {
       this.entries.delete(key);
-      if (sameJson(value, last.copy, 0)) {
+      if ((version !== undefined && last.version === version) || sameJson(value, last.copy, 0)) {
+        last.version = version;
         this.entries.set(key, last);
         return new JsonText<T>(last.text);
       }
@@ -175,7 +180,7 @@ export class JsonTextMemo {
     if (text.length <= this.maxChars) {
       const copy = plainCopy(value, 0);
       if (copy !== NOT_PLAIN) {
-        this.entries.set(key, { copy, text });
+        this.entries.set(key, { copy, text, version });
         if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value as string);
       }
     }

@@ -311,9 +311,10 @@ export class OrchestratorServer {
       }),
     );
     // Hosts poll this: an answer equal to the last one is not serialised again (issue 16, json-text.ts).
-    this.on("product.status", async (params) =>
-      this.statusTexts.text(params.productId, await p.status(params.productId)),
-    );
+    this.on("product.status", async (params) => {
+      const { status, version } = await p.statusVersioned(params.productId);
+      return this.statusTexts.text(params.productId, status, version);
+    });
     this.on("product.list", (params) => p.list(params.projectId, params.phase));
     this.on("product.pause", (params) => p.pause(params.productId));
     this.on("product.resume", (params) => p.resume(params.productId, params.additionalBudget));

@@ -396,7 +396,7 @@ function overheadRows(
       `${fmt(Math.min(...cold.echo), 0)}/${fmt(ce, 0)}/${fmt(Math.max(...cold.echo), 0)} ms.`,
     "",
     `Requests: one product planned by the built-in leader, then ${o.requests.sequential} sequential ` +
-      `\`product.status\` calls on each process, in interleaved blocks, and three interleaved rounds of ` +
+      `\`product.status\` calls on each process, in interleaved blocks, and, after one unmeasured round each, five interleaved rounds of ` +
       `${o.requests.pipelined} pipelined ones (the best round of each counts). The answer is ${o.statusBytes} bytes ` +
       `of JSON; the echo answers its params (about 40 bytes) back. Best pipelined round: server ` +
       `${fmt(o.pipelined.server.ms, 0)} ms, echo ${fmt(o.pipelined.echo.ms, 0)} ms.`,

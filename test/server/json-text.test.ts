@@ -48,6 +48,19 @@ describe("JsonTextMemo", () => {
     expect(memo.size).toBe(1);
   });
 
+  it("with an equal version hands out the remembered text without comparing; another version is compared", () => {
+    const memo = new JsonTextMemo();
+    const first = answer();
+    const text = memo.text("p", first, "v1").text;
+    // The caller promised that one version is one answer: the value is not looked at.
+    const changed = { ...answer(), phase: "completed" };
+    expect(memo.text("p", changed, "v1").text).toBe(text);
+    // Another version (or none) is compared: the changed answer gets its own text, an equal one the old text.
+    expect(memo.text("p", changed, "v2").text).toBe(serializeJson(changed));
+    expect(memo.text("p", changed, undefined).text).toBe(serializeJson(changed));
+    expect(memo.text("p", answer(), "v3").text).toBe(text);
+  });
+
   it("never hands out stale text when the earlier answer or its parts are changed in place", () => {
     const memo = new JsonTextMemo();
     const shared = { taskId: "t1", status: "running", attempts: 1 };

@@ -102,6 +102,11 @@ export abstract class OrchestratorBase {
   protected pruneBeforeStart = false;
   /** Set once `product.ownershipLost` was sent for this instance. */
   private ownershipLostAnnounced = false;
+  /**
+   * Bumped by every change of what `product.status` shows that no event records (a failed write pausing the run in
+   * memory, guarantee 2): part of the answer version (status.ts `inspectVersioned`).
+   */
+  protected statusEpoch = 0;
   /** Exclusive sections queued or running (see `exclusive`). */
   private exclusiveSections = 0;
 
@@ -256,6 +261,7 @@ export abstract class OrchestratorBase {
     }
     const wasActive = !TerminalPhases.includes(this.model.state.phase);
     if (wasActive) {
+      this.statusEpoch += 1;
       // Guarantee 2: stop scheduling and pause, in memory, with the cause; the next successful write records it.
       this.driving = false;
       this.stopWorkers("pause");

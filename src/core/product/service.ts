@@ -11,6 +11,7 @@ import { isDomainError, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { describeLease } from "./lease.js";
 import { ProductOrchestrator } from "./orchestrator.js";
+import type { VersionedStatus } from "./status.js";
 import type { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
 
@@ -256,7 +257,15 @@ export class ProductService {
 
   /** `product.status`: brought up to date with the authority and the workspace when not driven here; never writes. */
   async status(productId: string): Promise<Record<string, unknown>> {
-    return this.inUse(productId, async () => (await this.get(productId)).inspect());
+    return (await this.statusVersioned(productId)).status;
+  }
+
+  /**
+   * `status` with the answer's version (status.ts `inspectVersioned`): equal defined versions of one product are
+   * equal answers. Never writes.
+   */
+  async statusVersioned(productId: string): Promise<VersionedStatus> {
+    return this.inUse(productId, async () => (await this.get(productId)).inspectVersioned());
   }
 
   /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */

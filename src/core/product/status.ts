@@ -7,6 +7,7 @@
  */
 import { TerminalPhases, type Progress } from "../../../protocol/common.js";
 import type { Drift } from "./fingerprint.js";
+import type { LeaseHolder } from "./lease.js";
 import { progressOfModel } from "./state.js";
 import { OrchestratorHistory } from "./history.js";
 import { integrationView, isolationNote } from "../workspace/integration.js";
@@ -21,8 +22,24 @@ export interface DriftRecovery {
   drift: { what: Drift["what"]; from: string | null; to: string | null }[];
 }
 
+/**
+ * A `product.status` answer with its version: while `version` is unchanged, so is the answer (see
+ * `OrchestratorStatus.inspectVersioned`). `undefined` when the answer can change without a version to show it.
+ */
+export interface VersionedStatus {
+  status: Record<string, unknown>;
+  version: string | undefined;
+}
+
+/** Numbers the orchestrator instances of this process, so two instances never share an answer version. */
+let instances = 0;
+
 /** What a product reports about itself: a layer of `ProductOrchestrator` (orchestrator.ts), on top of history.ts. */
 export abstract class OrchestratorStatus extends OrchestratorHistory {
+  /** This instance's number (see `instances`). */
+  readonly #instance = (instances += 1);
+  /** The last versioned answer of `inspectVersioned`, with the state object it was built from. */
+  #kept: (VersionedStatus & { version: string; state: object }) | undefined;
   // -------------------------------------------------------------------------------------------------------------
   // Status
 
@@ -84,18 +101,66 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
    * an explicit `product.resume` (`recovery.needsExplicitResume`). Never writes (guarantee 3).
    */
   async inspect(): Promise<Record<string, unknown>> {
-    // One look at whether the store changed serves both reads below (issue 16): while it did not, neither is repeated.
+    return (await this.inspectVersioned()).status;
+  }
+
+  /**
+   * `inspect()` with a version (issue 16, hosts polling `product.status`): two answers with the same defined
+   * `version` are the same answer, so a caller that kept the text of the first may send it again. An answer gets a
+   * version only when nothing outside the store and this instance can change it: the authority has change marks,
+   * this process neither drives the product nor runs any of its workers, no lease record exists, and the phase needs
+   * no workspace look (not `executing` or `paused`, or the product is refused for lost or invalid records). The
+   * version then covers the store's change mark (every write, this process's or another's, moves it), the state's
+   * sequence number and object (every event and every reload), an epoch bumped by in-memory-only changes (a failed
+   * write pausing the run, guarantee 2), and the counters the answer shows. While the version is unchanged, the
+   * answer kept with it is returned again, the same object, without a catch-up read or a rebuild. Never writes.
+   */
+  async inspectVersioned(): Promise<VersionedStatus> {
     const mark = this.ctx.store.changeMark();
+    const kept = this.#kept;
+    if (kept !== undefined) {
+      if (mark !== undefined && kept.state === this.model.state && kept.version === this.answerVersion(mark)) {
+        return kept;
+      }
+      this.#kept = undefined;
+    }
+    // One look at whether the store changed serves both reads below (issue 16): while it did not, neither is repeated.
     if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow(mark));
     const status = this.status();
-    const phase = this.model.state.phase;
+    // Taken with the answer it describes: a change while the lease is read below gives a later call another version.
+    const version = this.versionable(mark) ? this.answerVersion(mark) : undefined;
+    const state = this.model.state;
+    const phase = state.phase;
     // Guarantee 13: who holds the lease, until when, and whether that owner is live (PROTOCOL.md section 5, Owner).
     const holder = await this.lease.holder(mark);
     if (holder) status.owner = { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
     if (this.lost > 0 || this.invalid !== undefined || this.driving || (phase !== "executing" && phase !== "paused")) {
-      return status;
+      if (version === undefined || holder !== null) return { status, version: undefined };
+      this.#kept = { status, version, state };
+      return { status, version };
     }
+    return { status: await this.inspectRun(status, holder), version: undefined };
+  }
+
+  /** True when an answer built now could get a version (see `inspectVersioned`), before the lease is read. */
+  private versionable(mark: string | undefined): mark is string {
+    return mark !== undefined && !this.driving && this.running.size === 0 && this.executingSinceMs === null;
+  }
+
+  /** The answer version at `mark` (see `inspectVersioned`). */
+  private answerVersion(mark: string): string {
+    return `${this.#instance}:${this.statusEpoch}:${mark}:${this.model.state.seq}:${this.dropped}:${this.lost}:${
+      this.invalid ?? ""
+    }:${this.planningStarted ? 1 : 0}${this.loadedFromStore ? 1 : 0}${this.driving ? 1 : 0}${this.running.size}`;
+  }
+
+  /** The rest of `inspect()` for an executing or paused product: another owner, a dead owner, drift since the checkpoint. */
+  private async inspectRun(
+    status: Record<string, unknown>,
+    holder: LeaseHolder | null,
+  ): Promise<Record<string, unknown>> {
+    const phase = this.model.state.phase;
     if (holder && holder.live && !holder.mine) {
       status.recovery = {
         cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
