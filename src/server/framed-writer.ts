@@ -340,7 +340,8 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
 function serialize(message: Message): string {
   const result = (message as Partial<ResponseMessage>).result;
   if (result instanceof JsonText) {
-    return `{"jsonrpc":"2.0","id":${serializeJson((message as ResponseMessage).id)},"result":${result.text}}`;
+    const id = (message as ResponseMessage).id;
+    return `{"jsonrpc":"2.0","id":${typeof id === "number" ? JSON.stringify(id) : serializeJson(id)},"result":${result.text}}`;
   }
   return serializeJson(message);
 }

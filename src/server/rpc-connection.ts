@@ -495,17 +495,12 @@ export class RpcConnection {
     }
     if (!parsed.success) return invalidParams(zodIssuesToWire(parsed.error));
 
-    const cancellation = new InboundCancellation();
-    const registered = this.track(requestId, cancellation);
     const method = spec.method;
+    // The handler's context is the cancellation itself: one object per request (issue 16, request path).
+    const cancellation = new InboundCancellation(method, requestId);
+    const registered = this.track(requestId, cancellation);
     try {
-      const result = await handler(parsed.data, {
-        get signal() {
-          return cancellation.signal;
-        },
-        method,
-        requestId,
-      });
+      const result = await handler(parsed.data, cancellation);
       if (method === INITIALIZE) this.initializedFlag = true;
       return result;
     } catch (error) {
@@ -668,14 +663,19 @@ export class RpcConnection {
 }
 
 /**
- * The cancellation of one inbound request: aborted by `$/cancelRequest`, ACP `$/cancel_request`, `abortInFlight()` or
- * `dispose()`. Its `AbortController` is made only when the handler first reads `signal` (issue 16, request path:
+ * The cancellation of one inbound request, which is also its handler's `RequestContext`: aborted by `$/cancelRequest`,
+ * ACP `$/cancel_request`, `abortInFlight()` or `dispose()`. Its `AbortController` is made only when the handler first reads `signal` (issue 16, request path:
  * most handlers never do), already aborted if a cancellation came first, so a handler sees the same thing whenever it
  * looks.
  */
-class InboundCancellation {
+class InboundCancellation implements RequestContext {
   private controller: AbortController | undefined;
   private abortedFlag = false;
+
+  constructor(
+    readonly method: string,
+    readonly requestId: string | number | undefined,
+  ) {}
 
   get signal(): AbortSignal {
     if (this.controller === undefined) {

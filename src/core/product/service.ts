@@ -61,6 +61,8 @@ export type Retainer = (productId: string) => boolean;
 export class ProductService {
   /** Products in memory, least recently used first (every `get` moves its product to the end). */
   private readonly live = new Map<string, ProductOrchestrator>();
+  /** The last key of `live` when known (then a `get` of it needs no move), else `undefined`. */
+  private mostRecent: string | undefined;
   private readonly loading = new Map<string, Promise<ProductOrchestrator>>();
   private readonly retainers: Retainer[] = [];
   /** Operations of this service in flight, per product: such a product is never dropped from memory. */
@@ -95,8 +97,7 @@ export class ProductService {
     const live = this.live.get(productId);
     if (live) {
       // Most recently used last: eviction takes the idle products used longest ago.
-      this.live.delete(productId);
-      this.live.set(productId, live);
+      if (this.mostRecent !== productId) this.remember(productId, live);
       return live;
     }
     let pending = this.loading.get(productId);
@@ -107,7 +108,7 @@ export class ProductService {
         orchestrator.lost = loaded.lost;
         orchestrator.invalid = loaded.invalid;
         orchestrator.loadedFromStore = true;
-        this.live.set(productId, orchestrator);
+        this.remember(productId, orchestrator);
         this.evictIdle(productId);
         return orchestrator;
       });
@@ -118,6 +119,19 @@ export class ProductService {
       );
     }
     return pending;
+  }
+
+  /** Puts `orchestrator` last in `live` (the most recently used), under `productId`. */
+  private remember(productId: string, orchestrator: ProductOrchestrator): void {
+    this.live.delete(productId);
+    this.live.set(productId, orchestrator);
+    this.mostRecent = productId;
+  }
+
+  /** Drops `productId` from `live`. */
+  private forgetLive(productId: string): void {
+    this.live.delete(productId);
+    if (this.mostRecent === productId) this.mostRecent = undefined;
   }
 
   /**
@@ -151,7 +165,7 @@ export class ProductService {
         !this.retainers.some((retains) => retains(o.productId)),
     );
     for (const o of idle.slice(0, Math.max(0, idle.length + 1 - this.idleProducts))) {
-      this.live.delete(o.productId);
+      this.forgetLive(o.productId);
       this.ctx.store.forget(o.productId);
       this.evicted += 1;
       this.ctx.logger.debug({ productId: o.productId, inMemory: this.live.size }, "idle product dropped from memory");
@@ -167,7 +181,7 @@ export class ProductService {
     const current = await this.get(productId);
     if (!current.isFenced) return current;
     await current.whenStopped();
-    if (this.live.get(productId) === current) this.live.delete(productId);
+    if (this.live.get(productId) === current) this.forgetLive(productId);
     return this.get(productId);
   }
 
@@ -196,7 +210,7 @@ export class ProductService {
     const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal };
     const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);
     const orchestrator = new ProductOrchestrator(model, this.ctx);
-    this.live.set(productId, orchestrator);
+    this.remember(productId, orchestrator);
     this.evictIdle(productId);
     this.ctx.defer(() => orchestrator.startPlanning());
     return { productId, phase: "planning" };
@@ -237,7 +251,7 @@ export class ProductService {
     ];
     const model = await this.ctx.store.create(params.projectId, productId, events);
     const orchestrator = new ProductOrchestrator(model, this.ctx);
-    this.live.set(productId, orchestrator);
+    this.remember(productId, orchestrator);
     this.evictIdle(productId);
     await orchestrator.confirm({});
     return orchestrator;
@@ -436,7 +450,7 @@ export class ProductService {
     await orchestrator.shutdown();
     // No worktree, branch or ref of the product outlives it (PROTOCOL.md section 5, Isolation and integration).
     await orchestrator.removeWorkspaces();
-    this.live.delete(productId);
+    this.forgetLive(productId);
     const deleted = await this.ctx.store.delete(productId);
     return { deleted };
   }

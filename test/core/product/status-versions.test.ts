@@ -31,7 +31,7 @@ function twoConnections(): { a: SqliteAuthority; b: SqliteAuthority } {
   return { a, b };
 }
 
-const PLAN = draftPlan([{ id: "a" }, { id: "b", dependsOn: ["a"] }]);
+const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }]);
 
 describe("product.status answer versions", () => {
   it("gives an unchanged product one version and the same answer, without reading the store again", async () => {
