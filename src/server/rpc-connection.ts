@@ -444,15 +444,23 @@ export class RpcConnection {
   private serveRequest(message: RequestMessage): void {
     const id = message.id;
     if (this.disposed) return;
-    void this.dispatchRequest(message.method, message.params, id === null ? undefined : id).then((outcome) => {
-      if (this.disposed) return;
-      const response: ResponseMessage =
-        outcome instanceof ResponseError
-          ? { jsonrpc: "2.0", id, error: (outcome as ResponseError<unknown>).toJson() }
-          : { jsonrpc: "2.0", id, result: outcome === undefined ? null : (outcome as ResponseMessage["result"]) };
-      this.output.write(response).catch((error: unknown) => {
-        this.logger.debug({ err: error, method: message.method }, "Response not delivered");
-      });
+    const outcome = this.dispatchRequest(message.method, message.params, id === null ? undefined : id);
+    // A handler that answered synchronously is answered in this turn (issue 16, request path); order between
+    // responses is not part of the contract (responses are matched by id).
+    if (isThenable(outcome)) void outcome.then((settled) => this.answer(message, settled));
+    else this.answer(message, outcome);
+  }
+
+  /** Writes the response to `message`: a `ResponseError` as `error`, anything else as `result` (`undefined` as null). */
+  private answer(message: RequestMessage, outcome: unknown): void {
+    if (this.disposed) return;
+    const id = message.id;
+    const response: ResponseMessage =
+      outcome instanceof ResponseError
+        ? { jsonrpc: "2.0", id, error: (outcome as ResponseError<unknown>).toJson() }
+        : { jsonrpc: "2.0", id, result: outcome === undefined ? null : (outcome as ResponseMessage["result"]) };
+    this.output.write(response).catch((error: unknown) => {
+      this.logger.debug({ err: error, method: message.method }, "Response not delivered");
     });
   }
 
@@ -467,12 +475,12 @@ export class RpcConnection {
     void this.dispatchNotification(message.method, message.params);
   }
 
-  /** Never rejects: every failure becomes the `ResponseError` to answer with. */
-  private async dispatchRequest(
-    wireMethod: string,
-    params: unknown,
-    requestId: string | number | undefined,
-  ): Promise<unknown> {
+  /**
+   * Runs the request's handler. Never throws and never rejects: every failure becomes the `ResponseError` to answer
+   * with. Returns the outcome itself when it is known synchronously (a refusal, or a handler that returned a value),
+   * else a promise of it.
+   */
+  private dispatchRequest(wireMethod: string, params: unknown, requestId: string | number | undefined): unknown {
     const spec = this.requestSpecs.get(wireMethod);
     if (!this.initializedFlag && spec?.method !== INITIALIZE) return notInitialized();
     if (spec === undefined) return methodNotFound(wireMethod);
@@ -499,15 +507,23 @@ export class RpcConnection {
     // The handler's context is the cancellation itself: one object per request (issue 16, request path).
     const cancellation = new InboundCancellation(method, requestId);
     const registered = this.track(requestId, cancellation);
+    let result: unknown;
     try {
-      const result = await handler(parsed.data, cancellation);
-      if (method === INITIALIZE) this.initializedFlag = true;
-      return result;
+      result = handler(parsed.data, cancellation);
     } catch (error) {
-      return this.toResponseError(error, method, cancellation.aborted);
-    } finally {
       registered();
+      return this.toResponseError(error, method, cancellation.aborted);
     }
+    const succeeded = (value: unknown): unknown => {
+      if (method === INITIALIZE) this.initializedFlag = true;
+      registered();
+      return value;
+    };
+    if (!isThenable(result)) return succeeded(result);
+    return result.then(succeeded, (error: unknown) => {
+      registered();
+      return this.toResponseError(error, method, cancellation.aborted);
+    });
   }
 
   private async dispatchNotification(wireMethod: string, params: unknown): Promise<void> {
@@ -704,6 +720,15 @@ function isExtensionTraffic(method: string): boolean {
 /** The wire spellings of a spec: the bare name, plus `_name` for an extension (PROTOCOL.md section 2). */
 function wireNames(spec: { method: string; extension: boolean }): string[] {
   return spec.extension ? [spec.method, `_${spec.method}`] : [spec.method];
+}
+
+/** True for a promise or any other object with a `then` method (what `await` would wait for). */
+function isThenable(value: unknown): value is PromiseLike<unknown> {
+  return (
+    (typeof value === "object" || typeof value === "function") &&
+    value !== null &&
+    typeof (value as { then?: unknown }).then === "function"
+  );
 }
 
 /** A map key that keeps the string id "1" apart from the number id 1. */

@@ -6,7 +6,7 @@
  * from the core to the client and the ACP session adapter. It never decides anything about a product (the core does)
  * and never writes to stdout except through the framed writer.
  */
-import { JsonTextMemo } from "./json-text.js";
+import { JsonTextMemo, type JsonText } from "./json-text.js";
 import type { Readable, Writable } from "node:stream";
 import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
@@ -82,7 +82,9 @@ export interface ServerOptions {
   fleet?: { recover: boolean; scanMs?: number };
 }
 
-type Handler<M extends string> = M extends keyof HandlerParams ? (p: HandlerParams[M]) => Promise<unknown> : never;
+type Handler<M extends string> = M extends keyof HandlerParams
+  ? (p: HandlerParams[M]) => Promise<unknown> | JsonText
+  : never;
 type HandlerParams = { [M in (typeof serverMethods)[number]["method"]]: ParamsOf<M> };
 
 /** Fans a notification out to the client connection and to in-process listeners (the ACP session adapter). */
@@ -226,7 +228,7 @@ export class OrchestratorServer {
   }
 
   private on<M extends keyof HandlerParams>(method: M, handler: Handler<M>): void {
-    this.connection.handle(method, (params) => (handler as (p: unknown) => Promise<unknown>)(params));
+    this.connection.handle(method, (params) => (handler as (p: unknown) => Promise<unknown> | JsonText)(params));
   }
 
   private initializeResult(): InitializeResult {
@@ -311,9 +313,13 @@ export class OrchestratorServer {
       }),
     );
     // Hosts poll this: an answer equal to the last one is not serialised again (issue 16, json-text.ts).
-    this.on("product.status", async (params) => {
-      const { status, version } = await p.statusVersioned(params.productId);
-      return this.statusTexts.text(params.productId, status, version);
+    // An unchanged product is answered in the turn its request arrived (no await on the way: issue 16).
+    this.on("product.status", (params) => {
+      const kept = p.keptStatus(params.productId);
+      if (kept !== undefined) return this.statusTexts.text(params.productId, kept.status, kept.version);
+      return p
+        .statusVersioned(params.productId)
+        .then(({ status, version }) => this.statusTexts.text(params.productId, status, version));
     });
     this.on("product.list", (params) => p.list(params.projectId, params.phase));
     this.on("product.pause", (params) => p.pause(params.productId));

@@ -10,7 +10,7 @@
 import type { Phase, TaskState, TaskWorkspace } from "../../../protocol/common.js";
 import { TerminalPhases } from "../../../protocol/common.js";
 import type { Scheduler } from "../dag/scheduler.js";
-import { DomainError, conflict, invalidPhase, persistenceFailed } from "../errors.js";
+import { DomainError, conflict, invalidPhase, notFound, persistenceFailed } from "../errors.js";
 import type { RefusedPermission, WorkerResult } from "../ports.js";
 import { AuthorityConflict, AuthorityFailure } from "../ports.js";
 import type { ProductContext } from "./context.js";
@@ -71,6 +71,8 @@ export abstract class OrchestratorBase {
   invalid: string | undefined = undefined;
   /** True when this orchestrator was built from stored state (not created in this process). */
   loadedFromStore = false;
+  /** Set when catching up found that another process deleted the product: every later read or write is `not_found`. */
+  deletedElsewhere = false;
   /** True while this process drives execution (holds the product). */
   protected driving = false;
   /** Set when a write was refused: this instance never writes again (guarantee 6). */
@@ -247,9 +249,9 @@ export abstract class OrchestratorBase {
       this.fenced = true;
       this.ctx.logger.error({ productId: this.productId, err: err.message }, "write refused: another owner");
       this.stopWorkers("fenced");
-      this.driving = false;
+      // The other owner's records are the truth now, elapsed time included: this instance's clock stops with it.
+      this.stopDriving();
       this.lease.drop();
-      this.disarmTimers();
       if (wasDriving) this.announceOwnershipLost(err.details.owner);
       return conflict(err.details, `Product ${this.productId}`);
     }
@@ -263,7 +265,9 @@ export abstract class OrchestratorBase {
     if (wasActive) {
       this.statusEpoch += 1;
       // Guarantee 2: stop scheduling and pause, in memory, with the cause; the next successful write records it.
-      this.driving = false;
+      // The run's clock stops with it: the time executed so far is kept in memory, as a pause would record it.
+      this.model.state.usage.elapsedMs = this.liveElapsedMs();
+      this.stopDriving();
       this.stopWorkers("pause");
       this.releaseWhenIdle();
       if (this.model.state.phase === "executing") {
@@ -324,8 +328,15 @@ export abstract class OrchestratorBase {
    * `mark`: the store's `changeMark()` taken before the call (see `ProductStore.catchUp`).
    */
   protected async catchUpNow(mark?: string): Promise<void> {
+    if (this.deletedElsewhere) throw notFound("product", this.productId);
     if (this.driving || this.running.size > 0) return;
-    const { dropped, invalid } = await this.ctx.store.catchUp(this.model, mark);
+    const { dropped, invalid, deleted } = await this.ctx.store.catchUp(this.model, mark);
+    if (deleted) {
+      // Another process deleted it (guarantee 14: a deleted product leaves nothing behind): from now on this
+      // instance answers what a server that loads it now would, and the service drops it from memory.
+      this.deletedElsewhere = true;
+      throw notFound("product", this.productId);
+    }
     this.dropped += dropped;
     this.lost += dropped;
     if (invalid !== undefined) this.invalid ??= invalid;

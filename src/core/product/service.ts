@@ -95,7 +95,9 @@ export class ProductService {
   /** Returns the orchestrator of a product, loading it once. Throws not_found. */
   async get(productId: string): Promise<ProductOrchestrator> {
     const live = this.live.get(productId);
-    if (live) {
+    // An instance that found its product deleted by another process is dropped; loading it again says not_found.
+    if (live?.deletedElsewhere) this.forgetLive(productId);
+    else if (live) {
       // Most recently used last: eviction takes the idle products used longest ago.
       if (this.mostRecent !== productId) this.remember(productId, live);
       return live;
@@ -280,6 +282,19 @@ export class ProductService {
    */
   async statusVersioned(productId: string): Promise<VersionedStatus> {
     return this.inUse(productId, async () => (await this.get(productId)).inspectVersioned());
+  }
+
+  /**
+   * The answer `statusVersioned` would give, when it can be given at once: the product is in memory and its kept
+   * answer's version is current (status.ts `keptAnswer`). Else `undefined`; then call `statusVersioned`. Synchronous
+   * (issue 16, request path: no await between the request and its answer). Never reads or writes the store.
+   */
+  keptStatus(productId: string): VersionedStatus | undefined {
+    const live = this.live.get(productId);
+    if (live === undefined) return undefined;
+    const kept = live.keptAnswer(this.ctx.store.changeMark());
+    if (kept !== undefined && this.mostRecent !== productId) this.remember(productId, live);
+    return kept;
   }
 
   /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */

@@ -117,13 +117,8 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
    */
   async inspectVersioned(): Promise<VersionedStatus> {
     const mark = this.ctx.store.changeMark();
-    const kept = this.#kept;
-    if (kept !== undefined) {
-      if (mark !== undefined && kept.state === this.model.state && kept.version === this.answerVersion(mark)) {
-        return kept;
-      }
-      this.#kept = undefined;
-    }
+    const kept = this.keptAnswer(mark);
+    if (kept !== undefined) return kept;
     // One look at whether the store changed serves both reads below (issue 16): while it did not, neither is repeated.
     if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow(mark));
     const status = this.status();
@@ -141,6 +136,19 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
       return { status, version };
     }
     return { status: await this.inspectRun(status, holder), version: undefined };
+  }
+
+  /**
+   * The answer `inspectVersioned` kept, when its version is still the current one at `mark` (the store's
+   * `changeMark()`, taken now); else `undefined`, and the kept answer is dropped. Synchronous, so that a caller can
+   * answer an unchanged product in the turn its request arrived. Never reads or writes the store.
+   */
+  keptAnswer(mark: string | undefined): VersionedStatus | undefined {
+    const kept = this.#kept;
+    if (kept === undefined) return undefined;
+    if (mark !== undefined && kept.state === this.model.state && kept.version === this.answerVersion(mark)) return kept;
+    this.#kept = undefined;
+    return undefined;
   }
 
   /** True when an answer built now could get a version (see `inspectVersioned`), before the lease is read. */

@@ -326,14 +326,23 @@ export class ProductStore {
    * and dropped, and the rule the state now breaks as a whole, if any (guarantee 15). With `mark` (`changeMark()`,
    * taken before the call): when the last catch-up of this model was at the same mark and left it at the sequence
    * number it has now, nothing can have been appended since, so the authority is not read and the state is not
-   * checked again (issue 16): `invalid` is then absent, the earlier call having reported it.
+   * checked again (issue 16): `invalid` is then absent, the earlier call having reported it. When nothing new was
+   * found and the product is no longer in the store (another process deleted it: its index record and its created
+   * event are gone, as `load` would find), `deleted` is true and the model is left as it was.
    */
-  async catchUp(model: ProductModel, mark?: string): Promise<{ applied: number; dropped: number; invalid?: string }> {
+  async catchUp(
+    model: ProductModel,
+    mark?: string,
+  ): Promise<{ applied: number; dropped: number; invalid?: string; deleted?: true }> {
     const s = model.state;
     const before = s.seq;
     const last = mark === undefined ? undefined : this.caughtUp.get(model);
     if (last === undefined || last.mark !== mark || last.seq !== before) {
       const { dropped, events } = await this.readInto(model, s.projectId, s.productId);
+      if (events === 0 && model.state.seq === before && (await this.projectOf(s.productId)) === undefined) {
+        this.forget(s.productId);
+        return { applied: 0, dropped, deleted: true };
+      }
       if (events > 0 || model.state.seq !== before) this.forgetRevisions(model.state.productId);
       if (mark !== undefined) this.caughtUp.set(model, { mark, seq: model.state.seq });
       const invalid = checkProductState(model.state, model.state.productId);

@@ -49,6 +49,8 @@ describe("product.status answer versions", () => {
     const second = await h.service.statusVersioned(productId);
     expect(second.version).toBe(first.version);
     expect(second.status).toBe(first.status);
+    // The same answer is also there synchronously, for the request path.
+    expect(h.service.keptStatus(productId)).toMatchObject({ version: first.version, status: first.status });
     expect(reads).toBe(0);
   });
 
@@ -78,6 +80,7 @@ describe("product.status answer versions", () => {
     await waitUntil(() => h.worker.hasStarted("a"), "a to start");
     const running = await h.service.statusVersioned(productId);
     expect(running.version).toBeUndefined();
+    expect(h.service.keptStatus(productId)).toBeUndefined();
     expect(running.status.phase).toBe("executing");
     await h.service.cancel(productId);
     const ended = await h.service.statusVersioned(productId);
@@ -100,8 +103,11 @@ describe("product.status answer versions", () => {
       ids: reader.ids,
       options: { ownerId: "B" },
     });
+    expect(reader.service.keptStatus(productId)?.version).toBe(before.version);
     await driver.service.confirm(productId, {});
     await driver.finished(productId);
+    // The other connection's writes moved the change mark: nothing kept is handed out any more.
+    expect(reader.service.keptStatus(productId)).toBeUndefined();
     const after = await reader.service.statusVersioned(productId);
     expect(after.version).not.toBe(before.version);
     expect(after.status.phase).toBe("completed");
