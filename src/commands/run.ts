@@ -78,7 +78,7 @@ async function confirmInteractively(): Promise<boolean> {
 
 export const runCommand: Command = {
   name: "run",
-  synopsis: "run --goal TEXT [--config FILE] [--state PATH|URL] [--yes]",
+  synopsis: "run --goal TEXT [--config FILE] [--state PATH|URL] [--cwd DIR] [--yes]",
   summary: "plan a goal and run it headless with live progress",
   help: `Usage: acp-orchestrator run --goal TEXT [--config FILE] [--state PATH|URL] [--cwd DIR] [--yes]
 

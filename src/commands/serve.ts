@@ -71,9 +71,12 @@ Options:
                        fleet on one PostgreSQL store
 
 Environment:
-  ${LEASE_TTL_ENV}  lifetime of a product lease without renewal (default ${DEFAULT_PRODUCT_OPTIONS.leaseTtlMs}; renewed every third)
-  ${OWNER_ID_ENV}      this process's lease owner id (default: host:pid:start-time:scope, which lets a restarted
-                     server take over at once from a dead one on the same host; must be unique per process)
+  ${LEASE_TTL_ENV}
+                       lifetime of a product lease without renewal, in ms (default
+                       ${DEFAULT_PRODUCT_OPTIONS.leaseTtlMs}; renewed every third of it)
+  ${OWNER_ID_ENV}
+                       this process's lease owner id (default: host:pid:start-time:scope, which lets a restarted
+                       server take over at once from a dead one on the same host; must be unique per process)
 `;
 
 const systemClock: Clock = {

@@ -1,5 +1,5 @@
 /**
- * `acp-orchestrator ui [--state PATH|URL] [--port N] [--host H]`: serves the read-only web dashboard
+ * `acp-orchestrator ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]`: serves the read-only web dashboard
  * (src/ui/dashboard-server.ts) over one store until Ctrl-C or SIGTERM (issue 15). Prints the URL on stdout.
  *
  * Owns the command's options and the process's lifetime only.
@@ -31,9 +31,9 @@ function integer(name: string, text: string | undefined, fallback: number, min: 
 
 export const uiCommand: Command = {
   name: "ui",
-  synopsis: "ui [--state PATH|URL] [--port N] [--host H]",
+  synopsis: "ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]",
   summary: "serve a live, read-only web dashboard of a store on 127.0.0.1",
-  help: `Usage: acp-orchestrator ui [--state PATH|URL] [--port N] [--host H]
+  help: `Usage: acp-orchestrator ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]
 
 Serves a web dashboard of the store's products and goal runs until Ctrl-C: each product's task graph, whose
 nodes change colour as the run progresses (no reload), each task's output, error, attempts, durations, commit and
