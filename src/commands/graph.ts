@@ -30,6 +30,13 @@ Graphviz DOT (render with: acp-orchestrator graph ID --format dot | dot -Tsvg > 
     }
     const { reader, where } = await openReader(values.state);
     try {
+      const id = positionals[0] as string;
+      if (reader.isGoalId(id)) {
+        throw new UsageError(
+          `"graph" draws a product's DAG, and ${id} is a goal run: "acp-orchestrator status ${id}" names its phases' products.`,
+          "graph",
+        );
+      }
       return await orNotFound(where, async () => {
         const status = (await reader.productStatus(positionals[0] as string)) as {
           tasks: TaskState[];

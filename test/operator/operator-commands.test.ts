@@ -139,6 +139,10 @@ describe("operator commands on a store written by real servers", () => {
     const dot = await cli(["graph", drivenId, "--format", "dot", "--state", statePath]);
     expect(dot.stdout).toMatch(/^digraph product \{/);
     expect(dot.stdout.match(/ -> /g)?.length).toBeGreaterThanOrEqual(1);
+    // A goal run has no DAG of its own: said in one sentence (it used to say "Product goal_… was not found").
+    const goalGraph = await cli(["graph", "goal_0123456789abcdef0123", "--state", statePath]);
+    expect(goalGraph.code).toBe(2);
+    expect(goalGraph.stderr).toContain(`"graph" draws a product's DAG, and goal_0123456789abcdef0123 is a goal run`);
 
     // The driving server was not disturbed: t2 still runs under its lease.
     const live = await server.request<{ phase: string; tasks: { taskId: string; status: string }[] }>(
