@@ -326,9 +326,10 @@ export class ProductStore {
    * and dropped, and the rule the state now breaks as a whole, if any (guarantee 15). With `mark` (`changeMark()`,
    * taken before the call): when the last catch-up of this model was at the same mark and left it at the sequence
    * number it has now, nothing can have been appended since, so the authority is not read and the state is not
-   * checked again (issue 16): `invalid` is then absent, the earlier call having reported it. When nothing new was
-   * found and the product is no longer in the store (another process deleted it: its index record and its created
-   * event are gone, as `load` would find), `deleted` is true and the model is left as it was.
+   * checked again (issue 16): `invalid` is then absent, the earlier call having reported it. With `mark`, when nothing
+   * new was found and the product is no longer in the store (another process deleted it: its index record and its
+   * created event are gone, as `load` would find), `deleted` is true and the model is left as it was; authorities
+   * without change marks are not asked (see the note in the body).
    */
   async catchUp(
     model: ProductModel,
@@ -339,7 +340,11 @@ export class ProductStore {
     const last = mark === undefined ? undefined : this.caughtUp.get(model);
     if (last === undefined || last.mark !== mark || last.seq !== before) {
       const { dropped, events } = await this.readInto(model, s.projectId, s.productId);
-      if (events === 0 && model.state.seq === before && (await this.projectOf(s.productId)) === undefined) {
+      // Only where the store tells that something changed (the mark moved): there the look is one read per change
+      // anywhere in the store; without marks it would be one more request on every status (and a host authority's
+      // recorded runState/* sequence would change).
+      const looked = mark !== undefined && events === 0 && model.state.seq === before;
+      if (looked && (await this.projectOf(s.productId)) === undefined) {
         this.forget(s.productId);
         return { applied: 0, dropped, deleted: true };
       }
