@@ -680,9 +680,9 @@ export class RpcConnection {
 
 /**
  * The cancellation of one inbound request, which is also its handler's `RequestContext`: aborted by `$/cancelRequest`,
- * ACP `$/cancel_request`, `abortInFlight()` or `dispose()`. Its `AbortController` is made only when the handler first reads `signal` (issue 16, request path:
- * most handlers never do), already aborted if a cancellation came first, so a handler sees the same thing whenever it
- * looks.
+ * ACP `$/cancel_request`, `abortInFlight()` or `dispose()`. Its `AbortController` is made only when the handler first
+ * reads `signal` (issue 16, request path: most handlers never do), already aborted if a cancellation came first, so a
+ * handler sees the same thing whenever it looks.
  */
 class InboundCancellation implements RequestContext {
   private controller: AbortController | undefined;
