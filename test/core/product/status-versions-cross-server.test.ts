@@ -5,13 +5,9 @@
  * must equal what a freshly started server (C, loading the product from the file) answers. Core level: three
  * SqliteAuthority connections to one file.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { SqliteAuthority } from "../../../src/adapters/persistence/sqlite-authority.js";
+import type { SqliteAuthority } from "../../../src/adapters/persistence/sqlite-authority.js";
 import type { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
-import type { RecordInfo, RunStateAuthority, StoredEvent, StoredRecord } from "../../../src/core/ports.js";
 import { AuthorityConflict, AuthorityFailure } from "../../../src/core/ports.js";
 import {
   FakeClock,
@@ -22,6 +18,7 @@ import {
   waitUntil,
   type Harness,
 } from "../../support/fakes.js";
+import { ForwardingAuthority, sqliteConnections } from "../../support/sqlite-connections.js";
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
@@ -30,48 +27,19 @@ afterEach(async () => {
 
 /**
  * Forwards to a SQLite connection; `failWrites` makes appends and puts fail before they reach the file, and
- * `refuseWrites` refuses them as a compare-and-swap conflict (another owner wrote first).
+ * `refuseWrites` refuses appends as a compare-and-swap conflict (another owner wrote first).
  */
-class FlakyAuthority implements RunStateAuthority {
-  readonly name = "sqlite";
+class FlakyAuthority extends ForwardingAuthority {
   failWrites = false;
   refuseWrites = false;
-  constructor(readonly inner: SqliteAuthority) {}
-  changeMark(): string {
-    return this.inner.changeMark();
-  }
-  get(projectId: string, kind: string, id: string): Promise<StoredRecord | null> {
-    return this.inner.get(projectId, kind, id);
-  }
-  put(projectId: string, kind: string, id: string, value: object, expected: number | null) {
+  override put(projectId: string, kind: string, id: string, value: object, expected: number | null) {
     if (this.failWrites) return Promise.reject(new AuthorityFailure("disk full (test)"));
-    return this.inner.put(projectId, kind, id, value, expected);
+    return super.put(projectId, kind, id, value, expected);
   }
-  delete(projectId: string, kind: string, id: string, expected?: number): Promise<boolean> {
-    return this.inner.delete(projectId, kind, id, expected);
-  }
-  list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]> {
-    return this.inner.list(projectId, kind, prefix);
-  }
-  appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number) {
+  override appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number) {
     if (this.failWrites) return Promise.reject(new AuthorityFailure("disk full (test)"));
     if (this.refuseWrites) return Promise.reject(new AuthorityConflict("another owner wrote first (test)", {}));
-    return this.inner.appendEvents(projectId, stream, events, expectedSeq);
-  }
-  readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {
-    return this.inner.readEvents(projectId, stream, afterSeq, limit);
-  }
-  deleteStream(projectId: string, stream: string): Promise<boolean> {
-    return this.inner.deleteStream(projectId, stream);
-  }
-  pruneEvents(projectId: string, stream: string, beforeSeq: number, afterSeq?: number): Promise<number> {
-    return this.inner.pruneEvents(projectId, stream, beforeSeq, afterSeq);
-  }
-  listProjects(): Promise<string[]> {
-    return this.inner.listProjects();
-  }
-  close(): Promise<void> {
-    return this.inner.close();
+    return super.appendEvents(projectId, stream, events, expectedSeq);
   }
 }
 
@@ -85,22 +53,17 @@ interface World {
   fresh(productId: string): Promise<unknown>;
 }
 
-function world(opts: { idleProducts?: number; driverClock?: FakeClock; readerPlan?: typeof PLAN } = {}): World {
-  const dir = mkdtempSync(join(tmpdir(), "status-cross-"));
-  const file = join(dir, "state.db");
-  const a = new FlakyAuthority(SqliteAuthority.open(file));
-  const b = SqliteAuthority.open(file);
-  const c = SqliteAuthority.open(file);
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-  cleanup.push(
-    () => a.close(),
-    () => b.close(),
-    () => c.close(),
-  );
+function world(opts: { idleProducts?: number; driverClock?: FakeClock } = {}): World {
+  const [first, b, c] = sqliteConnections(3, cleanup, "status-cross-") as [
+    SqliteAuthority,
+    SqliteAuthority,
+    SqliteAuthority,
+  ];
+  const a = new FlakyAuthority(first);
   const clock = new FakeClock();
   const ids = sequentialIds();
   const reader = createHarness({
-    plan: opts.readerPlan ?? PLAN,
+    plan: PLAN,
     authority: a as unknown as MemoryAuthority,
     clock,
     ids,
@@ -156,6 +119,14 @@ async function twice(h: Harness, productId: string): Promise<{ answers: unknown[
     }
   }
   return { answers, versions };
+}
+
+/** B plans a product and runs it to completion; its id. */
+async function completedByDriver(w: World): Promise<string> {
+  const productId = await w.driver.planned();
+  await w.driver.service.confirm(productId, {});
+  await w.driver.finished(productId);
+  return productId;
 }
 
 /** Versions seen per step, so a test can check that the kept path was taken where it should be. */
@@ -288,9 +259,7 @@ describe("product.status versions stay fresh across servers", () => {
 
   it("a reader that drives a replay itself, then stops, answers like a fresh server", async () => {
     const w = world();
-    const productId = await w.driver.planned();
-    await w.driver.service.confirm(productId, {});
-    await w.driver.finished(productId);
+    const productId = await completedByDriver(w);
     await expectFresh(w, productId, "completed in B");
     await w.reader.service.replayTask(productId, "a");
     await w.reader.finished(productId);
@@ -301,9 +270,7 @@ describe("product.status versions stay fresh across servers", () => {
 
   it("an evicted product is reloaded fresh after another server changed it", async () => {
     const w = world({ idleProducts: 1 });
-    const p1 = await w.driver.planned();
-    await w.driver.service.confirm(p1, {});
-    await w.driver.finished(p1);
+    const p1 = await completedByDriver(w);
     const p2 = await w.driver.planned();
     await w.driver.service.cancel(p2);
     await expectFresh(w, p1, "p1 completed");
@@ -333,9 +300,7 @@ describe("product.status versions stay fresh across servers", () => {
 
   it("a versioned answer does not depend on time", async () => {
     const w = world();
-    const productId = await w.driver.planned();
-    await w.driver.service.confirm(productId, {});
-    await w.driver.finished(productId);
+    const productId = await completedByDriver(w);
     await expectFresh(w, productId, "completed");
     w.reader.clock.advance(48 * 3_600_000);
     await expectFresh(w, productId, "two days later");

@@ -4,39 +4,23 @@
  * answer is returned without reading the store again, and every change — this process's write, another server's
  * write on the same SQLite file, a run this process drives — gives another version or none, with a fresh answer.
  */
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { SqliteAuthority } from "../../../src/adapters/persistence/sqlite-authority.js";
-import type { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
-import { createHarness, draftPlan, waitUntil } from "../../support/fakes.js";
+import { draftPlan, waitUntil } from "../../support/fakes.js";
+import { twoServersOnOneFile } from "../../support/sqlite-connections.js";
 
 const cleanup: (() => unknown)[] = [];
 afterEach(async () => {
   for (const fn of cleanup.splice(0).reverse()) await fn();
 });
 
-/** Two connections to one SQLite file, as two servers have. */
-function twoConnections(): { a: SqliteAuthority; b: SqliteAuthority } {
-  const dir = mkdtempSync(join(tmpdir(), "status-versions-"));
-  const file = join(dir, "state.db");
-  const a = SqliteAuthority.open(file);
-  const b = SqliteAuthority.open(file);
-  cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-  cleanup.push(
-    () => a.close(),
-    () => b.close(),
-  );
-  return { a, b };
-}
+/** A reader and a driver on one SQLite file, as two servers. */
+const twoServers = () => twoServersOnOneFile(cleanup, PLAN);
 
 const PLAN = draftPlan([{ id: "a" }, { id: "b", deps: ["a"] }]);
 
 describe("product.status answer versions", () => {
   it("gives an unchanged product one version and the same answer, without reading the store again", async () => {
-    const { a } = twoConnections();
-    const h = createHarness({ plan: PLAN, authority: a as unknown as MemoryAuthority });
+    const { a, reader: h } = twoServers();
     const productId = await h.planned();
     const first = await h.service.statusVersioned(productId);
     expect(first.version).toBeDefined();
@@ -55,15 +39,13 @@ describe("product.status answer versions", () => {
   });
 
   it("gives a new version and a fresh answer after this process writes", async () => {
-    const { a, b } = twoConnections();
-    const h = createHarness({ plan: PLAN, authority: a as unknown as MemoryAuthority });
+    const { reader: h, driver: fresh } = twoServers();
     const productId = await h.planned();
     const before = await h.service.statusVersioned(productId);
     await h.service.message(productId, "Also keep the changelog short.");
     const after = await h.service.statusVersioned(productId);
     expect(after.version).not.toBe(before.version);
     // What a server that loads the product from the file now answers.
-    const fresh = createHarness({ plan: PLAN, authority: b as unknown as MemoryAuthority });
     const loaded = await fresh.service.status(productId);
     expect(after.status.budget).toEqual(loaded.budget);
     expect(after.status.plan).toEqual(loaded.plan);
@@ -71,8 +53,7 @@ describe("product.status answer versions", () => {
   });
 
   it("gives no version while this process drives the run, and a new one once it completed", async () => {
-    const { a } = twoConnections();
-    const h = createHarness({ plan: PLAN, authority: a as unknown as MemoryAuthority });
+    const { reader: h } = twoServers();
     const productId = await h.planned();
     const planned = await h.service.statusVersioned(productId);
     h.worker.script("a", { kind: "hang" });
@@ -91,18 +72,10 @@ describe("product.status answer versions", () => {
   });
 
   it("gives a new version and a fresh answer after another server writes the same file", async () => {
-    const { a, b } = twoConnections();
-    const reader = createHarness({ plan: PLAN, authority: a as unknown as MemoryAuthority, options: { ownerId: "A" } });
+    const { reader, driver } = twoServers();
     const productId = await reader.planned();
     const before = await reader.service.statusVersioned(productId);
     expect(before.version).toBeDefined();
-    const driver = createHarness({
-      plan: PLAN,
-      authority: b as unknown as MemoryAuthority,
-      clock: reader.clock,
-      ids: reader.ids,
-      options: { ownerId: "B" },
-    });
     expect(reader.service.keptStatus(productId)?.version).toBe(before.version);
     await driver.service.confirm(productId, {});
     await driver.finished(productId);
@@ -116,16 +89,8 @@ describe("product.status answer versions", () => {
   });
 
   it("gives no version while another server holds the lease", async () => {
-    const { a, b } = twoConnections();
-    const reader = createHarness({ plan: PLAN, authority: a as unknown as MemoryAuthority, options: { ownerId: "A" } });
+    const { reader, driver } = twoServers();
     const productId = await reader.planned();
-    const driver = createHarness({
-      plan: PLAN,
-      authority: b as unknown as MemoryAuthority,
-      clock: reader.clock,
-      ids: reader.ids,
-      options: { ownerId: "B" },
-    });
     driver.worker.script("a", { kind: "hang" });
     await driver.service.confirm(productId, {});
     await waitUntil(() => driver.worker.hasStarted("a"), "a to start in B");
