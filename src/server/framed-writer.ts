@@ -340,8 +340,7 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
 function serialize(message: Message): string {
   const result = (message as Partial<ResponseMessage>).result;
   if (result instanceof JsonText) {
-    const id = (message as ResponseMessage).id;
-    return `{"jsonrpc":"2.0","id":${typeof id === "number" ? JSON.stringify(id) : serializeJson(id)},"result":${result.text}}`;
+    return `{"jsonrpc":"2.0","id":${serializeJson((message as ResponseMessage).id)},"result":${result.text}}`;
   }
   return serializeJson(message);
 }

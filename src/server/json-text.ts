@@ -19,6 +19,8 @@ export class JsonText<T = unknown> {
 
 /** Compact JSON with U+2028/U+2029 escaped, so no line-splitting reader can break a message. Throws on BigInt/cycles. */
 export function serializeJson(value: unknown): string {
+  // A number's JSON holds no string, so nothing to escape (the id of most responses; issue 16, request path).
+  if (typeof value === "number") return JSON.stringify(value);
   const json = JSON.stringify(value);
   if (typeof json !== "string") throw new TypeError("The message is not serialisable.");
   return json.replace(/[\u2028\u2029]/g, (c) => (c === "\u2028" ? "\\u2028" : "\\u2029"));

@@ -15,6 +15,7 @@ import type { ProductContext, ProductOptions } from "../core/product/context.js"
 import { GoalService } from "../core/goal/service.js";
 import { Fleet } from "../core/product/fleet.js";
 import { ProductService } from "../core/product/service.js";
+import type { VersionedStatus } from "../core/product/status.js";
 import { ProductStore } from "../core/product/store.js";
 import type { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
@@ -315,11 +316,9 @@ export class OrchestratorServer {
     // Hosts poll this: an answer equal to the last one is not serialised again (issue 16, json-text.ts).
     // An unchanged product is answered in the turn its request arrived (no await on the way: issue 16).
     this.on("product.status", (params) => {
-      const kept = p.keptStatus(params.productId);
-      if (kept !== undefined) return this.statusTexts.text(params.productId, kept.status, kept.version);
-      return p
-        .statusVersioned(params.productId)
-        .then(({ status, version }) => this.statusTexts.text(params.productId, status, version));
+      const text = ({ status, version }: VersionedStatus) => this.statusTexts.text(params.productId, status, version);
+      const answer = p.statusVersioned(params.productId);
+      return answer instanceof Promise ? answer.then(text) : text(answer);
     });
     this.on("product.list", (params) => p.list(params.projectId, params.phase));
     this.on("product.pause", (params) => p.pause(params.productId));

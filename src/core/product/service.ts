@@ -98,8 +98,7 @@ export class ProductService {
     // An instance that found its product deleted by another process is dropped; loading it again says not_found.
     if (live?.deletedElsewhere) this.forgetLive(productId);
     else if (live) {
-      // Most recently used last: eviction takes the idle products used longest ago.
-      if (this.mostRecent !== productId) this.remember(productId, live);
+      this.touch(productId, live);
       return live;
     }
     let pending = this.loading.get(productId);
@@ -121,6 +120,11 @@ export class ProductService {
       );
     }
     return pending;
+  }
+
+  /** Marks a product in `live` used now: most recently used last, so eviction takes the ones used longest ago. */
+  private touch(productId: string, live: ProductOrchestrator): void {
+    if (this.mostRecent !== productId) this.remember(productId, live);
   }
 
   /** Puts `orchestrator` last in `live` (the most recently used), under `productId`. */
@@ -278,22 +282,27 @@ export class ProductService {
 
   /**
    * `status` with the answer's version (status.ts `inspectVersioned`): equal defined versions of one product are
-   * equal answers. Never writes.
+   * equal answers. The kept answer of an unchanged product is returned as is, synchronously (issue 16, request path:
+   * no await between the request and its answer); anything else is a promise. The store's change mark is read once
+   * for both. Never writes.
    */
-  async statusVersioned(productId: string): Promise<VersionedStatus> {
-    return this.inUse(productId, async () => (await this.get(productId)).inspectVersioned());
+  statusVersioned(productId: string): VersionedStatus | Promise<VersionedStatus> {
+    const mark = this.ctx.store.changeMark();
+    return (
+      this.keptStatus(productId, mark) ??
+      this.inUse(productId, async () => (await this.get(productId)).inspectVersioned(mark))
+    );
   }
 
   /**
    * The answer `statusVersioned` would give, when it can be given at once: the product is in memory and its kept
-   * answer's version is current (status.ts `keptAnswer`). Else `undefined`; then call `statusVersioned`. Synchronous
-   * (issue 16, request path: no await between the request and its answer). Never reads or writes the store.
+   * answer's version is current at `mark` (the store's change mark, read now; status.ts `keptAnswer`). Else
+   * `undefined`. Synchronous; never reads or writes the store beyond the change mark.
    */
-  keptStatus(productId: string): VersionedStatus | undefined {
+  keptStatus(productId: string, mark = this.ctx.store.changeMark()): VersionedStatus | undefined {
     const live = this.live.get(productId);
-    if (live === undefined) return undefined;
-    const kept = live.keptAnswer(this.ctx.store.changeMark());
-    if (kept !== undefined && this.mostRecent !== productId) this.remember(productId, live);
+    const kept = live?.keptAnswer(mark);
+    if (live !== undefined && kept !== undefined) this.touch(productId, live);
     return kept;
   }
 

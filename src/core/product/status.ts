@@ -113,10 +113,10 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
    * version then covers the store's change mark (every write, this process's or another's, moves it), the state's
    * sequence number and object (every event and every reload), an epoch bumped by in-memory-only changes (a failed
    * write pausing the run, guarantee 2), and the counters the answer shows. While the version is unchanged, the
-   * answer kept with it is returned again, the same object, without a catch-up read or a rebuild. Never writes.
+   * answer kept with it is returned again, the same object, without a catch-up read or a rebuild. `mark`: the store's
+   * `changeMark()`, read now or by the caller just before. Never writes.
    */
-  async inspectVersioned(): Promise<VersionedStatus> {
-    const mark = this.ctx.store.changeMark();
+  async inspectVersioned(mark = this.ctx.store.changeMark()): Promise<VersionedStatus> {
     const kept = this.keptAnswer(mark);
     if (kept !== undefined) return kept;
     // One look at whether the store changed serves both reads below (issue 16): while it did not, neither is repeated.

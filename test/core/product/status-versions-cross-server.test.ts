@@ -231,7 +231,7 @@ describe("product.status versions stay fresh across servers", () => {
     await expectFresh(w, productId, "planned");
     // Status calls interleaved with A's own writes and B's writes across awaits.
     w.reader.leader.messageAnswers.push({ response: "ok" }, { response: "ok" });
-    const ops: Promise<unknown>[] = [];
+    const ops: unknown[] = [];
     for (let i = 0; i < 5; i++) {
       ops.push(w.reader.service.statusVersioned(productId));
       if (i === 1) ops.push(w.reader.service.message(productId, `A ${i}`).catch(() => undefined));
