@@ -82,7 +82,8 @@ export function lazySchema<T extends z.ZodType>(build: () => T, name?: string): 
     return schema;
   };
   const standIn: T = new Proxy({} as T, {
-    get: (_target, key) => wrapperMethod(standIn, key) ?? Reflect.get(real(), key),
+    // `_zod` first: parsing reads it on every nested schema, through this trap (issue 16, request path).
+    get: (_target, key) => (key === "_zod" ? real()._zod : (wrapperMethod(standIn, key) ?? Reflect.get(real(), key))),
     set: (_target, key, value) => Reflect.set(real(), key, value),
     has: (_target, key) => Reflect.has(real(), key),
     ownKeys: () => Reflect.ownKeys(real()),

@@ -19,12 +19,6 @@ export type EnvelopeCheck =
  * `null`. A batch (array) is refused. A request with `"id": null` is refused. Does NOT look at the method name. Pure.
  */
 export function checkEnvelope(value: unknown): EnvelopeCheck {
-  const invalid = (message: string, id: string | number | null = null): EnvelopeCheck => ({
-    ok: false,
-    code: ErrorCodes.InvalidRequest,
-    id,
-    message,
-  });
   if (Array.isArray(value)) return invalid("Batch requests are not supported; send one JSON-RPC message at a time.");
   if (typeof value !== "object" || value === null) return invalid("The message is not a JSON-RPC 2.0 object.");
   const candidate = value as Record<string, unknown>;
@@ -60,4 +54,9 @@ export function checkEnvelope(value: unknown): EnvelopeCheck {
     }
   }
   return { ok: true, message: candidate as unknown as ResponseMessage };
+}
+
+/** The `-32600` outcome (a function of the module, not a closure per call: issue 16, request path). */
+function invalid(message: string, id: string | number | null = null): EnvelopeCheck {
+  return { ok: false, code: ErrorCodes.InvalidRequest, id, message };
 }

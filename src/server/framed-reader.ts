@@ -371,8 +371,7 @@ export class FramedMessageReader extends AbstractMessageReader {
   }
 
   private handleLine(line: Buffer): void {
-    const end = line.length > 0 && line[line.length - 1] === CR ? line.length - 1 : line.length;
-    this.handleText(line.subarray(0, end));
+    this.handleText(line.length > 0 && line[line.length - 1] === CR ? line.subarray(0, line.length - 1) : line);
   }
 
   private handleText(bytes: Buffer): void {
@@ -455,6 +454,8 @@ function parseContentLength(block: string): number | undefined {
  */
 class ByteQueue {
   private chunks: Buffer[] = [];
+  /** Bytes of `chunks[0]` already consumed (kept as an offset, not cut off: issue 16, request path). */
+  private start = 0;
   length = 0;
 
   push(chunk: Buffer): void {
@@ -463,6 +464,7 @@ class ByteQueue {
   }
 
   byteAt(offset: number): number | undefined {
+    offset += this.start;
     for (const chunk of this.chunks) {
       if (offset < chunk.length) return chunk[offset];
       offset -= chunk.length;
@@ -472,7 +474,7 @@ class ByteQueue {
 
   /** Absolute offset of the first `byte` at or after `from`, or -1. Skips whole chunks before `from`. */
   indexOf(byte: number, from: number): number {
-    let base = 0;
+    let base = -this.start;
     for (const chunk of this.chunks) {
       if (from < base + chunk.length) {
         const at = chunk.indexOf(byte, Math.max(0, from - base));
@@ -486,12 +488,16 @@ class ByteQueue {
   /** The first `n` bytes without consuming them (`n` ≤ length). */
   peek(n: number): Buffer {
     const first = this.chunks[0];
-    if (first !== undefined && first.length >= n) return first.subarray(0, n);
+    const start = this.start;
+    if (first !== undefined && first.length - start >= n) return first.subarray(start, start + n);
     const parts: Buffer[] = [];
     let left = n;
+    let skip = start;
     for (const chunk of this.chunks) {
       if (left === 0) break;
-      const part = chunk.length <= left ? chunk : chunk.subarray(0, left);
+      const available = chunk.length - skip;
+      const part = available <= left ? chunk.subarray(skip) : chunk.subarray(skip, skip + left);
+      skip = 0;
       parts.push(part);
       left -= part.length;
     }
@@ -510,11 +516,13 @@ class ByteQueue {
     this.length -= n;
     while (n > 0) {
       const first = this.chunks[0]!;
-      if (first.length <= n) {
+      const available = first.length - this.start;
+      if (available <= n) {
         this.chunks.shift();
-        n -= first.length;
+        this.start = 0;
+        n -= available;
       } else {
-        this.chunks[0] = first.subarray(n);
+        this.start += n;
         n = 0;
       }
     }
@@ -522,6 +530,7 @@ class ByteQueue {
 
   clear(): void {
     this.chunks = [];
+    this.start = 0;
     this.length = 0;
   }
 }

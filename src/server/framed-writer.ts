@@ -26,12 +26,27 @@ const MAX_HOLD_TURNS = 16;
 /** Written frames kept at the front of the queue before they are dropped from it (see `releaseWritten`). */
 const RELEASE_AFTER_FRAMES = 256;
 
-/** A frame waiting to be handed to the output, with the callbacks of its `write` promise. */
+/**
+ * A frame waiting to be handed to the output, with the callbacks of its `write` promise. A frame is `frame` alone, or,
+ * for a response whose result is a `JsonText`, `frame` (everything before the result), the result's UTF-8 `body`, and
+ * `tail` (what closes the response).
+ */
 interface QueuedFrame {
   frame: string;
-  resolve: () => void;
-  reject: (error: Error) => void;
+  body: Buffer | undefined;
+  tail: string;
+  /** `frame.length + body.length + tail.length`: UTF-16 code units and bytes, a bound of the frame's bytes. */
+  size: number;
+  /** Called once: without an error when the output accepted the frame, with one when it never will. */
+  settle: (error?: Error) => void;
 }
+
+/** The placeholder `settle` of a frame being made. */
+function unsettled(): void {}
+
+/** What closes a spliced response (`QueuedFrame.tail`), per framing. */
+const SPLICED_TAIL_NDJSON = "}\n";
+const SPLICED_TAIL_FRAMED = "}";
 
 /**
  * Writes JSON-RPC messages to a byte stream in the transport's framing (PROTOCOL.md section 1).
@@ -93,36 +108,51 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
    * or the message cannot be serialised. The message is serialised at call time (later mutation has no effect).
    */
   write(message: Message): Promise<void> {
-    let frame: string;
+    return new Promise<void>((resolve, reject) => {
+      this.post(message, (error) => (error === undefined ? resolve() : reject(error)));
+    });
+  }
+
+  /**
+   * `write` without a promise: queues `message` and calls `settle` once, without an argument when its bytes were
+   * accepted by the output, with the error when the output failed or closed or the message cannot be serialised (a
+   * response whose result cannot be serialised is replaced by a `-32603` for the same id, as with `write`). `settle`
+   * may be called before `post` returns. For the answers of a connection, which need no promise each (issue 16,
+   * request path).
+   */
+  post(message: Message, settle: (error?: Error) => void): void {
+    let queued: QueuedFrame;
     try {
-      frame = this.frame(serialize(message));
+      queued = this.frame(message);
     } catch (error) {
       const id = (message as Partial<ResponseMessage>).id;
       if (Object.hasOwn(message, "result") && id !== undefined) {
         this.logger?.error({ err: error, id }, "Response result could not be serialised; answered -32603");
-        return this.write({
-          jsonrpc: "2.0",
-          id,
-          error: {
-            code: ErrorCodes.InternalError,
-            message: INTERNAL_ERROR_MESSAGE,
-          },
-        } as ResponseMessage);
+        this.post(
+          {
+            jsonrpc: "2.0",
+            id,
+            error: { code: ErrorCodes.InternalError, message: INTERNAL_ERROR_MESSAGE },
+          } as ResponseMessage,
+          settle,
+        );
+        return;
       }
       this.fireError(error, message, ++this.errorCount);
-      return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+      settle(error instanceof Error ? error : new Error(String(error)));
+      return;
     }
+    queued.settle = settle;
+    const size = queued.size;
     // A slowly decaying maximum: one large frame counts for the next few dozen.
-    this.recentFrame = Math.max(frame.length, this.recentFrame - (this.recentFrame >> 4));
-    return new Promise<void>((resolve, reject) => {
-      this.queue.push({ frame, resolve, reject });
-      this.queuedChars += frame.length;
-      if (!this.sending) {
-        this.sending = true;
-        // After the current turn's synchronous work and promise callbacks, so that its frames go out together.
-        process.nextTick(() => this.send());
-      }
-    });
+    this.recentFrame = Math.max(size, this.recentFrame - (this.recentFrame >> 4));
+    this.queue.push(queued);
+    this.queuedChars += size;
+    if (!this.sending) {
+      this.sending = true;
+      // After the current turn's synchronous work and promise callbacks, so that its frames go out together.
+      process.nextTick(() => this.send());
+    }
   }
 
   /**
@@ -203,10 +233,26 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
     super.dispose();
   }
 
-  private frame(json: string): string {
-    return this.decision.value === "content-length"
-      ? `Content-Length: ${Buffer.byteLength(json, "utf8")}\r\n\r\n${json}`
-      : `${json}\n`;
+  /**
+   * The frame of `message` in the transport's framing. A response whose `result` is a `JsonText` (json-text.ts) is
+   * spliced: its result's bytes are written verbatim between the response's opening and closing, in the member order
+   * every response has, without encoding the text again. Throws on BigInt/cycles.
+   */
+  private frame(message: Message): QueuedFrame {
+    const framed = this.decision.value === "content-length";
+    const result = (message as Partial<ResponseMessage>).result;
+    if (result instanceof JsonText) {
+      const head = `{"jsonrpc":"2.0","id":${serializeJson((message as ResponseMessage).id)},"result":`;
+      const body = result.bytes;
+      const tail = framed ? SPLICED_TAIL_FRAMED : SPLICED_TAIL_NDJSON;
+      const frame = framed
+        ? `Content-Length: ${Buffer.byteLength(head, "utf8") + body.length + tail.length}\r\n\r\n${head}`
+        : head;
+      return { frame, body, tail, size: frame.length + body.length + tail.length, settle: unsettled };
+    }
+    const json = serializeJson(message);
+    const frame = framed ? `Content-Length: ${Buffer.byteLength(json, "utf8")}\r\n\r\n${json}` : `${json}\n`;
+    return { frame, body: undefined, tail: "", size: frame.length, settle: unsettled };
   }
 
   /**
@@ -233,21 +279,23 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
       }
       const batch: QueuedFrame[] = [];
       let chars = 0;
+      let spliced = false;
       while (this.head < this.queue.length) {
         const next = this.queue[this.head] as QueuedFrame;
-        if (batch.length > 0 && chars + next.frame.length > limit) break;
+        if (batch.length > 0 && chars + next.size > limit) break;
         batch.push(next);
-        chars += next.frame.length;
+        chars += next.size;
+        if (next.body !== undefined) spliced = true;
         this.head += 1;
       }
       this.queuedChars -= chars;
-      const text = batch.length === 1 ? (batch[0] as QueuedFrame).frame : batch.map((b) => b.frame).join("");
       let accepted: boolean;
       try {
-        accepted = output.write(text, "utf8");
+        if (spliced) accepted = output.write(assemble(batch));
+        else accepted = output.write(batch.length === 1 ? (batch[0] as QueuedFrame).frame : joinFrames(batch), "utf8");
       } catch (error) {
         const failure = error instanceof Error ? error : new Error(String(error));
-        for (const b of batch) b.reject(failure);
+        for (const b of batch) b.settle(failure);
         continue;
       }
       if (!accepted) {
@@ -255,7 +303,7 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
         this.awaitDrain(batch);
         return;
       }
-      for (const b of batch) b.resolve();
+      for (const b of batch) b.settle();
       this.wakeWaiters();
     }
     this.queue = [];
@@ -275,14 +323,14 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
     };
     const onDrain = () => {
       cleanup();
-      for (const b of batch) b.resolve();
+      for (const b of batch) b.settle();
       this.wakeWaiters();
       this.send();
     };
     const onClose = () => {
       cleanup();
       const failure = this.failure ?? new Error("The output stream closed before the message was written.");
-      for (const b of batch) b.reject(failure);
+      for (const b of batch) b.settle(failure);
       this.rejectQueued(failure);
       this.queue = [];
       this.head = 0;
@@ -312,7 +360,7 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
   }
 
   private rejectQueued(failure: Error): void {
-    while (this.head < this.queue.length) (this.queue[this.head++] as QueuedFrame).reject(failure);
+    while (this.head < this.queue.length) (this.queue[this.head++] as QueuedFrame).settle(failure);
     this.queuedChars = 0;
   }
 
@@ -332,15 +380,28 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
   }
 }
 
-/**
- * The message as compact JSON with U+2028/U+2029 escaped (`serializeJson`). A response whose `result` is a `JsonText`
- * (json-text.ts) gets that text as its result verbatim, in the member order every response has. Throws on
- * BigInt/cycles.
- */
-function serialize(message: Message): string {
-  const result = (message as Partial<ResponseMessage>).result;
-  if (result instanceof JsonText) {
-    return `{"jsonrpc":"2.0","id":${serializeJson((message as ResponseMessage).id)},"result":${result.text}}`;
+/** The text of a batch of frames that are all text. */
+function joinFrames(batch: readonly QueuedFrame[]): string {
+  let text = "";
+  for (const b of batch) text += b.frame;
+  return text;
+}
+
+/** The bytes of a batch of frames, some of them spliced (`QueuedFrame.body`), in order, as one buffer. */
+function assemble(batch: readonly QueuedFrame[]): Buffer {
+  let bytes = 0;
+  for (const b of batch) {
+    bytes += Buffer.byteLength(b.frame, "utf8");
+    if (b.body !== undefined) bytes += b.body.length + b.tail.length;
   }
-  return serializeJson(message);
+  const out = Buffer.allocUnsafe(bytes);
+  let at = 0;
+  for (const b of batch) {
+    at += out.write(b.frame, at, "utf8");
+    if (b.body !== undefined) {
+      at += b.body.copy(out, at);
+      at += out.write(b.tail, at, "latin1");
+    }
+  }
+  return out;
 }

@@ -46,6 +46,7 @@ function pathOf(visit: Visit): (string | number)[] {
  * values.
  */
 export function checkInputBounds(params: unknown): BoundsIssue | null {
+  if (isSmallFlatObject(params)) return null;
   let nodes = 0;
   const stack: Visit[] = [{ value: params, key: null, parent: null, depth: 0 }];
   while (stack.length > 0) {
@@ -87,4 +88,26 @@ export function checkInputBounds(params: unknown): BoundsIssue | null {
     }
   }
   return null;
+}
+
+/** Most members of an object `isSmallFlatObject` answers for; larger ones take the walk. */
+const SMALL_OBJECT_MEMBERS = 64;
+
+/**
+ * True when `params` is an object of at most `SMALL_OBJECT_MEMBERS` members, none of them an object or array, every
+ * key and string within `MAX_INPUT_STRING_CHARS`: within every bound, as the walk would find, without allocating
+ * anything (most requests, e.g. `product.status {productId}`; issue 16, request path). False means "walk it", not
+ * "out of bounds".
+ */
+function isSmallFlatObject(params: unknown): boolean {
+  if (typeof params !== "object" || params === null || Array.isArray(params)) return false;
+  let members = 0;
+  for (const key in params) {
+    if (++members > SMALL_OBJECT_MEMBERS || key.length > MAX_INPUT_STRING_CHARS) return false;
+    const value = (params as Record<string, unknown>)[key];
+    if (typeof value === "string") {
+      if (value.length > MAX_INPUT_STRING_CHARS) return false;
+    } else if (typeof value === "object" && value !== null) return false;
+  }
+  return true;
 }

@@ -14,7 +14,16 @@
  */
 export class JsonText<T = unknown> {
   declare readonly value?: T;
+  #bytes: Buffer | undefined;
   constructor(readonly text: string) {}
+
+  /**
+   * `text` as UTF-8, encoded on first use and kept: the writer copies these bytes into its output instead of encoding
+   * the text again for every frame that carries it (issue 16, request path). Must not be modified.
+   */
+  get bytes(): Buffer {
+    return (this.#bytes ??= Buffer.from(this.text, "utf8"));
+  }
 }
 
 /** Compact JSON with U+2028/U+2029 escaped, so no line-splitting reader can break a message. Throws on BigInt/cycles. */
@@ -144,19 +153,22 @@ const DEFAULT_MEMO_KEYS = 64;
 const DEFAULT_MEMO_CHARS = 256 * 1024;
 
 /**
- * The JSON text of the last answer given per key, for answers that repeat (a host polling `product.status`, issue
- * 16). `text(key, value)` serialises `value` (as `serializeJson`), unless the last value remembered for `key` was
- * structurally the same JSON: then it returns the remembered text without serialising. What it compares against is
- * its own plain-data copy of that earlier value (strings shared, every object and array its own), so nothing the
- * caller changes in place afterwards, in the old value or the new, can make it hand out stale text: equal answers
- * give byte-identical frames, and a different answer is always serialised anew.
+ * The JSON text of the last answer given per key, for answers that repeat (a host polling `product.status`, issue 16).
+ * `text(key, value)` serialises `value` (as `serializeJson`), unless the last value remembered for `key` was
+ * structurally the same JSON: then it returns the remembered `JsonText` itself (the same object, its encoded bytes
+ * included) without serialising. What it compares against is its own plain-data copy of that earlier value (strings
+ * shared, every object and array its own), so nothing the caller changes in place afterwards, in the old value or the
+ * new, can make it hand out stale text: equal answers give byte-identical frames, and a different answer is always
+ * serialised anew.
  *
  * Bounded: at most `maxKeys` keys (the least recently used is forgotten first) and only texts up to `maxChars` code
  * units; a value with anything `JSON.stringify` would transform (a `Date`, `toJSON`, a class instance, a non-finite
  * number) is serialised every time and not remembered. Throws what `serializeJson` throws.
  */
 export class JsonTextMemo {
-  private readonly entries = new Map<string, { copy: Plain; text: string; version: string | undefined }>();
+  private readonly entries = new Map<string, { copy: Plain; json: JsonText; version: string | undefined }>();
+  /** The key used last (the last in `entries`' order), when it is remembered. */
+  private newest: string | undefined;
 
   constructor(
     private readonly maxKeys = DEFAULT_MEMO_KEYS,
@@ -170,28 +182,33 @@ export class JsonTextMemo {
    */
   text<T>(key: string, value: T, version?: string): JsonText<T> {
     const last = this.entries.get(key);
-    if (last !== undefined) {
-      this.entries.delete(key);
-      if ((version !== undefined && last.version === version) || sameJson(value, last.copy, 0)) {
-        last.version = version;
+    if (last !== undefined && ((version !== undefined && last.version === version) || sameJson(value, last.copy, 0))) {
+      last.version = version;
+      // Most recently used last; a key that already is needs no move (a Map's delete and set allocate).
+      if (key !== this.newest) {
+        this.entries.delete(key);
         this.entries.set(key, last);
-        return new JsonText<T>(last.text);
+        this.newest = key;
       }
+      return last.json as JsonText<T>;
     }
-    const text = serializeJson(value);
-    if (text.length <= this.maxChars) {
+    if (last !== undefined) this.entries.delete(key);
+    const json = new JsonText<T>(serializeJson(value));
+    if (json.text.length <= this.maxChars) {
       const copy = plainCopy(value, 0);
       if (copy !== NOT_PLAIN) {
-        this.entries.set(key, { copy, text, version });
+        this.entries.set(key, { copy, json, version });
+        this.newest = key;
         if (this.entries.size > this.maxKeys) this.entries.delete(this.entries.keys().next().value as string);
       }
     }
-    return new JsonText<T>(text);
+    return json;
   }
 
   /** Forgets what was remembered under `key` (e.g. the product was deleted). */
   forget(key: string): void {
     this.entries.delete(key);
+    if (this.newest === key) this.newest = undefined;
   }
 
   /** How many keys are remembered (for tests). */

@@ -8,10 +8,10 @@
  * what (PROTOCOL.md section 2): extension traffic only once the client uses the extension, in its spelling. Must never know what a method does, never validate results at runtime, never
  * write to stdout other than through the writer, and never let a handler's exception text reach the wire.
  */
+import type { Message } from "vscode-jsonrpc/node";
 import {
   CancellationReceiverStrategy,
   CancellationTokenSource,
-  Message,
   ParameterStructures,
   ResponseError,
   createMessageConnection,
@@ -76,7 +76,12 @@ export interface RpcConnectionOptions {
    * The writer; when it has `flush()` / `whenWritable()` (the framed writer does), `RpcConnection.flush()` /
    * `RpcConnection.whenWritable()` wait for it.
    */
-  writer: MessageWriter & { flush?(): Promise<void>; whenWritable?(): Promise<void> };
+  writer: MessageWriter & {
+    flush?(): Promise<void>;
+    whenWritable?(): Promise<void>;
+    /** `write` with a callback instead of a promise (the framed writer's `post`); used for answers when present. */
+    post?(message: Message, settle: (error?: Error) => void): void;
+  };
   /** Every request the server serves. Wire names must be unique across bare and `_` spellings. */
   methods: readonly MethodSpec[];
   logger: Logger;
@@ -174,8 +179,6 @@ export class RpcConnection {
   private readonly requestHandlers = new Map<string, RequestHandler>();
   private readonly notificationSpecs = new Map<string, NotificationSpec>();
   private readonly notificationHandlers = new Map<string, NotificationHandler>();
-  /** The writer every answer goes through (counts responses for `idle()`). */
-  private readonly output: MessageWriter;
   /** Running inbound requests by id, for `$/cancelRequest`, ACP `$/cancel_request` and `dispose()`. */
   private readonly active = new Map<string | number, InboundCancellation>();
   private readonly anonymous = new Set<InboundCancellation>();
@@ -185,8 +188,14 @@ export class RpcConnection {
    * its turn counts for them, as when vscode-jsonrpc dispatched one message per turn.
    */
   private initializeTurn: Promise<void> | undefined;
-  /** Inbound requests received and not yet answered, by id key (counted on arrival). */
-  private readonly unanswered = new Map<string, number>();
+  /** Inbound requests received whose answer the writer has not accepted yet (counted on arrival). */
+  private unanswered = 0;
+  /** Settles one answer (see `answer`): one function for every answer, so an answer allocates no callback. */
+  private readonly answerSettled = (error?: Error): void => {
+    if (error !== undefined) this.logger.debug({ err: error }, "Response not delivered");
+    if (this.unanswered > 0) this.unanswered -= 1;
+    if (this.unanswered === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+  };
   private idleWaiters: (() => void)[] = [];
   /** Rejecters of outbound requests awaiting an answer, for when the input ends. */
   private readonly outbound = new Set<() => void>();
@@ -198,6 +207,8 @@ export class RpcConnection {
   private firstCallPrefix: "" | "_" | undefined;
   private initializedFlag = false;
   private disposed = false;
+  /** Moved by every `abortInFlight()`, so that a handler running at that moment is aborted once it is tracked. */
+  private abortEpoch = 0;
 
   /** Builds the connection and registers the dispatchers. Throws if two specs share a wire name. Does NOT listen. */
   constructor(options: RpcConnectionOptions) {
@@ -226,10 +237,9 @@ export class RpcConnection {
         cleanup: () => {},
       },
     };
-    this.output = this.countingWriter(options.writer);
     this.connection = createMessageConnection(
       this.dispatchingReader(options.reader),
-      this.output,
+      options.writer,
       jsonRpcLogger(options.logger),
       { cancellationStrategy, maxParallelism: LIBRARY_PARALLELISM },
     );
@@ -383,6 +393,7 @@ export class RpcConnection {
    * Used at shutdown so long requests (`session/prompt`) answer promptly.
    */
   abortInFlight(): void {
+    this.abortEpoch += 1;
     for (const cancellation of [...this.active.values(), ...this.anonymous]) cancellation.abort();
   }
 
@@ -391,7 +402,7 @@ export class RpcConnection {
    * its response accepted by the writer. Does NOT wait for outbound requests. Resolves at once after `dispose()`.
    */
   idle(): Promise<void> {
-    if (this.unanswered.size === 0 || this.disposed) return Promise.resolve();
+    if (this.unanswered === 0 || this.disposed) return Promise.resolve();
     return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -431,7 +442,7 @@ export class RpcConnection {
     this.anonymous.clear();
     this.connection.dispose();
     for (const close of [...this.outbound]) close();
-    this.unanswered.clear();
+    this.unanswered = 0;
     for (const wake of this.idleWaiters.splice(0)) wake();
   }
 
@@ -447,8 +458,13 @@ export class RpcConnection {
     const outcome = this.dispatchRequest(message.method, message.params, id === null ? undefined : id);
     // A handler that answered synchronously is answered in this turn (issue 16, request path); order between
     // responses is not part of the contract (responses are matched by id).
-    if (isThenable(outcome)) void outcome.then((settled) => this.answer(message, settled));
+    if (isThenable(outcome)) this.answerLater(message, outcome);
     else this.answer(message, outcome);
+  }
+
+  /** `answer` once `outcome` settles (it never rejects: see `dispatchRequest`). Apart so the synchronous path allocates no closure. */
+  private answerLater(message: RequestMessage, outcome: PromiseLike<unknown>): void {
+    void outcome.then((settled) => this.answer(message, settled));
   }
 
   /** Writes the response to `message`: a `ResponseError` as `error`, anything else as `result` (`undefined` as null). */
@@ -456,12 +472,12 @@ export class RpcConnection {
     if (this.disposed) return;
     const id = message.id;
     const response: ResponseMessage =
-      outcome instanceof ResponseError
+      outcome instanceof ResponseErrorClass
         ? { jsonrpc: "2.0", id, error: (outcome as ResponseError<unknown>).toJson() }
         : { jsonrpc: "2.0", id, result: outcome === undefined ? null : (outcome as ResponseMessage["result"]) };
-    this.output.write(response).catch((error: unknown) => {
-      this.logger.debug({ err: error, method: message.method }, "Response not delivered");
-    });
+    const writer = this.writer;
+    if (writer.post !== undefined) writer.post(response, this.answerSettled);
+    else writer.write(response).then(() => this.answerSettled(), this.answerSettled);
   }
 
   /** Serves one inbound notification as it arrives; cancellations act on the running request they name. */
@@ -503,27 +519,40 @@ export class RpcConnection {
     }
     if (!parsed.success) return invalidParams(zodIssuesToWire(parsed.error));
 
-    const method = spec.method;
     // The handler's context is the cancellation itself: one object per request (issue 16, request path).
-    const cancellation = new InboundCancellation(method, requestId);
-    const registered = this.track(requestId, cancellation);
+    const cancellation = new InboundCancellation(spec.method, requestId);
+    // Kept abortable by id only once it is known to run on: a handler that answers synchronously cannot be reached by a
+    // cancellation, which is handled in a later message (issue 16, request path). `abortInFlight()` called while the
+    // handler ran is caught up with by its epoch.
+    const epoch = this.abortEpoch;
     let result: unknown;
     try {
       result = handler(parsed.data, cancellation);
     } catch (error) {
-      registered();
-      return this.toResponseError(error, method, cancellation.aborted);
+      return this.toResponseError(error, spec.method, cancellation.aborted || epoch !== this.abortEpoch);
     }
-    const succeeded = (value: unknown): unknown => {
-      if (method === INITIALIZE) this.initializedFlag = true;
-      registered();
-      return value;
-    };
-    if (!isThenable(result)) return succeeded(result);
-    return result.then(succeeded, (error: unknown) => {
-      registered();
-      return this.toResponseError(error, method, cancellation.aborted);
-    });
+    if (!isThenable(result)) return this.succeeded(cancellation, result);
+    this.track(cancellation);
+    if (epoch !== this.abortEpoch) cancellation.abort();
+    return this.settleLater(cancellation, result);
+  }
+
+  /** A handler's success: `initialize` opens the gate; the request stops being abortable. Returns `value`. */
+  private succeeded(cancellation: InboundCancellation, value: unknown): unknown {
+    if (cancellation.method === INITIALIZE) this.initializedFlag = true;
+    this.untrack(cancellation);
+    return value;
+  }
+
+  /** The outcome of a handler that returned `result`, a thenable; never rejects. */
+  private settleLater(cancellation: InboundCancellation, result: PromiseLike<unknown>): PromiseLike<unknown> {
+    return result.then(
+      (value) => this.succeeded(cancellation, value),
+      (error: unknown) => {
+        this.untrack(cancellation);
+        return this.toResponseError(error, cancellation.method, cancellation.aborted);
+      },
+    );
   }
 
   private async dispatchNotification(wireMethod: string, params: unknown): Promise<void> {
@@ -567,16 +596,18 @@ export class RpcConnection {
     this.firstCallPrefix ??= wireMethod.startsWith("_") ? "_" : "";
   }
 
-  /** Keeps a running request abortable by id; returns the function that forgets it. */
-  private track(requestId: string | number | undefined, cancellation: InboundCancellation): () => void {
-    if (requestId === undefined) {
-      this.anonymous.add(cancellation);
-      return () => this.anonymous.delete(cancellation);
-    }
-    this.active.set(requestId, cancellation);
-    return () => {
-      if (this.active.get(requestId) === cancellation) this.active.delete(requestId);
-    };
+  /** Keeps a running request abortable by id (see `untrack`). */
+  private track(cancellation: InboundCancellation): void {
+    const requestId = cancellation.requestId;
+    if (requestId === undefined) this.anonymous.add(cancellation);
+    else this.active.set(requestId, cancellation);
+  }
+
+  /** Forgets a request `track` kept, unless a later request with the same id took its place. */
+  private untrack(cancellation: InboundCancellation): void {
+    const requestId = cancellation.requestId;
+    if (requestId === undefined) this.anonymous.delete(cancellation);
+    else if (this.active.get(requestId) === cancellation) this.active.delete(requestId);
   }
 
   private toResponseError(error: unknown, method: string, aborted: boolean): ResponseError<unknown> {
@@ -609,10 +640,7 @@ export class RpcConnection {
       },
       listen: (callback) =>
         inner.listen((message) => {
-          if (Message.isRequest(message)) {
-            const key = idKey(message.id);
-            this.unanswered.set(key, (this.unanswered.get(key) ?? 0) + 1);
-          }
+          if (isRequestMessage(message)) this.unanswered += 1;
           const held = this.initializeTurn;
           if (held === undefined) {
             this.route(message, callback);
@@ -631,45 +659,14 @@ export class RpcConnection {
 
   /** Dispatches one inbound message now: requests and notifications here, the rest to vscode-jsonrpc. */
   private route(message: Message, callback: (message: Message) => void): void {
-    if (Message.isRequest(message)) {
+    if (isRequestMessage(message)) {
       this.serveRequest(message);
       if (message.method === INITIALIZE && !this.initializedFlag && this.initializeTurn === undefined) {
         this.initializeTurn = new Promise<void>((resolve) => setImmediate(resolve));
       }
-    } else if (Message.isNotification(message) && !LIBRARY_NOTIFICATIONS.has(message.method)) {
+    } else if (isNotificationMessage(message) && !LIBRARY_NOTIFICATIONS.has(message.method)) {
       this.serveNotification(message);
     } else callback(message);
-  }
-
-  /** Wraps the writer to see each response accepted, for `idle()`. */
-  private countingWriter(inner: MessageWriter): MessageWriter {
-    return {
-      get onError() {
-        return inner.onError;
-      },
-      get onClose() {
-        return inner.onClose;
-      },
-      write: (message) => {
-        const written = inner.write(message);
-        if (Message.isResponse(message) && message.id !== null) {
-          const key = idKey(message.id);
-          const settled = () => this.answered(key);
-          written.then(settled, settled);
-        }
-        return written;
-      },
-      end: () => inner.end(),
-      dispose: () => inner.dispose(),
-    };
-  }
-
-  private answered(key: string): void {
-    const count = this.unanswered.get(key);
-    if (count === undefined) return;
-    if (count > 1) this.unanswered.set(key, count - 1);
-    else this.unanswered.delete(key);
-    if (this.unanswered.size === 0) for (const wake of this.idleWaiters.splice(0)) wake();
   }
 
   private outboundName(method: string): string {
@@ -731,9 +728,22 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   );
 }
 
-/** A map key that keeps the string id "1" apart from the number id 1. */
-function idKey(id: string | number | null): string {
-  return `${typeof id}:${String(id)}`;
+/**
+ * vscode-jsonrpc's `ResponseError`, read once: the bundle reaches a CommonJS module's exports through a getter on every
+ * use (scripts/bundle.ts), and `answer` asks for it on every request (issue 16, request path).
+ */
+const ResponseErrorClass = ResponseError;
+
+/** A request (a method and a string or number id), as vscode-jsonrpc's `Message.isRequest` decides. */
+function isRequestMessage(message: Message): message is RequestMessage {
+  const candidate = message as Partial<RequestMessage>;
+  return typeof candidate.method === "string" && (typeof candidate.id === "string" || typeof candidate.id === "number");
+}
+
+/** A notification (a method and no id), as vscode-jsonrpc's `Message.isNotification` decides. */
+function isNotificationMessage(message: Message): message is NotificationMessage {
+  const candidate = message as Partial<RequestMessage>;
+  return typeof candidate.method === "string" && candidate.id === undefined;
 }
 
 function abortReason(signal: AbortSignal): unknown {

@@ -232,6 +232,19 @@ export class OrchestratorServer {
     this.connection.handle(method, (params) => (handler as (p: unknown) => Promise<unknown> | JsonText)(params));
   }
 
+  /** The text of a `product.status` answer (see `statusTexts`). */
+  private statusText(productId: string, { status, version }: VersionedStatus): JsonText {
+    return this.statusTexts.text(productId, status, version);
+  }
+
+  /**
+   * `statusText` once `answer` settles. A method of its own so that the synchronous path allocates no closure (issue
+   * 16, request path).
+   */
+  private async statusTextLater(productId: string, answer: Promise<VersionedStatus>): Promise<JsonText> {
+    return this.statusText(productId, await answer);
+  }
+
   private initializeResult(): InitializeResult {
     return {
       protocolVersion: 1,
@@ -316,9 +329,10 @@ export class OrchestratorServer {
     // Hosts poll this: an answer equal to the last one is not serialised again (issue 16, json-text.ts).
     // An unchanged product is answered in the turn its request arrived (no await on the way: issue 16).
     this.on("product.status", (params) => {
-      const text = ({ status, version }: VersionedStatus) => this.statusTexts.text(params.productId, status, version);
       const answer = p.statusVersioned(params.productId);
-      return answer instanceof Promise ? answer.then(text) : text(answer);
+      return answer instanceof Promise
+        ? this.statusTextLater(params.productId, answer)
+        : this.statusText(params.productId, answer);
     });
     this.on("product.list", (params) => p.list(params.projectId, params.phase));
     this.on("product.pause", (params) => p.pause(params.productId));

@@ -314,6 +314,57 @@ describe("writer", () => {
     }
   });
 
+  it("writes spliced and ordinary frames queued in one turn as the bytes ordinary frames would be, in order", async () => {
+    // Spliced results are copied into the batch as UTF-8 bytes (issue 16, request path): multi-byte and astral text,
+    // string and number ids, notifications between them, and the same JsonText object in several frames.
+    const result = { text: "é 日本 \u{1F600} \u2028", n: [1, 2] };
+    const shared = new JsonText(serializeJson(result));
+    const messages = (splice: boolean) =>
+      [
+        { jsonrpc: "2.0", id: 1, result: splice ? shared : result },
+        { jsonrpc: "2.0", method: "note", params: { text: "ü\u2029" } },
+        { jsonrpc: "2.0", id: "ß-2", result: splice ? shared : result },
+        { jsonrpc: "2.0", id: 3, result: { plain: "ö" } },
+        { jsonrpc: "2.0", id: 4, result: splice ? new JsonText(serializeJson("ø")) : "ø" },
+      ] as unknown as Message[];
+    for (const framing of ["ndjson", "content-length"] as const) {
+      const plain = setup({ framing });
+      const spliced = setup({ framing });
+      await Promise.all(messages(false).map((m) => plain.transport.writer.write(m)));
+      await Promise.all(messages(true).map((m) => spliced.transport.writer.write(m)));
+      expect(spliced.raw()).toBe(plain.raw());
+      const parsed = framing === "ndjson" ? spliced.replies() : parseFramed(spliced.raw());
+      expect(parsed).toEqual(JSON.parse(JSON.stringify(messages(false))));
+    }
+  });
+
+  it("post settles once: without an error when the output took the frame, with one when it never will", async () => {
+    const t = setup();
+    const outcomes: (Error | undefined)[] = [];
+    t.transport.writer.post({ jsonrpc: "2.0", id: 1, result: new JsonText("[1]") } as unknown as Message, (e) =>
+      outcomes.push(e),
+    );
+    t.transport.writer.post({ jsonrpc: "2.0", id: 2, result: { big: 1n } } as unknown as Message, (e) =>
+      outcomes.push(e),
+    );
+    await settle();
+    expect(outcomes).toEqual([undefined, undefined]);
+    expect(t.replies()).toEqual([
+      { jsonrpc: "2.0", id: 1, result: [1] },
+      { jsonrpc: "2.0", id: 2, error: { code: -32603, message: expect.any(String) } },
+    ]);
+    t.transport.writer.post({ jsonrpc: "2.0", method: "n", params: { big: 1n } } as unknown as Message, (e) =>
+      outcomes.push(e),
+    );
+    t.output.destroy();
+    await settle();
+    t.transport.writer.post({ jsonrpc: "2.0", id: 3, result: null } as unknown as Message, (e) => outcomes.push(e));
+    await settle();
+    expect(outcomes).toHaveLength(4);
+    expect(outcomes[2]).toBeInstanceOf(Error);
+    expect(outcomes[3]?.message).toMatch(/closed/);
+  });
+
   it("replaces a response whose result cannot be serialised by a -32603 for the same id", async () => {
     const t = setup();
     await t.transport.writer.write({ jsonrpc: "2.0", id: 8, result: { big: 1n } } as unknown as Message);

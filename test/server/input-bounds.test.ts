@@ -22,6 +22,20 @@ describe("checkInputBounds", () => {
     expect(checkInputBounds({ a: [{ b: "x".repeat(MAX_INPUT_STRING_CHARS + 1) }] })?.path).toEqual(["a", 0, "b"]);
   });
 
+  it("answers flat params (no nested object or array) as the full walk does", () => {
+    // Flat params take a path that allocates nothing (issue 16, request path); its verdicts must be the walk's.
+    const long = "x".repeat(MAX_INPUT_STRING_CHARS + 1);
+    expect(checkInputBounds({ productId: "prd_1", n: 3, ok: true, none: null })).toBeNull();
+    expect(checkInputBounds(JSON.parse('{"__proto__": "x", "a": "b"}'))).toBeNull();
+    expect(checkInputBounds({ productId: "prd_1", text: long })).toEqual({
+      path: ["text"],
+      message: `is too long: ${long.length} characters, at most ${MAX_INPUT_STRING_CHARS} are accepted`,
+    });
+    expect(checkInputBounds({ [long]: 1 })).toEqual({ path: [], message: "has a key that is too long" });
+    const wide = Object.fromEntries(Array.from({ length: MAX_INPUT_ITEMS + 1 }, (_, i) => [`k${i}`, i]));
+    expect(checkInputBounds(wide)?.message).toMatch(/keys, at most/);
+  });
+
   it("refuses an array past the limit by its length alone", () => {
     expect(checkInputBounds({ list: new Array(MAX_INPUT_ITEMS + 1).fill(0) })).toMatchObject({ path: ["list"] });
   });

@@ -72,6 +72,13 @@ const late = defineMethod({
   result: z.object({ aborted: z.boolean() }),
   summary: "Looks at its signal only once released.",
 });
+const stop = defineMethod({
+  method: "test.stop",
+  extension: true,
+  params: z.object({}),
+  result: z.object({ aborted: z.boolean() }),
+  summary: "Aborts every running request, itself included, then waits for its own signal.",
+});
 const unhandled = defineMethod({
   method: "test.unhandled",
   extension: true,
@@ -99,6 +106,7 @@ const methods: readonly MethodSpec[] = [
   wait,
   late,
   fast,
+  stop,
   fail,
   unhandled,
   asyncSchema,
@@ -192,6 +200,13 @@ function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
           if (typeof ctx.requestId === "number") cancelSeen.add(ctx.requestId);
           resolve({ cancelled: true });
         });
+      });
+    });
+    connection.handle(stop, (_params, ctx) => {
+      connection.abortInFlight();
+      return new Promise((resolve) => {
+        if (ctx.signal.aborted) resolve({ aborted: true });
+        else ctx.signal.addEventListener("abort", () => resolve({ aborted: true }));
       });
     });
     connection.handle(late, async (_params, ctx) => {
@@ -523,6 +538,13 @@ describe("concurrency and cancellation", () => {
     await settle();
     h.released.late();
     expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 14, result: { aborted: false } });
+  });
+
+  it("aborts a request whose handler called abortInFlight before it returned its promise", async () => {
+    // Requests are tracked for cancellation only once their handler returned a promise (issue 16, request path); one
+    // that was still running its synchronous part when abortInFlight came is aborted all the same.
+    const h = await initialized();
+    expect(await h.call(21, "test.stop", {})).toEqual({ jsonrpc: "2.0", id: 21, result: { aborted: true } });
   });
 
   it("aborts running handlers on dispose", async () => {

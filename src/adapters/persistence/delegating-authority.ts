@@ -25,6 +25,8 @@ import {
  */
 export class DelegatingAuthority implements RunStateAuthority {
   #current: RunStateAuthority;
+  /** The function `changeMark` last returned, for the backend and method it reads (see `changeMark`). */
+  #markReader: { backend: RunStateAuthority; changeMark: () => string; read: () => string } | undefined;
   /** Every backend ever current, in order, so `close` releases them all. */
   readonly #backends: RunStateAuthority[] = [];
   #closed = false;
@@ -137,11 +139,24 @@ export class DelegatingAuthority implements RunStateAuthority {
     const backend = this.#current;
     const changeMark = backend.changeMark;
     if (changeMark === undefined) return undefined;
+    const known = this.#markReader;
+    if (known !== undefined && known.backend === backend && known.changeMark === changeMark) return known.read;
     const index = this.#backends.indexOf(backend);
-    return () => {
+    // The same function while the backend is the same, and the same text while its mark is (issue 16, request path:
+    // one `changeMark` per `product.status`, compared with the kept answer's).
+    let inner: string | undefined;
+    let mark = "";
+    const read = (): string => {
       if (this.#closed) throw closedError("changeMark");
-      return `${index}/${changeMark.call(backend)}`;
+      const now = changeMark.call(backend);
+      if (now !== inner) {
+        inner = now;
+        mark = `${index}/${now}`;
+      }
+      return mark;
     };
+    this.#markReader = { backend, changeMark, read };
+    return read;
   }
 
   /** Hands `epoch` to every backend given so far and to each one given later (see `RunStateAuthority.shareChangeMarks`). */

@@ -13,24 +13,33 @@ const READS: ReadonlySet<PropertyKey> = new Set(["get", "list", "readEvents", "l
 
 /** Returns `authority` seen through a proxy that marks the operation of every `AuthorityFailure` it throws. */
 export function withFailureOperations<A extends RunStateAuthority>(authority: A): A {
+  // The wrapper of each method, made once per function the backend returns for it (issue 16, request path: a
+  // `changeMark` per `product.status` used to allocate a wrapper and its closures on every call).
+  const wrappers = new Map<PropertyKey, { value: unknown; wrapper: (...args: unknown[]) => unknown }>();
   return new Proxy(authority, {
     get(target, property) {
       // Read with the backend itself as `this`, so its getters may use private fields.
       const value: unknown = Reflect.get(target, property, target);
       if (typeof value !== "function" || property === "close") return value;
+      const known = wrappers.get(property);
+      if (known !== undefined && known.value === value) return known.wrapper;
       const operation = READS.has(property) ? "read" : "write";
-      return (...args: unknown[]) => {
-        const mark = (err: unknown): never => {
-          if (err instanceof AuthorityFailure && err.operation === undefined) err.operation = operation;
-          throw err;
-        };
+      const wrapper = (...args: unknown[]) => {
         try {
           const result: unknown = (value as (...a: unknown[]) => unknown).apply(target, args);
-          return result instanceof Promise ? result.catch(mark) : result;
+          return result instanceof Promise ? result.catch((err: unknown) => markOperation(err, operation)) : result;
         } catch (err) {
-          return mark(err);
+          return markOperation(err, operation);
         }
       };
+      wrappers.set(property, { value, wrapper });
+      return wrapper;
     },
   });
+}
+
+/** Rethrows `err`, marked with `operation` when it is an `AuthorityFailure` the backend did not mark. */
+function markOperation(err: unknown, operation: "read" | "write"): never {
+  if (err instanceof AuthorityFailure && err.operation === undefined) err.operation = operation;
+  throw err;
 }

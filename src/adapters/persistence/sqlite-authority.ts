@@ -175,6 +175,8 @@ export class SqliteAuthority implements RunStateAuthority {
   readonly #dataVersion: Database.Statement<[], unknown>;
   /** Writes attempted through this connection (its own commits do not move `PRAGMA data_version`); see `changeMark`. */
   #writes = 0;
+  /** The last mark `changeMark` made, with what it was made of. */
+  #markText: { version: unknown; writes: number; mark: string } | undefined;
   /** See `shareChangeMarks`: the input counter, and the data version read at its value `epoch` in this macrotask. */
   #markEpoch: (() => number) | undefined;
   #sharedVersion: { epoch: number; version: unknown } | undefined;
@@ -423,8 +425,18 @@ export class SqliteAuthority implements RunStateAuthority {
    * writes through this connection: equal marks mean nothing was committed in between. Never writes.
    */
   changeMark(): string {
-    return this.#run("changeMark", () => `${String(this.#markVersion())}:${this.#writes}`);
+    return this.#run("changeMark", this.#readMark);
   }
+
+  /** The text of the mark, made anew only when the mark moved (issue 16, request path: one per `product.status`). */
+  readonly #readMark = (): string => {
+    const version = this.#markVersion();
+    const text = this.#markText;
+    if (text !== undefined && text.version === version && text.writes === this.#writes) return text.mark;
+    const mark = `${String(version)}:${this.#writes}`;
+    this.#markText = { version, writes: this.#writes, mark };
+    return mark;
+  };
 
   /**
    * Lets `changeMark` reuse the `PRAGMA data_version` it read, while `epoch()` still returns what it returned then and

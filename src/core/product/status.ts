@@ -39,7 +39,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
   /** This instance's number (see `instances`). */
   readonly #instance = (instances += 1);
   /** The last versioned answer of `inspectVersioned`, with the state object it was built from. */
-  #kept: (VersionedStatus & { version: string; state: object }) | undefined;
+  #kept: (VersionedStatus & { version: string; state: object; parts: VersionParts }) | undefined;
   // -------------------------------------------------------------------------------------------------------------
   // Status
 
@@ -123,7 +123,8 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow(mark));
     const status = this.status();
     // Taken with the answer it describes: a change while the lease is read below gives a later call another version.
-    const version = this.versionable(mark) ? this.answerVersion(mark) : undefined;
+    const parts = this.versionable(mark) ? this.versionParts(mark) : undefined;
+    const version = parts === undefined ? undefined : versionText(this.#instance, parts);
     const state = this.model.state;
     const phase = state.phase;
     // Guarantee 13: who holds the lease, until when, and whether that owner is live (PROTOCOL.md section 5, Owner).
@@ -132,7 +133,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
     if (this.lost > 0 || this.invalid !== undefined || this.driving || (phase !== "executing" && phase !== "paused")) {
       if (version === undefined || holder !== null) return { status, version: undefined };
-      this.#kept = { status, version, state };
+      this.#kept = { status, version, state, parts: parts as VersionParts };
       return { status, version };
     }
     return { status: await this.inspectRun(status, holder), version: undefined };
@@ -146,7 +147,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
   keptAnswer(mark: string | undefined): VersionedStatus | undefined {
     const kept = this.#kept;
     if (kept === undefined) return undefined;
-    if (mark !== undefined && kept.state === this.model.state && kept.version === this.answerVersion(mark)) return kept;
+    if (mark !== undefined && kept.state === this.model.state && this.isCurrent(kept.parts, mark)) return kept;
     this.#kept = undefined;
     return undefined;
   }
@@ -156,11 +157,39 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     return mark !== undefined && !this.driving && this.running.size === 0 && this.executingSinceMs === null;
   }
 
-  /** The answer version at `mark` (see `inspectVersioned`). */
-  private answerVersion(mark: string): string {
-    return `${this.#instance}:${this.statusEpoch}:${mark}:${this.model.state.seq}:${this.dropped}:${this.lost}:${
-      this.invalid ?? ""
-    }:${this.planningStarted ? 1 : 0}${this.loadedFromStore ? 1 : 0}${this.driving ? 1 : 0}${this.running.size}`;
+  /** What the answer version at `mark` is made of (see `inspectVersioned`). */
+  private versionParts(mark: string): VersionParts {
+    return {
+      epoch: this.statusEpoch,
+      mark,
+      seq: this.model.state.seq,
+      dropped: this.dropped,
+      lost: this.lost,
+      invalid: this.invalid,
+      planningStarted: this.planningStarted,
+      loadedFromStore: this.loadedFromStore,
+      driving: this.driving,
+      running: this.running.size,
+    };
+  }
+
+  /**
+   * True when the version made of `parts` is still the version at `mark`: compared part by part, so that an unchanged
+   * product is answered without building its version again (issue 16, request path).
+   */
+  private isCurrent(parts: VersionParts, mark: string): boolean {
+    return (
+      parts.mark === mark &&
+      parts.epoch === this.statusEpoch &&
+      parts.seq === this.model.state.seq &&
+      parts.dropped === this.dropped &&
+      parts.lost === this.lost &&
+      parts.invalid === this.invalid &&
+      parts.planningStarted === this.planningStarted &&
+      parts.loadedFromStore === this.loadedFromStore &&
+      parts.driving === this.driving &&
+      parts.running === this.running.size
+    );
   }
 
   /** The rest of `inspect()` for an executing or paused product: another owner, a dead owner, drift since the checkpoint. */
@@ -280,4 +309,24 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     }
     return undefined;
   }
+}
+
+/** What an answer version is made of (status.ts `inspectVersioned`). */
+interface VersionParts {
+  epoch: number;
+  mark: string;
+  seq: number;
+  dropped: number;
+  lost: number;
+  invalid: string | undefined;
+  planningStarted: boolean;
+  loadedFromStore: boolean;
+  driving: boolean;
+  running: number;
+}
+
+/** The version text of `parts` for the product status object numbered `instance`: equal parts, equal texts. */
+function versionText(instance: number, parts: VersionParts): string {
+  const flags = `${parts.planningStarted ? 1 : 0}${parts.loadedFromStore ? 1 : 0}${parts.driving ? 1 : 0}`;
+  return `${instance}:${parts.epoch}:${parts.mark}:${parts.seq}:${parts.dropped}:${parts.lost}:${parts.invalid ?? ""}:${flags}${parts.running}`;
 }
