@@ -161,9 +161,10 @@ export interface RunStateAuthority {
    */
   changeMark?(): string;
   /**
-   * Lets `changeMark` reuse what it last read from the store, within one macrotask, while `epoch()` returns the same
-   * value; `epoch` must move whenever input that may carry a request was read, so a reused mark was always taken
-   * after the requests that use it arrived (issue 16). Optional: without it every `changeMark` reads.
+   * Lets `changeMark` reuse what it last read from the store while `epoch()` returns the same number (`NaN`: never
+   * reuse, never keep); `epoch` must move whenever input that may carry a request was read, and be `NaN` whenever what
+   * asks is not serving such input, so a reused mark was always taken after the requests that use it arrived (issue
+   * 16). Optional: without it every `changeMark` reads.
    */
   shareChangeMarks?(epoch: () => number): void;
   /** Every project id with at least one record; used by `product.list` without a `projectId`. Optional for hosts. */

@@ -87,6 +87,8 @@ export class FramedMessageReader extends AbstractMessageReader {
    */
   private deferredReplies: ResponseMessage[] = [];
   private disposed = false;
+  /** Depth of `drain` calls running (see `dispatchEpoch`). */
+  private delivering = 0;
   /** See `chunksRead`. */
   private chunks = 0;
   // ndjson state
@@ -157,6 +159,16 @@ export class FramedMessageReader extends AbstractMessageReader {
    */
   get chunksRead(): number {
     return this.chunks;
+  }
+
+  /**
+   * `chunksRead` while this reader is handing messages over (inside its delivery loop, handlers' synchronous parts
+   * included), `NaN` at any other time. A store look shared by the holders of one value (`RunStateAuthority.
+   * shareChangeMarks`) is then only ever taken while messages are being delivered, after every byte they came in was
+   * read, and never reused by anything that runs outside the delivery (a timer, a later microtask): NaN equals nothing.
+   */
+  get dispatchEpoch(): number {
+    return this.delivering > 0 ? this.chunks : Number.NaN;
   }
 
   private onData(chunk: Buffer): void {
@@ -246,6 +258,16 @@ export class FramedMessageReader extends AbstractMessageReader {
    * the handlers' answers reach the writer's backlog before the gate is asked again).
    */
   private drain(): void {
+    this.delivering += 1;
+    try {
+      this.deliver();
+    } finally {
+      this.delivering -= 1;
+    }
+  }
+
+  /** `drain`'s loop. */
+  private deliver(): void {
     const gate = this.options.gate;
     const batch = gate === undefined ? 0 : Math.max(1, Math.min(this.perTurn, gate.allowance?.() ?? 1));
     this.handedThisTurn = 0;
@@ -426,6 +448,7 @@ export class FramedMessageReader extends AbstractMessageReader {
   }
 
   private sendDeferredReplies(): void {
+    if (this.deferredReplies.length === 0) return;
     for (const response of this.deferredReplies.splice(0)) this.options.reply(response);
   }
 }

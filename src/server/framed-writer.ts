@@ -366,7 +366,8 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
 
   /** Resolves `flush` waiters when idle and `whenWritable` waiters whose limit is met (all of them after a failure). */
   private wakeWaiters(): void {
-    if (!this.sending || this.failure !== undefined) for (const w of this.idleWaiters.splice(0)) w();
+    if ((!this.sending || this.failure !== undefined) && this.idleWaiters.length > 0)
+      for (const w of this.idleWaiters.splice(0)) w();
     if (this.writableWaiters.length === 0) return;
     const backlog = this.backlogBytes;
     const failed = this.failure !== undefined;

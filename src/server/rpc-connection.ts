@@ -194,7 +194,7 @@ export class RpcConnection {
   private readonly answerSettled = (error?: Error): void => {
     if (error !== undefined) this.logger.debug({ err: error }, "Response not delivered");
     if (this.unanswered > 0) this.unanswered -= 1;
-    if (this.unanswered === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+    if (this.unanswered === 0 && this.idleWaiters.length > 0) for (const wake of this.idleWaiters.splice(0)) wake();
   };
   private idleWaiters: (() => void)[] = [];
   /** Rejecters of outbound requests awaiting an answer, for when the input ends. */

@@ -131,8 +131,8 @@ export class OrchestratorServer {
       logger: options.logger,
     });
     // A batch of pipelined requests shares one look at whether the store changed (issue 16; sound because the reader's
-    // chunk count moves before any message of new input is handed over).
-    options.authority.shareChangeMarks?.(() => reader.chunksRead);
+    // chunk count moves before any message of new input is handed over, and is NaN outside its delivery).
+    options.authority.shareChangeMarks?.(() => reader.dispatchEpoch);
     this.connection = new RpcConnection({
       reader,
       writer,

@@ -8,6 +8,7 @@
  */
 import { join } from "node:path";
 import { NdjsonProcess } from "./support/ndjson-process.js";
+import { lastCpu, pin, placements, type Placement } from "./support/placement.js";
 import { SERVER_CLI, benchScript, serverNodeArgs } from "./support/paths.js";
 
 export const INITIALIZE_PARAMS = {
@@ -114,18 +115,40 @@ const PIPELINED_ROUNDS = 5;
 /** Sequential round trips are taken in this many interleaved blocks per process. */
 const BLOCKS = 10;
 
+/** Sequential round trips of both processes in one placement. */
+export interface SequentialFigure {
+  placement: Placement["name"];
+  server: number[];
+  echo: number[];
+  /** Unpinned only: the share of samples in which the process had last run on the client's core. */
+  sameCore?: { server: number; echo: number };
+}
+
+/** The best pipelined round of both processes in one placement. */
+export interface PipelinedFigure {
+  placement: Placement["name"];
+  server: { ms: number; perSecond: number };
+  echo: { ms: number; perSecond: number };
+}
+
 export interface OverheadResult {
-  sequential: { server: number[]; echo: number[] };
-  pipelined: { server: { ms: number; perSecond: number }; echo: { ms: number; perSecond: number } };
+  /** One per placement this machine can measure (support/placement.ts), `scheduler` last. */
+  sequential: SequentialFigure[];
+  /** `two cores` (when it can be measured) and `scheduler`. */
+  pipelined: PipelinedFigure[];
   /** Size of one `product.status` answer (bytes of JSON), for context. */
   statusBytes: number;
   requests: { sequential: number; pipelined: number };
 }
 
+/** Sequential requests between two looks at where the processes last ran (unpinned placement). */
+const SAMPLE_EVERY = 20;
+
 /**
  * Request overhead of a real product: the server plans one product (`product.plan`, then waits for
  * `product.planReady` from the built-in heuristic leader) and answers `product.status` for it; the echo answers the
- * same request with its params. `warmup` unmeasured round trips first on each (JIT, caches).
+ * same request with its params. `warmup` unmeasured round trips first on each (JIT, caches). Both processes are
+ * measured in every placement (support/placement.ts), pinned alike.
  */
 export async function requestOverhead(
   server: Target,
@@ -139,6 +162,8 @@ export async function requestOverhead(
     if (method === "product.planReady") planReady?.();
   });
   const ech = echo.start();
+  const all = placements();
+  const unpinned = all[all.length - 1] as Placement;
   try {
     await srv.request("initialize", INITIALIZE_PARAMS);
     await ech.request("initialize", INITIALIZE_PARAMS);
@@ -151,33 +176,59 @@ export async function requestOverhead(
     const status = await srv.request("product.status", params);
     const statusBytes = JSON.stringify(status).length;
     for (const p of [ech, srv]) await sequential(p, "product.status", params, counts.warmup);
-    // Interleaved in blocks (echo, server, echo, …) so that a burst of load on this shared machine hits both alike.
-    const seqEcho: number[] = [];
-    const seqServer: number[] = [];
-    const block = Math.max(1, Math.ceil(counts.sequential / BLOCKS));
-    for (let done = 0; done < counts.sequential; done += block) {
-      const n = Math.min(block, counts.sequential - done);
-      seqEcho.push(...(await sequential(ech, "product.status", params, n)));
-      seqServer.push(...(await sequential(srv, "product.status", params, n)));
+    const seq: SequentialFigure[] = [];
+    for (const where of all) {
+      pin(where, [ech.pid, srv.pid]);
+      for (const p of [ech, srv]) await sequential(p, "product.status", params, Math.ceil(counts.warmup / 4));
+      const figure: SequentialFigure = { placement: where.name, server: [], echo: [] };
+      const shared = { server: 0, echo: 0, looks: 0 };
+      // Interleaved in blocks (echo, server, echo, …) so that a burst of load on this shared machine hits both alike.
+      const block = Math.max(1, Math.ceil(counts.sequential / BLOCKS));
+      for (let done = 0; done < counts.sequential; done += block) {
+        const n = Math.min(block, counts.sequential - done);
+        for (const [p, out, key] of [
+          [ech, figure.echo, "echo"],
+          [srv, figure.server, "server"],
+        ] as const) {
+          for (let i = 0; i < n; i += SAMPLE_EVERY) {
+            out.push(...(await sequential(p, "product.status", params, Math.min(SAMPLE_EVERY, n - i))));
+            if (where.client !== undefined) continue;
+            if (key === "echo") shared.looks += 1;
+            if (lastCpu(p.pid) === lastCpu(process.pid)) shared[key] += 1;
+          }
+        }
+      }
+      if (where.client === undefined && shared.looks > 0)
+        figure.sameCore = { server: shared.server / shared.looks, echo: shared.echo / shared.looks };
+      seq.push(figure);
     }
     // Pipelined: one unmeasured round of each first (the pipelined path's own JIT warm-up, as `warmup` is for the
     // sequential one), then the best of five interleaved rounds of each (load only ever slows a round down).
-    for (const p of [ech, srv]) await pipelined(p, "product.status", params, counts.pipelined);
-    let pipeEcho = { ms: Infinity, perSecond: 0 };
-    let pipeServer = { ms: Infinity, perSecond: 0 };
-    for (let round = 0; round < PIPELINED_ROUNDS; round += 1) {
-      const e = await pipelined(ech, "product.status", params, counts.pipelined);
-      const s = await pipelined(srv, "product.status", params, counts.pipelined);
-      if (e.perSecond > pipeEcho.perSecond) pipeEcho = e;
-      if (s.perSecond > pipeServer.perSecond) pipeServer = s;
+    const pipe: PipelinedFigure[] = [];
+    for (const where of all.filter((p) => p.name !== "one core")) {
+      pin(where, [ech.pid, srv.pid]);
+      for (const p of [ech, srv]) await pipelined(p, "product.status", params, counts.pipelined);
+      const figure: PipelinedFigure = {
+        placement: where.name,
+        echo: { ms: Infinity, perSecond: 0 },
+        server: { ms: Infinity, perSecond: 0 },
+      };
+      for (let round = 0; round < PIPELINED_ROUNDS; round += 1) {
+        const e = await pipelined(ech, "product.status", params, counts.pipelined);
+        const s = await pipelined(srv, "product.status", params, counts.pipelined);
+        if (e.perSecond > figure.echo.perSecond) figure.echo = e;
+        if (s.perSecond > figure.server.perSecond) figure.server = s;
+      }
+      pipe.push(figure);
     }
     return {
-      sequential: { server: seqServer, echo: seqEcho },
-      pipelined: { server: pipeServer, echo: pipeEcho },
+      sequential: seq,
+      pipelined: pipe,
       statusBytes,
       requests: { sequential: counts.sequential, pipelined: counts.pipelined },
     };
   } finally {
+    pin(unpinned, []);
     await Promise.all([srv.close(), ech.close()]);
   }
 }

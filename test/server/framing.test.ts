@@ -76,6 +76,23 @@ describe("newline-delimited JSON input", () => {
     expect(t.received).toEqual([request(1, "test.echo", { text: "héllo 🌍" })]);
   });
 
+  it("has a dispatch epoch only while it hands messages over, moving with each chunk read", async () => {
+    // RunStateAuthority.shareChangeMarks reuses a store look only at an equal epoch (issue 16): NaN outside delivery.
+    const input = new PassThrough();
+    const { reader } = createFramedTransport(input, new PassThrough(), {});
+    const seen: number[] = [];
+    reader.listen(() => seen.push(reader.dispatchEpoch));
+    expect(reader.dispatchEpoch).toBeNaN();
+    input.write(line(request(1)) + line(request(2)));
+    await settle();
+    input.write(line(request(3)));
+    await settle();
+    expect(seen).toHaveLength(3);
+    expect(seen[0]).toBe(seen[1]);
+    expect(seen[2]).toBeGreaterThan(seen[0] as number);
+    expect(reader.dispatchEpoch).toBeNaN();
+  });
+
   it("delivers many messages from one chunk in order", async () => {
     const t = setup();
     t.input.write(line(request(1)) + line(request(2)) + line({ jsonrpc: "2.0", method: "note" }));

@@ -36,6 +36,7 @@ import {
   checkRevisionMatches,
   checkSeq,
 } from "./authority-checks.js";
+import { WAL_INDEX_HEADER_BYTES, WalIndexHeader } from "./wal-index.js";
 
 /** One schema migration, applied at most once, in version order, inside one immediate transaction. */
 interface Migration {
@@ -177,9 +178,15 @@ export class SqliteAuthority implements RunStateAuthority {
   #writes = 0;
   /** The last mark `changeMark` made, with what it was made of. */
   #markText: { version: unknown; writes: number; mark: string } | undefined;
-  /** See `shareChangeMarks`: the input counter, and the data version read at its value `epoch` in this macrotask. */
+  /** See `shareChangeMarks`: the input counter, and the data version read at its value `epoch`. */
   #markEpoch: (() => number) | undefined;
   #sharedVersion: { epoch: number; version: unknown } | undefined;
+  /** See `#readDataVersion`: the `-shm` reader (null: not opened yet), the header bytes last seen and read now. */
+  #wal: WalIndexHeader | undefined | null = null;
+  #walSeen = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  #walNow = Buffer.alloc(WAL_INDEX_HEADER_BYTES);
+  /** The data version SQLite gave when `#walSeen` was read, or `NO_WAL_VERSION`. */
+  #walVersion: unknown = NO_WAL_VERSION;
 
   private constructor(
     /** Absolute path of the database file (or `:memory:`). */
@@ -380,7 +387,7 @@ export class SqliteAuthority implements RunStateAuthority {
       checkName(stream, "stream");
       checkSeq(afterSeq, "afterSeq");
       checkLimit(limit);
-      const version = this.#dataVersion.get();
+      const version = this.#readDataVersion();
       if (version !== this.#headsVersion) {
         this.#heads.clear();
         this.#headsVersion = version;
@@ -439,12 +446,12 @@ export class SqliteAuthority implements RunStateAuthority {
   };
 
   /**
-   * Lets `changeMark` reuse the `PRAGMA data_version` it read, while `epoch()` still returns what it returned then and
-   * until the event loop's next check phase (the value is dropped by a `setImmediate`); this connection's own writes still
-   * move the mark at once. `epoch` must move whenever input that may carry a request was read (the server's reader
-   * counts its chunks): then every request that uses a reused value arrived before the value was read, so its
-   * answer still reflects every commit made before it arrived (a batch of pipelined `product.status` requests pays
-   * for one pragma instead of one each, issue 16). Calling it again replaces `epoch`.
+   * Lets `changeMark` reuse the `PRAGMA data_version` it read while `epoch()` still returns what it returned then (a
+   * `NaN` epoch never reuses and is never kept); this connection's own writes still move the mark at once. `epoch`
+   * must move whenever input that may carry a request was read and be `NaN` outside the delivery of such input (the
+   * server's reader, framed-reader.ts `dispatchEpoch`): then every request that uses a reused value arrived before the
+   * value was read, so its answer still reflects every commit made before it arrived (a batch of pipelined
+   * `product.status` requests pays for one pragma instead of one each, issue 16). Calling it again replaces `epoch`.
    */
   shareChangeMarks(epoch: () => number): void {
     this.#markEpoch = epoch;
@@ -453,14 +460,40 @@ export class SqliteAuthority implements RunStateAuthority {
 
   #markVersion(): unknown {
     const epochOf = this.#markEpoch;
-    if (epochOf === undefined) return this.#dataVersion.get();
+    if (epochOf === undefined) return this.#readDataVersion();
     const epoch = epochOf();
     const shared = this.#sharedVersion;
     if (shared !== undefined && shared.epoch === epoch) return shared.version;
-    const version = this.#dataVersion.get();
-    if (shared === undefined) setImmediate(() => (this.#sharedVersion = undefined)).unref();
-    this.#sharedVersion = { epoch, version };
+    const version = this.#readDataVersion();
+    this.#sharedVersion = Number.isNaN(epoch) ? undefined : { epoch, version };
     return version;
+  }
+
+  /**
+   * `PRAGMA data_version`, asked of SQLite only when the wal-index header changed since it was last asked (wal-index.ts:
+   * equal header bytes mean no connection committed in between, so the answer is the one given then; issue 16,
+   * request path: one `pread` instead of a read transaction's locks). The header is read before the pragma, so a
+   * commit that lands between the two changes the header again and the next call asks anew.
+   */
+  #readDataVersion(): unknown {
+    const wal = this.#walIndex();
+    if (wal === undefined || !wal.read(this.#walNow)) {
+      this.#walVersion = NO_WAL_VERSION;
+      return this.#dataVersion.get();
+    }
+    if (this.#walVersion !== NO_WAL_VERSION && this.#walNow.equals(this.#walSeen)) return this.#walVersion;
+    const version = this.#dataVersion.get();
+    [this.#walSeen, this.#walNow] = [this.#walNow, this.#walSeen];
+    this.#walVersion = version;
+    return version;
+  }
+
+  /** The `-shm` reader, opened on first use; `undefined` for an in-memory database or when it cannot be opened. */
+  #walIndex(): WalIndexHeader | undefined {
+    if (this.#wal === null) {
+      this.#wal = this.path === ":memory:" ? undefined : WalIndexHeader.open(this.path);
+    }
+    return this.#wal;
   }
 
   /** Project ids that hold at least one record (event streams alone do not count), in code-point order. Never writes. */
@@ -482,6 +515,7 @@ export class SqliteAuthority implements RunStateAuthority {
   /** Closes the connection (the last connection to close checkpoints the WAL). Idempotent. Does NOT delete data. */
   async close(): Promise<void> {
     if (!this.#db.open) return;
+    this.#wal?.close();
     try {
       this.#db.close();
     } catch (error) {
@@ -542,6 +576,9 @@ export class SqliteAuthority implements RunStateAuthority {
     }
   }
 }
+
+/** `#walVersion` when no data version goes with the header bytes last seen. */
+const NO_WAL_VERSION: unique symbol = Symbol("no data version");
 
 /** Where better-sqlite3's compiled addon is, once looked up (`null`: not at its build path). */
 let addonPath: string | null | undefined;
