@@ -88,7 +88,7 @@ const PLAN = quick
         peerRepeats: [5, 1],
         timeoutMs: 240_000,
         resumeTasks: 1_000,
-        resumeRepeats: 3,
+        resumeRepeats: 5,
       },
     };
 /** The DAG width, and the product's `maxParallelTasks` (a whole level may run at once). */

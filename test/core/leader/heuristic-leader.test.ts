@@ -258,6 +258,29 @@ describe("HeuristicLeader.plan: issue 15's built-in leader (ordering, strengths,
     expect(pinned.instances.find((i) => i.instanceId === pinned.tasks[1]?.instanceId)?.agentId).toBe("coder");
   });
 
+  it("puts independent tasks on different instances whichever rule picked their candidates (the demo's goal)", async () => {
+    // One agent whose strengths match some items and not others: the items matched and the items not matched used to
+    // be counted apart, so "Describe the architecture" and "In parallel, document the public API" shared an instance
+    // and the demo ran them one after the other.
+    const builtin: AgentInfo = {
+      agentId: "builtin",
+      name: "Built-in",
+      role: "worker",
+      strengths: ["notes", "documentation"],
+    };
+    const demo = [
+      "Write the project documentation:",
+      "1. Describe the architecture",
+      "2. In parallel, document the public API",
+      "3. Then write a getting-started guide based on the API",
+      "4. Finally review everything for consistency",
+    ].join("\n");
+    const plan = await planOf(demo, [], [builtin]);
+    const [t1, t2] = plan.tasks;
+    expect(t2?.dependsOn).toEqual([]);
+    expect(t1?.instanceId).not.toBe(t2?.instanceId);
+  });
+
   it("names the product with a summary of the goal, not its first item; a heading line still names it", async () => {
     const plan = await planOf(DEMO_GOAL, [], TEAM);
     expect(plan.name).not.toBe("Write the changelog for version 2.0");
@@ -347,8 +370,12 @@ describe("HeuristicLeader.plan: revision messages", () => {
 
   it("assigns a task to a named agent", async () => {
     const plan = await planOf(base, ["assign task 1 to the reviewer"]);
-    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i1", "i1", "i2"]);
-    expect(plan.instances[0]?.agentId).toBe("gemini");
+    const agentOf = (instanceId: string) => plan.instances.find((i) => i.instanceId === instanceId)?.agentId;
+    expect(agentOf(plan.tasks[0]?.instanceId ?? "")).toBe("gemini");
+    // The other two are independent of it and of each other: each gets an instance of its own, the least used agent
+    // first (before, the second task shared the pinned task's instance and could not run beside it).
+    expect(new Set(plan.tasks.map((t) => t.instanceId)).size).toBe(3);
+    expect(agentOf(plan.tasks[1]?.instanceId ?? "")).toBe("claude");
   });
 
   it("appends anything it does not understand as a constraint to every task, and mentions it", async () => {

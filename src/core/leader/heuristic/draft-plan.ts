@@ -107,26 +107,41 @@ export function planMessage(plan: DraftPlan, notes: readonly string[], constrain
  * The seat of each draft task (issue 15, Build 4: strengths drive assignment). Seat `s` is an instance of roster
  * agent `s % roster.length`. A task pinned by an "assign" revision keeps its agent. Otherwise the agents whose
  * strengths share most words with the task's title and text (a strength word matches a task word equal to it or
- * starting with it, "doc" → "documentation") get it, round-robin over their seats when several tie; when no agent's
- * strengths match, the task's position picks the seat round-robin over every seat. Returns -1s for an empty roster.
+ * starting with it, "doc" → "documentation") get it; when no agent's strengths match, every agent may. Among those, it
+ * goes to the agent with the fewest tasks so far, then to that agent's seat with the fewest (lowest first on a tie):
+ * tasks that may run side by side are spread over agents and instances whichever rule picked their candidates
+ * (round-robin when every task has the same candidates). Returns -1s for an empty roster.
  */
 export function assignSeats(draft: readonly DraftTask[], roster: readonly AgentInfo[], seatCount: number): number[] {
   if (seatCount === 0) return draft.map(() => -1);
   const strengths = roster.map((a) => keywords(a.strengths.join(" ")));
-  const turn = new Map<string, number>();
-  return draft.map((t, i) => {
-    if (t.agent !== undefined && t.agent < roster.length) return t.agent;
+  const seatLoad = new Array<number>(seatCount).fill(0);
+  const agentLoad = new Array<number>(roster.length).fill(0);
+  const seats = Array.from({ length: seatCount }, (_, s) => s);
+  const take = (seat: number): number => {
+    seatLoad[seat] = (seatLoad[seat] as number) + 1;
+    const agent = seat % roster.length;
+    agentLoad[agent] = (agentLoad[agent] as number) + 1;
+    return seat;
+  };
+  return draft.map((t) => {
+    if (t.agent !== undefined && t.agent < roster.length) return take(t.agent);
     const words = keywords(`${t.title} ${t.text}`);
     const scores = strengths.map((s) => strengthScore(s, words));
     const best = Math.max(...scores);
-    if (best === 0) return i % seatCount;
-    const tied = scores.flatMap((score, k) => (score === best ? [k] : []));
-    const seats = Array.from({ length: seatCount }, (_, s) => s).filter((s) => tied.includes(s % roster.length));
-    const key = tied.join(",");
-    const n = turn.get(key) ?? 0;
-    turn.set(key, n + 1);
-    return seats[n % seats.length] as number;
+    let chosen: number | undefined;
+    for (const s of seats) {
+      if (best > 0 && scores[s % roster.length] !== best) continue;
+      if (chosen === undefined || lighter(s, chosen)) chosen = s;
+    }
+    return take(chosen as number);
   });
+
+  /** True when seat `a` has fewer tasks than seat `b` by its agent's count first, then its own. */
+  function lighter(a: number, b: number): boolean {
+    const byAgent = (agentLoad[a % roster.length] as number) - (agentLoad[b % roster.length] as number);
+    return byAgent !== 0 ? byAgent < 0 : (seatLoad[a] as number) < (seatLoad[b] as number);
+  }
 }
 
 /** How many of an agent's strength words match one of the task's words (equal, or one starts the other, ≥ 3 letters). */
