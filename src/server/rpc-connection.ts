@@ -462,7 +462,10 @@ export class RpcConnection {
     else this.answer(message, outcome);
   }
 
-  /** `answer` once `outcome` settles (it never rejects: see `dispatchRequest`). Apart so the synchronous path allocates no closure. */
+  /**
+   * `answer` once `outcome` settles (it never rejects: see `dispatchRequest`). A method of its own so that the
+   * synchronous path allocates no closure.
+   */
   private answerLater(message: RequestMessage, outcome: PromiseLike<unknown>): void {
     void outcome.then((settled) => this.answer(message, settled));
   }
