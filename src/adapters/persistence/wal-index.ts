@@ -8,10 +8,28 @@
  * between; any difference (a commit, a checkpoint restarting the log, a torn read of a header being written) means
  * "ask SQLite" (`PRAGMA data_version`). Never writes, never locks.
  */
-import { closeSync, openSync, readSync } from "node:fs";
+import { closeSync, openSync, readSync, realpathSync } from "node:fs";
 
 /** Bytes of the two copies of the wal-index header. */
 export const WAL_INDEX_HEADER_BYTES = 96;
+
+/** Bytes of one copy of the header. */
+const COPY_BYTES = 48;
+/** `iVersion` of the wal-index format (the first field, in the machine's byte order). */
+const WAL_INDEX_VERSION = 3007000;
+/** Offset of `isInit` (1 once a connection built the index). */
+const IS_INIT_OFFSET = 12;
+
+/**
+ * True when `header` looks like the header of a wal-index in use: the format's version, marked initialised, and the
+ * two copies equal (a header being rewritten, or a file that is not a wal-index, fails, and the caller asks SQLite).
+ */
+function isLiveHeader(header: Buffer): boolean {
+  const version = header.readUInt32LE(0) === WAL_INDEX_VERSION || header.readUInt32BE(0) === WAL_INDEX_VERSION;
+  return (
+    version && header[IS_INIT_OFFSET] === 1 && header.compare(header, 0, COPY_BYTES, COPY_BYTES, 2 * COPY_BYTES) === 0
+  );
+}
 
 /** The `-shm` file of one database, open for reading. */
 export class WalIndexHeader {
@@ -23,7 +41,9 @@ export class WalIndexHeader {
    */
   static open(databasePath: string): WalIndexHeader | undefined {
     try {
-      return new WalIndexHeader(openSync(`${databasePath}-shm`, "r"));
+      // SQLite keeps the wal-index beside the file a symbolic link leads to, not beside the link: a stray file at
+      // `<link>-shm` would never change (found by review, test in sqlite-authority.test.ts).
+      return new WalIndexHeader(openSync(`${realpathSync(databasePath)}-shm`, "r"));
     } catch {
       return undefined;
     }
@@ -31,15 +51,17 @@ export class WalIndexHeader {
 
   /**
    * Reads the header's bytes into `into` (at least `WAL_INDEX_HEADER_BYTES` long). False when they could not all be
-   * read (a file shorter than the header, a closed reader, an I/O error): then `into` means nothing.
+   * read (a file shorter than the header, a closed reader, an I/O error) or do not look like a live wal-index header
+   * (`isLiveHeader`): then `into` means nothing.
    */
   read(into: Buffer): boolean {
     if (this.fd === undefined) return false;
     try {
-      return readSync(this.fd, into, 0, WAL_INDEX_HEADER_BYTES, 0) === WAL_INDEX_HEADER_BYTES;
+      if (readSync(this.fd, into, 0, WAL_INDEX_HEADER_BYTES, 0) !== WAL_INDEX_HEADER_BYTES) return false;
     } catch {
       return false;
     }
+    return isLiveHeader(into);
   }
 
   /** Closes the file. Idempotent; later reads return false. */

@@ -3,7 +3,16 @@
 // that never write, SQLite errors surfacing as AuthorityFailure, and a micro-measure of appendEvents.
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -229,6 +238,37 @@ describe("two connections on one file", () => {
       last = now;
     }
     expect(await a.readEvents("p", "s", 0)).toHaveLength(100);
+  });
+
+  it("move the change mark when the state path is a symbolic link with a stray file beside it named like its -shm", async () => {
+    // SQLite keeps the wal-index beside the link's target; a leftover `<link>-shm` (the file was moved to another disk
+    // and linked back) must not be read as the header (found by review: the mark froze and answers went stale).
+    mkdirSync(join(dir, "moved"));
+    const real = join(dir, "moved", "state.db");
+    const link = join(dir, "state-link.db");
+    symlinkSync(real, link);
+    writeFileSync(`${link}-shm`, Buffer.alloc(32_768));
+    const a = open(link);
+    const b = open(real);
+    await b.put("p", "lease", "prd_0", { owner: "b" }, null);
+    let last = a.changeMark();
+    for (let i = 1; i <= 5; i += 1) {
+      await b.put("p", "lease", `prd_${i}`, { owner: "b" }, null);
+      const now = a.changeMark();
+      expect(now, `commit ${i}`).not.toBe(last);
+      last = now;
+    }
+    await b.appendEvents("p", "s", [{ n: 1 }], 0);
+    expect(await a.readEvents("p", "s", 0)).toHaveLength(1);
+  });
+
+  it("treat a -shm file that is not a live wal-index header as unreadable", () => {
+    writeFileSync(file, "");
+    writeFileSync(`${file}-shm`, Buffer.alloc(4096));
+    const header = WalIndexHeader.open(file);
+    expect(header).toBeDefined();
+    expect(header?.read(Buffer.alloc(WAL_INDEX_HEADER_BYTES))).toBe(false);
+    header?.close();
   });
 
   it("read the wal-index header: equal bytes without a commit, different after one; no -shm file, no reader", async () => {

@@ -107,41 +107,70 @@ export function planMessage(plan: DraftPlan, notes: readonly string[], constrain
  * The seat of each draft task (issue 15, Build 4: strengths drive assignment). Seat `s` is an instance of roster
  * agent `s % roster.length`. A task pinned by an "assign" revision keeps its agent. Otherwise the agents whose
  * strengths share most words with the task's title and text (a strength word matches a task word equal to it or
- * starting with it, "doc" → "documentation") get it; when no agent's strengths match, every agent may. Among those, it
- * goes to the agent with the fewest tasks so far, then to that agent's seat with the fewest (lowest first on a tie):
- * tasks that may run side by side are spread over agents and instances whichever rule picked their candidates
- * (round-robin when every task has the same candidates). Returns -1s for an empty roster.
+ * starting with it, "doc" → "documentation") get it, round-robin over their seats when several tie; when no agent's
+ * strengths match, the task's position picks the seat round-robin over every seat. When the seat so picked already
+ * holds a task that could run beside this one (neither depends on the other, directly or not) and another seat the
+ * task may take holds none, the first such seat at or after the picked one is taken instead: independent tasks get
+ * instances of their own whichever rule picked them (the two rules used to be counted apart, so a matched and an
+ * unmatched task could share an instance and run one after the other). Returns -1s for an empty roster.
  */
 export function assignSeats(draft: readonly DraftTask[], roster: readonly AgentInfo[], seatCount: number): number[] {
   if (seatCount === 0) return draft.map(() => -1);
   const strengths = roster.map((a) => keywords(a.strengths.join(" ")));
-  const seatLoad = new Array<number>(seatCount).fill(0);
-  const agentLoad = new Array<number>(roster.length).fill(0);
-  const seats = Array.from({ length: seatCount }, (_, s) => s);
-  const take = (seat: number): number => {
-    seatLoad[seat] = (seatLoad[seat] as number) + 1;
-    const agent = seat % roster.length;
-    agentLoad[agent] = (agentLoad[agent] as number) + 1;
-    return seat;
-  };
-  return draft.map((t) => {
-    if (t.agent !== undefined && t.agent < roster.length) return take(t.agent);
+  const ancestors = ancestorSets(draft);
+  const turn = new Map<string, number>();
+  const seatOf: number[] = [];
+  /** True when seat `seat` holds a task placed so far that could run beside task `i`. */
+  const busy = (seat: number, i: number): boolean =>
+    seatOf.some((other, j) => other === seat && !ancestors[i]?.has(j) && !ancestors[j]?.has(i));
+  draft.forEach((t, i) => {
+    if (t.agent !== undefined && t.agent < roster.length) {
+      seatOf.push(t.agent);
+      return;
+    }
     const words = keywords(`${t.title} ${t.text}`);
     const scores = strengths.map((s) => strengthScore(s, words));
     const best = Math.max(...scores);
-    let chosen: number | undefined;
-    for (const s of seats) {
-      if (best > 0 && scores[s % roster.length] !== best) continue;
-      if (chosen === undefined || lighter(s, chosen)) chosen = s;
+    const all = Array.from({ length: seatCount }, (_, s) => s);
+    let seats = all;
+    let picked = i % seatCount;
+    if (best > 0) {
+      const tied = scores.flatMap((score, k) => (score === best ? [k] : []));
+      seats = all.filter((s) => tied.includes(s % roster.length));
+      const key = tied.join(",");
+      const n = turn.get(key) ?? 0;
+      turn.set(key, n + 1);
+      picked = seats[n % seats.length] as number;
     }
-    return take(chosen as number);
+    if (busy(picked, i)) {
+      const free = seats.filter((s) => !busy(s, i));
+      picked = free.find((s) => s > picked) ?? free[0] ?? picked;
+    }
+    seatOf.push(picked);
   });
+  return seatOf;
+}
 
-  /** True when seat `a` has fewer tasks than seat `b` by its agent's count first, then its own. */
-  function lighter(a: number, b: number): boolean {
-    const byAgent = (agentLoad[a % roster.length] as number) - (agentLoad[b % roster.length] as number);
-    return byAgent !== 0 ? byAgent < 0 : (seatLoad[a] as number) < (seatLoad[b] as number);
-  }
+/** For each draft task, the indexes of the tasks it depends on, directly or not. */
+function ancestorSets(draft: readonly DraftTask[]): Set<number>[] {
+  const index = new Map(draft.map((t, i) => [t, i]));
+  const memo: (Set<number> | undefined)[] = [];
+  const of = (i: number, seen: Set<number>): Set<number> => {
+    const known = memo[i];
+    if (known !== undefined) return known;
+    const out = new Set<number>();
+    seen.add(i);
+    for (const dep of draft[i]?.deps ?? []) {
+      const j = index.get(dep);
+      if (j === undefined || seen.has(j)) continue;
+      out.add(j);
+      for (const k of of(j, seen)) out.add(k);
+    }
+    seen.delete(i);
+    memo[i] = out;
+    return out;
+  };
+  return draft.map((_, i) => of(i, new Set()));
 }
 
 /** How many of an agent's strength words match one of the task's words (equal, or one starts the other, ≥ 3 letters). */
