@@ -7,6 +7,7 @@ import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import type { Plan } from "../../protocol/common.js";
+import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
 import { followProduct, type FollowedStatus } from "../operator/follow.js";
 import { formatDuration, taskDurationMs } from "../operator/format.js";
 import { ProgressView } from "../operator/progress-view.js";
@@ -20,10 +21,16 @@ const COMMON = {
   "log-level": { type: "string" },
 } as const;
 
+/**
+ * The `serve` arguments of a `run` or `resume`. The server runs in the product's folder (`--cwd`), so relative
+ * `--state` and `--config` paths are made absolute here, against the directory the command was given in (a new user
+ * found `run --cwd repo --config cfg.json` looking for repo/cfg.json).
+ */
 function serveArgs(values: { state?: string; config?: string; "log-level"?: string }): string[] {
+  const state = values.state;
   return [
-    ...(values.state !== undefined ? ["--state", values.state] : []),
-    ...(values.config !== undefined ? ["--config", values.config] : []),
+    ...(state !== undefined ? ["--state", isPostgresUrl(state) ? state : resolve(state)] : []),
+    ...(values.config !== undefined ? ["--config", resolve(values.config)] : []),
     "--log-level",
     values["log-level"] ?? "warn",
   ];

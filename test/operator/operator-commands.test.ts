@@ -6,7 +6,7 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -87,6 +87,25 @@ describe("operator commands on a store written by real servers", () => {
     expect(run.stdout).toMatch(/✓ t2 +completed .*Write a changelog/);
     expect(run.stdout).toContain("phase: completed");
     expect(run.stdout).not.toContain("\x1b["); // not a terminal: no redraws
+  }, 120_000);
+
+  it("run resolves a relative --state and --config against the directory it was given in, not --cwd", async () => {
+    // A new user's `run --cwd repo --config cfg.json` looked for repo/cfg.json (the server runs in the product folder).
+    const other = join(dir, "elsewhere");
+    mkdirSync(other);
+    writeFileSync(join(dir, "relative-config.json"), JSON.stringify({ agents: [] }));
+    const run = await cli(
+      ["run", "--cwd", "elsewhere", "--state", "relative-state.db", "--config", "relative-config.json"].concat([
+        "--yes",
+        "--goal",
+        "- Write a README",
+      ]),
+      dir,
+    );
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain("phase: completed");
+    expect(existsSync(join(dir, "relative-state.db"))).toBe(true);
+    expect(existsSync(join(other, "relative-state.db"))).toBe(false);
   }, 120_000);
 
   it("list, status, events and graph read while a second server drives a product", async () => {

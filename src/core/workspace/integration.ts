@@ -7,6 +7,7 @@
  * Pure: no I/O, no clock. The orchestrator (product/workspaces.ts) performs the steps through `WorkspacePort`.
  */
 import type { Integration, Isolation, TaskState } from "../../../protocol/common.js";
+import { topologicalOrder } from "../dag/graph.js";
 import type { WorkspaceInfo } from "../ports.js";
 import type { ProductEvent, ProductState } from "../product/records.js";
 import type { IntegrationRecord, IsolationRequest, PendingIntegration } from "./records.js";
@@ -135,11 +136,15 @@ export function integrationView(record: IntegrationRecord): Integration {
   };
 }
 
-/** A plain note for status: why a product is shared, or a warning when shared tasks run in parallel. */
+/**
+ * A plain note for status: why a product is shared, or a warning when shared tasks may run in parallel (more than one
+ * task at a time is allowed and the plan has two tasks neither of which depends on the other: a strict chain never
+ * runs two tasks at once, so it gets no warning).
+ */
 export function isolationNote(s: ProductState, maxParallelTasks: number): string | undefined {
   if (s.isolation !== "shared") return s.isolationReason;
   const parallel =
-    maxParallelTasks > 1
+    maxParallelTasks > 1 && !isChain(s.tasks)
       ? ` Up to ${maxParallelTasks} tasks run at once in the same folder and may overwrite each other's edits; use isolation "worktree" in a git repository, or maxParallelTasks 1.`
       : "";
   return `${s.isolationReason ?? "Every task runs in cwd."}${parallel}`;
@@ -223,4 +228,22 @@ export function applyWorkspaceEvent(s: ProductState, event: WorkspaceEvent): voi
       }
       return;
   }
+}
+
+/**
+ * True when no two of `tasks` can run at the same time: every one depends, directly or not, on the one before it in
+ * topological order (which holds exactly when each consecutive pair of that order is a direct dependency). False for a
+ * graph that cannot be ordered (not for this note to judge).
+ */
+function isChain(tasks: readonly TaskState[]): boolean {
+  let order: TaskState[];
+  try {
+    order = topologicalOrder(tasks);
+  } catch {
+    return false;
+  }
+  for (let i = 1; i < order.length; i += 1) {
+    if (!(order[i] as TaskState).dependsOn.includes((order[i - 1] as TaskState).taskId)) return false;
+  }
+  return true;
 }

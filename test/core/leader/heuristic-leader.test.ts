@@ -279,6 +279,10 @@ describe("HeuristicLeader.plan: issue 15's built-in leader (ordering, strengths,
     const [t1, t2] = plan.tasks;
     expect(t2?.dependsOn).toEqual([]);
     expect(t1?.instanceId).not.toBe(t2?.instanceId);
+    // Instances of one agent are numbered in the plan's order, whichever seats they are (no "#3" for the second).
+    expect(plan.instances.map((i) => i.name)).toEqual(
+      ["Built-in", "Built-in #2", "Built-in #3"].slice(0, plan.instances.length),
+    );
   });
 
   it("names the product with a summary of the goal, not its first item; a heading line still names it", async () => {

@@ -40,7 +40,8 @@ export function finishDraft(
       ? [{ ...LEADER_INSTANCE }]
       : order.map((seat) => {
           const info = roster[seat % roster.length] as AgentInfo;
-          const copy = Math.floor(seat / roster.length);
+          // Numbered among the instances of the same agent the plan uses (#2 is its second one, whatever its seat).
+          const copy = order.filter((other) => other < seat && other % roster.length === seat % roster.length).length;
           const name = info.name ? (copy === 0 ? info.name : `${info.name} #${copy + 1}`) : undefined;
           return {
             instanceId: instanceIdOf.get(seat) as string,
