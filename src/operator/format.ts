@@ -74,7 +74,7 @@ export function formatList(products: ProductRow[], goals: GoalRow[], now: number
           p.productId,
           p.phase,
           `${p.progress.completed}/${p.progress.total}${p.progress.failed > 0 ? ` (${p.progress.failed} failed)` : ""}`,
-          p.owner ? `${p.owner.live ? "live" : "expired"} ${clip(p.owner.ownerId, 40)}` : "-",
+          p.owner ? `${ownerState(p.owner, now)} ${clip(p.owner.ownerId, 40)}` : "-",
           ago(p.updatedAt, now),
           clip(p.name, 60),
         ]),
@@ -137,7 +137,7 @@ export function formatProductStatus(
     out.push(`recovery:    ${s.recovery.cause}`);
     out.push(`             ${s.recovery.resumable ? "resumable" : "not resumable"}: ${s.recovery.remediation}`);
   }
-  out.push(...describeWhereItRuns(s));
+  out.push(...describeWhereItRuns(s, now));
   const instances = new Map((s.plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
   if (s.tasks.length === 0 && s.plan !== undefined && s.plan.tasks.length > 0) {
     // Planned, not confirmed yet: the proposed plan is what the user has to judge.
@@ -194,12 +194,12 @@ export function formatProductStatus(
 }
 
 /** Owner, isolation and integration of a product in words (`status` lines; absent fields give no line). */
-function describeWhereItRuns(s: StatusLike): string[] {
+function describeWhereItRuns(s: StatusLike, now: number): string[] {
   const out: string[] = [];
   const owner = s.owner as { ownerId: string; expiresAt: string; live: boolean } | undefined;
   if (owner)
     out.push(
-      `owner:       ${owner.ownerId} (${owner.live ? "live" : "lease expired or process gone"}, lease until ${owner.expiresAt})`,
+      `owner:       ${owner.ownerId} (${owner.live ? "live" : ownerState(owner, now) === "gone" ? "process gone" : "lease expired"}, lease until ${owner.expiresAt})`,
     );
   if (typeof s.isolation === "string") {
     const what =
@@ -351,4 +351,13 @@ export function toDot(
   for (const t of tasks) for (const d of t.dependsOn) lines.push(`  ${nodeId(d)} -> ${nodeId(t.taskId)};`);
   lines.push("}");
   return `${lines.join("\n")}\n`;
+}
+
+/**
+ * `live`, `gone` (not live although its lease still runs: its process on this host died, guarantee 13) or `expired`.
+ * A new user read "expired" beside a lease that ran for another 30 s after a kill -9.
+ */
+function ownerState(owner: { live: boolean; expiresAt: string }, now: number): "live" | "gone" | "expired" {
+  if (owner.live) return "live";
+  return Date.parse(owner.expiresAt) > now ? "gone" : "expired";
 }
