@@ -125,6 +125,9 @@ export async function checkAgent(registry: AgentRegistry, agentId: string, timeo
     if (outcome.kind === "ok") {
       result.ok = true;
     } else {
+      // A command that cannot start makes the watchdog report it on its control pipe and exit, while the agent's
+      // stdout closes too: under load the handshake can fail first. Let the report arrive before naming the stage.
+      if (outcome.kind !== "timeout") await Promise.race([proc.exited, proc.spawnFailed, delay(500)]);
       result.stage = proc.spawnFailure !== undefined ? "spawn" : stage;
       let error: unknown = outcome.kind === "error" ? outcome.error : undefined;
       if (proc.spawnFailure !== undefined) error = spawnConfigurationError(agentId, spec.command, proc.spawnFailure);
