@@ -18,7 +18,8 @@ import { loadAgentConfig } from "./adapters/agents/registry.js";
 import { formatDuration, lastLine, table, taskDurationMs } from "./operator/format.js";
 import { assignLanes, laneTimeline } from "./operator/lanes.js";
 
-const DEFAULT_GOAL = [
+/** The goal the demo plans when none is given: four items, one of them beside the first ("In parallel"). */
+export const DEFAULT_GOAL = [
   "Write the project documentation:",
   "1. Describe the architecture",
   "2. In parallel, document the public API",

@@ -8,10 +8,10 @@
  * what (PROTOCOL.md section 2): extension traffic only once the client uses the extension, in its spelling. Must never know what a method does, never validate results at runtime, never
  * write to stdout other than through the writer, and never let a handler's exception text reach the wire.
  */
-import type { Message } from "vscode-jsonrpc/node";
 import {
   CancellationReceiverStrategy,
   CancellationTokenSource,
+  Message,
   ParameterStructures,
   ResponseError,
   createMessageConnection,
@@ -737,17 +737,12 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  */
 const ResponseErrorClass = ResponseError;
 
-/** A request (a method and a string or number id), as vscode-jsonrpc's `Message.isRequest` decides. */
-function isRequestMessage(message: Message): message is RequestMessage {
-  const candidate = message as Partial<RequestMessage>;
-  return typeof candidate.method === "string" && (typeof candidate.id === "string" || typeof candidate.id === "number");
-}
-
-/** A notification (a method and no id), as vscode-jsonrpc's `Message.isNotification` decides. */
-function isNotificationMessage(message: Message): message is NotificationMessage {
-  const candidate = message as Partial<RequestMessage>;
-  return typeof candidate.method === "string" && candidate.id === undefined;
-}
+/**
+ * vscode-jsonrpc's `Message.isRequest` and `Message.isNotification`, read once, for the same reason as
+ * `ResponseErrorClass`: both run on every inbound message.
+ */
+const isRequestMessage: (message: Message) => message is RequestMessage = Message.isRequest;
+const isNotificationMessage: (message: Message) => message is NotificationMessage = Message.isNotification;
 
 function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new Error("The request was aborted.");

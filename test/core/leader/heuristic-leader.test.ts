@@ -5,6 +5,7 @@ import { validatePlanGraph } from "../../../src/core/dag/graph.js";
 import { applyMutations } from "../../../src/core/dag/mutations.js";
 import { HeuristicLeader, makeTitle, splitGoal } from "../../../src/core/leader/heuristic-leader.js";
 import type { AgentInfo, DialogueEntry, DraftPlan, PlanRequest } from "../../../src/core/ports.js";
+import { DEFAULT_GOAL } from "../../../src/demo.js";
 
 const leader = new HeuristicLeader();
 const signal = new AbortController().signal;
@@ -268,14 +269,7 @@ describe("HeuristicLeader.plan: issue 15's built-in leader (ordering, strengths,
       role: "worker",
       strengths: ["notes", "documentation"],
     };
-    const demo = [
-      "Write the project documentation:",
-      "1. Describe the architecture",
-      "2. In parallel, document the public API",
-      "3. Then write a getting-started guide based on the API",
-      "4. Finally review everything for consistency",
-    ].join("\n");
-    const plan = await planOf(demo, [], [builtin]);
+    const plan = await planOf(DEFAULT_GOAL, [], [builtin]);
     const [t1, t2] = plan.tasks;
     expect(t2?.dependsOn).toEqual([]);
     expect(t1?.instanceId).not.toBe(t2?.instanceId);
