@@ -2,9 +2,10 @@
  * PostgresAuthority: the shared `RunStateAuthority` on PostgreSQL (DESIGN.md, Persistence backends: `postgres`), for
  * hosts that run many server processes on many machines against one store (issue 14).
  *
- * Owns the database schema (its own PostgreSQL schema, `acp_orchestrator` by default: `schema_version`, `records`,
- * `streams`, `events`), its versioned migrations, the connection pool, statement timeouts, and the change feed
- * (`LISTEN/NOTIFY`) that tells a server at once when another server wrote a record or a stream it cares about.
+ * Owns the connection pool, statement timeouts and the statements of every authority operation, on the tables of its
+ * own PostgreSQL schema (`acp_orchestrator` by default; definitions and migrations in postgres-schema.ts), and
+ * composes the change feed (`LISTEN/NOTIFY`, postgres-feed.ts) that tells a server at once when another server wrote
+ * a record or a stream it cares about.
  * Every compare-and-swap is ONE conditional statement (`INSERT … ON CONFLICT DO NOTHING`, `UPDATE … WHERE revision =
  * $expected`), and an append moves the stream's head row by a conditional update in the same transaction that
  * inserts the events, so two servers can never both win (guarantee 6); the primary keys enforce the same thing a
@@ -24,81 +25,13 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
-import {
-  checkKey,
-  checkName,
-  checkPrefix,
-  checkPruneBound,
-  checkRevision,
-  checkRevisionMatches,
-  checkSeq,
-} from "./authority-checks.js";
-import { redact } from "./postgres-url.js";
+import { checkPrefix, checkPruneBound, checkRevision, checkRevisionMatches, checkSeq } from "./authority-checks.js";
+import { ChangeFeed, type AnnouncedChange } from "./postgres-feed.js";
+import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
+import { checkKeyText, checkNameText, messageOf, parseStored, positive, successor, toJson } from "./postgres-text.js";
+import { parsePostgresUrl, quoteIdent, redact } from "./postgres-url.js";
 
-/** One schema migration, applied at most once, in version order, under an advisory lock. Never edit a released one. */
-interface Migration {
-  version: number;
-  sql: string;
-}
-
-/**
- * The schema, one entry per version. Ids use the `C` collation so that `ORDER BY id` is code-point order (UTF-8
- * byte order), as PROTOCOL.md section 7 requires. Values and events are stored as text, not `jsonb`: `jsonb` refuses
- * `\u0000` and lone surrogates that JSON.stringify writes, and rewrites key order and number spelling.
- */
-const MIGRATIONS: readonly Migration[] = [
-  {
-    version: 1,
-    sql: `
-      CREATE TABLE records (
-        project_id TEXT COLLATE "C" NOT NULL,
-        kind       TEXT COLLATE "C" NOT NULL,
-        id         TEXT COLLATE "C" NOT NULL,
-        value      TEXT NOT NULL,
-        revision   BIGINT NOT NULL CHECK (revision >= 1),
-        updated_at TEXT NOT NULL,
-        PRIMARY KEY (project_id, kind, id)
-      );
-      CREATE TABLE streams (
-        project_id TEXT COLLATE "C" NOT NULL,
-        stream     TEXT COLLATE "C" NOT NULL,
-        last_seq   BIGINT NOT NULL CHECK (last_seq >= 1),
-        PRIMARY KEY (project_id, stream)
-      );
-      CREATE TABLE events (
-        project_id TEXT COLLATE "C" NOT NULL,
-        stream     TEXT COLLATE "C" NOT NULL,
-        seq        BIGINT NOT NULL CHECK (seq >= 1),
-        event      TEXT NOT NULL,
-        PRIMARY KEY (project_id, stream, seq)
-      );
-    `,
-  },
-];
-
-/** The schema version this code writes and understands. */
-export const POSTGRES_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
-
-/** The default PostgreSQL schema (namespace) that holds the tables. */
-export const DEFAULT_POSTGRES_SCHEMA = "acp_orchestrator";
-
-/** Arbitrary constant for `pg_advisory_xact_lock`: serialises migrations of every server on one database. */
-const MIGRATION_LOCK = 0x0ac9_0001;
-
-/**
- * Run on every new pooled connection before its first query: large values (a 10,000-task plan or snapshot is
- * megabytes of JSON) are compressed with lz4 instead of the default pglz, which costs about three times as much CPU per
- * write (issue 14: 27 → 9 ms for a 1.6 MB value on this machine). A session setting, not a schema change, so stores
- * stay readable by every version and no DDL lock is taken; where the server has no lz4 (PostgreSQL 12 and 13, or a
- * build without it) the error is swallowed inside the block and pglz stays.
- */
-const PREFER_LZ4 = `DO $$ BEGIN EXECUTE 'SET default_toast_compression = lz4'; EXCEPTION WHEN OTHERS THEN NULL; END $$`;
-
-/** `NOTIFY` channel of the change feed. */
-const CHANNEL = "acp_orchestrator_changes";
-
-/** PostgreSQL limits a NOTIFY payload to 8000 bytes; changes with longer keys are announced without their id. */
-const MAX_PAYLOAD_BYTES = 7_900;
+export { DEFAULT_POSTGRES_SCHEMA, POSTGRES_SCHEMA_VERSION } from "./postgres-schema.js";
 
 export interface PostgresAuthorityOptions {
   /** The PostgreSQL schema (namespace) holding the tables; created when missing. Default `acp_orchestrator`. */
@@ -128,18 +61,6 @@ interface RecordRow {
   updated_at: string;
 }
 
-/** The wire payload of one change on the channel (short keys: it travels with every write). */
-interface ChangePayload {
-  /** Writer: the `writerId` of the authority that made the change. */
-  w: string;
-  /** Schema, so two schemas on one database do not hear each other. */
-  n: string;
-  p: string;
-  k?: string;
-  i?: string;
-  s?: string;
-}
-
 /**
  * A run-state authority on a PostgreSQL database, shared by any number of server processes and machines.
  *
@@ -157,21 +78,22 @@ export class PostgresAuthority implements RunStateAuthority {
   readonly #pool: pg.Pool;
   readonly #schema: string;
   readonly #now: () => number;
-  readonly #options: PostgresAuthorityOptions;
-  readonly #connectionString: string;
-  readonly #listeners = new Set<(change: AuthorityChange) => void>();
-  #feed: pg.Client | null = null;
-  #feedStarting: Promise<void> | null = null;
-  #feedRetry: NodeJS.Timeout | null = null;
+  readonly #feed: ChangeFeed;
   #closed = false;
 
   private constructor(connectionString: string, pool: pg.Pool, schema: string, options: PostgresAuthorityOptions) {
-    this.#connectionString = connectionString;
     this.#pool = pool;
     this.#schema = schema;
-    this.#options = options;
     const clock = options.clock;
     this.#now = clock ? () => clock.now() : Date.now;
+    this.#feed = new ChangeFeed({
+      connectionString,
+      connectionTimeoutMs: options.connectionTimeoutMs ?? 10_000,
+      schema,
+      writerId: this.writerId,
+      ...(options.announce ? { announce: options.announce } : {}),
+      ...(options.onFeedError ? { onFeedError: options.onFeedError } : {}),
+    });
   }
 
   /**
@@ -183,7 +105,7 @@ export class PostgresAuthority implements RunStateAuthority {
    * closed again in that case.
    */
   static async open(url: string, options: PostgresAuthorityOptions = {}): Promise<PostgresAuthority> {
-    const { connectionString, schema } = parseUrl(url, options.schema);
+    const { connectionString, schema } = parsePostgresUrl(url, options.schema, DEFAULT_POSTGRES_SCHEMA);
     const statementTimeoutMs = positive(options.statementTimeoutMs ?? 15_000, "statementTimeoutMs");
     const pool = new pg.Pool({
       connectionString,
@@ -193,15 +115,19 @@ export class PostgresAuthority implements RunStateAuthority {
       idle_in_transaction_session_timeout: statementTimeoutMs * 2,
       application_name: "acp-orchestrator",
       options: `-c search_path=${quoteIdent(schema)}`,
+      // Awaited by the pool before the connection serves its first query (issue 34: one query at a time per client).
+      onConnect: (client) => client.query(PREFER_LZ4).then(() => undefined, () => undefined),
     });
     // An idle client that loses its connection must not crash the process: the next query fails instead.
     pool.on("error", () => undefined);
-    pool.on("connect", (client) => {
-      client.query(PREFER_LZ4).catch(() => undefined);
-    });
     const authority = new PostgresAuthority(connectionString, pool, schema, options);
     try {
-      await authority.#migrate();
+      const client = await pool.connect();
+      try {
+        await migrate(client, schema);
+      } finally {
+        client.release();
+      }
       return authority;
     } catch (error) {
       await pool.end().catch(() => undefined);
@@ -477,19 +403,12 @@ export class PostgresAuthority implements RunStateAuthority {
    */
   watch(listener: (change: AuthorityChange) => void): () => void {
     if (this.#closed) throw new AuthorityFailure("The PostgreSQL authority is closed (watch).");
-    this.#listeners.add(listener);
-    this.#ensureFeed();
-    return () => {
-      this.#listeners.delete(listener);
-    };
+    return this.#feed.watch(listener);
   }
 
   /** Resolves once the change feed is listening (for tests that must not miss the first change). */
   async feedReady(): Promise<void> {
-    this.#ensureFeed();
-    while (this.#feed === null && !this.#closed) {
-      await (this.#feedStarting ?? new Promise((resolve) => setTimeout(resolve, 50)));
-    }
+    if (!this.#closed) await this.#feed.ready();
   }
 
   /**
@@ -499,11 +418,7 @@ export class PostgresAuthority implements RunStateAuthority {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#listeners.clear();
-    if (this.#feedRetry) clearTimeout(this.#feedRetry);
-    const feed = this.#feed;
-    this.#feed = null;
-    await feed?.end().catch(() => undefined);
+    await this.#feed.close();
     try {
       await this.#pool.end();
     } catch (error) {
@@ -583,235 +498,8 @@ export class PostgresAuthority implements RunStateAuthority {
     return new AuthorityConflict(`The ${kind} "${id}" of project "${projectId}" was changed by another writer.`);
   }
 
-  /**
-   * A `pg_notify` call announcing one change (delivered only if the surrounding transaction commits), with its
-   * payload as parameter number `index` of the statement, and the suffix of a prepared statement's name; a change
-   * that `options.announce` leaves out gets a column that sends nothing (suffix `-quiet`).
-   */
-  #notifySql(change: Omit<ChangePayload, "w" | "n">, index: number): { sql: string; params: string[]; name: string } {
-    const announce = this.#options.announce;
-    if (
-      announce &&
-      !announce({
-        ...(change.k !== undefined ? { kind: change.k } : {}),
-        ...(change.s !== undefined ? { stream: change.s } : {}),
-      })
-    ) {
-      // The parameter stays (typed, unused) so the statement keeps its shape; a prepared one gets its own name.
-      return { sql: `$${index}::text AS unannounced`, params: [""], name: "-quiet" };
-    }
-    let text = JSON.stringify({ w: this.writerId, n: this.#schema, ...change } satisfies ChangePayload);
-    if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES) {
-      const short: ChangePayload = { w: this.writerId, n: this.#schema, p: change.p.slice(0, 1000) };
-      if (change.k !== undefined) short.k = change.k.slice(0, 1000);
-      text = JSON.stringify(short);
-    }
-    return { sql: `pg_notify('${CHANNEL}', $${index}::text)`, params: [text], name: "" };
+  /** The change feed's `pg_notify` fragment for one change (postgres-feed.ts `notifySql`). */
+  #notifySql(change: AnnouncedChange, index: number): { sql: string; params: string[]; name: string } {
+    return this.#feed.notifySql(change, index);
   }
-
-  /** Opens the LISTEN connection when someone listens and none is open; retries after errors. */
-  #ensureFeed(): void {
-    if (this.#closed || this.#feed !== null || this.#feedStarting !== null || this.#listeners.size === 0) return;
-    this.#feedStarting = this.#startFeed().finally(() => {
-      this.#feedStarting = null;
-    });
-  }
-
-  async #startFeed(): Promise<void> {
-    const client = new pg.Client({
-      connectionString: this.#connectionString,
-      connectionTimeoutMillis: this.#options.connectionTimeoutMs ?? 10_000,
-      application_name: "acp-orchestrator-feed",
-      keepAlive: true,
-    });
-    const retry = (error: Error): void => {
-      if (this.#feed === client) this.#feed = null;
-      client.end().catch(() => undefined);
-      if (this.#closed) return;
-      this.#options.onFeedError?.(error);
-      if (this.#feedRetry === null) {
-        this.#feedRetry = setTimeout(() => {
-          this.#feedRetry = null;
-          this.#ensureFeed();
-        }, 1_000);
-        this.#feedRetry.unref();
-      }
-    };
-    client.on("error", retry);
-    client.on("end", () => {
-      if (this.#feed === client) retry(new Error("the change feed connection ended"));
-    });
-    client.on("notification", (message) => this.#deliver(message.payload));
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${CHANNEL}`);
-      if (this.#closed) {
-        await client.end();
-        return;
-      }
-      this.#feed = client;
-    } catch (error) {
-      retry(error instanceof Error ? error : new Error(String(error)));
-    }
-  }
-
-  #deliver(text: string | undefined): void {
-    if (text === undefined) return;
-    let payload: ChangePayload;
-    try {
-      payload = JSON.parse(text) as ChangePayload;
-    } catch {
-      return;
-    }
-    if (payload.w === this.writerId || payload.n !== this.#schema || typeof payload.p !== "string") return;
-    const change: AuthorityChange =
-      payload.s !== undefined
-        ? { projectId: payload.p, stream: payload.s }
-        : {
-            projectId: payload.p,
-            ...(payload.k !== undefined ? { kind: payload.k } : {}),
-            ...(payload.i !== undefined ? { id: payload.i } : {}),
-          };
-    for (const listener of this.#listeners) {
-      try {
-        listener(change);
-      } catch {
-        // listeners must not throw; one that does cannot stop the others
-      }
-    }
-  }
-
-  /**
-   * Creates the schema when missing and applies pending migrations, all in one transaction under an advisory lock.
-   * A database already up to date is not written. Refuses a database whose schema version is newer.
-   */
-  async #migrate(): Promise<void> {
-    const client = await this.#pool.connect();
-    try {
-      const info = await client.query<{ encoding: string; version: string }>(
-        "SELECT current_setting('server_encoding') AS encoding, current_setting('server_version_num') AS version",
-      );
-      const { encoding, version } = info.rows[0] ?? { encoding: "", version: "0" };
-      if (encoding !== "UTF8") {
-        throw new AuthorityFailure(
-          `The PostgreSQL database uses the ${encoding} encoding; acp-orchestrator needs a UTF8 database.`,
-        );
-      }
-      if (Number(version) < 120_000) {
-        throw new AuthorityFailure(`PostgreSQL ${version} is too old; acp-orchestrator needs PostgreSQL 12 or later.`);
-      }
-      await client.query("BEGIN");
-      await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
-      await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(this.#schema)}`);
-      await client.query(
-        "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
-      );
-      const seen = await client.query<{ v: number | null }>("SELECT max(version) AS v FROM schema_version");
-      const current = Number(seen.rows[0]?.v ?? 0);
-      if (current > POSTGRES_SCHEMA_VERSION) {
-        throw new AuthorityFailure(
-          `The PostgreSQL state store (schema ${this.#schema}) has schema version ${current}, newer than this ` +
-            `acp-orchestrator understands (${POSTGRES_SCHEMA_VERSION}); upgrade acp-orchestrator.`,
-        );
-      }
-      for (const migration of MIGRATIONS) {
-        if (migration.version <= current) continue;
-        await client.query(migration.sql);
-        await client.query("INSERT INTO schema_version (version) VALUES ($1)", [migration.version]);
-      }
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
-  }
-}
-
-/** Splits our own `schema` query parameter off the URL; everything else goes to node-postgres as is. */
-function parseUrl(url: string, schemaOption: string | undefined): { connectionString: string; schema: string } {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    throw new AuthorityFailure("The PostgreSQL state URL is not a valid URL (expected postgres://user@host/db).");
-  }
-  if (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") {
-    throw new AuthorityFailure(`The PostgreSQL state URL must start with postgres://, got ${parsed.protocol}//.`);
-  }
-  const schema = parsed.searchParams.get("schema") ?? schemaOption ?? DEFAULT_POSTGRES_SCHEMA;
-  parsed.searchParams.delete("schema");
-  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
-    throw new AuthorityFailure(
-      `The PostgreSQL schema name "${schema}" is not allowed: use lower-case letters, digits and _ (at most 63).`,
-    );
-  }
-  return { connectionString: parsed.toString(), schema };
-}
-
-function quoteIdent(name: string): string {
-  return `"${name.replace(/"/g, '""')}"`;
-}
-
-function positive(value: number, what: string): number {
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new AuthorityFailure(`${what} must be a positive integer, got ${String(value)}.`);
-  }
-  return value;
-}
-
-/**
- * The smallest string above every string that starts with `prefix` in code-point order, or `null` when there is
- * none (the prefix is empty or made only of U+10FFFF). Surrogate code points are skipped: they never occur in ids.
- */
-function successor(prefix: string): string | null {
-  const points = [...prefix].map((c) => c.codePointAt(0) ?? 0);
-  while (points.length > 0) {
-    const last = points.pop() ?? 0;
-    if (last < 0x10ffff) {
-      const next = last === 0xd7ff ? 0xe000 : last + 1;
-      return String.fromCodePoint(...points, next);
-    }
-  }
-  return null;
-}
-
-/** PostgreSQL text cannot hold U+0000: such ids are refused (as invalid arguments) instead of failing in the driver. */
-function checkNameText(value: string, what: string): void {
-  checkName(value, what);
-  if (value.includes("\u0000")) throw new AuthorityFailure(`${what} must not contain the character U+0000.`);
-}
-
-function checkKeyText(projectId: string, kind: string, id: string): void {
-  checkKey(projectId, kind, id);
-  checkNameText(projectId, "projectId");
-  checkNameText(kind, "kind");
-  checkNameText(id, "id");
-}
-
-/** Parses stored JSON; text that does not parse is returned as is, for the caller's validation to reject. */
-function parseStored(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
-function toJson(value: unknown, what: string): string {
-  if (typeof value !== "object" || value === null)
-    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
-  let json: unknown;
-  try {
-    json = JSON.stringify(value);
-  } catch (error) {
-    throw new AuthorityFailure(`${what} cannot be serialised to JSON: ${messageOf(error)}`, { cause: error });
-  }
-  if (typeof json !== "string") throw new AuthorityFailure(`${what} cannot be serialised to JSON.`);
-  return json;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

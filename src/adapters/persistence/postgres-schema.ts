@@ -1,0 +1,117 @@
+/**
+ * The PostgreSQL backend's schema: its versioned migrations, the one session setting every pooled connection gets,
+ * and the start-up check that applies pending migrations (postgres-authority.ts opens the store through it).
+ *
+ * Owns the table definitions and the migration lock. It never changes a released migration and never writes to a
+ * database whose schema is already up to date.
+ */
+import type pg from "pg";
+import { AuthorityFailure } from "../../core/ports.js";
+import { quoteIdent } from "./postgres-url.js";
+
+/** One schema migration, applied at most once, in version order, under an advisory lock. Never edit a released one. */
+interface Migration {
+  version: number;
+  sql: string;
+}
+
+/**
+ * The schema, one entry per version. Ids use the `C` collation so that `ORDER BY id` is code-point order (UTF-8
+ * byte order), as PROTOCOL.md section 7 requires. Values and events are stored as text, not `jsonb`: `jsonb` refuses
+ * `\u0000` and lone surrogates that JSON.stringify writes, and rewrites key order and number spelling.
+ */
+const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE records (
+        project_id TEXT COLLATE "C" NOT NULL,
+        kind       TEXT COLLATE "C" NOT NULL,
+        id         TEXT COLLATE "C" NOT NULL,
+        value      TEXT NOT NULL,
+        revision   BIGINT NOT NULL CHECK (revision >= 1),
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (project_id, kind, id)
+      );
+      CREATE TABLE streams (
+        project_id TEXT COLLATE "C" NOT NULL,
+        stream     TEXT COLLATE "C" NOT NULL,
+        last_seq   BIGINT NOT NULL CHECK (last_seq >= 1),
+        PRIMARY KEY (project_id, stream)
+      );
+      CREATE TABLE events (
+        project_id TEXT COLLATE "C" NOT NULL,
+        stream     TEXT COLLATE "C" NOT NULL,
+        seq        BIGINT NOT NULL CHECK (seq >= 1),
+        event      TEXT NOT NULL,
+        PRIMARY KEY (project_id, stream, seq)
+      );
+    `,
+  },
+];
+
+/** The schema version this code writes and understands. */
+export const POSTGRES_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]?.version ?? 0;
+
+/** The default PostgreSQL schema (namespace) that holds the tables. */
+export const DEFAULT_POSTGRES_SCHEMA = "acp_orchestrator";
+
+/** Arbitrary constant for `pg_advisory_xact_lock`: serialises migrations of every server on one database. */
+const MIGRATION_LOCK = 0x0ac9_0001;
+
+/**
+ * Run on every new pooled connection before its first query, and awaited (the pool's `onConnect` hook: a query sent
+ * from the `connect` event would overlap the first real one on the same client, issue 34): large values (a 10,000-task plan or snapshot is
+ * megabytes of JSON) are compressed with lz4 instead of the default pglz, which costs about three times as much CPU per
+ * write (issue 14: 27 → 9 ms for a 1.6 MB value on this machine). A session setting, not a schema change, so stores
+ * stay readable by every version and no DDL lock is taken; where the server has no lz4 (PostgreSQL 12 and 13, or a
+ * build without it) the error is swallowed inside the block and pglz stays.
+ */
+export const PREFER_LZ4 = `DO $$ BEGIN EXECUTE 'SET default_toast_compression = lz4'; EXCEPTION WHEN OTHERS THEN NULL; END $$`;
+
+/**
+ * Checks the server on `client` (UTF8 encoding, PostgreSQL 12 or later), then creates `schema` when missing and
+ * applies pending migrations, all in one transaction under an advisory lock, so servers starting together migrate
+ * once. A database already up to date is not written. Throws `AuthorityFailure` with a plain sentence for a wrong
+ * encoding, a server that is too old, or a schema version newer than this code understands; any other database
+ * error is thrown as it came. Does NOT release `client`.
+ */
+export async function migrate(client: pg.ClientBase, schema: string): Promise<void> {
+  const info = await client.query<{ encoding: string; version: string }>(
+    "SELECT current_setting('server_encoding') AS encoding, current_setting('server_version_num') AS version",
+  );
+  const { encoding, version } = info.rows[0] ?? { encoding: "", version: "0" };
+  if (encoding !== "UTF8") {
+    throw new AuthorityFailure(
+      `The PostgreSQL database uses the ${encoding} encoding; acp-orchestrator needs a UTF8 database.`,
+    );
+  }
+  if (Number(version) < 120_000) {
+    throw new AuthorityFailure(`PostgreSQL ${version} is too old; acp-orchestrator needs PostgreSQL 12 or later.`);
+  }
+  try {
+    await client.query("BEGIN");
+    await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    await client.query(
+      "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    );
+    const seen = await client.query<{ v: number | null }>("SELECT max(version) AS v FROM schema_version");
+    const current = Number(seen.rows[0]?.v ?? 0);
+    if (current > POSTGRES_SCHEMA_VERSION) {
+      throw new AuthorityFailure(
+        `The PostgreSQL state store (schema ${schema}) has schema version ${current}, newer than this ` +
+          `acp-orchestrator understands (${POSTGRES_SCHEMA_VERSION}); upgrade acp-orchestrator.`,
+      );
+    }
+    for (const migration of MIGRATIONS) {
+      if (migration.version <= current) continue;
+      await client.query(migration.sql);
+      await client.query("INSERT INTO schema_version (version) VALUES ($1)", [migration.version]);
+    }
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  }
+}
