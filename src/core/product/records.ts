@@ -11,7 +11,7 @@
  * - record `product-index/<productId>` in project `_`: which project owns a product (lookups by id alone);
  * - record `lease/<productId>`: who executes the product now and until when (guarantee 6; lease.ts).
  *
- * This file must never contain logic beyond schemas: the reducer is in state.ts.
+ * This file must never contain logic beyond schemas: the reducer is evolve.ts.
  */
 import * as z from "zod";
 import {
@@ -42,7 +42,7 @@ export const DialogueEntryRecord = lazySchema(
       role: z.enum(["user", "leader"]),
       text: z.string(),
       at: Timestamp,
-      /** True for the leader's summary of how a run ended (state.ts: an outcome supersedes the outcome just before it). */
+      /** True for the leader's summary of how a run ended (evolve.ts: an outcome supersedes the outcome just before it). */
       outcome: z.literal(true).optional(),
     }),
   "DialogueEntryRecord",

@@ -21,7 +21,8 @@ import {
   SnapshotRecord,
   productStream,
 } from "./records.js";
-import { applyEvent, emptyState, modelOf, progressOfModel, resetModel, type ProductModel } from "./state.js";
+import { evolve } from "./evolve.js";
+import { emptyState, modelOf, progressOfModel, resetModel, type ProductModel } from "./state.js";
 import type { CheckpointRef, ProductState } from "./records.js";
 
 /** A model loaded from the authority, with what had to be skipped. */
@@ -212,9 +213,9 @@ export class ProductStore {
     };
     if (model.state.seq === 0) await fromSnapshot();
     let events = await this.authority.readEvents(projectId, productStream(productId), model.state.seq);
-    const first = events[0];
-    // The events right after this position were compacted away (a snapshot covers them): start from the snapshot.
-    if (first && first.seq > model.state.seq + 1 && (await fromSnapshot())) {
+    // Events after this position were compacted away (a snapshot covers them): start from the snapshot. Compaction
+    // may keep events a kept checkpoint needs, so the gap is not always right after this position.
+    if (hasGap(events, model.state.seq) && (await fromSnapshot())) {
       events = await this.authority.readEvents(projectId, productStream(productId), model.state.seq);
     }
     let applied = 0;
@@ -235,7 +236,7 @@ export class ProductStore {
         model.state.seq = seq;
         continue;
       }
-      applyEvent(model, parsed.data, seq);
+      evolve(model, parsed.data, seq);
     }
     return { dropped, lost, events: applied, bytes, ...(snapshotBytes !== undefined ? { snapshotBytes } : {}) };
   }
@@ -311,7 +312,7 @@ export class ProductStore {
       if (!parsed.success) {
         dropped++;
         model.state.seq = seq;
-      } else applyEvent(model, parsed.data, seq);
+      } else evolve(model, parsed.data, seq);
       at(seq);
     }
     dropped += Math.max(0, upTo - model.state.seq);
@@ -429,7 +430,7 @@ export class ProductStore {
     const productId = events[0]?.type === "created" ? events[0].productId : model.state.productId;
     const from = model.state.seq;
     await this.authority.appendEvents(projectId, productStream(productId), events, from);
-    events.forEach((e, i) => applyEvent(model, e, from + i + 1));
+    events.forEach((e, i) => evolve(model, e, from + i + 1));
     this.eventsSinceSnapshot.set(productId, (this.eventsSinceSnapshot.get(productId) ?? 0) + events.length);
     this.bytesSinceSnapshot.set(productId, (this.bytesSinceSnapshot.get(productId) ?? 0) + jsonLength(events));
   }
@@ -604,6 +605,17 @@ export class ProductStore {
 }
 
 /** How many sequence numbers are missing between the last applied event `previous` and the next one read, `seq`. */
+/** True when the stored events after `seq` skip a sequence number (missing or compacted away). */
+function hasGap(events: readonly { seq: number }[], seq: number): boolean {
+  let previous = seq;
+  for (const e of events) {
+    if (e.seq <= previous) continue;
+    if (e.seq > previous + 1) return true;
+    previous = e.seq;
+  }
+  return false;
+}
+
 function missingBefore(previous: number, seq: number): number {
   return seq > previous + 1 ? seq - previous - 1 : 0;
 }

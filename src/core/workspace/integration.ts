@@ -2,7 +2,7 @@
  * Isolation and integration decisions (DESIGN.md, Workspaces and integration; guarantee 11; PROTOCOL.md section 5):
  * which isolation a product gets, the names of its branch and refs, what a task attempt is based on, the commit
  * message of an attempt, how a recorded step reads back after a crash, and how workspace events change a product's
- * state (the reducer part `applyWorkspaceEvent`, called by product/state.ts).
+ * state (the reducer part `applyWorkspaceEvent`, called by product/evolve.ts).
  *
  * Pure: no I/O, no clock. The orchestrator (product/workspaces.ts) performs the steps through `WorkspacePort`.
  */
@@ -150,7 +150,7 @@ export function isolationNote(s: ProductState, maxParallelTasks: number): string
   return `${s.isolationReason ?? "Every task runs in cwd."}${parallel}`;
 }
 
-type WorkspaceEvent = Extract<
+export type WorkspaceEvent = Extract<
   ProductEvent,
   { type: "workspaceChosen" | "integrating" | "taskIntegrated" | "attemptKept" | "branchMoved" | "integrationEnded" }
 >;

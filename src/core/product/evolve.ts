@@ -1,0 +1,239 @@
+/**
+ * The product reducer: `evolve(model, event, seq)`, the one meaning of a product's journal (issue 27). The live run
+ * (store.ts `append` applies what it wrote), loading and catching up (store.ts `load`, `catchUp`), resume and
+ * rollback (store.ts `stateAtCheckpoint`) all go through it, so what an event means can never differ between them;
+ * test/core/product/evolve.test.ts checks that replaying a journal always gives the live state.
+ *
+ * It changes the given `ProductModel` in place and returns it (O(1) per task event: a 50,000-task run must not copy
+ * arrays per event). It never performs I/O, never reads a clock and never rejects an event: events are validated
+ * before they are appended or when they are read back.
+ */
+import type { Plan, TaskState } from "../../../protocol/common.js";
+import { applyWorkspaceEvent, isWorkspaceEvent, type WorkspaceEvent } from "../workspace/integration.js";
+import type { CheckpointRef, ProductEvent, ProductState } from "./records.js";
+import { initialTaskStates, reindex, type ProductModel } from "./state.js";
+
+/** A product event that is not a workspace event (those are src/core/workspace/integration.ts's). */
+type CoreEvent = Exclude<ProductEvent, WorkspaceEvent>;
+type EventOf<T extends CoreEvent["type"]> = Extract<CoreEvent, { type: T }>;
+type Handlers = { [T in CoreEvent["type"]]: (model: ProductModel, event: EventOf<T>, seq: number) => void };
+
+/**
+ * Applies one event with sequence number `seq` to the model, in place, and returns the model.
+ * Does NOT validate the event (the caller appended or parsed it) and does NOT notify anyone.
+ */
+export function evolve(model: ProductModel, event: ProductEvent, seq: number): ProductModel {
+  const s = model.state;
+  s.seq = seq;
+  s.updatedAt = event.at;
+  if (isWorkspaceEvent(event)) {
+    applyWorkspaceEvent(s, event);
+    return model;
+  }
+  const handler = HANDLERS[event.type] as (model: ProductModel, event: CoreEvent, seq: number) => void;
+  handler(model, event, seq);
+  return model;
+}
+
+const HANDLERS: Handlers = {
+  created: onCreated,
+  dialogue: onDialogue,
+  planProposed: ({ state: s }, e) => {
+    s.plan = e.plan;
+    s.phase = "awaiting_confirmation";
+    delete s.planError;
+    delete s.pendingAsk;
+    if (e.plan.budget) s.budget = { ...s.budget, ...e.plan.budget };
+  },
+  planFailed: ({ state: s }, e) => {
+    s.planError = e.error;
+  },
+  asked: ({ state: s }, e) => {
+    s.pendingAsk = { askId: e.askId, questions: e.questions };
+  },
+  confirmed: onConfirmed,
+  phase: ({ state: s }, e) => {
+    s.phase = e.phase;
+    if (e.recovery) s.recovery = e.recovery;
+    else delete s.recovery;
+  },
+  task: onTask,
+  mutated: onMutated,
+  usage: ({ state: s }, e) => {
+    s.usage.inputTokens += e.inputTokens;
+    s.usage.outputTokens += e.outputTokens;
+    if (e.estimated) s.usage.estimatedTokens += e.inputTokens + e.outputTokens;
+  },
+  elapsed: ({ state: s }, e) => {
+    s.usage.elapsedMs = e.elapsedMs;
+  },
+  budgetAdded: ({ state: s }, e) => {
+    s.budget = addBudget(s, e.budget);
+    s.budgetWarned = false;
+  },
+  budgetWarned: ({ state: s }) => {
+    s.budgetWarned = true;
+  },
+  checkpoint: onCheckpoint,
+  restored: onRestored,
+  fingerprint: ({ state: s }, e) => {
+    s.fingerprint = e.fingerprint;
+  },
+};
+
+function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
+  s.productId = e.productId;
+  s.projectId = e.projectId;
+  s.name = e.name;
+  s.goal = e.goal;
+  s.cwd = e.cwd;
+  if (e.sessionId !== undefined) s.sessionId = e.sessionId;
+  if (e.leaderAgentId !== undefined) s.leaderAgentId = e.leaderAgentId;
+  if (e.maxParallelTasks !== undefined) s.maxParallelTasks = e.maxParallelTasks;
+  if (e.allowedAgents !== undefined) s.allowedAgents = e.allowedAgents;
+  s.budget = { ...(e.budget ?? {}) };
+  if (e.isolation !== undefined || e.integration !== undefined) {
+    s.isolationRequest = {
+      ...(e.isolation !== undefined ? { isolation: e.isolation } : {}),
+      ...(e.integration !== undefined ? { integration: e.integration } : {}),
+    };
+  }
+  s.phase = "planning";
+  s.createdAt = e.at;
+}
+
+function onDialogue({ state: s }: ProductModel, e: EventOf<"dialogue">): void {
+  const entry = { role: e.role, text: e.text, at: e.at, ...(e.outcome ? { outcome: true as const } : {}) };
+  // A run's outcome supersedes the outcome just before it when nobody spoke in between (a rollback or replay ran the
+  // product again): the conversation keeps what was said, not one summary per run, so a product rolled back 500
+  // times keeps a dialogue (and snapshots) of constant size (guarantee 14; issue 10, finding 6).
+  const last = s.dialogue[s.dialogue.length - 1];
+  if (entry.outcome && last?.outcome) s.dialogue[s.dialogue.length - 1] = entry;
+  else s.dialogue.push(entry);
+}
+
+function onConfirmed(model: ProductModel, e: EventOf<"confirmed">): void {
+  const s = model.state;
+  s.plan = e.plan;
+  s.tasks = initialTaskStates(e.plan);
+  delete s.inputHashes;
+  if (e.fingerprint) s.fingerprint = e.fingerprint;
+  if (e.plan.budget) s.budget = { ...s.budget, ...e.plan.budget };
+  s.phase = "executing";
+  delete s.pendingAsk;
+  reindex(model);
+}
+
+function onTask(model: ProductModel, e: EventOf<"task">): void {
+  const s = model.state;
+  const i = model.index.get(e.task.taskId);
+  if (i === undefined) {
+    model.index.set(e.task.taskId, s.tasks.length);
+    s.tasks.push(e.task);
+  } else {
+    const old = s.tasks[i];
+    if (old) model.counts[old.status]--;
+    if (old?.status === "running" && e.task.status === "pending" && e.task.interruption !== undefined) {
+      countInterruption(s, e.task.taskId, 1);
+    }
+    s.tasks[i] = e.task;
+  }
+  if (e.task.attempts === 0) countInterruption(s, e.task.taskId, 0);
+  model.counts[e.task.status]++;
+  bindInput(s, e.task.taskId, e.task.status === "completed" ? e.inputHash : undefined);
+}
+
+function onMutated(model: ProductModel, e: EventOf<"mutated">): void {
+  const s = model.state;
+  s.plan = e.plan;
+  s.tasks = mergePlanTasks(e.plan, model);
+  reindex(model);
+  if (s.inputHashes) {
+    for (const id of Object.keys(s.inputHashes)) if (!model.index.has(id)) delete s.inputHashes[id];
+  }
+}
+
+function onCheckpoint(model: ProductModel, e: EventOf<"checkpoint">, seq: number): void {
+  const s = model.state;
+  const ref: CheckpointRef = { checkpointId: e.checkpointId, at: e.at, seq, completed: e.completed, total: e.total };
+  if (s.integration) {
+    ref.integrationHead = s.integration.head;
+    ref.merged = [...s.integration.merged];
+  }
+  s.checkpoints.push(ref);
+  if (s.checkpoints.length > model.checkpointHistory) {
+    s.checkpoints.splice(0, s.checkpoints.length - model.checkpointHistory);
+  }
+}
+
+function onRestored(model: ProductModel, e: EventOf<"restored">): void {
+  const s = model.state;
+  if (e.plan) s.plan = e.plan;
+  else delete s.plan;
+  s.tasks = e.tasks;
+  reindex(model);
+  delete s.inputHashes;
+  const h = e.inputHashes;
+  for (const t of s.tasks) {
+    if (t.status === "completed" && h && Object.hasOwn(h, t.taskId)) bindInput(s, t.taskId, h[t.taskId]);
+  }
+}
+
+/** Merges a new plan's task definitions into existing task states, keeping run state of tasks that remain. */
+function mergePlanTasks(plan: Plan, previous: ProductModel): TaskState[] {
+  return plan.tasks.map((t) => {
+    const i = previous.index.get(t.taskId);
+    const old = i === undefined ? undefined : previous.state.tasks[i];
+    if (!old) return { ...t, dependsOn: [...t.dependsOn], status: "pending" as const, attempts: 0 };
+    const merged: TaskState = { ...old, ...t, dependsOn: [...t.dependsOn] };
+    if (t.acceptance === undefined) delete merged.acceptance;
+    if (t.maxAttempts === undefined) delete merged.maxAttempts;
+    return merged;
+  });
+}
+
+/**
+ * Records (or, with `undefined`, forgets) the input hash of a task's completed result (guarantee 7). Only completed
+ * tasks keep an entry; a completion recorded without a hash (older runs) has none and is trusted as it is.
+ */
+function bindInput(s: ProductState, taskId: string, hash: string | undefined): void {
+  if (hash !== undefined) {
+    // defineProperty, not assignment: a task id such as `__proto__` must stay an ordinary key.
+    Object.defineProperty((s.inputHashes ??= {}), taskId, {
+      value: hash,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  } else if (s.inputHashes && Object.hasOwn(s.inputHashes, taskId)) delete s.inputHashes[taskId];
+}
+
+/**
+ * Adds budget on resume (DESIGN.md guarantee 9: "Resume may add budget"): limits grow by the given amounts on top of
+ * what was already spent, so spent counters are kept. A limit that was unset stays unset unless given.
+ */
+function addBudget(
+  s: ProductState,
+  extra: { maxTotalTokens?: number; maxDurationMs?: number },
+): ProductState["budget"] {
+  const out = { ...s.budget };
+  const used = s.usage.inputTokens + s.usage.outputTokens;
+  if (extra.maxTotalTokens !== undefined) {
+    out.maxTotalTokens = Math.max(out.maxTotalTokens ?? used, used) + extra.maxTotalTokens;
+  }
+  if (extra.maxDurationMs !== undefined) {
+    out.maxDurationMs = Math.max(out.maxDurationMs ?? s.usage.elapsedMs, s.usage.elapsedMs) + extra.maxDurationMs;
+  }
+  return out;
+}
+
+/** Adds `delta` interrupted attempts for a task (`0` resets its count, e.g. on replay). */
+function countInterruption(s: ProductState, taskId: string, delta: number): void {
+  const counts = (s.interruptedAttempts ??= {});
+  const now = delta === 0 ? 0 : (Object.hasOwn(counts, taskId) ? (counts[taskId] ?? 0) : 0) + delta;
+  if (now === 0) {
+    if (Object.hasOwn(counts, taskId)) delete counts[taskId];
+  } else {
+    Object.defineProperty(counts, taskId, { value: now, enumerable: true, writable: true, configurable: true });
+  }
+}
