@@ -4,7 +4,9 @@
  * compiling about 150 files (ours, zod's, vscode-jsonrpc's); the bundle is a few. The executable (src/cli.ts) runs it.
  *
  * Usage: `node dist/scripts/bundle.js` after `tsc -p tsconfig.build.json` (`npm run build` runs both). Reads dist/src,
- * dist/protocol and node_modules; writes dist/bundle/ only, replacing it whole.
+ * dist/protocol and node_modules; writes dist/bundle/ only, replacing it whole, and makes the executable
+ * dist/src/cli.js executable (mode 755: tsc writes 644, and `npx acp-orchestrator` in the checkout runs the `bin`
+ * file itself, so without it the shell answers "Permission denied"; issue 35).
  *
  * - Code splitting keeps lazy loading lazy: what a module loads with `import()` (the other commands, the ACP SDK
  *   adapters, the PostgreSQL store) stays out of what `serve` loads. Those modules are entry points of their own, so
@@ -20,13 +22,16 @@
  * - Modules that find another file of the package ask src/package-files.ts, which knows this layout; nothing in the
  *   bundle resolves a sibling of its own `import.meta.url`.
  */
-import { rmSync } from "node:fs";
+import { chmodSync, rmSync } from "node:fs";
 import * as esbuild from "esbuild";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const OUT = join(ROOT, "dist", "bundle");
+
+/** The `bin` of package.json (its first line is the `#!/usr/bin/env node` of src/cli.ts, which tsc keeps). */
+const BIN = join(ROOT, "dist", "src", "cli.js");
 
 /** Modules loaded with `import()` that get an entry point (and a stable file name) of their own, by output name. */
 const LAZY_ENTRIES = {
@@ -67,6 +72,7 @@ async function main(): Promise<void> {
     minifySyntax: true,
   });
   if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
+  chmodSync(BIN, 0o755);
 }
 
 main().catch((err: unknown) => {

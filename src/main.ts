@@ -8,7 +8,8 @@
  * stderr), 2 a mistake of the user (one plain sentence on stderr). stdout belongs to the command; for `serve` it
  * carries protocol frames only.
  */
-import { ReportedFailure, UsageError, type Command } from "./commands/command.js";
+import { ReportedFailure, UsageError } from "./cli-kit/errors.js";
+import type { Command } from "./commands/command.js";
 import { AuthorityFailure } from "./core/ports.js";
 
 /**

@@ -10,8 +10,9 @@ import { resolve } from "node:path";
 import { checkAgents, formatAgentChecks } from "../adapters/agents/agent-check.js";
 import { DEFAULT_START_TIMEOUT_MS } from "../adapters/agents/acp-worker.js";
 import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
-import { UsageError, type Command } from "./command.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 
 const HELP = `Usage: acp-orchestrator check-agents [--config FILE] [--timeout MS] [--json]
 

@@ -4,7 +4,8 @@
  * Exit code 0 when every rule passed, 1 otherwise. The work is in src/host-kit/check-host.ts.
  */
 import { checkHost, formatReport } from "../host-kit/check-host.js";
-import { UsageError, type Command } from "./command.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 
 /** The runState methods whose rules `--only` can select (PROTOCOL.md section 7). */
 const CHECKED_METHODS = [

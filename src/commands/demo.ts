@@ -3,8 +3,9 @@
  *
  * Owns the command's options and help only.
  */
-import { expectPositionals, parseCommandArgs } from "./args.js";
-import { UsageError, type Command } from "./command.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 
 const OPTIONS = {
   goal: { type: "string" },

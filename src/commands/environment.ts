@@ -6,7 +6,7 @@
  * Owns the reading and checking of these values only; it never changes the environment.
  */
 import type { LogLevel } from "../server/logger.js";
-import { UsageError } from "./command.js";
+import { UsageError } from "../cli-kit/errors.js";
 
 export const LOG_LEVEL_ENV = "ACP_ORCHESTRATOR_LOG_LEVEL";
 export const HOST_TIMEOUT_ENV = "ACP_ORCHESTRATOR_HOST_TIMEOUT_MS";

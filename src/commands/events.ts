@@ -6,8 +6,9 @@ import { TerminalPhases } from "../../protocol/common.js";
 import { formatEvent } from "../operator/format.js";
 import { orNotFound } from "../operator/not-found.js";
 import { openReader } from "../operator/open-reader.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
-import { UsageError, type Command } from "./command.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 import { writeOut } from "./output.js";
 
 const OPTIONS = {

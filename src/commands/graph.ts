@@ -6,8 +6,9 @@ import { toDot, toMermaid } from "../operator/format.js";
 import { orNotFound } from "../operator/not-found.js";
 import { openReader } from "../operator/open-reader.js";
 import type { TaskState } from "../../protocol/common.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
-import { UsageError, type Command } from "./command.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 import { writeOut } from "./output.js";
 
 const OPTIONS = { state: { type: "string" }, format: { type: "string" } } as const;

@@ -4,8 +4,9 @@
  *
  * Owns the help texts' assembly; each command's own text lives in its module.
  */
-import { expectPositionals, parseCommandArgs } from "./args.js";
-import { UsageError, type Command } from "./command.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 
 /** The general help: what the program is, each command's synopsis and summary, and where the details are. */
 export function generalHelp(commands: readonly Command[]): string {

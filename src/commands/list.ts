@@ -4,7 +4,7 @@
  */
 import { openReader } from "../operator/open-reader.js";
 import { formatList } from "../operator/format.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import type { Command } from "./command.js";
 import { writeOut } from "./output.js";
 

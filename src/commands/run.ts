@@ -12,8 +12,9 @@ import { followProduct, type FollowedStatus } from "../operator/follow.js";
 import { formatDuration, taskDurationMs } from "../operator/format.js";
 import { ProgressView } from "../operator/progress-view.js";
 import { withServer, type ServerSession } from "../operator/server-client.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
-import { UsageError, type Command } from "./command.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 
 const COMMON = {
   state: { type: "string" },

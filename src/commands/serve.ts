@@ -27,7 +27,7 @@ import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
 import type { Clock } from "../core/ports.js";
 import { createLogger } from "../server/logger.js";
 import { OrchestratorServer } from "../server/server.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import type { Command } from "./command.js";
 import {
   HEAP_GROWTH_ENV,

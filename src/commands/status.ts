@@ -5,7 +5,7 @@
 import { formatGoalStatus, formatProductStatus } from "../operator/format.js";
 import { orNotFound } from "../operator/not-found.js";
 import { openReader } from "../operator/open-reader.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import type { Command } from "./command.js";
 import { writeOut } from "./output.js";
 

@@ -7,8 +7,9 @@
 import { openReader } from "../operator/open-reader.js";
 import { createLogger, type LogLevel } from "../server/logger.js";
 import { startDashboard } from "../ui/dashboard-server.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
-import { UsageError, type Command } from "./command.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
 
 const OPTIONS = {
   state: { type: "string" },

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from "node:fs";
 import { packagePath } from "../package-files.js";
-import { expectPositionals, parseCommandArgs } from "./args.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import type { Command } from "./command.js";
 
 /**

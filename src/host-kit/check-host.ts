@@ -12,7 +12,7 @@ import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { createMessageConnection, ResponseError } from "vscode-jsonrpc/node";
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
-import { RequestTimeoutError } from "../server/rpc-connection.js";
+import { RequestTimeoutError } from "../adapters/persistence/host-requester.js";
 import { createFramedTransport } from "../server/framing.js";
 import { authorityRules, type AuthorityRule } from "./authority-rules.js";
 

@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import { Readable, Writable } from "node:stream";
 import { packageLayout, packageModulePath } from "../package-files.js";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
-import { ReportedFailure } from "../commands/command.js";
+import { ReportedFailure } from "../cli-kit/errors.js";
 
 export type Params = Record<string, unknown>;
 

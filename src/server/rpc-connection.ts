@@ -29,6 +29,11 @@ import type { z } from "zod";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
 import type { Logger } from "../core/ports.js";
 import type { Framing } from "./framing.js";
+import {
+  ConnectionClosedError,
+  RequestTimeoutError,
+  type OutboundRequestOptions,
+} from "../adapters/persistence/host-requester.js";
 import { checkInputBounds } from "./input-bounds.js";
 import {
   internalError,
@@ -95,37 +100,11 @@ export interface RpcConnectionOptions {
   framing?: () => Framing | undefined;
 }
 
-export interface OutboundRequestOptions {
-  /** Rejects with `RequestTimeoutError` after this many milliseconds without an answer. Default: no timeout. */
-  timeoutMs?: number;
-  /** Aborting rejects the request with the signal's reason and tells the client to cancel it. */
-  signal?: AbortSignal;
-}
-
-/** A server → client request got no answer within its timeout. A local error; never sent on the wire. */
-export class RequestTimeoutError extends Error {
-  override readonly name = "RequestTimeoutError";
-  constructor(
-    readonly method: string,
-    readonly timeoutMs: number,
-  ) {
-    super(`The client did not answer ${method} within ${timeoutMs} ms.`);
-  }
-}
-
 /** An extension request to a client that does not use the extension (PROTOCOL.md section 2). Never sent on the wire. */
 export class ExtensionNotUsedError extends Error {
   override readonly name = "ExtensionNotUsedError";
   constructor(readonly method: string) {
     super(`The client does not use the acp-orchestrator extension, so ${method} is not sent to it.`);
-  }
-}
-
-/** The input ended (or the connection was disposed) before the client answered a server → client request. */
-export class ConnectionClosedError extends Error {
-  override readonly name = "ConnectionClosedError";
-  constructor(readonly method: string) {
-    super(`The connection closed before the client answered ${method}.`);
   }
 }
 

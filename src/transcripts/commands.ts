@@ -6,7 +6,7 @@
  * then carries the agent's protocol stream) and never print anything but the report while replaying.
  */
 import { resolve } from "node:path";
-import { parseCommandArgs } from "../commands/args.js";
+import { parseCommandArgs } from "../cli-kit/args.js";
 import { record } from "./recorder.js";
 import {
   DEFAULT_EXIT_TIMEOUT_MS,

@@ -4,7 +4,7 @@
  * environment variables named as environment variables, and option values that start with "-".
  */
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, tempDir } from "../support/server-process.js";
@@ -21,6 +21,21 @@ function cli(args: string[], env: Record<string, string> = {}) {
 }
 
 const version = (JSON.parse(readFileSync(join(REPO_ROOT, "package.json"), "utf8")) as { version: string }).version;
+
+describe("the built executable", () => {
+  // Regression (issue 35): tsc writes dist/src/cli.js with mode 644, so `npx acp-orchestrator` in the checkout (which
+  // runs the `bin` file itself) failed with "Permission denied". The build makes it executable.
+  it("runs as a program of its own: `#!/usr/bin/env node` and the execute bit", () => {
+    expect(readFileSync(CLI, "utf8").split("\n")[0]).toBe("#!/usr/bin/env node");
+    expect(statSync(CLI).mode & 0o111).toBe(0o111);
+    const run = spawnSync(CLI, ["version"], { encoding: "utf8", input: "", timeout: 30_000 });
+    expect({ code: run.status, stdout: run.stdout, error: run.error?.message }).toEqual({
+      code: 0,
+      stdout: `${version}\n`,
+      error: undefined,
+    });
+  });
+});
 
 describe("acp-orchestrator help and version", () => {
   it.each([["help"], ["--help"], ["-h"]])("%s lists every command and exits 0", (flag) => {

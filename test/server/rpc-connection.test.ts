@@ -11,13 +11,8 @@ import { defineMethod, defineNotification, type MethodSpec } from "../../protoco
 import type { Logger } from "../../src/core/ports.js";
 import { createFramedTransport } from "../../src/server/framing.js";
 import { createLogger } from "../../src/server/logger.js";
-import {
-  ConnectionClosedError,
-  ExtensionNotUsedError,
-  RequestTimeoutError,
-  RpcConnection,
-  type ErrorMapper,
-} from "../../src/server/rpc-connection.js";
+import { ConnectionClosedError, RequestTimeoutError } from "../../src/adapters/persistence/host-requester.js";
+import { ExtensionNotUsedError, RpcConnection, type ErrorMapper } from "../../src/server/rpc-connection.js";
 import { notFound } from "../../src/server/wire-errors.js";
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -38,11 +38,7 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
-import {
-  ConnectionClosedError,
-  RequestTimeoutError,
-  type OutboundRequestOptions,
-} from "../../server/rpc-connection.js";
+import { ConnectionClosedError, RequestTimeoutError, type HostRequester } from "./host-requester.js";
 import { compareCodePoints } from "./memory-authority.js";
 
 /** Default time the host has to answer one `runState/*` request, in milliseconds. */
@@ -56,15 +52,6 @@ export const HOST_READ_PAGE_EVENTS = 500;
 
 /** Longest piece of a host's error message quoted in our own messages, in characters. */
 const MAX_QUOTED_MESSAGE = 300;
-
-/**
- * What HostAuthority needs of a connection: `RpcConnection.request` (src/server/rpc-connection.ts), which applies the
- * client's extension prefix (`_runState/put`) and rejects with `ResponseError`, `RequestTimeoutError` or
- * `ConnectionClosedError`.
- */
-export interface HostRequester {
-  request(method: string, params: object | undefined, options?: OutboundRequestOptions): Promise<unknown>;
-}
 
 export interface HostAuthorityOptions {
   connection: HostRequester;

@@ -6,7 +6,7 @@
  * Owns option syntax only. It must never read the environment or files; commands validate the values themselves.
  */
 import { parseArgs } from "node:util";
-import { UsageError } from "./command.js";
+import { UsageError } from "./errors.js";
 
 /** One option of a command. */
 export interface OptionSpec {
