@@ -37,7 +37,6 @@ const UPWARD_IMPORT_ZONES = LAYERS.slice(1).map((layer, index) => ({
  */
 const OVERSIZED_FILES = [
   "src/adapters/agents/worker-attempt.ts",
-  "src/adapters/persistence/postgres-authority.ts",
   "src/adapters/persistence/sqlite-authority.ts",
   "src/core/goal/coordinator.ts",
   "src/core/product/execution.ts",
