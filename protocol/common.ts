@@ -127,16 +127,54 @@ export const CommitId = lazySchema(
 export const Isolation = lazySchema(() => z.enum(["worktree", "shared"]), "Isolation");
 export type Isolation = z.infer<typeof Isolation>;
 
+/**
+ * How many changed paths one record names (PROTOCOL.md section 5, `changedFilesTotal`): a longer change list is stored
+ * and answered as its first `CHANGED_FILES_SAMPLE` paths plus the total count. Writer and reader share this bound.
+ */
+export const CHANGED_FILES_SAMPLE = 1_000;
+
+/**
+ * The longest change list a record is read with (issue 26): servers before the bound wrote lists past their own read
+ * limit of 100,000 (a product with one such record could not be resumed). They are read leniently and cut to the
+ * sample on read, never dropped; this ceiling keeps the read bounded all the same.
+ */
+export const CHANGED_FILES_READ_MAX = 1_000_000;
+
+/** A list of changed paths as stored: read up to `CHANGED_FILES_READ_MAX`, cut to the sample by `boundChangedFiles`. */
+export const ChangedFiles = lazySchema(
+  () => z.array(z.string().max(4_096)).max(CHANGED_FILES_READ_MAX),
+  "ChangedFiles",
+);
+
+/**
+ * Cuts `record[key]` to `CHANGED_FILES_SAMPLE` paths and sets `record[totalKey]` to the full count when it was longer
+ * (a total already recorded is kept). In place; returns `record`. Pure.
+ */
+export function boundChangedFiles<T extends object>(record: T, key: keyof T & string, totalKey: keyof T & string): T {
+  const bag = record as Record<string, unknown>;
+  const list = bag[key];
+  if (!Array.isArray(list) || list.length <= CHANGED_FILES_SAMPLE) return record;
+  const known = bag[totalKey];
+  bag[totalKey] = typeof known === "number" && known >= list.length ? known : list.length;
+  bag[key] = list.slice(0, CHANGED_FILES_SAMPLE);
+  return record;
+}
+
 /** Where a task attempt ran with `isolation: "worktree"`: its worktree, the ref keeping its commit, base and result. */
 export const TaskWorkspace = lazySchema(
   () =>
-    z.object({
-      path: AbsolutePath,
-      branch: z.string().min(1).max(1_000),
-      baseCommit: CommitId,
-      commit: CommitId.optional(),
-      changedFiles: z.array(z.string().max(4_096)).max(100_000).optional(),
-    }),
+    z
+      .object({
+        path: AbsolutePath,
+        branch: z.string().min(1).max(1_000),
+        baseCommit: CommitId,
+        commit: CommitId.optional(),
+        /** The changed paths, at most `CHANGED_FILES_SAMPLE` of them (older records: cut on read). */
+        changedFiles: ChangedFiles.optional(),
+        /** How many paths changed, present when `changedFiles` is a sample of them. */
+        changedFilesTotal: Count.optional(),
+      })
+      .overwrite((ws) => boundChangedFiles(ws, "changedFiles", "changedFilesTotal")),
   "TaskWorkspace",
 );
 export type TaskWorkspace = z.infer<typeof TaskWorkspace>;
@@ -149,10 +187,12 @@ export const Integration = lazySchema(
       branch: z.string().min(1).max(1_000),
       head: CommitId,
       targetBranch: z.string().min(1).max(1_000).optional(),
-      state: z.enum(["pending", "integrating", "integrated", "conflict"]),
+      state: z.enum(["pending", "integrating", "integrated", "conflict", "deferred"]),
       /** Task ids in merge order. */
       merged: z.array(Id),
       conflict: z.object({ taskId: Id.optional(), files: z.array(z.string().max(4_096)).max(10_000) }).optional(),
+      /** Why the result was not merged into the target (`state: "deferred"`): the user's own operation, say. */
+      reason: z.string().max(2_000).optional(),
     }),
   "Integration",
 );

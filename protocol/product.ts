@@ -431,7 +431,9 @@ export const TaskIntegratedNotification = lazySchema(
     notificationParams({
       taskId: Id,
       commit: CommitId,
+      /** At most `CHANGED_FILES_SAMPLE` (1,000) paths; `changedFilesTotal` counts them all when there are more. */
       changedFiles: z.array(z.string()),
+      changedFilesTotal: Count.optional(),
     }),
   "TaskIntegratedNotification",
 );

@@ -557,11 +557,13 @@ export interface WorkspacePort {
    */
   prepare(cwd: string, path: string, base: string): Promise<void>;
   /**
-   * Commits everything that changed in the worktree at `path` (new, modified and deleted files) with `message`.
-   * `commit: null` when nothing changed (no commit is made). The commit's parent is the worktree's HEAD; no ref
-   * moves (the caller keeps the commit under a ref of its own).
+   * Commits everything the worktree at `path` holds that differs from `base` (the commit the orchestrator prepared it
+   * at; guarantee 16): the worker's loose edits and its own commits alike, as one commit whose only parent is `base`.
+   * `commit: null` when nothing differs (no commit is made). `changedFiles` names at most a bounded sample of the
+   * changed paths and `changedFilesTotal` counts them all. Throws when git fails, or when the worktree's `.git` was
+   * tampered with (the message says what was found). No ref moves (the caller keeps the commit under a ref).
    */
-  capture(path: string, message: string): Promise<{ commit: string | null; changedFiles: string[] }>;
+  capture(path: string, message: string, base: string): Promise<CaptureResult>;
   /** What merging `commit` into `head` gives (fast-forward, a new merge commit object, or the conflicting files). */
   merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome>;
   /**
@@ -575,13 +577,23 @@ export interface WorkspacePort {
   leftovers(cwd: string, productId: string): Promise<string[]>;
   /**
    * Brings `head` into the branch `target` (short name): fast-forward or merge commit, never a rewrite. When `target`
-   * is checked out in `cwd` the user's working tree is updated by git itself (and left unchanged on a conflict).
-   * Returns the target's new head, or the conflicting files (nothing changed).
+   * is checked out in `cwd` the user's working tree is fast-forwarded by git itself. Never touches an operation of the
+   * user's: with a merge, rebase, cherry-pick, revert or bisect in progress, or uncommitted changes in files the merge
+   * changes, nothing is changed and the answer is `deferred` with the reason. A conflict names every conflicting file
+   * (nothing changed). Returns the target's new head otherwise.
    */
-  integrateInto(
-    cwd: string,
-    target: string,
-    head: string,
-    message: string,
-  ): Promise<{ state: "integrated"; head: string } | { state: "conflict"; files: string[] }>;
+  integrateInto(cwd: string, target: string, head: string, message: string): Promise<TargetOutcome>;
 }
+
+/** What `WorkspacePort.capture` gives: the task commit, a bounded sample of the changed paths, and their number. */
+export interface CaptureResult {
+  commit: string | null;
+  changedFiles: string[];
+  changedFilesTotal: number;
+}
+
+/** What `WorkspacePort.integrateInto` gives (PROTOCOL.md section 5, `integration.state`). */
+export type TargetOutcome =
+  | { state: "integrated"; head: string }
+  | { state: "conflict"; files: string[] }
+  | { state: "deferred"; reason: string };

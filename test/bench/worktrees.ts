@@ -97,6 +97,7 @@ export async function worktreeCost(dir: string, files: number, tasks: number): P
       const c = await port.capture(
         path,
         attemptMessage(productId, { taskId: `t${n}`, title: `Task ${n}`, description: "" }, 1),
+        head,
       );
       commit.push(performance.now() - t);
       if (!c.commit) throw new Error("no commit");

@@ -89,6 +89,9 @@ export class AgentProcess {
       }
     });
     control?.on("error", () => undefined);
+    // An agent that exits early closes its stdin: a pending write then fails with EPIPE on this stream. That is the
+    // end of this agent (its exit is reported as usual), never an uncaught error of the server (issue 26).
+    child.stdin?.on("error", () => undefined);
     const controlClosed = new Promise<void>((resolve) => {
       if (control === null || control === undefined) resolve();
       else control.once("close", () => resolve());

@@ -3,7 +3,7 @@
  * task's workspace"; ACP `fs/read_text_file`, `fs/write_text_file`).
  *
  * Owns path resolution and containment (absolute paths only; `..` escapes, symlinks that leave the workspace and
- * dangling symlinks are refused), line/limit slicing of reads, and the refusal errors (JSON-RPC code + one sentence +
+ * dangling symlinks are refused; so is `.git` and anything under it, guarantee 16), line/limit slicing of reads, and the refusal errors (JSON-RPC code + one sentence +
  * `data`). It must never touch anything outside the workspace root, never write anything when it refuses, and never
  * follow a symlink in the last path component when opening (`O_NOFOLLOW`).
  *
@@ -32,6 +32,7 @@ export type WorkspaceFsReason =
   | "symlink_escape"
   | "dangling_symlink"
   | "not_a_file"
+  | "git_dir"
   | "too_large"
   | "not_found"
   | "io_error";
@@ -46,6 +47,14 @@ export class WorkspaceFsError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * True when `rel` (a path relative to the workspace root) is `.git` or lies under a `.git` folder at any depth (any
+ * letter case: case-insensitive file systems). Pure.
+ */
+export function touchesGitDir(rel: string): boolean {
+  return rel.split(/[\\/]+/).some((part) => part.toLowerCase() === ".git");
 }
 
 /** Reads at most this many bytes (10 MiB) by default; bigger files are refused with `too_large`. */
@@ -111,8 +120,9 @@ export class WorkspaceFs {
 
   /**
    * Resolves `path` to the real absolute path it names inside the workspace, or throws `WorkspaceFsError`
-   * (`refused`: invalid/relative path, outside the workspace, symlink escape, dangling symlink). The target itself
-   * need not exist. Reads the disk (lstat/realpath) but never writes.
+   * (`refused`: invalid/relative path, outside the workspace, symlink escape, dangling symlink, `.git` or anything
+   * under it, `data.reason` `git_dir`). The target itself need not exist. Reads the disk (lstat/realpath) but never
+   * writes.
    */
   async resolve(path: string): Promise<string> {
     if (typeof path !== "string" || path === "" || path.includes("\0")) {
@@ -178,6 +188,15 @@ export class WorkspaceFs {
         path,
         "symlink_escape",
         `Refused "${path}": it resolves through a symlink to ${full}, outside the workspace ${this.root}.`,
+      );
+    }
+    if (touchesGitDir(relative(rootReal, full)) || touchesGitDir(relative(resolve(this.root), lexical))) {
+      // Guarantee 16: a worktree is data, never configuration; git's own files are out of a worker's reach.
+      throw this.refuse(
+        FS_ERROR_CODES.refused,
+        path,
+        "git_dir",
+        `Refused "${path}": .git and everything under it are git's, not the workspace's; workers may not read or write them.`,
       );
     }
     return full;

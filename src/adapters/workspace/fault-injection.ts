@@ -40,9 +40,9 @@ export function withFaults(port: WorkspacePort, spec: string | undefined): Works
     },
     deleteRefs: (cwd, refs, prefix) => port.deleteRefs(cwd, refs, prefix),
     prepare: (cwd, path, base) => port.prepare(cwd, path, base),
-    async capture(path, message) {
+    async capture(path, message, base) {
       crash("capture");
-      return port.capture(path, message);
+      return port.capture(path, message, base);
     },
     merge: (cwd, head, commit, message) => port.merge(cwd, head, commit, message),
     release: (cwd, path, options) => port.release(cwd, path, options),

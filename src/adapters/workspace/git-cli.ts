@@ -1,8 +1,14 @@
 /**
  * A small typed wrapper around the `git` command line: one call runs one git command through `execFile` (no shell,
  * arguments passed as an array, never interpolated), with a fixed environment so output is parseable and no prompt can
- * block (`LC_ALL=C`, `GIT_TERMINAL_PROMPT=0`, no pager, no editor) and a fixed committer identity, so commits work in
- * repositories whose user has none configured.
+ * block (`LC_ALL=C`, `GIT_TERMINAL_PROMPT=0`, no pager, no editor), a fixed committer identity, so commits work in
+ * repositories whose user has none configured, and none of the `GIT_DIR`-like variables of the server's own
+ * environment (a server started from a git hook must not aim every call at the hook's repository).
+ *
+ * Every call runs with `core.fsmonitor`, hooks and commit signing off (guarantee 16: nothing the orchestrator runs may
+ * start a command a worker planted); callers that work in a worktree add the repository explicitly and the filter
+ * overrides (worktree-git.ts). Input written to git's stdin never crashes the process: a git that exits before reading
+ * it (EPIPE) fails that one call.
  *
  * It owns nothing and decides nothing: callers (git-workspace.ts) say what to run. It must never run a shell.
  */
@@ -26,8 +32,20 @@ export class GitError extends Error {
     readonly result: GitResult,
   ) {
     const line = (result.stderr || result.stdout).trim().split("\n")[0] ?? "";
-    super(`git ${args.slice(0, 2).join(" ")} failed (exit ${result.code}): ${line}`);
+    super(`git ${commandName(args)} failed (exit ${result.code}): ${line}`);
   }
+}
+
+/** The subcommand and its first argument, skipping the global options (`-c k=v`, `--git-dir=…`) in front. */
+function commandName(args: readonly string[]): string {
+  let i = 0;
+  while (i < args.length) {
+    const arg = args[i] as string;
+    if (arg === "-c") i += 2;
+    else if (arg.startsWith("--") && arg.includes("=")) i += 1;
+    else break;
+  }
+  return args.slice(i, i + 2).join(" ");
 }
 
 const ENV: Record<string, string> = {
@@ -35,15 +53,60 @@ const ENV: Record<string, string> = {
   GIT_TERMINAL_PROMPT: "0",
   GIT_PAGER: "cat",
   GIT_EDITOR: "true",
+  GIT_OPTIONAL_LOCKS: "0",
   GIT_AUTHOR_NAME: ORCHESTRATOR_IDENTITY.name,
   GIT_AUTHOR_EMAIL: ORCHESTRATOR_IDENTITY.email,
   GIT_COMMITTER_NAME: ORCHESTRATOR_IDENTITY.name,
   GIT_COMMITTER_EMAIL: ORCHESTRATOR_IDENTITY.email,
 };
 
+/** Variables that would aim git at another repository, index or object store than the one a call names. */
+const REPOSITORY_ENV = [
+  "GIT_DIR",
+  "GIT_WORK_TREE",
+  "GIT_INDEX_FILE",
+  "GIT_COMMON_DIR",
+  "GIT_OBJECT_DIRECTORY",
+  "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+  "GIT_NAMESPACE",
+  "GIT_CEILING_DIRECTORIES",
+  "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+  "GIT_CONFIG",
+  "GIT_CONFIG_PARAMETERS",
+  "GIT_CONFIG_COUNT",
+  "GIT_EXTERNAL_DIFF",
+  "GIT_SSH_COMMAND",
+];
+
+/** `git -c …` options of every call: no fsmonitor, no hook, no signature, no automatic gc (guarantee 16). */
+export const SAFE_CONFIG: readonly string[] = [
+  "-c",
+  "core.fsmonitor=false",
+  "-c",
+  "core.hooksPath=/dev/null",
+  "-c",
+  "commit.gpgsign=false",
+  "-c",
+  "tag.gpgsign=false",
+  "-c",
+  "gc.auto=0",
+  "-c",
+  "maintenance.auto=false",
+  "-c",
+  "advice.detachedHead=false",
+];
+
+function childEnv(extra?: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const name of REPOSITORY_ENV) delete env[name];
+  return { ...env, ...ENV, ...extra };
+}
+
 /**
- * Runs `git <args>` in `cwd` and resolves with its exit code and output; never rejects for a non-zero exit (callers
- * decide what an exit code means). Rejects only when git cannot be started at all. Output is capped at 64 MiB.
+ * Runs `git <SAFE_CONFIG> <args>` in `cwd` and resolves with its exit code and output; never rejects for a non-zero
+ * exit (callers decide what an exit code means). Rejects only when git cannot be started at all. Output is capped at
+ * 64 MiB. `input` is written to git's stdin; a git that exits before reading all of it resolves with a non-zero code
+ * (at least 128) and a stderr saying so, never an unhandled `EPIPE`.
  */
 export function runGit(
   cwd: string,
@@ -52,20 +115,34 @@ export function runGit(
   env?: Record<string, string>,
 ): Promise<GitResult> {
   return new Promise((resolve, reject) => {
+    let stdinError: NodeJS.ErrnoException | undefined;
     const child = execFile(
       "git",
-      args,
-      { cwd, env: { ...process.env, ...ENV, ...env }, maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
+      [...SAFE_CONFIG, ...args],
+      { cwd, env: childEnv(env), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
       (err, stdout, stderr) => {
         if (err && typeof (err as NodeJS.ErrnoException).code === "string") {
-          reject(new Error(`git could not be started: ${err.message}`));
-          return;
+          const code = (err as NodeJS.ErrnoException).code;
+          if (code !== "EPIPE") {
+            reject(new Error(`git could not be started: ${err.message}`));
+            return;
+          }
+          stdinError ??= err as NodeJS.ErrnoException;
         }
-        const code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
+        let code = err ? (typeof err.code === "number" ? err.code : 1) : 0;
+        if (stdinError) {
+          code = Math.max(code, 128);
+          stderr = `${stderr}${stderr.endsWith("\n") || stderr === "" ? "" : "\n"}git exited before reading its input (${stdinError.code ?? stdinError.message}).\n`;
+        }
         resolve({ code, stdout, stderr });
       },
     );
+    // A git that exits early closes its stdin: the write fails with EPIPE on this stream, not in the process.
+    child.stdin?.on("error", (error: NodeJS.ErrnoException) => {
+      stdinError ??= error;
+    });
     if (input !== undefined) child.stdin?.end(input);
+    else child.stdin?.end();
   });
 }
 

@@ -21,8 +21,12 @@
  */
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
-import type { MergeOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
+import { CHANGED_FILES_SAMPLE } from "../../../protocol/common.js";
+import type { CaptureResult, MergeOutcome, TargetOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
 import { git, runGit } from "./git-cli.js";
+import { integrateIntoTarget, mergeTree } from "./target-merge.js";
+import { findAdminDir, verifyGitfile, type WorktreeRepo, worktreeGit } from "./worktree-git.js";
+import { withWorktreeAdmin } from "./worktree-lock.js";
 
 /** Per-worktree operation state a worker's own git commands can leave behind (files and folders in its git dir). */
 const OPERATION_STATE = [
@@ -52,25 +56,27 @@ const OPERATION_STATE = [
  * stale file from `checkout -f` and from the next capture), and bisect, merge, rebase and sequencer state.
  * Throws when git fails (the caller then starts a fresh worktree).
  */
-async function forgetAttemptState(path: string): Promise<void> {
-  const entries = (await git(path, ["ls-files", "-v", "-z"])).split("\0").filter((entry) => entry.length > 2);
+async function forgetAttemptState(repo: WorktreeRepo): Promise<void> {
+  const run = await worktreeGit(repo);
+  await clearIndexBits(run);
+  await Promise.all(OPERATION_STATE.map((name) => rm(join(repo.gitDir, name), { recursive: true, force: true })));
+  const bisectRefs = lines(await run(["for-each-ref", "--format=%(refname)", "refs/bisect/"]));
+  for (const ref of bisectRefs) await run(["update-ref", "-d", ref]);
+}
+
+/** Clears the skip-worktree and assume-unchanged bits of every index entry (a worker could hide files with them). */
+async function clearIndexBits(run: Awaited<ReturnType<typeof worktreeGit>>): Promise<void> {
+  const entries = (await run(["ls-files", "-v", "-z"])).split("\0").filter((entry) => entry.length > 2);
   const skipped = entries.filter((entry) => entry[0] === "S").map((entry) => entry.slice(2));
   const assumed = entries.filter((entry) => /^[a-z]$/.test(entry[0] as string)).map((entry) => entry.slice(2));
   // One flag per command: git 2.39 applies only one of --no-skip-worktree/--no-assume-unchanged to --stdin paths.
-  if (skipped.length > 0)
-    await git(path, ["update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
+  if (skipped.length > 0) await run(["update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
   if (assumed.length > 0)
-    await git(path, ["update-index", "--no-assume-unchanged", "-z", "--stdin"], `${assumed.join("\0")}\0`);
-  const gitDir = resolve(path, (await git(path, ["rev-parse", "--git-dir"])).trim());
-  await Promise.all(OPERATION_STATE.map((name) => rm(join(gitDir, name), { recursive: true, force: true })));
-  const bisectRefs = (await git(path, ["for-each-ref", "--format=%(refname)", "refs/bisect/"]))
-    .split("\n")
-    .filter(Boolean);
-  for (const ref of bisectRefs) await git(path, ["update-ref", "-d", ref]);
+    await run(["update-index", "--no-assume-unchanged", "-z", "--stdin"], `${assumed.join("\0")}\0`);
 }
 
-/** `git -c …` options for commands that could run the user's hooks or ask for a signature. */
-const QUIET = ["-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", "-c", "advice.detachedHead=false"];
+/** Backoff (ms) between the tries of a worktree preparation that failed (issue 26: not the agent's fault). */
+const PREPARE_RETRY_MS = [100, 300, 800, 2_000, 4_000];
 
 /** A path component made of safe characters only (task ids are validated ids already; this is a second fence). */
 function component(text: string): string {
@@ -167,22 +173,50 @@ export class GitWorkspace implements WorkspacePort {
   /**
    * Creates the attempt's worktree at `path`, checked out at `base`: a parked worktree of the same product when there
    * is one (moved to `path`, forced to `base`, every untracked and ignored file removed), else a new one. An existing
-   * worktree at `path` is kept as it is (a repeated prepare after a crash).
+   * worktree at `path` whose gitfile is intact is kept as it is (a repeated prepare after a crash). A failure is tried
+   * again with backoff (about 7 s in all) before it is thrown: preparation failures are the repository's, not the
+   * agent's (issue 26), and concurrent administration of one repository is serialised (worktree-lock.ts).
    */
   async prepare(cwd: string, path: string, base: string): Promise<void> {
+    for (let tryNo = 0; ; tryNo++) {
+      try {
+        await this.prepareOnce(cwd, path, base);
+        return;
+      } catch (err) {
+        const wait = PREPARE_RETRY_MS[tryNo];
+        if (wait === undefined) throw err;
+        await new Promise((done) => setTimeout(done, wait));
+      }
+    }
+  }
+
+  private async prepareOnce(cwd: string, path: string, base: string): Promise<void> {
+    const common = await this.commonDir(cwd);
     if (await exists(join(path, ".git"))) {
-      const existing = await runGit(path, ["rev-parse", "--show-toplevel"]);
-      if (existing.code === 0 && resolve(existing.stdout.trim()) === resolve(path)) return;
+      const gitDir = await findAdminDir(common, path);
+      if (
+        gitDir !== null &&
+        (await verifyGitfile({ workTree: path, gitDir }).then(
+          () => true,
+          () => false,
+        ))
+      )
+        return;
     }
     const spare = this.takeSpare(dirname(path));
     if (spare !== undefined) {
       try {
         await rm(path, { recursive: true, force: true });
-        await git(cwd, ["worktree", "move", spare, path]);
+        await withWorktreeAdmin(common, () => git(cwd, ["worktree", "move", spare, path]));
         this.claimed.delete(spare);
-        await forgetAttemptState(path);
-        await git(path, [...QUIET, "checkout", "-q", "-f", "--detach", base]);
-        await git(path, ["clean", "-ffdxq"]);
+        const gitDir = await findAdminDir(common, path);
+        if (gitDir === null) throw new Error(`git does not list the moved worktree ${path}`);
+        const repo = { workTree: path, gitDir };
+        await verifyGitfile(repo);
+        await forgetAttemptState(repo);
+        const run = await worktreeGit(repo);
+        await run(["checkout", "-q", "-f", "--detach", base]);
+        await run(["clean", "-ffdxq"]);
         return;
       } catch {
         // Anything unexpected (a folder the worker made unremovable, a damaged worktree): start afresh.
@@ -193,7 +227,14 @@ export class GitWorkspace implements WorkspacePort {
     }
     await rm(path, { recursive: true, force: true });
     await mkdir(dirname(path), { recursive: true });
-    await git(cwd, [...QUIET, "worktree", "add", "--detach", "-f", "-q", path, base]);
+    // Checkout without filters: `worktree add --no-checkout`, then a checkout with the explicit repository.
+    await withWorktreeAdmin(common, () =>
+      git(cwd, ["worktree", "add", "--detach", "-f", "-q", "--no-checkout", path, base]),
+    );
+    const gitDir = await findAdminDir(common, path);
+    if (gitDir === null) throw new Error(`git does not list the new worktree ${path}`);
+    const run = await worktreeGit({ workTree: path, gitDir });
+    await run(["checkout", "-q", "-f", "--detach", base]);
   }
 
   /** Takes a parked worktree of the product folder `dir` (synchronously, so two prepares never take the same one). */
@@ -204,22 +245,46 @@ export class GitWorkspace implements WorkspacePort {
   }
 
   /**
-   * Commits everything that changed in the worktree (new, modified, deleted and renamed files: both names of a
-   * rename are listed) as a child of its HEAD, without hooks and with one scan of the tree (`add -A`). The commit is
-   * written as an object only; no ref moves (the caller keeps it under a ref).
+   * The repository of the worktree at `path` (an attempt path of this adapter, so the common dir is four folders up:
+   * `<common>/acp-orchestrator/worktrees/<product>/<attempt>`), with its gitfile verified. Throws
+   * `WorktreeTamperedError` when the worker changed `.git`, an `Error` when git knows no such worktree.
    */
-  async capture(path: string, message: string): Promise<{ commit: string | null; changedFiles: string[] }> {
-    await git(path, ["add", "-A"]);
-    const changedFiles = (await git(path, ["diff", "--cached", "--no-renames", "--name-only", "-z"]))
+  private async worktreeRepo(path: string): Promise<WorktreeRepo> {
+    const common = resolve(path, "..", "..", "..", "..");
+    const gitDir = await findAdminDir(common, path);
+    if (gitDir === null) throw new Error(`${path} is not a worktree this repository knows.`);
+    const repo = { workTree: path, gitDir };
+    await verifyGitfile(repo);
+    return repo;
+  }
+
+  /**
+   * Commits everything the worktree holds that differs from `base`, the commit the orchestrator prepared it at
+   * (guarantee 16): loose edits and whatever the worker committed itself (its HEAD is ignored), as ONE commit whose
+   * only parent is `base` (the worker's own commits are squashed). New, modified, deleted and renamed files count
+   * (both names of a rename); at most `CHANGED_FILES_SAMPLE` of them are named, `changedFilesTotal` counts all.
+   * Runs git with the worktree's repository named explicitly, no hook, no fsmonitor, no filter; throws
+   * `WorktreeTamperedError` when the gitfile is not the one git wrote. The commit is written as an object only; no
+   * ref moves (the caller keeps it under a ref).
+   */
+  async capture(path: string, message: string, base: string): Promise<CaptureResult> {
+    const repo = await this.worktreeRepo(path);
+    const run = await worktreeGit(repo);
+    // The worker's index is a cache only: no bit it set may hide a file, and the stage starts from the base's tree.
+    await clearIndexBits(run);
+    await run(["read-tree", "-m", base]);
+    await run(["add", "-A"]);
+    const all = (await run(["diff-index", "--cached", "--no-renames", "--name-only", "-z", base]))
       .split("\0")
       .filter((f) => f.length > 0);
-    if (changedFiles.length === 0) return { commit: null, changedFiles };
-    const tree = (await git(path, ["write-tree"])).trim();
+    const changedFiles = all.slice(0, CHANGED_FILES_SAMPLE);
+    if (all.length === 0) return { commit: null, changedFiles, changedFilesTotal: 0 };
+    const tree = (await run(["write-tree"])).trim();
     // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
     const commitTree = async (env?: Record<string, string>) =>
-      (await git(path, [...QUIET, "commit-tree", tree, "-p", "HEAD", "-F", "-"], message, env)).trim();
+      (await run(["commit-tree", tree, "-p", base, "-F", "-"], message, env)).trim();
     const known = async (commit: string) =>
-      (await git(path, ["for-each-ref", "--count=1", "--points-at", commit])).trim() !== "";
+      (await run(["for-each-ref", "--count=1", "--points-at", commit])).trim() !== "";
     // A re-run after a rollback that writes the same tree on the same base within the same second would get the very
     // commit an earlier run made (same tree, parent, message and time): a later timestamp keeps each run's commit new.
     let commit = await commitTree();
@@ -227,7 +292,7 @@ export class GitWorkspace implements WorkspacePort {
       const date = `${Math.floor(Date.now() / 1000) + later} +0000`;
       commit = await commitTree({ GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date });
     }
-    return { commit, changedFiles };
+    return { commit, changedFiles, changedFilesTotal: all.length };
   }
 
   async merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome> {
@@ -236,23 +301,10 @@ export class GitWorkspace implements WorkspacePort {
     const common = mergeBase.code === 0 ? mergeBase.stdout.trim() : null;
     if (common === head) return { kind: "fastForward", commit };
     if (common === commit) return { kind: "fastForward", commit: head };
-    const tree = await this.mergeTree(cwd, head, commit);
+    const tree = await mergeTree(cwd, head, commit);
     if (tree.kind === "conflict") return tree;
-    const merged = await git(cwd, [...QUIET, "commit-tree", tree.tree, "-p", head, "-p", commit, "-F", "-"], message);
+    const merged = await git(cwd, ["commit-tree", tree.tree, "-p", head, "-p", commit, "-F", "-"], message);
     return { kind: "merge", commit: merged.trim() };
-  }
-
-  /** The merged tree of two commits, or the conflicting files. Writes objects only. */
-  private async mergeTree(
-    cwd: string,
-    a: string,
-    b: string,
-  ): Promise<{ kind: "tree"; tree: string } | { kind: "conflict"; files: string[] }> {
-    const r = await runGit(cwd, ["merge-tree", "--write-tree", "--name-only", "--no-messages", a, b]);
-    const out = lines(r.stdout);
-    if (r.code === 0 && out[0]) return { kind: "tree", tree: out[0] };
-    if (r.code === 1) return { kind: "conflict", files: [...new Set(out.slice(1))].sort() };
-    throw new Error(`git merge-tree failed (exit ${r.code}): ${(r.stderr || r.stdout).trim().split("\n")[0] ?? ""}`);
   }
 
   /**
@@ -271,7 +323,8 @@ export class GitWorkspace implements WorkspacePort {
       );
     if (options?.reuse === true && !basename(path).startsWith(SPARE_PREFIX) && (await exists(join(path, ".git")))) {
       const spare = join(dir, `${SPARE_PREFIX}${process.pid}-${++this.spareSeq}`);
-      if ((await runGit(cwd, ["worktree", "move", path, spare])).code === 0) {
+      const common = await this.commonDir(cwd);
+      if ((await withWorktreeAdmin(common, () => runGit(cwd, ["worktree", "move", path, spare]))).code === 0) {
         this.spares.set(dir, [...(this.spares.get(dir) ?? []), spare]);
         return;
       }
@@ -281,17 +334,19 @@ export class GitWorkspace implements WorkspacePort {
 
   /** Removes a worktree and git's record of it; missing is fine. */
   private async remove(cwd: string, path: string): Promise<void> {
-    const r = await runGit(cwd, ["worktree", "remove", "--force", "--force", path]);
+    const common = await this.commonDir(cwd);
+    const r = await withWorktreeAdmin(common, () => runGit(cwd, ["worktree", "remove", "--force", "--force", path]));
     if (r.code !== 0) {
       await rm(path, { recursive: true, force: true });
-      await runGit(cwd, ["worktree", "prune"]);
+      await withWorktreeAdmin(common, () => runGit(cwd, ["worktree", "prune"]));
     }
   }
 
   async leftovers(cwd: string, productId: string): Promise<string[]> {
     const dir = await this.productDir(cwd, productId);
     const found = new Set<string>();
-    const listed = await runGit(cwd, ["worktree", "list", "--porcelain"]);
+    const common = await this.commonDir(cwd);
+    const listed = await withWorktreeAdmin(common, () => runGit(cwd, ["worktree", "list", "--porcelain"]));
     for (const line of lines(listed.stdout)) {
       if (!line.startsWith("worktree ")) continue;
       const path = resolve(line.slice("worktree ".length));
@@ -305,30 +360,7 @@ export class GitWorkspace implements WorkspacePort {
     return [...found].sort();
   }
 
-  async integrateInto(
-    cwd: string,
-    target: string,
-    head: string,
-    message: string,
-  ): Promise<{ state: "integrated"; head: string } | { state: "conflict"; files: string[] }> {
-    const ref = `refs/heads/${target}`;
-    const current = await this.readRef(cwd, ref);
-    if (current === null) {
-      if (await this.moveRef(cwd, ref, head, null)) return { state: "integrated", head };
-      throw new Error(`The branch ${target} appeared while it was being created; nothing was changed.`);
-    }
-    const checkedOut = (await runGit(cwd, ["symbolic-ref", "-q", "--short", "HEAD"])).stdout.trim() === target;
-    if (checkedOut) {
-      // The user's working tree follows its branch: git updates both, or neither (abort on a conflict).
-      const r = await runGit(cwd, [...QUIET, "merge", "--no-edit", "-m", message, head]);
-      if (r.code === 0) return { state: "integrated", head: (await git(cwd, ["rev-parse", "HEAD"])).trim() };
-      const files = lines((await runGit(cwd, ["diff", "--name-only", "--diff-filter=U"])).stdout);
-      await runGit(cwd, ["merge", "--abort"]);
-      return { state: "conflict", files: files.length > 0 ? files : lines(r.stdout).slice(0, 20) };
-    }
-    const outcome = await this.merge(cwd, current, head, message);
-    if (outcome.kind === "conflict") return { state: "conflict", files: outcome.files };
-    if (await this.moveRef(cwd, ref, outcome.commit, current)) return { state: "integrated", head: outcome.commit };
-    throw new Error(`The branch ${target} moved while the product was being merged into it; nothing was changed.`);
+  async integrateInto(cwd: string, target: string, head: string, message: string): Promise<TargetOutcome> {
+    return integrateIntoTarget(cwd, target, head, message, (ref, to, expected) => this.moveRef(cwd, ref, to, expected));
   }
 }

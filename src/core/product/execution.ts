@@ -19,6 +19,7 @@ import { attemptsUsed } from "./state.js";
 import { OrchestratorPlanning } from "./planning.js";
 import type { NewEvent, RunningTask } from "./base.js";
 import { INTERRUPTION } from "./base.js";
+import { BRANCH_MOVED_REMEDIATION, PREPARE_REMEDIATION } from "../workspace/integration.js";
 
 /** Rough token estimate when a worker reports no usage: 4 characters per token (issue 2, budgets). */
 export const estimateTokens = (chars: number): number => Math.ceil(chars / 4);
@@ -237,6 +238,9 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
         if (integration.ok) {
           events.push(...integration.events);
           if (integration.integrated) integratedNow.push({ taskId: task.taskId, ...integration.integrated });
+        } else if (integration.halt) {
+          // Not the attempt's fault (the branch was moved): no attempt spent, the product pauses (guarantee 16).
+          res = { outcome: "failed", kind: "configuration", error: integration.error, ...integration.halt };
         } else res = { outcome: "failed", error: integration.error };
       }
       if (res.outcome === "completed") {
@@ -475,7 +479,8 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
       )
       .then((prepareError) =>
         prepareError !== undefined
-          ? finish({ outcome: "failed", error: prepareError })
+          ? // The adapter retried already; what fails still is the repository's, not the agent's: no attempt spent.
+            finish({ outcome: "failed", kind: "configuration", error: prepareError, remediation: PREPARE_REMEDIATION })
           : this.runWorker(
               task,
               taskDef,
@@ -744,6 +749,11 @@ export abstract class OrchestratorExecution extends OrchestratorPlanning {
     const counts = this.model.counts;
     if (counts.pending > 0 || counts.running > 0) return;
     if (counts.waiting > 0) return; // guarantee 8: waiting is not failing
+    const moved = await this.branchProblem();
+    if (moved) {
+      await this.pauseInside({ cause: moved, resumable: true, remediation: BRANCH_MOVED_REMEDIATION }, "pause");
+      return;
+    }
     const failed = tasks.filter((t) => t.status !== "completed");
     const phase = failed.length === 0 ? "completed" : "failed";
     const summary =

@@ -14,6 +14,8 @@ import {
   attemptBase,
   attemptMessage,
   attemptRef,
+  BRANCH_MOVED_REMEDIATION,
+  branchMovedProblem,
   chooseIsolation,
   conflictError,
   integrationRef,
@@ -30,8 +32,14 @@ import type { CheckpointRef } from "./records.js";
 
 /** What integrating a completed attempt gave: events to record with its completion, or the failure. */
 export type IntegrationResult =
-  | { ok: true; events: NewEvent[]; workspace?: TaskWorkspace; integrated?: { commit: string; changedFiles: string[] } }
-  | { ok: false; error: string; workspace?: TaskWorkspace };
+  | {
+      ok: true;
+      events: NewEvent[];
+      workspace?: TaskWorkspace;
+      integrated?: { commit: string; changedFiles: string[]; changedFilesTotal?: number };
+    }
+  /** `halt`: not the attempt's fault and not retryable (the branch was moved): the product pauses with `remediation`. */
+  | { ok: false; error: string; workspace?: TaskWorkspace; halt?: { remediation: string } };
 
 /** Isolation and integration steps: a layer of `ProductOrchestrator` (orchestrator.ts), on top of inputs.ts. */
 export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
@@ -93,6 +101,17 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
   }
 
   /**
+   * The plain-words problem when the integration branch is not at the recorded head (read from the ref itself), or
+   * `null` (also without isolation). Reads only.
+   */
+  protected async branchProblem(): Promise<string | null> {
+    const iso = this.isolated();
+    if (!iso) return null;
+    const found = await iso.port.readRef(this.model.state.cwd, integrationRef(this.productId));
+    return branchMovedProblem(iso.integration.branch, iso.integration.head, found);
+  }
+
+  /**
    * After a crash: settles a merge that was recorded (`integrating`) but not confirmed. Returns the events to record:
    * the task's integration and completion when the branch moved (or could be moved now from the expected head), else
    * the attempt's commit kept and nothing integrated. Call inside `exclusive`.
@@ -129,7 +148,12 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       delete done.error;
       delete done.interruption;
       if (done.workspace)
-        done.workspace = { ...done.workspace, commit: pending.commit, changedFiles: pending.changedFiles };
+        done.workspace = {
+          ...done.workspace,
+          commit: pending.commit,
+          changedFiles: pending.changedFiles,
+          ...(pending.changedFilesTotal !== undefined ? { changedFilesTotal: pending.changedFilesTotal } : {}),
+        };
       events.push(
         pending.inputHash !== undefined
           ? { type: "task", task: done, inputHash: pending.inputHash }
@@ -147,6 +171,7 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       commit: p.commit,
       head: p.to,
       changedFiles: p.changedFiles,
+      ...(p.changedFilesTotal !== undefined ? { changedFilesTotal: p.changedFilesTotal } : {}),
     };
   }
 
@@ -182,13 +207,22 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
     const cwd = this.model.state.cwd;
     let captured;
     try {
-      captured = await port.capture(ws.path, attemptMessage(this.productId, task, task.attempts));
+      captured = await port.capture(ws.path, attemptMessage(this.productId, task, task.attempts), ws.baseCommit);
     } catch (err) {
       return { ok: false, error: `The task's changes could not be committed: ${message(err)}`, workspace: ws };
     }
     if (captured.commit === null) return { ok: true, events: [], workspace: { ...ws, changedFiles: [] } };
-    const withCommit: TaskWorkspace = { ...ws, commit: captured.commit, changedFiles: captured.changedFiles };
+    const total = captured.changedFilesTotal > captured.changedFiles.length ? captured.changedFilesTotal : undefined;
+    const changed = {
+      changedFiles: captured.changedFiles,
+      ...(total !== undefined ? { changedFilesTotal: total } : {}),
+    };
+    const withCommit: TaskWorkspace = { ...ws, commit: captured.commit, ...changed };
     const head = integration.head;
+    // Guarantee 16: the branch is verified against the ref itself before every merge.
+    const moved = branchMovedProblem(integration.branch, head, await port.readRef(cwd, integrationRef(this.productId)));
+    if (moved)
+      return { ok: false, error: moved, workspace: withCommit, halt: { remediation: BRANCH_MOVED_REMEDIATION } };
     let merge;
     try {
       merge = await port.merge(
@@ -222,7 +256,7 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       taskId: task.taskId,
       attempt: task.attempts,
       commit: captured.commit,
-      changedFiles: captured.changedFiles,
+      ...changed,
       ref: ws.branch,
       from: head,
       to: merge.commit,
@@ -243,17 +277,21 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
           files,
         },
       ]);
+      const found = await port.readRef(cwd, integrationRef(this.productId));
       return {
         ok: false,
-        error: `The integration branch ${integration.branch} moved while task ${task.taskId} was being merged; nothing was overwritten.`,
+        error:
+          branchMovedProblem(integration.branch, head, found) ??
+          `The integration branch ${integration.branch} moved while task ${task.taskId} was being merged; nothing was overwritten.`,
         workspace: withCommit,
+        halt: { remediation: BRANCH_MOVED_REMEDIATION },
       };
     }
     return {
       ok: true,
       events: [this.integratedEvent(pending)],
       workspace: withCommit,
-      integrated: { commit: captured.commit, changedFiles: captured.changedFiles },
+      integrated: { commit: captured.commit, ...changed },
     };
   }
 
@@ -311,6 +349,10 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
     const iso = this.isolated();
     if (!iso) return [];
     const { port, integration } = iso;
+    // Guarantee 16: nothing is called integrated that is not on the branch (checked once more, against the ref).
+    const found = await port.readRef(this.model.state.cwd, integrationRef(this.productId));
+    const moved = branchMovedProblem(integration.branch, integration.head, found);
+    if (moved) return [{ type: "integrationEnded", state: "pending", reason: moved }];
     if (integration.mode === "branch") return [{ type: "integrationEnded", state: "integrated" }];
     if (!completed || !integration.targetBranch) return [{ type: "integrationEnded", state: "pending" }];
     await this.commit([{ type: "integrationEnded", state: "integrating" }]);
@@ -321,9 +363,10 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
         integration.head,
         mergeMessage(this.productId, `${integration.branch} into ${integration.targetBranch}`),
       );
-      return result.state === "integrated"
-        ? [{ type: "integrationEnded", state: "integrated", targetHead: result.head }]
-        : [{ type: "integrationEnded", state: "conflict", files: result.files }];
+      if (result.state === "integrated")
+        return [{ type: "integrationEnded", state: "integrated", targetHead: result.head }];
+      if (result.state === "deferred") return [{ type: "integrationEnded", state: "deferred", reason: result.reason }];
+      return [{ type: "integrationEnded", state: "conflict", files: result.files }];
     } catch (err) {
       this.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not merge into the target branch");
       return [{ type: "integrationEnded", state: "conflict", files: [] }];

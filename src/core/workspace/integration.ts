@@ -110,6 +110,24 @@ export function conflictError(files: readonly string[]): string {
 }
 
 /**
+ * The plain-words problem when the integration branch is not at the head the orchestrator recorded (guarantee 16:
+ * every branch move is verified against the ref itself), or `null` when it is. `found` is the ref's commit now
+ * (`null`: missing).
+ */
+export function branchMovedProblem(branch: string, expected: string, found: string | null): string | null {
+  if (found === expected) return null;
+  return `The integration branch ${branch} was moved outside the orchestrator: expected head ${expected}, found ${found ?? "no branch"}. Nothing was merged or overwritten.`;
+}
+
+/** What to do about a moved integration branch (the recovery's remediation). */
+export const BRANCH_MOVED_REMEDIATION =
+  "Move the integration branch back to the expected head (git update-ref), or roll back to a checkpoint, then call product.resume.";
+
+/** What to do when a task's worktree could not be prepared even after the adapter's retries (no attempt is spent). */
+export const PREPARE_REMEDIATION =
+  "Check that the repository is healthy (git worktree list, free disk space, permissions), then call product.resume.";
+
+/**
  * How a recorded merge (`integrating`) reads back after a crash, from the branch head seen now: `moved` (the merge
  * happened: record it), `notMoved` (redo the move from `from`), or `diverged` (someone else moved the branch: the
  * attempt fails, nothing is overwritten).
@@ -133,6 +151,7 @@ export function integrationView(record: IntegrationRecord): Integration {
     state: record.state,
     merged: [...record.merged],
     ...(record.conflict ? { conflict: { ...record.conflict, files: [...record.conflict.files] } } : {}),
+    ...(record.reason !== undefined ? { reason: record.reason } : {}),
   };
 }
 
@@ -225,6 +244,8 @@ export function applyWorkspaceEvent(s: ProductState, event: WorkspaceEvent): voi
         s.integration.state = event.state;
         if (event.state === "conflict") s.integration.conflict = { files: [...(event.files ?? [])] };
         else if (event.state === "integrated") delete s.integration.conflict;
+        if (event.reason !== undefined) s.integration.reason = event.reason;
+        else delete s.integration.reason;
       }
       return;
   }

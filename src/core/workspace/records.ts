@@ -9,11 +9,18 @@
  * record what happened. This file holds schemas only: the reducer and the decisions are in integration.ts.
  */
 import * as z from "zod";
-import { CommitId, Count, Id, Integration, Isolation } from "../../../protocol/common.js";
+import {
+  boundChangedFiles,
+  ChangedFiles,
+  CommitId,
+  Count,
+  Id,
+  Integration,
+  Isolation,
+} from "../../../protocol/common.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 const base = () => ({ v: z.literal(1), at: z.string().min(1) });
-const Files = lazySchema(() => z.array(z.string().max(4_096)).max(100_000), "Files");
 const RefName = lazySchema(() => z.string().min(1).max(1_000), "RefName");
 
 /** What `product.plan` asked for; decided at confirmation. */
@@ -32,20 +39,24 @@ export type IsolationRequest = z.infer<typeof IsolationRequest>;
 /** A merge of a task attempt's commit that was decided and recorded but whose ref move is not yet confirmed. */
 export const PendingIntegration = lazySchema(
   () =>
-    z.object({
-      taskId: Id,
-      attempt: Count,
-      commit: CommitId,
-      changedFiles: Files,
-      /** The ref that keeps the attempt's commit (`refs/acp-orchestrator/<productId>/attempts/<taskId>/<attempt>`). */
-      ref: RefName,
-      /** The integration head expected before the move, and the head after it. */
-      from: CommitId,
-      to: CommitId,
-      /** The worker's output and the attempt's input hash, so the task can be completed after a crash. */
-      output: z.string(),
-      inputHash: z.string().min(1).max(200).optional(),
-    }),
+    z
+      .object({
+        taskId: Id,
+        attempt: Count,
+        commit: CommitId,
+        /** At most `CHANGED_FILES_SAMPLE` paths (older records are cut on read); `changedFilesTotal` counts them all. */
+        changedFiles: ChangedFiles,
+        changedFilesTotal: Count.optional(),
+        /** The ref that keeps the attempt's commit (`refs/acp-orchestrator/<productId>/attempts/<taskId>/<attempt>`). */
+        ref: RefName,
+        /** The integration head expected before the move, and the head after it. */
+        from: CommitId,
+        to: CommitId,
+        /** The worker's output and the attempt's input hash, so the task can be completed after a crash. */
+        output: z.string(),
+        inputHash: z.string().min(1).max(200).optional(),
+      })
+      .overwrite((p) => boundChangedFiles(p, "changedFiles", "changedFilesTotal")),
   "PendingIntegration",
 );
 export type PendingIntegration = z.infer<typeof PendingIntegration>;
@@ -89,25 +100,31 @@ export const WorkspaceChosenEvent = lazySchema(
 export const WorkspaceEvents = [
   WorkspaceChosenEvent,
   z.object({ ...base(), type: z.literal("integrating"), pending: PendingIntegration }),
-  z.object({
-    ...base(),
-    type: z.literal("taskIntegrated"),
-    taskId: Id,
-    attempt: Count,
-    commit: CommitId,
-    head: CommitId,
-    changedFiles: Files,
-  }),
+  z
+    .object({
+      ...base(),
+      type: z.literal("taskIntegrated"),
+      taskId: Id,
+      attempt: Count,
+      commit: CommitId,
+      head: CommitId,
+      changedFiles: ChangedFiles,
+      changedFilesTotal: Count.optional(),
+    })
+    .overwrite((e) => boundChangedFiles(e, "changedFiles", "changedFilesTotal")),
   /** A conflicting (or otherwise failed) attempt's commit is kept under `ref` for inspection. */
-  z.object({
-    ...base(),
-    type: z.literal("attemptKept"),
-    taskId: Id,
-    attempt: Count,
-    commit: CommitId,
-    ref: RefName,
-    files: Files,
-  }),
+  z
+    .object({
+      ...base(),
+      type: z.literal("attemptKept"),
+      taskId: Id,
+      attempt: Count,
+      commit: CommitId,
+      ref: RefName,
+      files: ChangedFiles,
+      filesTotal: Count.optional(),
+    })
+    .overwrite((e) => boundChangedFiles(e, "files", "filesTotal")),
   /** Rollback: the branch moves `from` → `to`; `from` stays reachable under `keptAs`; `merged` is the restored list. */
   z.object({
     ...base(),
@@ -117,11 +134,16 @@ export const WorkspaceEvents = [
     keptAs: RefName,
     merged: z.array(Id),
   }),
-  z.object({
-    ...base(),
-    type: z.literal("integrationEnded"),
-    state: z.enum(["integrating", "integrated", "conflict", "pending"]),
-    targetHead: CommitId.optional(),
-    files: Files.optional(),
-  }),
+  z
+    .object({
+      ...base(),
+      type: z.literal("integrationEnded"),
+      state: z.enum(["integrating", "integrated", "conflict", "pending", "deferred"]),
+      targetHead: CommitId.optional(),
+      files: ChangedFiles.optional(),
+      filesTotal: Count.optional(),
+      /** Why the result was not merged into the target (`deferred`), or why the branch cannot be called integrated. */
+      reason: z.string().max(2_000).optional(),
+    })
+    .overwrite((e) => boundChangedFiles(e, "files", "filesTotal")),
 ] as const;

@@ -40,7 +40,7 @@ describe("GitWorkspace", () => {
     writeFileSync(join(p1, "debug.log"), "log\n");
     mkdirSync(join(p1, "build/nested"), { recursive: true });
     git(join(p1, "build/nested"), "init", "-q"); // a repository inside an ignored folder: only `clean -ff` removes it
-    const captured = await port.capture(p1, message("t1"));
+    const captured = await port.capture(p1, message("t1"), initial);
     expect(captured.changedFiles).toEqual(["README.md", "new.txt", "src/a.txt"]);
     expect(git(repo, "rev-parse", `${captured.commit}^`)).toBe(initial);
     expect(git(repo, "log", "-1", "--format=%(trailers:key=Task,valueonly)", captured.commit ?? "")).toBe("t1");
@@ -107,13 +107,17 @@ describe("GitWorkspace", () => {
     const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
     await port.prepare(repo, p1, initial);
     renameSync(join(p1, "src/a.txt"), join(p1, "src/b.txt"));
-    const captured = await port.capture(p1, message("t1"));
+    const captured = await port.capture(p1, message("t1"), initial);
     expect(captured.changedFiles).toEqual(["src/a.txt", "src/b.txt"]);
     await port.release(repo, p1, { reuse: true });
     // No change, no commit (also in a reused worktree).
     const p2 = await port.attemptPath(repo, PRODUCT, "t2", 1);
     await port.prepare(repo, p2, initial);
-    expect(await port.capture(p2, message("t2"))).toEqual({ commit: null, changedFiles: [] });
+    expect(await port.capture(p2, message("t2"), initial)).toEqual({
+      commit: null,
+      changedFiles: [],
+      changedFilesTotal: 0,
+    });
     await port.release(repo, p2);
   });
   it("clears index flags and bisect state an earlier attempt's own git commands left, on the same base", async () => {
@@ -142,7 +146,7 @@ describe("GitWorkspace", () => {
     expect(extras(p2)).toBe("");
     // A later edit of the once-hidden file is captured.
     writeFileSync(join(p2, "src/a.txt"), "changed by the retry\n");
-    expect((await port.capture(p2, message("t1"))).changedFiles).toEqual(["src/a.txt"]);
+    expect((await port.capture(p2, message("t1"), initial)).changedFiles).toEqual(["src/a.txt"]);
     await port.release(repo, p2);
   });
 });

@@ -1,0 +1,123 @@
+/**
+ * Git calls inside a task's worktree that a worker cannot redirect (DESIGN.md guarantee 16, "a worktree is data,
+ * never configuration"). Every call names its repository explicitly: `--git-dir` is the worktree's admin folder under
+ * `<common dir>/worktrees/` (found from the common dir's own back-pointers, never from the worktree's `.git` file) and
+ * `--work-tree` is the worktree; hooks and fsmonitor are off (git-cli.ts) and every clean/smudge/process filter the
+ * repository's configuration defines is overridden with an empty command, so checking out or adding files runs no
+ * program at all. Before a worktree's result is captured its gitfile is verified: a `.git` that is not exactly the
+ * gitfile git wrote (a folder, a symlink, another target) is tampering, reported as `WorktreeTamperedError`.
+ *
+ * Owns: finding a worktree's admin folder, the explicit-repository argument list, the filter overrides, the gitfile
+ * check. Must never discover a repository from inside a worktree and never write to the worktree's `.git`.
+ */
+import { lstat, readdir, readFile } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { git, runGit } from "./git-cli.js";
+
+/** The worktree's `.git` was changed by someone else than git (the worker): its capture must not go on. */
+export class WorktreeTamperedError extends Error {
+  override readonly name = "WorktreeTamperedError";
+}
+
+/** A worktree and the admin folder git made for it: what every call inside the worktree names explicitly. */
+export interface WorktreeRepo {
+  /** The worktree (absolute). */
+  workTree: string;
+  /** Its admin folder, `<common dir>/worktrees/<name>` (absolute). */
+  gitDir: string;
+}
+
+async function readText(path: string): Promise<string | null> {
+  try {
+    return await readFile(path, "utf8");
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The admin folder of the worktree at `workTree`: the entry of `<commonDir>/worktrees/` whose `gitdir` file points at
+ * `<workTree>/.git` (the name git chose is tried first, then every entry). `null` when git knows no such worktree.
+ * Reads only the common dir, never the worktree.
+ */
+export async function findAdminDir(commonDir: string, workTree: string): Promise<string | null> {
+  const admin = join(commonDir, "worktrees");
+  const wanted = resolve(workTree, ".git");
+  const matches = async (name: string): Promise<boolean> => {
+    const back = await readText(join(admin, name, "gitdir"));
+    return back !== null && resolve(back.trim()) === wanted;
+  };
+  const guess = workTree.split("/").pop() ?? "";
+  if (guess && (await matches(guess))) return join(admin, guess);
+  let names: string[];
+  try {
+    names = await readdir(admin);
+  } catch {
+    return null;
+  }
+  for (const name of names) if (name !== guess && (await matches(name))) return join(admin, name);
+  return null;
+}
+
+/**
+ * Verifies that `<workTree>/.git` is still the regular file git wrote, pointing at `gitDir`; throws
+ * `WorktreeTamperedError` saying what was found otherwise (guarantee 16). Reads only.
+ */
+export async function verifyGitfile(repo: WorktreeRepo): Promise<void> {
+  const path = join(repo.workTree, ".git");
+  let kind: string;
+  try {
+    const info = await lstat(path);
+    kind = info.isSymbolicLink() ? "a symlink" : info.isDirectory() ? "a folder" : info.isFile() ? "file" : "special";
+  } catch {
+    throw new WorktreeTamperedError(`The worker removed its worktree's .git file (${path}).`);
+  }
+  if (kind !== "file") {
+    throw new WorktreeTamperedError(
+      `The worker replaced its worktree's .git file with ${kind === "special" ? "a special file" : kind} (${path}).`,
+    );
+  }
+  const text = ((await readText(path)) ?? "").trim();
+  const target = /^gitdir: (.+)$/.exec(text)?.[1];
+  if (target === undefined || resolve(repo.workTree, target) !== resolve(repo.gitDir)) {
+    const shown = target !== undefined ? `at ${target}` : `to something that is not a gitfile`;
+    throw new WorktreeTamperedError(
+      `The worker pointed its worktree's .git file ${shown.slice(0, 300)} instead of the worktree's own git directory ${repo.gitDir}.`,
+    );
+  }
+}
+
+/**
+ * `git -c filter.<name>.clean= -c filter.<name>.smudge= -c filter.<name>.process= -c filter.<name>.required=false`
+ * for every filter driver the repository's configuration (system, global, repository, worktree) defines: a filter
+ * named by a `.gitattributes` the worker wrote then runs nothing. Reads configuration only.
+ */
+async function filterOverrides(repo: WorktreeRepo): Promise<string[]> {
+  const r = await runGit(repo.workTree, [
+    `--git-dir=${repo.gitDir}`,
+    "config",
+    "--name-only",
+    "--get-regexp",
+    "^filter\\..+\\.(clean|smudge|process|required)$",
+  ]);
+  const names = new Set<string>();
+  for (const line of r.stdout.split("\n")) {
+    const m = /^filter\.(.+)\.(?:clean|smudge|process|required)$/.exec(line.trim());
+    if (m?.[1]) names.add(m[1]);
+  }
+  const out: string[] = [];
+  for (const name of names) for (const key of ["clean", "smudge", "process"]) out.push("-c", `filter.${name}.${key}=`);
+  for (const name of names) out.push("-c", `filter.${name}.required=false`);
+  return out;
+}
+
+/**
+ * A runner of git commands inside one worktree with its repository named explicitly and filters overridden (see the
+ * file comment). The overrides are read once per runner: make one per operation (prepare, capture).
+ */
+export async function worktreeGit(
+  repo: WorktreeRepo,
+): Promise<(args: readonly string[], input?: string, env?: Record<string, string>) => Promise<string>> {
+  const explicit = [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`, ...(await filterOverrides(repo))];
+  return (args, input, env) => git(repo.workTree, [...explicit, ...args], input, env);
+}
