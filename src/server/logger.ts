@@ -1,10 +1,11 @@
 /**
  * The server's structured logger: pino writing synchronously to stderr (fd 2) or to a log file.
  *
- * Owns: building the one pino instance the process uses. Must never write to stdout (fd 1): stdout carries protocol
+ * Owns: building the one pino instance the process uses, and adapting a logger to vscode-jsonrpc's. Must never write to stdout (fd 1): stdout carries protocol
  * frames only (PROTOCOL.md section 1).
  */
 import pino from "pino";
+import type { Logger as JsonRpcLogger } from "vscode-jsonrpc/node";
 import type { Logger } from "../core/ports.js";
 
 /** Log levels accepted by `createLogger` (pino's, plus `silent`). */
@@ -46,4 +47,18 @@ export function createLogger(options: LoggerOptions): ServerLogger {
     },
     destination,
   );
+}
+
+/**
+ * Adapts the project logger to vscode-jsonrpc's `Logger`, so the library never writes to the console (stdout).
+ * Library `log` lines go to debug.
+ */
+export function jsonRpcLogger(logger: Logger): JsonRpcLogger {
+  const bindings = { source: "vscode-jsonrpc" };
+  return {
+    error: (message) => logger.error(bindings, message),
+    warn: (message) => logger.warn(bindings, message),
+    info: (message) => logger.info(bindings, message),
+    log: (message) => logger.debug(bindings, message),
+  };
 }

@@ -7,17 +7,17 @@
  * (`$/cancelRequest` and ACP `$/cancel_request` → `AbortSignal`), outbound notifications and requests, and who hears
  * what (PROTOCOL.md section 2): extension traffic only once the client uses the extension, in its spelling. Must never know what a method does, never validate results at runtime, never
  * write to stdout other than through the writer, and never let a handler's exception text reach the wire.
+ * Its pieces: inbound-request.ts (handler contexts, cancellation, names), outbound-request.ts (one server → client
+ * request), extension-audience.ts (who hears extension traffic).
  */
 import {
   CancellationReceiverStrategy,
-  CancellationTokenSource,
   Message,
   ParameterStructures,
   ResponseError,
   createMessageConnection,
   type CancellationStrategy,
   type Disposable,
-  type Logger as JsonRpcLogger,
   type MessageConnection,
   type MessageReader,
   type MessageWriter,
@@ -25,16 +25,24 @@ import {
   type RequestMessage,
   type ResponseMessage,
 } from "vscode-jsonrpc/node";
-import type { z } from "zod";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
 import type { Logger } from "../core/ports.js";
 import type { Framing } from "./framing.js";
+import type { OutboundRequestOptions } from "../adapters/persistence/host-requester.js";
 import {
-  ConnectionClosedError,
-  RequestTimeoutError,
-  type OutboundRequestOptions,
-} from "../adapters/persistence/host-requester.js";
+  InboundCancellation,
+  isNotificationMessage,
+  isRequestMessage,
+  isThenable,
+  wireNames,
+  type ErrorMapper,
+  type NotificationHandler,
+  type RequestHandler,
+} from "./inbound-request.js";
+import { ExtensionAudience } from "./extension-audience.js";
 import { checkInputBounds } from "./input-bounds.js";
+import { sendOutboundRequest } from "./outbound-request.js";
+import { jsonRpcLogger } from "./logger.js";
 import {
   internalError,
   invalidParams,
@@ -44,36 +52,13 @@ import {
   zodIssuesToWire,
 } from "./wire-errors.js";
 
-/** What a request handler gets besides its validated params. */
-export interface RequestContext {
-  /** Aborted by `$/cancelRequest`, ACP `$/cancel_request {requestId}`, `abortInFlight()` or `dispose()`. */
-  readonly signal: AbortSignal;
-  /** The bare method name (`product.plan`), whichever spelling the client used. */
-  readonly method: string;
-  /** The JSON-RPC id of the request. */
-  readonly requestId: string | number | undefined;
-}
-
-/** What a notification handler gets besides its validated params. */
-export interface NotificationContext {
-  /** The bare method name, whichever spelling the client used. */
-  readonly method: string;
-}
-
-/** A request handler typed from its spec. Its result is sent as is (not validated at runtime). */
-export type RequestHandler<S extends MethodSpec = MethodSpec> = (
-  params: z.infer<S["params"]>,
-  ctx: RequestContext,
-) => Promise<z.infer<S["result"]>> | z.infer<S["result"]>;
-
-/** A client → server notification handler typed from its spec. */
-export type NotificationHandler<S extends NotificationSpec = NotificationSpec> = (
-  params: z.infer<S["params"]>,
-  ctx: NotificationContext,
-) => Promise<void> | void;
-
-/** Maps a domain error thrown by a handler to a wire error; `undefined` means "not mine" (→ `-32603`). */
-export type ErrorMapper = (error: unknown) => ResponseError<unknown> | undefined;
+export type {
+  ErrorMapper,
+  NotificationContext,
+  NotificationHandler,
+  RequestContext,
+  RequestHandler,
+} from "./inbound-request.js";
 
 export interface RpcConnectionOptions {
   reader: MessageReader;
@@ -107,9 +92,6 @@ export class ExtensionNotUsedError extends Error {
     super(`The client does not use the acp-orchestrator extension, so ${method} is not sent to it.`);
   }
 }
-
-/** Method-name prefixes of standard ACP traffic, which never carries the extension prefix (PROTOCOL.md section 2). */
-const STANDARD_PREFIXES = ["session/", "fs/", "terminal/", "elicitation/", "$/"] as const;
 
 /** ACP's cancellation notification. */
 const ACP_CANCEL_REQUEST = "$/cancel_request";
@@ -178,12 +160,8 @@ export class RpcConnection {
   private idleWaiters: (() => void)[] = [];
   /** Rejecters of outbound requests awaiting an answer, for when the input ends. */
   private readonly outbound = new Set<() => void>();
-  /** Set once the client uses the extension (PROTOCOL.md section 2): declared in `initialize` or called a method. */
-  private extensionUsed = false;
-  /** The `extensionPrefix` the client declared in `initialize`, if any: it wins over the first call's spelling. */
-  private declaredPrefix: "" | "_" | undefined;
-  /** The spelling of the first extension method the client called on this connection. */
-  private firstCallPrefix: "" | "_" | undefined;
+  /** Who hears extension traffic, in which spelling (PROTOCOL.md section 2). */
+  private readonly audience = new ExtensionAudience();
   private initializedFlag = false;
   private disposed = false;
   /** Moved by every `abortInFlight()`, so that a handler running at that moment is aborted once it is tracked. */
@@ -271,8 +249,7 @@ export class RpcConnection {
    * of the first extension method the client calls (bare until then). A later declaration replaces the prefix.
    */
   declareExtension(prefix?: "" | "_"): void {
-    this.extensionUsed = true;
-    if (prefix !== undefined) this.declaredPrefix = prefix;
+    this.audience.declare(prefix);
   }
 
   /**
@@ -280,12 +257,12 @@ export class RpcConnection {
    * Until then extension notifications are dropped and extension requests refused (PROTOCOL.md section 2).
    */
   get usesExtension(): boolean {
-    return this.extensionUsed;
+    return this.audience.used;
   }
 
   /** The spelling extension traffic is sent in now (PROTOCOL.md section 2). */
   get extensionPrefix(): "" | "_" {
-    return this.declaredPrefix ?? this.firstCallPrefix ?? "";
+    return this.audience.prefix;
   }
 
   /**
@@ -294,8 +271,8 @@ export class RpcConnection {
    * closed or failed connection is logged (debug) and the notification dropped. Resolves once the writer accepted it.
    */
   notify(method: string, params?: object): Promise<void> {
-    if (!this.extensionUsed && isExtensionTraffic(method)) return Promise.resolve();
-    const wire = this.outboundName(method);
+    if (!this.audience.hears(method)) return Promise.resolve();
+    const wire = this.audience.outboundName(method);
     try {
       const sent =
         params === undefined
@@ -321,50 +298,9 @@ export class RpcConnection {
    * Requires `listen()` first.
    */
   request(method: string, params: object | undefined, options: OutboundRequestOptions = {}): Promise<unknown> {
-    if (!this.extensionUsed && isExtensionTraffic(method)) return Promise.reject(new ExtensionNotUsedError(method));
-    const wire = this.outboundName(method);
-    const { signal, timeoutMs } = options;
-    if (signal?.aborted) return Promise.reject(abortReason(signal));
-    return new Promise<unknown>((resolve, reject) => {
-      const source = new CancellationTokenSource();
-      let settled = false;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const settle = (action: () => void) => {
-        if (settled) return;
-        settled = true;
-        if (timer !== undefined) clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-        this.outbound.delete(onClosed);
-        action();
-      };
-      const onAbort = () => {
-        source.cancel();
-        settle(() => reject(abortReason(signal!)));
-      };
-      const onClosed = () => settle(() => reject(new ConnectionClosedError(wire)));
-      this.outbound.add(onClosed);
-      if (timeoutMs !== undefined) {
-        timer = setTimeout(() => {
-          source.cancel();
-          settle(() => reject(new RequestTimeoutError(wire, timeoutMs)));
-        }, timeoutMs);
-      }
-      signal?.addEventListener("abort", onAbort, { once: true });
-      let pending: Promise<unknown>;
-      try {
-        pending =
-          params === undefined
-            ? this.connection.sendRequest(wire, source.token)
-            : this.connection.sendRequest(wire, ParameterStructures.byName, params, source.token);
-      } catch (error) {
-        settle(() => reject(error));
-        return;
-      }
-      pending.then(
-        (result) => settle(() => resolve(result)),
-        (error: unknown) => settle(() => reject(error)),
-      );
-    });
+    if (!this.audience.hears(method)) return Promise.reject(new ExtensionNotUsedError(method));
+    const wire = this.audience.outboundName(method);
+    return sendOutboundRequest(this.connection, wire, params, options, this.outbound);
   }
 
   /**
@@ -482,7 +418,7 @@ export class RpcConnection {
     const spec = this.requestSpecs.get(wireMethod);
     if (!this.initializedFlag && spec?.method !== INITIALIZE) return notInitialized();
     if (spec === undefined) return methodNotFound(wireMethod);
-    if (spec.extension) this.noteExtensionCall(wireMethod);
+    if (spec.extension) this.audience.noteCall(wireMethod);
     const handler = this.requestHandlers.get(spec.method);
     if (handler === undefined) {
       this.logger.warn({ method: spec.method }, "A declared method has no handler; answered -32601");
@@ -572,12 +508,6 @@ export class RpcConnection {
     }
   }
 
-  /** The client called an extension method: it uses the extension, and its first call fixes the spelling. */
-  private noteExtensionCall(wireMethod: string): void {
-    this.extensionUsed = true;
-    this.firstCallPrefix ??= wireMethod.startsWith("_") ? "_" : "";
-  }
-
   /** Keeps a running request abortable by id (see `untrack`). */
   private track(cancellation: InboundCancellation): void {
     const requestId = cancellation.requestId;
@@ -650,64 +580,6 @@ export class RpcConnection {
       this.serveNotification(message);
     } else callback(message);
   }
-
-  private outboundName(method: string): string {
-    if (this.extensionPrefix === "" || method.startsWith("_") || !isExtensionTraffic(method)) return method;
-    return `_${method}`;
-  }
-}
-
-/**
- * The cancellation of one inbound request, which is also its handler's `RequestContext`: aborted by `$/cancelRequest`,
- * ACP `$/cancel_request`, `abortInFlight()` or `dispose()`. Its `AbortController` is made only when the handler first
- * reads `signal` (issue 16, request path: most handlers never do), already aborted if a cancellation came first, so a
- * handler sees the same thing whenever it looks.
- */
-class InboundCancellation implements RequestContext {
-  private controller: AbortController | undefined;
-  private abortedFlag = false;
-
-  constructor(
-    readonly method: string,
-    readonly requestId: string | number | undefined,
-  ) {}
-
-  get signal(): AbortSignal {
-    if (this.controller === undefined) {
-      this.controller = new AbortController();
-      if (this.abortedFlag) this.controller.abort();
-    }
-    return this.controller.signal;
-  }
-
-  /** True once the request was cancelled, whether or not its handler looked at `signal`. */
-  get aborted(): boolean {
-    return this.abortedFlag;
-  }
-
-  abort(): void {
-    this.abortedFlag = true;
-    this.controller?.abort();
-  }
-}
-
-/** True for a method of the extension (anything not ACP: not `session/`, `fs/`, `terminal/`, `elicitation/`, `$/`). */
-function isExtensionTraffic(method: string): boolean {
-  return !STANDARD_PREFIXES.some((prefix) => method.startsWith(prefix));
-}
-
-/** The wire spellings of a spec: the bare name, plus `_name` for an extension (PROTOCOL.md section 2). */
-function wireNames(spec: { method: string; extension: boolean }): string[] {
-  return spec.extension ? [spec.method, `_${spec.method}`] : [spec.method];
-}
-
-/** True for a promise or any other object with a `then` method (what `await` would wait for). */
-function isThenable(value: unknown): value is PromiseLike<unknown> {
-  return (
-    (typeof value === "object" || typeof value === "function") &&
-    value !== null &&
-    typeof (value as { then?: unknown }).then === "function"
-  );
 }
 
 /**
@@ -715,28 +587,3 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
  * use (scripts/bundle.ts), and `answer` asks for it on every request (issue 16, request path).
  */
 const ResponseErrorClass = ResponseError;
-
-/**
- * vscode-jsonrpc's `Message.isRequest` and `Message.isNotification`, read once, for the same reason as
- * `ResponseErrorClass`: both run on every inbound message.
- */
-const isRequestMessage: (message: Message) => message is RequestMessage = Message.isRequest;
-const isNotificationMessage: (message: Message) => message is NotificationMessage = Message.isNotification;
-
-function abortReason(signal: AbortSignal): unknown {
-  return signal.reason ?? new Error("The request was aborted.");
-}
-
-/**
- * Adapts the project logger to vscode-jsonrpc's `Logger`, so the library never writes to the console (stdout).
- * Library `log` lines go to debug.
- */
-export function jsonRpcLogger(logger: Logger): JsonRpcLogger {
-  const bindings = { source: "vscode-jsonrpc" };
-  return {
-    error: (message) => logger.error(bindings, message),
-    warn: (message) => logger.warn(bindings, message),
-    info: (message) => logger.info(bindings, message),
-    log: (message) => logger.debug(bindings, message),
-  };
-}
