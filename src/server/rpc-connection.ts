@@ -10,9 +10,9 @@
  * Its pieces: inbound-request.ts (handler contexts, cancellation, names), outbound-request.ts (one server → client
  * request), extension-audience.ts (who hears extension traffic).
  */
+import type { Message } from "vscode-jsonrpc/node";
 import {
   CancellationReceiverStrategy,
-  Message,
   ParameterStructures,
   ResponseError,
   createMessageConnection,
