@@ -4,6 +4,7 @@
  */
 import { checkAgentsCommand } from "./check-agents.js";
 import { checkHostCommand } from "./check-host.js";
+import { controlCommands } from "./control.js";
 import type { Command } from "./command.js";
 import { demoCommand } from "./demo.js";
 import { eventsCommand } from "./events.js";
@@ -22,6 +23,7 @@ export const COMMANDS: readonly Command[] = [
   demoCommand,
   runCommand,
   resumeCommand,
+  ...controlCommands,
   listCommand,
   statusCommand,
   eventsCommand,

@@ -3,39 +3,16 @@
  * headless from the terminal with live progress (issue 15). Both start this build's server on the chosen store and
  * talk ACP to it like any client; `--yes` confirms the plan without asking.
  */
-import { statSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import type { Plan } from "../../protocol/common.js";
-import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
-import { followProduct, type FollowedStatus } from "../operator/follow.js";
-import { formatDuration, taskDurationMs } from "../operator/format.js";
-import { ProgressView } from "../operator/progress-view.js";
 import { withServer, type ServerSession } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
-
-const COMMON = {
-  state: { type: "string" },
-  config: { type: "string" },
-  "log-level": { type: "string" },
-} as const;
-
-/**
- * The `serve` arguments of a `run` or `resume`. The server runs in the product's folder (`--cwd`), so relative
- * `--state` and `--config` paths are made absolute here, against the directory the command was given in (a new user
- * found `run --cwd repo --config cfg.json` looking for repo/cfg.json).
- */
-function serveArgs(values: { state?: string; config?: string; "log-level"?: string }): string[] {
-  const state = values.state;
-  return [
-    ...(state !== undefined ? ["--state", isPostgresUrl(state) ? state : resolve(state)] : []),
-    ...(values.config !== undefined ? ["--config", resolve(values.config)] : []),
-    "--log-level",
-    values["log-level"] ?? "warn",
-  ];
-}
+import { DRIVE_OPTIONS as COMMON, followToEnd, serveArgs, write } from "./drive.js";
+import { tryControlFirst } from "./control.js";
 
 function isDirectory(path: string): boolean {
   try {
@@ -45,33 +22,42 @@ function isDirectory(path: string): boolean {
   }
 }
 
-const write = (text: string) => process.stdout.write(text);
+/** Longest goal text read from a file or stdin, in characters (the wire's own limit for a goal). */
+const MAX_GOAL_CHARS = 100_000;
 
-function view(): ProgressView {
-  return new ProgressView({ write, live: process.stdout.isTTY === true, columns: process.stdout.columns ?? 100 });
+/** The goal of a `run`: `--goal TEXT`, `--goal -` (read from stdin), or `--goal-file FILE`. Throws UsageError. */
+async function goalOf(values: { goal?: string; "goal-file"?: string }): Promise<string> {
+  if (values.goal !== undefined && values["goal-file"] !== undefined) {
+    throw new UsageError(`"run" takes --goal or --goal-file, not both.`, "run");
+  }
+  let text: string;
+  if (values["goal-file"] !== undefined) {
+    try {
+      const size = statSync(values["goal-file"]).size;
+      if (size > MAX_GOAL_CHARS * 4)
+        throw new UsageError(`--goal-file ${values["goal-file"]} is larger than 400 kB.`, "run");
+      text = readFileSync(values["goal-file"], "utf8");
+    } catch (err) {
+      if (err instanceof UsageError) throw err;
+      throw new UsageError(`--goal-file ${values["goal-file"]} cannot be read (${(err as Error).message}).`, "run");
+    }
+  } else if (values.goal === "-") {
+    text = await readStdin();
+  } else if (values.goal !== undefined) text = values.goal;
+  else throw new UsageError(`"run" needs --goal TEXT, --goal - (stdin) or --goal-file FILE.`, "run");
+  if (text.length > MAX_GOAL_CHARS)
+    throw new UsageError(`The goal is longer than ${MAX_GOAL_CHARS} characters.`, "run");
+  if (text.trim() === "") throw new UsageError("The goal is empty.", "run");
+  return text;
 }
 
-/** The end-of-run summary; exit code 0 only when the product completed. */
-function summarise(status: FollowedStatus): number {
-  const now = Date.now();
-  write(`\nphase: ${status.phase}\n`);
-  for (const t of status.tasks) {
-    const d = taskDurationMs(t, now);
-    write(
-      `  ${t.taskId.padEnd(5)} ${t.status.padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`,
-    );
+async function readStdin(): Promise<string> {
+  let text = "";
+  for await (const chunk of process.stdin) {
+    text += typeof chunk === "string" ? chunk : (chunk as Buffer).toString("utf8");
+    if (text.length > MAX_GOAL_CHARS) break;
   }
-  const integration = status.integration as
-    | { mode?: string; branch?: string; state?: string; targetBranch?: string }
-    | undefined;
-  if (integration?.branch) {
-    // Worktree isolation (PROTOCOL.md section 5): the result is on the integration branch, not in the working tree.
-    const where =
-      integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";
-    write(`result: branch ${integration.branch}${where}, integration ${integration.state ?? "pending"}\n`);
-  }
-  if (status.recovery) write(`recovery: ${status.recovery.cause}\n  ${status.recovery.remediation}\n`);
-  return status.phase === "completed" ? 0 : 1;
+  return text;
 }
 
 async function confirmInteractively(): Promise<boolean> {
@@ -86,19 +72,25 @@ async function confirmInteractively(): Promise<boolean> {
 
 export const runCommand: Command = {
   name: "run",
-  synopsis: "run --goal TEXT [--config FILE] [--state PATH|URL] [--cwd DIR] [--yes]",
+  synopsis:
+    "run --goal TEXT|- | --goal-file FILE [--config FILE] [--state PATH|URL] [--cwd DIR] [--integration branch|merge] [--yes]",
   summary: "plan a goal and run it headless with live progress",
-  help: `Usage: acp-orchestrator run --goal TEXT [--config FILE] [--state PATH|URL] [--cwd DIR] [--yes]
+  help: `Usage: acp-orchestrator run --goal TEXT|- | --goal-file FILE [--config FILE] [--state PATH|URL] [--cwd DIR]
+                            [--integration branch|merge] [--yes]
 
 Starts the server on the store, plans TEXT with the leader (the config's, else the built-in one), prints the plan,
 and after confirmation (--yes, or "y" at the prompt in a terminal) runs it in DIR (default: the current
 directory) with live progress: a redrawn table in a terminal, one line per task status change otherwise.
 With worktree isolation (a git workspace) the result is on the branch acp/<productId>, which the summary names.
 Exits 0 when the product completed, 1 when it failed, paused or was not confirmed (a paused run continues with
-"resume ID"; a plan that was not confirmed is confirmed from a client, or planned again with --yes).
+"resume ID"; a plan that was not confirmed is confirmed with "confirm ID", or planned again with --yes).
+Ctrl-C pauses the product and prints the resume command; a second Ctrl-C leaves it as it is (resumable).
 
 Options:
-  --goal TEXT       the goal (a value starting with "-" is fine: --goal "- Write a README")
+  --goal TEXT       the goal (a value starting with "-" is fine: --goal "- Write a README"); "-" reads it from stdin
+  --goal-file FILE  read the goal from FILE
+  --integration M   branch (default: the result stays on acp/<productId>) or merge (brought into the branch checked
+                    out at confirm by fast-forward or merge commit, never a rewrite)
   --yes, -y         confirm the plan without asking
   --config FILE     agent registry file
   --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
@@ -109,12 +101,17 @@ Options:
     const { values, positionals } = parseCommandArgs("run", argv, {
       ...COMMON,
       goal: { type: "string" },
+      "goal-file": { type: "string" },
+      integration: { type: "string" },
       yes: { type: "boolean", short: "y" },
       cwd: { type: "string" },
     });
     expectPositionals("run", positionals, 0, 0, "no arguments (give the goal with --goal)");
-    if (!values.goal) throw new UsageError(`"run" needs --goal TEXT.`, "run");
-    const goal = values.goal;
+    const integration = values.integration;
+    if (integration !== undefined && integration !== "branch" && integration !== "merge") {
+      throw new UsageError(`--integration takes "branch" or "merge", not "${integration}".`, "run");
+    }
+    const goal = await goalOf(values);
     const cwd = values.cwd === undefined ? process.cwd() : resolve(values.cwd);
     if (values.cwd !== undefined && !isDirectory(cwd)) {
       throw new UsageError(`--cwd ${values.cwd} is not a directory.`, "run");
@@ -123,7 +120,11 @@ Options:
       const planned = session.waitFor(
         (m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined,
       );
-      const { productId } = await session.request<{ productId: string }>("product.plan", { goal, cwd });
+      const { productId } = await session.request<{ productId: string }>("product.plan", {
+        goal,
+        cwd,
+        ...(integration !== undefined ? { integration: { mode: integration } } : {}),
+      });
       write(`product ${productId}\n`);
       const ready = await planned;
       if (!ready.plan) {
@@ -139,12 +140,14 @@ Options:
         );
       }
       if (!values.yes && !(await confirmInteractively())) {
-        write(`not confirmed; the plan waits in the store: confirm it from a client, or plan again with --yes.\n`);
+        write(
+          `not confirmed; the plan waits in the store: "acp-orchestrator confirm ${productId}", or plan again with --yes.\n`,
+        );
         return 1;
       }
       await session.request("product.confirm", { productId });
       write("running:\n");
-      return summarise(await followProduct(session, productId, view()));
+      return followToEnd(session, productId, values);
     });
   },
 };
@@ -155,7 +158,8 @@ export const resumeCommand: Command = {
   summary: "resume a paused or interrupted product and follow it to the end",
   help: `Usage: acp-orchestrator resume ID [--config FILE] [--state PATH|URL]
 
-Starts the server on the store, resumes product ID (completed tasks are not run again; tasks that were running
+A server that owns product ID, or that made it and holds it paused, resumes it itself (a control request,
+answered within a second). Otherwise this starts a server on the store, resumes product ID (completed tasks are not run again; tasks that were running
 run again) and follows it with live progress until it completes, fails or pauses. Refused while another server
 holds the product's lease. Exits 0 when the product completed.
 
@@ -168,6 +172,9 @@ Options:
     const { values, positionals } = parseCommandArgs("resume", argv, COMMON);
     expectPositionals("resume", positionals, 1, 1, "a product id");
     const productId = positionals[0] as string;
+    // A server that owns it, or made it and holds it paused, resumes it itself (issue 29); else a server of our own.
+    const asked = await tryControlFirst(values, { productId, method: "product.resume" });
+    if (asked !== undefined) return asked;
     return withServer({ serveArgs: serveArgs(values), cwd: process.cwd() }, async (session) => {
       try {
         await session.request("product.resume", { productId });
@@ -177,7 +184,7 @@ Options:
         return 1;
       }
       write(`resumed ${productId}:\n`);
-      return summarise(await followProduct(session, productId, view()));
+      return followToEnd(session, productId, values);
     });
   },
 };

@@ -43,6 +43,9 @@ export async function withServer<T>(
   const child = spawn(process.execPath, [...args, "serve", ...options.serveArgs], {
     cwd: options.cwd,
     stdio: ["pipe", "pipe", options.stderr ?? "inherit"],
+    // Its own process group: a Ctrl-C in the terminal reaches the command (which pauses the product), not the server,
+    // which ends when its stdin closes (issue 29).
+    detached: true,
   });
   let spawnError: Error | undefined;
   const exited = new Promise<number | null>((resolve) => {

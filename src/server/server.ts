@@ -14,6 +14,7 @@ import type { ParamsOf } from "../../protocol/methods.js";
 import type { ProductContext, ProductOptions } from "../core/product/context.js";
 import { GoalService } from "../core/goal/service.js";
 import { Fleet } from "../core/product/fleet.js";
+import { ControlRequestPickup } from "../core/product/control-requests.js";
 import { ProductService } from "../core/product/service.js";
 import type { VersionedStatus } from "../core/product/status.js";
 import { ProductStore } from "../core/product/store.js";
@@ -118,6 +119,8 @@ export class OrchestratorServer {
   readonly products: ProductService;
   /** Leases, forwarding and recovery across servers sharing one store (fleet.ts). */
   readonly fleet: Fleet;
+  /** Control requests written by other processes (the CLI, the dashboard) for products this server owns. */
+  readonly controlRequests: ControlRequestPickup;
   readonly goals: GoalService;
   readonly sessions: SessionAdapter;
   private readonly notifier: FanOutNotifier;
@@ -178,6 +181,14 @@ export class OrchestratorServer {
       recover: options.fleet?.recover ?? false,
       recoverGoals: () => this.goals.recoverOrphans(),
       scanMs: options.fleet?.scanMs ?? options.productOptions.leaseRenewMs,
+    });
+    this.controlRequests = new ControlRequestPickup({
+      service: this.products,
+      authority: options.authority,
+      clock: options.clock,
+      logger: options.logger.child({ component: "control-requests" }),
+      ownerId: options.productOptions.ownerId,
+      ...(ctx.liveness ? { liveness: ctx.liveness } : {}),
     });
     this.products.setForwarder((productId, request, refusal) => {
       if (!this.fleet.canForward) return Promise.reject(refusal);
@@ -378,6 +389,7 @@ export class OrchestratorServer {
     this.connection.onClose(() => this.resolveClosed());
     this.connection.listen();
     this.fleet.start();
+    this.controlRequests.start();
     await this.closed;
     await this.shutdown();
   }
@@ -388,6 +400,7 @@ export class OrchestratorServer {
   shutdown(): Promise<void> {
     this.shuttingDown ??= (async () => {
       this.fleet.stop();
+      this.controlRequests.stop();
       this.sessions.shutdown();
       const goalsDown = this.goals.shutdown();
       await this.products.shutdown();

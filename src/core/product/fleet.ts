@@ -24,6 +24,7 @@ import { AuthorityConflict } from "../ports.js";
 import type { ControlRequest, ProductService } from "./service.js";
 import type { ProductStore } from "./store.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
+import { CONTROL_REQUEST_KIND } from "./control-requests.js";
 
 /** The record kind of control requests. */
 export const CONTROL_KIND = "control";
@@ -37,7 +38,7 @@ export const CONTROL_KIND = "control";
  * stray append by a non-owner is refused to the owner by the stream's sequence check (guarantee 6).
  */
 export function fleetWatches(change: { kind?: string; stream?: string }): boolean {
-  return change.kind === "lease" || change.kind === CONTROL_KIND;
+  return change.kind === "lease" || change.kind === CONTROL_KIND || change.kind === CONTROL_REQUEST_KIND;
 }
 
 /** A control request forwarded to a product's owner, and its answer (written by the owner into the same record). */

@@ -1,0 +1,348 @@
+/**
+ * The control verbs (issue 29): `pause`, `cancel`, `checkpoint`, `retry`, `rollback`, `confirm`, `answer`, `message`,
+ * `delete` (and `resume`, in run.ts). Each files a control request through the run-state authority for the server
+ * that owns the product (src/operator/control-client.ts; docs/PROTOCOL.md "Control requests") and prints its answer.
+ * When no server takes it (nobody owns the product), the verb takes ownership as `resume` does: it starts a server
+ * of its own on the store, calls the same JSON-RPC method, and, when that leaves the product executing, follows it
+ * to its end (Ctrl-C pauses).
+ *
+ * Owns the verbs' arguments, the choice between asking and taking ownership, and what is printed.
+ */
+import { existsSync, readFileSync } from "node:fs";
+import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
+import { ProcessLiveness } from "../adapters/system/process-liveness.js";
+import { isDomainError } from "../core/errors.js";
+import { AuthorityFailure } from "../core/ports.js";
+import type { ControlMethod } from "../core/product/control-requests.js";
+import { RequestId } from "../core/product/control-requests.js";
+import { requestControl, type ControlCall, type ControlOutcome } from "../operator/control-client.js";
+import { withServer } from "../operator/server-client.js";
+import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
+import type { Command } from "./command.js";
+import { DRIVE_OPTIONS, followToEnd, serveArgs, write, type DriveValues } from "./drive.js";
+
+const OPTIONS = {
+  ...DRIVE_OPTIONS,
+  "request-id": { type: "string" },
+  "timeout-ms": { type: "string" },
+  json: { type: "boolean" },
+} as const;
+
+interface ControlValues extends DriveValues {
+  "request-id"?: string;
+  "timeout-ms"?: string;
+  json?: boolean;
+}
+
+/** What a verb asks for, from its arguments. */
+type VerbCall = Omit<ControlCall, "requestId" | "answerMs">;
+
+/** Methods that leave a product executing in the server that ran them: a server of our own then follows it. */
+const STARTS_EXECUTION: readonly ControlMethod[] = [
+  "product.resume",
+  "product.confirm",
+  "product.rollback",
+  "product.replayTask",
+];
+
+/** One line saying what the answer means. */
+export function describeAnswer(call: VerbCall, result: Record<string, unknown>): string {
+  const id = call.productId;
+  switch (call.method) {
+    case "product.pause":
+      return `paused ${id}`;
+    case "product.resume":
+      return `resumed ${id}`;
+    case "product.cancel":
+      return `cancelled ${id}`;
+    case "product.checkpoint":
+      return `checkpoint ${String(result.checkpointId)} of ${id} at ${String(result.at)}`;
+    case "product.rollback":
+      return `rolled ${id} back to ${String(result.checkpointId)}; phase ${String(result.phase)}`;
+    case "product.replayTask": {
+      const reset = Array.isArray(result.reset) ? (result.reset as string[]) : [];
+      return `reset ${reset.join(", ")} of ${id}: ${reset.length === 1 ? "it runs" : "they run"} again`;
+    }
+    case "product.confirm":
+      return `confirmed ${id}; executing`;
+    case "product.message":
+      return String(result.response ?? "");
+    case "product.mutate":
+      return `applied ${String(result.applied)} mutations to ${id}; plan version ${String(result.version)}`;
+    case "product.delete":
+      return result.deleted === true ? `deleted ${id}` : `nothing to delete: ${id} was not in the store`;
+  }
+}
+
+function timeoutOf(values: ControlValues, command: string): number | undefined {
+  const text = values["timeout-ms"];
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1)
+    throw new UsageError(`--timeout-ms must be a positive integer, not "${text}".`, command);
+  return n;
+}
+
+/**
+ * Files `call` for the product's owner and prints the outcome. Resolves with the exit code, or `undefined` when no
+ * server took the request (it was withdrawn: nothing ran) and the caller should take ownership.
+ */
+export async function tryControlFirst(
+  values: ControlValues,
+  call: VerbCall,
+  command = "control",
+): Promise<number | undefined> {
+  const requestId = values["request-id"];
+  if (requestId !== undefined && !RequestId.safeParse(requestId).success) {
+    throw new UsageError(`--request-id takes 1 to 100 letters, digits, ".", "_" or "-", not "${requestId}".`, command);
+  }
+  const answerMs = timeoutOf(values, command);
+  const location = stateLocation(values.state);
+  if (location.kind === "sqlite" && !existsSync(location.path)) {
+    throw new AuthorityFailure(`There is no state file at ${location.path}: nothing has run with this store yet.`);
+  }
+  const authority = await openStore(location);
+  let outcome: ControlOutcome;
+  try {
+    outcome = await requestControl(authority, new ProcessLiveness(), {
+      ...call,
+      ...(requestId !== undefined ? { requestId } : {}),
+      ...(answerMs !== undefined ? { answerMs } : {}),
+    });
+  } catch (err) {
+    if (isDomainError(err, "not_found")) {
+      process.stderr.write(`acp-orchestrator: ${err.message.replace(/\.$/, "")} in ${describeLocation(location)}.\n`);
+      return 1;
+    }
+    throw err;
+  } finally {
+    await authority.close();
+  }
+  if (values.json) write(`${JSON.stringify(outcome)}\n`);
+  switch (outcome.kind) {
+    case "done":
+      if (!values.json) {
+        write(`${describeAnswer(call, outcome.result)}\n`);
+        write(
+          `  (by ${outcome.by}: accepted after ${outcome.acceptedAfterMs} ms, answered after ${outcome.answeredAfterMs} ms)\n`,
+        );
+      }
+      return 0;
+    case "refused":
+      process.stderr.write(`acp-orchestrator: ${outcome.error.message}\n`);
+      return 1;
+    case "unanswered":
+      process.stderr.write(
+        `acp-orchestrator: ${outcome.by} accepted request ${outcome.requestId} but ` +
+          (outcome.ownerDead ? "its process died before it answered" : "has not answered yet") +
+          `; see "acp-orchestrator status ${call.productId}" for what happened.\n`,
+      );
+      return 1;
+    case "unclaimed":
+      if (outcome.owner === undefined) return undefined;
+      process.stderr.write(
+        `acp-orchestrator: the server that owns ${call.productId} (${outcome.owner}) did not take the request; ` +
+          "it may be an older acp-orchestrator. Nothing was changed.\n",
+      );
+      return 1;
+  }
+}
+
+/** With no owner: a server of our own runs the method, and follows the product when it is left executing. */
+async function takeOwnership(values: ControlValues, call: VerbCall): Promise<number> {
+  return withServer({ serveArgs: serveArgs(values), cwd: process.cwd() }, async (session) => {
+    const { productId } = call;
+    try {
+      if (call.waitingTask !== undefined) {
+        const status = await session.request<{ tasks: { taskId: string; status: string }[] }>("product.status", {
+          productId,
+        });
+        const first = status.tasks.find((t) => t.status === "waiting");
+        if (first?.taskId !== call.waitingTask) {
+          const task = status.tasks.find((t) => t.taskId === call.waitingTask);
+          process.stderr.write(
+            `acp-orchestrator: ${
+              !task
+                ? `Product ${productId} has no task ${call.waitingTask}.`
+                : task.status !== "waiting"
+                  ? `Task ${call.waitingTask} is ${task.status}, not waiting for an answer.`
+                  : `Task ${first?.taskId ?? ""} waits for an answer before ${call.waitingTask}: answer it first.`
+            }\n`,
+          );
+          return 1;
+        }
+      }
+      const result = await session.request<Record<string, unknown>>(call.method, { ...call.params, productId });
+      if (values.json) write(`${JSON.stringify({ kind: "done", result, by: "this command's server" })}\n`);
+      else write(`${describeAnswer(call, result)}\n  (no server owned ${productId}: done by this command's server)\n`);
+      if (!STARTS_EXECUTION.includes(call.method)) return 0;
+      const status = await session.request<{ phase: string }>("product.status", { productId });
+      return status.phase === "executing" ? followToEnd(session, productId, values) : 0;
+    } catch (err) {
+      const e = err as { message?: string };
+      process.stderr.write(`acp-orchestrator: ${e.message ?? String(err)}\n`);
+      return 1;
+    }
+  });
+}
+
+interface VerbSpec {
+  name: string;
+  args: string;
+  summary: string;
+  details: string;
+  /** Positionals after the product id: [min, max, what]. */
+  extra: [number, number, string];
+  extraOptions?: Record<string, { type: "string" | "boolean" }>;
+  toCall(productId: string, extra: string[], values: Record<string, unknown>): VerbCall;
+}
+
+const COMMON_HELP = `Options:
+  --state PATH|URL   the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
+  --config FILE      agent registry file, for a server of this command's own (when no server owns the product)
+  --request-id ID    idempotence key: the same id is the same request (answered again, never run twice)
+  --timeout-ms N     how long the owner may take to answer once it accepted (default 120000)
+  --json             print the outcome as JSON
+  --log-level LEVEL  the log level of a server of this command's own (default warn)
+`;
+
+function verb(spec: VerbSpec): Command {
+  const synopsis = `${spec.name} ID${spec.args ? ` ${spec.args}` : ""} [--state PATH|URL] [--request-id ID] [--json]`;
+  return {
+    name: spec.name,
+    synopsis,
+    summary: spec.summary,
+    help: `Usage: acp-orchestrator ${synopsis}
+
+${spec.details}
+The server that owns product ID executes it (it is asked through the store and answers within a second); when no
+server owns it, this command starts one of its own, as "resume" does${
+      STARTS_EXECUTION.includes(spec.toCall("x", ["x", "x"], {}).method)
+        ? ", and follows the product to its end (Ctrl-C pauses it)"
+        : ""
+    }.
+
+${COMMON_HELP}`,
+    async run(argv) {
+      const { values, positionals } = parseCommandArgs(spec.name, argv, { ...OPTIONS, ...spec.extraOptions });
+      const [min, max, what] = spec.extra;
+      expectPositionals(spec.name, positionals, 1 + min, 1 + max, `a product id${what ? ` and ${what}` : ""}`);
+      const [productId, ...extra] = positionals as [string, ...string[]];
+      const call = spec.toCall(productId, extra, values);
+      const asked = await tryControlFirst(values, call, spec.name);
+      return asked ?? takeOwnership(values, call);
+    },
+  };
+}
+
+/** `confirm --edit plan.json`: the edited plan's instances, tasks and budget (PROTOCOL.md `product.confirm`). */
+function editedPlan(path: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(readFileSync(path, "utf8"));
+  } catch (err) {
+    throw new UsageError(`--edit ${path} is not a readable JSON file (${(err as Error).message}).`, "confirm");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+    throw new UsageError(`--edit ${path} must hold a plan object with "tasks" (and "instances", "budget").`, "confirm");
+  }
+  const plan = parsed as Record<string, unknown>;
+  const edit: Record<string, unknown> = {};
+  for (const key of ["instances", "tasks", "budget"]) if (plan[key] !== undefined) edit[key] = plan[key];
+  return edit;
+}
+
+export const controlCommands: readonly Command[] = [
+  verb({
+    name: "pause",
+    args: "",
+    summary: "pause a product: running tasks stop and are written back, resumable",
+    details: "Pauses product ID: scheduling stops, running workers are stopped and their tasks written back.",
+    extra: [0, 0, ""],
+    toCall: (productId) => ({ productId, method: "product.pause" }),
+  }),
+  verb({
+    name: "cancel",
+    args: "",
+    summary: "cancel a product for good",
+    details: "Cancels product ID for good (terminal): running workers are stopped, unfinished tasks are cancelled.",
+    extra: [0, 0, ""],
+    toCall: (productId) => ({ productId, method: "product.cancel" }),
+  }),
+  verb({
+    name: "checkpoint",
+    args: "",
+    summary: "take a manual checkpoint of a product",
+    details: "Takes a manual checkpoint of product ID (rollback can restore it).",
+    extra: [0, 0, ""],
+    toCall: (productId) => ({ productId, method: "product.checkpoint" }),
+  }),
+  verb({
+    name: "retry",
+    args: "TASK",
+    summary: "run a task and everything downstream of it again",
+    details:
+      "Resets task TASK of product ID (completed, failed or skipped) and every task downstream of it to pending.",
+    extra: [1, 1, "a task id"],
+    toCall: (productId, [taskId]) => ({ productId, method: "product.replayTask", params: { taskId } }),
+  }),
+  verb({
+    name: "rollback",
+    args: "[CHECKPOINT]",
+    summary: "restore a checkpoint (default: the latest) and run on from it",
+    details:
+      "Restores CHECKPOINT (default: the latest; see status ID) of product ID as its latest state, moves its integration\nbranch back with it (the head it leaves stays reachable), and runs on from there.",
+    extra: [0, 1, "a checkpoint id"],
+    toCall: (productId, [checkpointId]) => ({
+      productId,
+      method: "product.rollback",
+      ...(checkpointId !== undefined ? { params: { checkpointId } } : {}),
+    }),
+  }),
+  verb({
+    name: "confirm",
+    args: "[--edit plan.json]",
+    summary: "confirm a product's plan (or an edited one) and start it",
+    details:
+      'Confirms the plan of product ID, waiting for confirmation, and starts it. With --edit, the file\'s "tasks",\n"instances" and "budget" (the shape of product.status\'s plan) replace the leader\'s.',
+    extra: [0, 0, ""],
+    extraOptions: { edit: { type: "string" } },
+    toCall: (productId, _extra, values) => ({
+      productId,
+      method: "product.confirm",
+      ...(typeof values.edit === "string" ? { params: editedPlan(values.edit) } : {}),
+    }),
+  }),
+  verb({
+    name: "answer",
+    args: "TASK TEXT",
+    summary: "answer the question of a waiting task",
+    details: "Answers the question task TASK of product ID waits on with TEXT; the task runs again with the answer.",
+    extra: [2, 2, "a task id and the answer"],
+    toCall: (productId, [taskId, text]) => ({
+      productId,
+      method: "product.message",
+      params: { content: text },
+      ...(taskId !== undefined ? { waitingTask: taskId } : {}),
+    }),
+  }),
+  verb({
+    name: "message",
+    args: "TEXT",
+    summary: "send a message to a product's leader",
+    details:
+      "Sends TEXT to the leader of product ID; while it plans the answer may revise the plan, while it runs it may\nchange the DAG. The leader's answer is printed.",
+    extra: [1, 1, "the message"],
+    toCall: (productId, [content]) => ({ productId, method: "product.message", params: { content } }),
+  }),
+  verb({
+    name: "delete",
+    args: "",
+    summary: "delete a product and everything it stored (a live run is stopped first)",
+    details:
+      "Deletes product ID: a live run is stopped first; its records, worktrees and branches are removed (the user's\nbranches are not touched).",
+    extra: [0, 0, ""],
+    toCall: (productId) => ({ productId, method: "product.delete" }),
+  }),
+];

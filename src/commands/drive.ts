@@ -1,0 +1,128 @@
+/**
+ * What the commands that drive a product through a server of their own share (`run`, `resume`, and the control verbs
+ * when no server owns the product): the `serve` arguments, the live progress view, following the product to its end
+ * with Ctrl-C handling, the end-of-run summary, and the resume command to print.
+ *
+ * Ctrl-C (issue 29): the first one pauses the product (the server keeps running until its workers stopped and the
+ * pause is written) and the command ends with `paused ID — resume with: …`; a second one stops waiting and leaves the
+ * product as it is (the server stops: running tasks are written back as interrupted, resumable). A server that dies
+ * while followed is reported as one line with the resume command, never a stack trace.
+ */
+import { resolve } from "node:path";
+import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
+import { followProduct, type FollowedStatus } from "../operator/follow.js";
+import { formatDuration, taskDurationMs } from "../operator/format.js";
+import { ProgressView } from "../operator/progress-view.js";
+import type { ServerSession } from "../operator/server-client.js";
+
+/** The options every driving command takes. */
+export const DRIVE_OPTIONS = {
+  state: { type: "string" },
+  config: { type: "string" },
+  "log-level": { type: "string" },
+} as const;
+
+export interface DriveValues {
+  state?: string;
+  config?: string;
+  "log-level"?: string;
+}
+
+/**
+ * The `serve` arguments of a driving command. The server may run in the product's folder (`--cwd`), so relative
+ * `--state` and `--config` paths are made absolute here, against the directory the command was given in.
+ */
+export function serveArgs(values: DriveValues): string[] {
+  const state = values.state;
+  return [
+    ...(state !== undefined ? ["--state", isPostgresUrl(state) ? state : resolve(state)] : []),
+    ...(values.config !== undefined ? ["--config", resolve(values.config)] : []),
+    "--log-level",
+    values["log-level"] ?? "warn",
+  ];
+}
+
+/** The command that resumes `productId` with the same store and config. */
+export function resumeCommandLine(productId: string, values: DriveValues): string {
+  const state = values.state;
+  const parts = ["acp-orchestrator", "resume", productId];
+  if (state !== undefined) parts.push("--state", isPostgresUrl(state) ? state : resolve(state));
+  if (values.config !== undefined) parts.push("--config", resolve(values.config));
+  return parts.map((p) => (/^[\w@%+=:,./-]+$/u.test(p) ? p : `'${p.replace(/'/g, `'\\''`)}'`)).join(" ");
+}
+
+export const write = (text: string): boolean => process.stdout.write(text);
+
+/** Terminal width, 100 when unknown or reported as 0 (some ttys, e.g. a freshly opened pty, say 0 columns). */
+export function terminalColumns(): number {
+  const columns = process.stdout.columns;
+  return typeof columns === "number" && columns > 0 ? columns : 100;
+}
+
+export function progressView(): ProgressView {
+  return new ProgressView({ write, live: process.stdout.isTTY === true, columns: terminalColumns() });
+}
+
+/** The end-of-run summary; exit code 0 only when the product completed. */
+export function summarise(status: FollowedStatus): number {
+  const now = Date.now();
+  write(`\nphase: ${status.phase}\n`);
+  for (const t of status.tasks) {
+    const d = taskDurationMs(t, now);
+    write(
+      `  ${t.taskId.padEnd(5)} ${t.status.padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`,
+    );
+  }
+  const integration = status.integration as
+    | { mode?: string; branch?: string; state?: string; targetBranch?: string }
+    | undefined;
+  if (integration?.branch) {
+    // Worktree isolation (PROTOCOL.md section 5): the result is on the integration branch, not in the working tree.
+    const where =
+      integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";
+    write(`result: branch ${integration.branch}${where}, integration ${integration.state ?? "pending"}\n`);
+  }
+  if (status.recovery) write(`recovery: ${status.recovery.cause}\n  ${status.recovery.remediation}\n`);
+  return status.phase === "completed" ? 0 : 1;
+}
+
+/**
+ * Follows `productId` on `session` to its end and prints the summary; handles Ctrl-C as this file's header says.
+ * Resolves with the exit code (0 completed, 1 otherwise, 130 when a second Ctrl-C left the product as it is).
+ */
+export async function followToEnd(session: ServerSession, productId: string, values: DriveValues): Promise<number> {
+  let interrupts = 0;
+  let leave: (() => void) | undefined;
+  const left = new Promise<"left">((resolveLeft) => (leave = () => resolveLeft("left")));
+  const onInterrupt = () => {
+    interrupts += 1;
+    if (interrupts === 1) {
+      write(`\npausing ${productId} (Ctrl-C again to leave it as it is)…\n`);
+      session.request("product.pause", { productId }).catch((err: unknown) => {
+        process.stderr.write(`acp-orchestrator: could not pause ${productId}: ${(err as Error).message}\n`);
+      });
+    } else leave?.();
+  };
+  process.on("SIGINT", onInterrupt);
+  try {
+    const outcome = await Promise.race([followProduct(session, productId, progressView()), left]);
+    if (outcome === "left") {
+      write(`left ${productId} as it is — resume with: ${resumeCommandLine(productId, values)}\n`);
+      return 130;
+    }
+    const code = summarise(outcome);
+    if (outcome.phase === "paused")
+      write(`paused ${productId} — resume with: ${resumeCommandLine(productId, values)}\n`);
+    return code;
+  } catch (err) {
+    // The server died (or the connection broke): the product is in the store as the server last wrote it.
+    const why = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    process.stderr.write(
+      `acp-orchestrator: the server stopped while running ${productId} (${why}) — resume with: ` +
+        `${resumeCommandLine(productId, values)}\n`,
+    );
+    return 1;
+  } finally {
+    process.off("SIGINT", onInterrupt);
+  }
+}
