@@ -162,23 +162,7 @@ async function waitForAnswer(authority: RunStateAuthority, w: Waiting): Promise<
       if (r.state === "done" || r.state === "refused") {
         // The owner keeps answers for a while (idempotence) and then removes them; a deleted product has no owner left.
         if (r.method === "product.delete") await removeAnswered(authority, w, stored.revision);
-        if (r.state === "refused") {
-          return {
-            kind: "refused",
-            requestId: w.requestId,
-            error: r.error ?? unknownRefusal,
-            ...(r.acceptedBy ? { by: r.acceptedBy } : {}),
-          };
-        }
-        const answered = r.answeredAt ? Date.parse(r.answeredAt) : now;
-        return {
-          kind: "done",
-          requestId: w.requestId,
-          result: r.result ?? {},
-          by: r.acceptedBy ?? "",
-          acceptedAfterMs: Math.max(0, (acceptedAt ?? answered) - w.started),
-          answeredAfterMs: Math.max(0, answered - w.started),
-        };
+        return answeredOutcome(r, w, acceptedAt, now);
       }
       if (r.state === "accepted") {
         acceptedAt ??= now;
@@ -215,6 +199,32 @@ async function waitForAnswer(authority: RunStateAuthority, w: Waiting): Promise<
   } finally {
     unwatch?.();
   }
+}
+
+/** The outcome of an answered (`done` or `refused`) request. */
+function answeredOutcome(
+  r: ControlRequestRecord,
+  w: Waiting,
+  acceptedAt: number | undefined,
+  now: number,
+): ControlOutcome {
+  if (r.state === "refused") {
+    return {
+      kind: "refused",
+      requestId: w.requestId,
+      error: r.error ?? unknownRefusal,
+      ...(r.acceptedBy ? { by: r.acceptedBy } : {}),
+    };
+  }
+  const answered = r.answeredAt ? Date.parse(r.answeredAt) : now;
+  return {
+    kind: "done",
+    requestId: w.requestId,
+    result: r.result ?? {},
+    by: r.acceptedBy ?? "",
+    acceptedAfterMs: Math.max(0, (acceptedAt ?? answered) - w.started),
+    answeredAfterMs: Math.max(0, answered - w.started),
+  };
 }
 
 const unknownRefusal: ControlRefusal = { code: "internal", message: "The owner refused the request.", details: {} };
