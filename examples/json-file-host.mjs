@@ -1,11 +1,14 @@
 #!/usr/bin/env node
 // A host run-state authority in one file (PROTOCOL.md section 7): answers runState/* requests as NDJSON JSON-RPC on
-// stdin/stdout and keeps everything in one JSON file (RUNSTATE_FILE, default ./runstate.json), rewritten atomically
-// (temp file + rename) after every write. Check it with: acp-orchestrator check-host -- node examples/json-file-host.mjs
+// stdin/stdout and keeps everything in one JSON file (RUNSTATE_FILE, default ./runstate.json; under check-host, which
+// names a scratch directory it removes after, runstate.json there), rewritten atomically (temp file + rename) after
+// every write. Check it with: acp-orchestrator check-host -- node examples/json-file-host.mjs
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 
-const FILE = process.env.RUNSTATE_FILE ?? "runstate.json";
+const SCRATCH = process.env.ACP_ORCHESTRATOR_CHECK_HOST_DIR;
+const FILE = process.env.RUNSTATE_FILE ?? (SCRATCH ? join(SCRATCH, "runstate.json") : "runstate.json");
 // records: "projectId\0kind\0id" -> {value, revision, updatedAt}; streams: "projectId\0stream" -> [event, ...]
 const db = existsSync(FILE) ? JSON.parse(readFileSync(FILE, "utf8")) : { records: {}, streams: {} };
 const save = () => {

@@ -7,14 +7,24 @@
  * one after another on one host process, each in project ids of its own (`check-<run>-<n>-a`/`-b`), so a host's
  * store needs no wiping; rules about the port's local parts (`close`, `listProjects`, `pruneEvents`) and the one that
  * section 7 rules out (array values) are not run. It never interprets a host's data beyond what a rule checks.
+ *
+ * The host gets a scratch directory for the data the rules write (`$ACP_ORCHESTRATOR_CHECK_HOST_DIR`, fresh and empty,
+ * removed when the check ends), so that a host which honours it leaves nothing behind in the user's folder (issue 35:
+ * the example host left a 6 MB runstate.json in the checkout).
  */
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createMessageConnection, ResponseError } from "vscode-jsonrpc/node";
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
 import { RequestTimeoutError } from "../adapters/persistence/host-requester.js";
 import { createFramedTransport } from "../server/framing.js";
 import { authorityRules, type AuthorityRule } from "./authority-rules.js";
+
+/** The environment variable naming the host's scratch directory during a check (see the header). */
+export const CHECK_HOST_DIR_ENV = "ACP_ORCHESTRATOR_CHECK_HOST_DIR";
 
 /** Methods of the port that PROTOCOL.md section 7 carries to a host. */
 const HOST_METHODS = new Set(["get", "put", "delete", "list", "appendEvents", "readEvents", "deleteStream"]);
@@ -57,12 +67,30 @@ export interface CheckHostOptions {
 /**
  * Starts the host command, runs every host rule against it, stops it, and returns the outcomes in rule order. A host
  * that exits or stops answering fails the rules that remain (each with the reason). Throws only when the command
- * cannot be started at all.
+ * cannot be started at all. The host's scratch directory (`CHECK_HOST_DIR_ENV`) is removed before it returns or throws.
  */
 export async function checkHost(options: CheckHostOptions): Promise<RuleOutcome[]> {
   const [file, ...args] = options.command;
   if (file === undefined) throw new Error("no host command given");
-  const child = spawn(file, args, { stdio: ["pipe", "pipe", options.stderr ? "pipe" : "ignore"] });
+  const scratch = mkdtempSync(join(tmpdir(), "acp-orchestrator-check-host-"));
+  try {
+    return await checkHostIn(file, args, scratch, options);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+/** `checkHost` with the host's scratch directory made. */
+async function checkHostIn(
+  file: string,
+  args: string[],
+  scratch: string,
+  options: CheckHostOptions,
+): Promise<RuleOutcome[]> {
+  const child = spawn(file, args, {
+    env: { ...process.env, [CHECK_HOST_DIR_ENV]: scratch },
+    stdio: ["pipe", "pipe", options.stderr ? "pipe" : "ignore"],
+  });
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve());
     child.once("error", reject);

@@ -5,7 +5,7 @@
  * one line changed, so they differ from a passing host by exactly that defect.
  */
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { hostRules } from "../../src/host-kit/check-host.js";
@@ -13,12 +13,19 @@ import { CLI, REPO_ROOT, tempDir } from "../support/server-process.js";
 
 const EXAMPLE = join(REPO_ROOT, "examples", "json-file-host.mjs");
 
-/** Runs `check-host [options] -- node HOST` in a fresh directory; resolves with the exit code and stdout. */
-function checkHost(host: string, options: string[] = []): Promise<{ code: number | null; out: string }> {
-  const cwd = tempDir("acp-orch-check-host-");
+/**
+ * Runs `check-host [options] -- node HOST` in a fresh directory; resolves with the exit code and stdout. `env` is
+ * added to the environment (default: RUNSTATE_FILE in that directory).
+ */
+function checkHost(
+  host: string,
+  options: string[] = [],
+  cwd = tempDir("acp-orch-check-host-"),
+  env: NodeJS.ProcessEnv = { RUNSTATE_FILE: join(cwd, "runstate.json") },
+): Promise<{ code: number | null; out: string }> {
   const child = spawn(process.execPath, [CLI, "check-host", ...options, "--", process.execPath, host], {
     cwd,
-    env: { ...process.env, RUNSTATE_FILE: join(cwd, "runstate.json") },
+    env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "ignore"],
   });
   let out = "";
@@ -46,6 +53,19 @@ describe("acp-orchestrator check-host", () => {
       lines: readFileSync(EXAMPLE, "utf8").trimEnd().split("\n").length < 100,
     }).toEqual({ code: 0, last: `${total} passed, 0 failed`, lines: true });
   }, 240_000);
+
+  // Regression (issue 35): run as the README says, the example host left its data (6 MB) in the user's folder.
+  it("leaves nothing behind: the host's data goes to a scratch directory that check-host removes", async () => {
+    const cwd = tempDir("acp-orch-check-host-cwd-");
+    const tmp = tempDir("acp-orch-check-host-tmp-");
+    const { code, out } = await checkHost(EXAMPLE, ["--only", "put,get"], cwd, { TMPDIR: tmp });
+    expect({ code, summary: out.trim().split("\n").at(-1), cwd: readdirSync(cwd), tmp: readdirSync(tmp) }).toEqual({
+      code: 0,
+      summary: expect.stringMatching(/^\d+ passed, 0 failed$/),
+      cwd: [],
+      tmp: [],
+    });
+  }, 120_000);
 
   it("fails a host that reuses revisions, naming the rules it breaks", async () => {
     const host = brokenExample(
