@@ -223,7 +223,7 @@ export const InitializeResult = lazySchema(
       agentCapabilities: z.strictObject({
         loadSession: z.literal(true),
         promptCapabilities: z.strictObject({
-          image: z.literal(false),
+          image: z.literal(true),
           audio: z.literal(false),
           embeddedContext: z.literal(true),
         }),
@@ -233,6 +233,7 @@ export const InitializeResult = lazySchema(
           close: z.strictObject({}),
           resume: z.strictObject({}),
           delete: z.strictObject({}),
+          additionalDirectories: z.strictObject({}),
         }),
         _meta: z.strictObject({ "acp-orchestrator": OrchestratorAgentMeta }),
       }),

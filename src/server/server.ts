@@ -261,9 +261,9 @@ export class OrchestratorServer {
       protocolVersion: 1,
       agentCapabilities: {
         loadSession: true,
-        promptCapabilities: { image: false, audio: false, embeddedContext: true },
+        promptCapabilities: { image: true, audio: false, embeddedContext: true },
         mcpCapabilities: { http: false, sse: false },
-        sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {} },
+        sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {}, additionalDirectories: {} },
         _meta: {
           "acp-orchestrator": {
             version: this.options.version,

@@ -308,9 +308,9 @@ describe("framing and envelope errors over stdio (PROTOCOL.md sections 1-3)", ()
       protocolVersion: 1,
       agentCapabilities: {
         loadSession: true,
-        promptCapabilities: { image: false, audio: false, embeddedContext: true },
+        promptCapabilities: { image: true, audio: false, embeddedContext: true },
         mcpCapabilities: { http: false, sse: false },
-        sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {} },
+        sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {}, additionalDirectories: {} },
         _meta: {
           "acp-orchestrator": {
             version: expect.any(String),

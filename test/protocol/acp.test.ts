@@ -137,9 +137,9 @@ describe("initialize", () => {
     protocolVersion: 1,
     agentCapabilities: {
       loadSession: true,
-      promptCapabilities: { image: false, audio: false, embeddedContext: true },
+      promptCapabilities: { image: true, audio: false, embeddedContext: true },
       mcpCapabilities: { http: false, sse: false },
-      sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {} },
+      sessionCapabilities: { list: {}, close: {}, resume: {}, delete: {}, additionalDirectories: {} },
       _meta: {
         "acp-orchestrator": { version: "0.1.0", methods: ["product.plan"], notifications: ["product.taskStatus"] },
       },

@@ -232,7 +232,9 @@ export const scenarios: Scenario[] = [
       const third = await c.call("session/prompt", { sessionId, prompt: [{ type: "text", text: "Confirm" }] });
       if (result(third).stopReason !== "end_turn") throw new Error("expected end_turn");
       result(await c.call("session/list", { cwd: c.workspace }));
-      c.note("session/load replays the user and leader messages and the latest plan, then answers {}.");
+      c.note(
+        "session/load replays the messages, title, mode, config options, commands and the latest plan, then answers.",
+      );
       result(await c.call("session/load", { sessionId, cwd: c.workspace, mcpServers: [] }));
       result(await c.call("session/close", { sessionId }));
     },
@@ -309,8 +311,8 @@ export const scenarios: Scenario[] = [
       "(available_commands_update); session/set_mode auto answers {} and announces current_mode_update; " +
       "session/set_config_option parallelism answers the complete list and announces config_option_update; in auto " +
       "mode the first prompt plans, confirms without session/request_permission (session_info_update names the " +
-      "session) and runs to end_turn; session/resume answers {modes, configOptions}, replays nothing and announces " +
-      "the commands again; session/delete forgets the session (gone from session/list, unknown afterwards) and " +
+      "session) and runs to end_turn; session/resume replays nothing, announces the commands again before it " +
+      "answers {modes, configOptions}; session/delete forgets the session (gone from session/list, unknown afterwards) and " +
       "succeeds for an unknown id. Errors: -32602 for an unknown mode, config id or value and for bad params, -32002 " +
       "for an unknown session. Plan updates between the first and the last are left out (coalesced per event-loop " +
       "turn, as in session-flow).",
@@ -332,9 +334,7 @@ export const scenarios: Scenario[] = [
         throw new Error("auto mode asked for permission");
       }
       if (!c.received.some((m) => isUpdate(m, "session_info_update"))) throw new Error("no session_info_update");
-      c.note(
-        "session/resume answers {modes, configOptions} (auto, parallelism 2), replays nothing, announces commands.",
-      );
+      c.note("session/resume announces the commands, then answers {modes, configOptions} (auto, parallelism 2).");
       result(await c.call("session/resume", { sessionId, cwd: c.workspace }));
       await c.waitFor((m) => isUpdate(m, "available_commands_update")); // the first one was taken after session/new
       c.note("-32602: an unknown mode, an unknown config id, a value the option does not offer, bad params.");

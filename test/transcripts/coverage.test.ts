@@ -186,6 +186,7 @@ describe("coverage of PROTOCOL.md sections 3-5 by protocol/transcripts/", () => 
     expect(coverage.sources.get("update:current_mode_update")).toEqual([
       "session-commands.jsonl",
       "session-modes.jsonl",
+      "session-revise-load.jsonl",
     ]);
   });
 });

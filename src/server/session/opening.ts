@@ -1,11 +1,13 @@
 /**
- * Opening sessions (PROTOCOL.md section 4): `session/new`, `session/load` (replays the conversation, the latest plan
- * and each task's tool call before answering), `session/resume` (replays nothing), `session/list`, the
- * `available_commands_update` sent after the answer that introduced a session, and the project check of
- * `product.plan {sessionId}`.
+ * Opening sessions (PROTOCOL.md section 4): `session/new`, `session/load` (replays the conversation, the title, the
+ * mode, the config options, the commands, the latest plan, each task's tool call and the usage before answering, and
+ * nothing of the session after its answer: ACP `session/load`), `session/resume` (replays nothing but the commands,
+ * also before answering), `session/list`, the `available_commands_update` sent after the answer of `session/new`,
+ * the session's `additionalDirectories`, and the project check of `product.plan {sessionId}`.
  */
 import { resolve } from "node:path";
-import type { SessionConfigOption, SessionModeState, SessionUpdate } from "../../../protocol/acp.js";
+import type { ContentBlock, SessionConfigOption, SessionModeState, SessionUpdate } from "../../../protocol/acp.js";
+import type { AttachmentRef } from "./content.js";
 import { DomainError, isDomainError } from "../../core/errors.js";
 import type { ProductService } from "../../core/product/service.js";
 import type { IdGenerator, WorkspaceProbe } from "../../core/ports.js";
@@ -31,6 +33,8 @@ export interface SessionOpeningDeps {
   projectIdFor(cwd: string): string;
   /** Decides the default `isolation` of a new session (a git checkout with a commit → `worktree`). */
   workspace?: WorkspaceProbe;
+  /** The content block of a stored attachment of a user message (session/content.ts `attachmentBlock`). */
+  attachment(a: AttachmentRef): Promise<ContentBlock>;
   /** Sends one `session/update`; never rejects. */
   send(sessionId: string, update: SessionUpdate): Promise<void>;
   /** True once the server shuts down (no more announcements). */
@@ -57,7 +61,7 @@ export class SessionOpening {
     };
   }
 
-  /** Announces the commands once the answer that introduced the session is on its way (PROTOCOL.md section 4). */
+  /** Announces the commands of a new session once its answer is on its way (PROTOCOL.md section 4). */
   private announceCommandsAfterAnswer(sessionId: string): void {
     setImmediate(() => {
       if (this.o.stopped()) return;
@@ -65,7 +69,8 @@ export class SessionOpening {
     });
   }
 
-  async newSession(cwd: string) {
+  /** `session/new`: `additionalDirectories` were checked by the caller (absolute, existing, normalised). */
+  async newSession(cwd: string, additionalDirectories: string[]) {
     const sessionId = this.o.ids("ses");
     const at = this.store.now();
     const git = (await this.o.workspace?.gitHead(cwd).catch(() => null)) ?? null;
@@ -73,6 +78,7 @@ export class SessionOpening {
       v: 1,
       sessionId,
       cwd,
+      ...(additionalDirectories.length > 0 ? { additionalDirectories } : {}),
       projectId: this.o.projectIdFor(cwd),
       modeId: DEFAULT_MODE,
       config: defaultConfig(this.o.settings, git !== null),
@@ -88,13 +94,16 @@ export class SessionOpening {
   }
 
   /**
-   * `session/load` (`replay`) and `session/resume`: opens a stored session again. Load replays the conversation, the
-   * latest plan and each task's tool call in its latest state as `session/update`s before answering; resume replays
-   * nothing. Both answer `{modes, configOptions}` and then announce the commands. Throws `not_found` for an unknown
-   * session and `ownership` (`{expected: <the session's cwd>, got: cwd}`, -32016) when `cwd` is not the directory
-   * the session was created in; nothing is replayed then.
+   * `session/load` (`replay`) and `session/resume`: opens a stored session again. Load replays, as `session/update`s
+   * before answering, the conversation, the title, the current mode, the config options, the commands, the latest
+   * plan, each task's tool call in its latest state and the usage against a token budget; resume sends only the
+   * commands, also before answering. Nothing of the session follows the answer (until the client's next request).
+   * Both answer `{modes, configOptions}`. `additionalDirectories` (checked by the caller) replace the stored ones,
+   * empty = none (ACP `session-setup`). Throws `not_found` for an unknown session and `ownership` (`{expected: <the
+   * session's cwd>, got: cwd}`, -32016) when `cwd` is not the directory the session was created in; nothing is sent
+   * then.
    */
-  async open(sessionId: string, cwd: string, replay: boolean) {
+  async open(sessionId: string, cwd: string, replay: boolean, additionalDirectories: string[]) {
     const s = await this.store.get(sessionId);
     if (resolve(s.record.cwd) !== resolve(cwd)) {
       throw new DomainError(
@@ -104,12 +113,17 @@ export class SessionOpening {
       );
     }
     s.open = true;
-    if (s.record.closed) {
+    const dirsChanged = (s.record.additionalDirectories ?? []).join("\0") !== additionalDirectories.join("\0");
+    if (dirsChanged) {
+      if (additionalDirectories.length > 0) s.record.additionalDirectories = additionalDirectories;
+      else delete s.record.additionalDirectories;
+    }
+    if (s.record.closed || dirsChanged) {
       delete s.record.closed;
       await this.store.save(s);
     }
     if (replay) await this.replay(s);
-    this.announceCommandsAfterAnswer(sessionId);
+    else await this.o.send(sessionId, { sessionUpdate: "available_commands_update", availableCommands: COMMANDS });
     return this.setup(s);
   }
 
@@ -117,14 +131,20 @@ export class SessionOpening {
     const sessionId = s.record.sessionId;
     for (const m of s.record.messages) {
       const text = m.role === "agent" ? `${m.text.replace(/\n*$/, "")}\n\n` : m.text;
-      await this.o.send(sessionId, {
-        sessionUpdate: m.role === "user" ? "user_message_chunk" : "agent_message_chunk",
-        content: { type: "text", text },
-        messageId: this.o.ids("msg"),
-      });
+      const messageId = this.o.ids("msg");
+      const sessionUpdate = m.role === "user" ? "user_message_chunk" : "agent_message_chunk";
+      if (text !== "" || !m.attachments)
+        await this.o.send(sessionId, { sessionUpdate, content: { type: "text", text }, messageId });
+      for (const a of m.attachments ?? []) {
+        await this.o.send(sessionId, { sessionUpdate, content: await this.o.attachment(a), messageId });
+      }
     }
     if (s.record.title !== undefined)
       await this.o.send(sessionId, { sessionUpdate: "session_info_update", title: s.record.title });
+    const setup = this.setup(s);
+    await this.o.send(sessionId, { sessionUpdate: "current_mode_update", currentModeId: setup.modes.currentModeId });
+    await this.o.send(sessionId, { sessionUpdate: "config_option_update", configOptions: setup.configOptions });
+    await this.o.send(sessionId, { sessionUpdate: "available_commands_update", availableCommands: COMMANDS });
     if (!s.record.productId) return;
     // A deleted product: the conversation is still replayed, without a plan.
     const product = await this.o.products.get(s.record.productId).catch(() => undefined);
@@ -144,6 +164,11 @@ export class SessionOpening {
         status: toolStatus(task.status),
         ...(text ? { content: [{ type: "content", content: { type: "text", text } }] } : {}),
       });
+    }
+    const { usage, budget } = product.model.state;
+    if (budget.maxTotalTokens !== undefined) {
+      const used = Math.max(0, Math.round(usage.inputTokens + usage.outputTokens));
+      await this.o.send(sessionId, { sessionUpdate: "usage_update", used, size: Math.round(budget.maxTotalTokens) });
     }
   }
 
@@ -179,6 +204,7 @@ export class SessionOpening {
       sessions: records.map((r) => ({
         sessionId: r.sessionId,
         cwd: r.cwd,
+        ...(r.additionalDirectories !== undefined ? { additionalDirectories: r.additionalDirectories } : {}),
         ...(r.title !== undefined ? { title: r.title } : {}),
         updatedAt: r.updatedAt,
       })),

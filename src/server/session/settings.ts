@@ -5,8 +5,9 @@
  * confirmed automatically) and `goal` (a prompt starts a goal run). Config options, all of type `select`, each with a
  * current value at all times: `leader` (category `model`: `heuristic` and every registry agent that can lead),
  * `parallelism` (category `_parallelism`: `1`, `2`, `4`, `8`, the `maxParallelTasks` of products started in the
- * session) and `isolation` (category `_isolation`: `worktree` or `shared`). Pure: no I/O; the adapter stores the
- * values in the session record.
+ * session), `isolation` (category `_isolation`: `worktree` or `shared`) and `integration` (category `_integration`:
+ * `branch` or `merge`, the `integration.mode` of products started in the session). Every value applies to the
+ * session's next product. Pure: no I/O; the adapter stores the values in the session record.
  */
 import type { SessionConfigOption, SessionModeState } from "../../../protocol/acp.js";
 import type { AgentInfo } from "../../core/ports.js";
@@ -28,7 +29,7 @@ const MODES: { id: ModeId; name: string; description: string }[] = [
 ];
 
 /** The config option ids of PROTOCOL.md section 4. */
-export const CONFIG_IDS = ["leader", "parallelism", "isolation"] as const;
+export const CONFIG_IDS = ["leader", "parallelism", "isolation", "integration"] as const;
 export type ConfigId = (typeof CONFIG_IDS)[number];
 
 /** A session's config values (every option has one at all times). */
@@ -36,6 +37,8 @@ export interface SessionConfig {
   leader: string;
   parallelism: string;
   isolation: "worktree" | "shared";
+  /** Absent in records written before the option existed: `branch` (the products' default). */
+  integration?: "branch" | "merge";
 }
 
 /** What the session settings are computed from: the server's agents and defaults. */
@@ -91,10 +94,11 @@ export function defaultConfig(ctx: SettingsContext, git: boolean): SessionConfig
     leader: ctx.defaultLeader,
     parallelism: parallelismValues(ctx).includes(parallel) ? parallel : "4",
     isolation: git ? "worktree" : "shared",
+    integration: "branch",
   };
 }
 
-/** The complete list of config options with `config`'s current values (always the same three, in this order). */
+/** The complete list of config options with `config`'s current values (always the same four, in this order). */
 export function configOptions(ctx: SettingsContext, config: SessionConfig): SessionConfigOption[] {
   return [
     {
@@ -108,7 +112,7 @@ export function configOptions(ctx: SettingsContext, config: SessionConfig): Sess
     },
     {
       id: "parallelism",
-      name: "Parallel tasks",
+      name: "Max parallel tasks",
       description: "At most this many tasks of a product run at once (maxParallelTasks).",
       category: "_parallelism",
       type: "select",
@@ -126,6 +130,19 @@ export function configOptions(ctx: SettingsContext, config: SessionConfig): Sess
       options: [
         { value: "worktree", name: "Worktree per task" },
         { value: "shared", name: "Shared workspace" },
+      ],
+    },
+    {
+      id: "integration",
+      name: "Integration",
+      description:
+        "branch: results stay on the product's branch acp/<productId>; merge: they are merged into your branch at the end.",
+      category: "_integration",
+      type: "select",
+      currentValue: config.integration ?? "branch",
+      options: [
+        { value: "branch", name: "Product branch only" },
+        { value: "merge", name: "Merge into the checkout's branch" },
       ],
     },
   ];

@@ -11,6 +11,7 @@ import type { TaskStatus } from "../../../protocol/common.js";
 import { notFound } from "../../core/errors.js";
 import type { Clock, Logger, RunStateAuthority } from "../../core/ports.js";
 import { MODE_IDS } from "./settings.js";
+import { AttachmentRef, MAX_ATTACHMENTS_PER_PROMPT } from "./content.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 /** The authority project that holds session records (sessions are looked up by id alone). */
@@ -22,6 +23,8 @@ export const SessionRecord = lazySchema(
       v: z.literal(1),
       sessionId: z.string(),
       cwd: z.string(),
+      /** ACP `additionalDirectories`: further roots of the session's file system (absolute, existing when given). */
+      additionalDirectories: z.array(z.string()).max(64).optional(),
       projectId: z.string(),
       title: z.string().optional(),
       productId: z.string().optional(),
@@ -35,11 +38,23 @@ export const SessionRecord = lazySchema(
       modeId: z.enum(MODE_IDS).optional(),
       /** The session's config values; absent = the defaults at the time it is read. */
       config: z
-        .object({ leader: z.string(), parallelism: z.string(), isolation: z.enum(["worktree", "shared"]) })
+        .object({
+          leader: z.string(),
+          parallelism: z.string(),
+          isolation: z.enum(["worktree", "shared"]),
+          integration: z.enum(["branch", "merge"]).optional(),
+        })
         .optional(),
       createdAt: z.string(),
       updatedAt: z.string(),
-      messages: z.array(z.object({ role: z.enum(["user", "agent"]), text: z.string() })),
+      messages: z.array(
+        z.object({
+          role: z.enum(["user", "agent"]),
+          text: z.string(),
+          /** Images and binary resources of a user message, by reference (session/content.ts). */
+          attachments: z.array(AttachmentRef).max(MAX_ATTACHMENTS_PER_PROMPT).optional(),
+        }),
+      ),
     }),
   "SessionRecord",
 );

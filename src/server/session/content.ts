@@ -1,0 +1,175 @@
+/**
+ * Prompt content beyond text (PROTOCOL.md section 4, ACP `promptCapabilities`): images and embedded resources in a
+ * user's prompt. Each binary block (an `image`, a `resource` with a `blob`) is checked against its size limit on its
+ * base64 length before anything is decoded, then stored once, by content, as an attachment record of the run-state
+ * authority (project `_`, kind `attachment`, id `<sessionId>/<sha256>`); the session's conversation and the product
+ * keep only a reference to it. Agents get a text note per attachment (its kind, media type, size and reference): the
+ * leader and workers of this server take their prompts as text, so no agent is sent a content type it did not
+ * advertise. Embedded text resources are inlined in the prompt's text, as before.
+ */
+import { createHash } from "node:crypto";
+import * as z from "zod";
+import type { ContentBlock } from "../../../protocol/acp.js";
+import type { RunStateAuthority } from "../../core/ports.js";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
+import { invalidParams } from "../wire-errors.js";
+
+/** The authority project of attachment records (as for session records). */
+const ATTACHMENT_PROJECT = "_";
+
+/** Largest decoded attachment, in bytes (512 KiB: its base64 text stays well within the input bound of 1 MiB a string). */
+export const MAX_ATTACHMENT_BYTES = 512 * 1024;
+/** Most binary blocks one prompt may carry. */
+export const MAX_ATTACHMENTS_PER_PROMPT = 8;
+
+/** Image media types a prompt may carry (those the ACP reference clients send). */
+const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+/** What the conversation keeps of an attachment: the reference, never the bytes. */
+export const AttachmentRef = lazySchema(
+  () =>
+    z.object({
+      ref: z.string().max(200),
+      kind: z.enum(["image", "blob"]),
+      mimeType: z.string().max(200),
+      bytes: z.number().int().min(0),
+      uri: z.string().max(4_096).optional(),
+    }),
+  "AttachmentRef",
+);
+export type AttachmentRef = z.infer<typeof AttachmentRef>;
+
+/** The stored record of one attachment. */
+export interface AttachmentRecord {
+  v: 1;
+  mimeType: string;
+  /** The content, base64. */
+  data: string;
+  bytes: number;
+}
+
+/** The decoded size of base64 text of `length` characters ending in `padding` `=` signs. */
+function decodedBytes(length: number, padding: number): number {
+  return (length / 4) * 3 - padding;
+}
+
+/** Checks one binary block's base64 text and media type; returns its decoded size. Throws -32602. */
+function checkBinary(data: string, index: number, field: string, mimeType: string | null | undefined): number {
+  const path = ["prompt", index, ...field.split(".")];
+  // The limit is checked on the text's length, before anything is decoded.
+  const max = Math.ceil(MAX_ATTACHMENT_BYTES / 3) * 4;
+  if (data.length > max) {
+    throw invalidParams([
+      { path, message: `is too large: at most ${MAX_ATTACHMENT_BYTES} bytes (base64: ${max} characters) per block` },
+    ]);
+  }
+  if (data.length % 4 !== 0 || !BASE64.test(data)) throw invalidParams([{ path, message: "must be base64" }]);
+  if (mimeType === "" || mimeType === undefined || mimeType === null) {
+    throw invalidParams([{ path: ["prompt", index, "mimeType"], message: "must name the media type" }]);
+  }
+  const padding = data.endsWith("==") ? 2 : data.endsWith("=") ? 1 : 0;
+  return decodedBytes(data.length, padding);
+}
+
+/**
+ * Stores the binary blocks of a prompt as attachments of session `sessionId` and returns their references, in
+ * prompt order. Throws -32602 (nothing stored) for a block over its limit, more than `MAX_ATTACHMENTS_PER_PROMPT`
+ * blocks, an image media type other than PNG, JPEG, GIF or WebP, or text that is not base64. An attachment already
+ * stored (same session, same bytes) is not written again.
+ */
+export async function storeAttachments(
+  authority: RunStateAuthority,
+  sessionId: string,
+  blocks: ContentBlock[],
+): Promise<AttachmentRef[]> {
+  const pending: { ref: AttachmentRef; record: AttachmentRecord }[] = [];
+  for (const [index, b] of blocks.entries()) {
+    let data: string;
+    let mimeType: string;
+    let kind: AttachmentRef["kind"];
+    let uri: string | undefined;
+    if (b.type === "image") {
+      checkBinary(b.data, index, "data", b.mimeType);
+      if (!IMAGE_TYPES.has(b.mimeType)) {
+        throw invalidParams([
+          { path: ["prompt", index, "mimeType"], message: `must be one of ${[...IMAGE_TYPES].join(", ")}` },
+        ]);
+      }
+      ({ data, mimeType } = b);
+      kind = "image";
+      uri = b.uri ?? undefined;
+    } else if (b.type === "audio") {
+      throw invalidParams([
+        { path: ["prompt", index], message: "audio is not accepted (promptCapabilities.audio is false)" },
+      ]);
+    } else if (b.type === "resource" && "blob" in b.resource && typeof b.resource.blob === "string") {
+      mimeType = b.resource.mimeType ?? "application/octet-stream";
+      checkBinary(b.resource.blob, index, "resource.blob", mimeType);
+      data = b.resource.blob;
+      kind = "blob";
+      uri = b.resource.uri;
+    } else continue;
+    if (pending.length >= MAX_ATTACHMENTS_PER_PROMPT) {
+      throw invalidParams([
+        { path: ["prompt"], message: `carries more than ${MAX_ATTACHMENTS_PER_PROMPT} images or binary resources` },
+      ]);
+    }
+    const bytes = Buffer.from(data, "base64");
+    const digest = createHash("sha256").update(bytes).digest("hex");
+    pending.push({
+      ref: { ref: `${sessionId}/${digest}`, kind, mimeType, bytes: bytes.length, ...(uri ? { uri } : {}) },
+      record: { v: 1, mimeType, data, bytes: bytes.length },
+    });
+  }
+  for (const { ref, record } of pending) {
+    if (await authority.get(ATTACHMENT_PROJECT, "attachment", ref.ref)) continue;
+    await authority.put(ATTACHMENT_PROJECT, "attachment", ref.ref, record as never, null).catch(async (err) => {
+      // Written meanwhile by a concurrent prompt of the same session: the same bytes, nothing to do.
+      if (!(await authority.get(ATTACHMENT_PROJECT, "attachment", ref.ref))) throw err;
+    });
+  }
+  return pending.map((p) => p.ref);
+}
+
+/** The text note an agent gets for an attachment it cannot take as content (all of this server's agents). */
+export function attachmentNote(a: AttachmentRef): string {
+  const what = a.kind === "image" ? "Image" : "Binary resource";
+  return `[${what} attached by the user: ${a.mimeType}, ${a.bytes} bytes${a.uri ? `, ${a.uri}` : ""}; attachment ${a.ref}]`;
+}
+
+/** Deletes every attachment of a session (when the session is deleted); best effort per record. */
+export async function deleteAttachments(authority: RunStateAuthority, sessionId: string): Promise<void> {
+  for (const info of await authority.list(ATTACHMENT_PROJECT, "attachment", `${sessionId}/`)) {
+    await authority.delete(ATTACHMENT_PROJECT, "attachment", info.id);
+  }
+}
+
+const StoredAttachment = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      mimeType: z.string().max(200),
+      data: z.string().max(Math.ceil(MAX_ATTACHMENT_BYTES / 3) * 4),
+      bytes: z.number().int().min(0),
+    }),
+  "StoredAttachment",
+);
+
+/**
+ * The content block of a stored attachment (for `session/load`'s replay), or a text note when its record is gone or
+ * does not parse (guarantee 4: never half-read). Never throws for a missing record.
+ */
+export async function attachmentBlock(authority: RunStateAuthority, a: AttachmentRef): Promise<ContentBlock> {
+  const rec = await authority.get(ATTACHMENT_PROJECT, "attachment", a.ref);
+  const parsed = rec ? StoredAttachment.safeParse(rec.value) : undefined;
+  if (!parsed?.success) return { type: "text", text: `${attachmentNote(a)} (no longer stored)` };
+  if (a.kind === "image") {
+    return { type: "image", data: parsed.data.data, mimeType: parsed.data.mimeType, ...(a.uri ? { uri: a.uri } : {}) };
+  }
+  return {
+    type: "resource",
+    resource: { uri: a.uri ?? `attachment:${a.ref}`, blob: parsed.data.data, mimeType: parsed.data.mimeType },
+  };
+}
