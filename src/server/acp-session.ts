@@ -173,7 +173,11 @@ export class SessionAdapter {
     await this.store.save(s);
     const turn = this.turns.get(sessionId);
     this.cancel(sessionId);
-    if (turn) await settleWithin(turn.done, SETTLE_WAIT_MS);
+    if (turn) {
+      await settleWithin(turn.done, SETTLE_WAIT_MS);
+      // The prompt's answer is handed to the writer in the microtasks after `done`: it goes out before this one.
+      await new Promise<void>((resolveTurn) => setImmediate(resolveTurn));
+    }
     if (!this.turns.has(sessionId) && !s.open) this.store.live.delete(sessionId);
     this.permissions.clear(sessionId);
     return {};
@@ -313,11 +317,11 @@ export class SessionAdapter {
       if (turn.planQueued && turn.product) turn.sendPlan(turn.product);
       await turn.sent;
       this.turns.delete(sessionId);
-      turn.finish();
       if (s) {
         await this.store.saveQuietly(s);
         if (!s.open) this.store.live.delete(sessionId);
       }
+      turn.finish();
     }
   }
 

@@ -317,7 +317,8 @@ describe("ACP conformance (official SDK client over stdio)", () => {
         const images = h
           .updates(sessionId)
           .filter(
-            (u) => u.at >= mark && u.update.sessionUpdate === "user_message_chunk" && u.update.content?.type === "image",
+            (u) =>
+              u.at >= mark && u.update.sessionUpdate === "user_message_chunk" && u.update.content?.type === "image",
           );
         expect(images.map((u) => u.update.content)).toEqual([{ type: "image", data: PNG, mimeType: "image/png" }]);
       }),
@@ -410,8 +411,11 @@ describe("ACP conformance (official SDK client over stdio)", () => {
           prompt: text("- Write the parser"),
         });
         await waitUntil("the plan question", () => h.out.some((m) => m.method === "session/request_permission"));
+        const beforeFirstClose = h.out.length;
         expect(await ctx.request("session/close", { sessionId: first.sessionId })).toEqual({});
         expect((await asking).stopReason).toBe("cancelled");
+        const firstAnswers = h.out.slice(beforeFirstClose).filter((m) => m.method === undefined && "result" in m);
+        expect(firstAnswers.map((m) => m.result)).toEqual([{ stopReason: "cancelled" }, {}]);
 
         // While a product executes.
         const s = await ctx.request("session/new", { cwd: workspace, mcpServers: [] });
@@ -426,9 +430,13 @@ describe("ACP conformance (official SDK client over stdio)", () => {
             .filter((u) => u.update.sessionUpdate.startsWith("tool_call") && u.update.status === "in_progress").length;
         await waitUntil("a running task", () => running() > 0);
         const closedAt = Date.now();
+        const beforeClose = h.out.length;
         expect(await ctx.request("session/close", { sessionId: s.sessionId })).toEqual({});
         expect((await turn).stopReason).toBe("cancelled");
         expect(Date.now() - closedAt).toBeLessThan(5_000);
+        // The cancelled prompt is answered (its workers stopped, the product paused) before the close is.
+        const answers = h.out.slice(beforeClose).filter((m) => m.method === undefined && "result" in m);
+        expect(answers.map((m) => m.result)).toEqual([{ stopReason: "cancelled" }, {}]);
         const refused = await ctx
           .request("session/prompt", { sessionId: s.sessionId, prompt: text("/status") })
           .catch((e: unknown) => e);
