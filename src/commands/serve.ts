@@ -37,6 +37,7 @@ import {
   logLevelSetting,
   OWNER_ID_ENV,
 } from "./environment.js";
+import { FLEET_HELP, FLEET_OPTIONS, fleetSettings, openServeLiveness } from "./serve-liveness.js";
 import { packageVersion } from "./version.js";
 
 const OPTIONS = {
@@ -47,6 +48,7 @@ const OPTIONS = {
   "host-timeout-ms": { type: "string" },
   "heap-growth-percent": { type: "string" },
   recover: { type: "boolean" },
+  ...FLEET_OPTIONS,
 } as const;
 
 const HELP = `Usage: acp-orchestrator [serve] [options]
@@ -69,7 +71,7 @@ Options:
   --recover            also resume products left executing, and goal runs left running, by a server that is gone
                        (its lease expired, or its process on this host died), each by exactly one server: for a
                        fleet on one PostgreSQL store
-
+${FLEET_HELP}
 Environment:
   ${LEASE_TTL_ENV}
                        lifetime of a product lease without renewal, in ms (default
@@ -118,6 +120,8 @@ async function serve(argv: readonly string[]): Promise<number> {
     min: 30,
     unit: "milliseconds",
   });
+  const leaseRenewMs = Math.max(10, Math.floor(leaseTtlMs / 3));
+  const fleet = fleetSettings(values, leaseRenewMs);
   const logger = createLogger({ level, ...(values["log-file"] ? { file: values["log-file"] } : {}) });
   let registry: AgentRegistry;
   try {
@@ -140,12 +144,14 @@ async function serve(argv: readonly string[]): Promise<number> {
   }
   // Guarantee 13: the owner id names this host, pid and process start time, so a server restarted after a crash can
   // prove the old owner dead and take its products over at once (src/adapters/system/process-liveness.ts).
-  const liveness = new ProcessLiveness();
-  const ownerId = process.env[OWNER_ID_ENV] || liveness.ownerId;
+  const processLiveness = new ProcessLiveness();
+  const ownerId = process.env[OWNER_ID_ENV] || processLiveness.ownerId;
   const location = stateLocation(values.state);
   // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
   // initialize (PROTOCOL.md section 7).
   const authority = new DelegatingAuthority(await openStore(location));
+  // On PostgreSQL, the liveness lock is taken before any lease (docs/FLEET.md) and released after every lease.
+  const { liveness, close: closeLiveness } = await openServeLiveness(location, ownerId, processLiveness, fleet, logger);
   // The ACP SDK and the agent adapters load when a task first runs on an agent or an ACP leader first takes a turn
   // (issue 16: most of the start-up time otherwise).
   const workers = new LazyAcpWorkerPool({
@@ -187,7 +193,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       ...(config.integration !== undefined ? { integration: config.integration } : {}),
       ownerId,
       leaseTtlMs,
-      leaseRenewMs: Math.max(10, Math.floor(leaseTtlMs / 3)),
+      leaseRenewMs,
       // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
       leaderPromptVersion: SERVER_LEADER_PROMPT_VERSION,
       agentsFingerprint: (
@@ -200,7 +206,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
-    fleet: { recover: values.recover === true },
+    fleet: { recover: values.recover === true, scanMs: fleet.recoverScanMs, livenessCheckMs: fleet.probeMs },
   });
   // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
   workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
@@ -222,7 +228,9 @@ async function serve(argv: readonly string[]): Promise<number> {
     logger.info({ signal }, "stopping");
     void server.shutdown().finally(() => {
       leasesReleased = true;
-      void Promise.allSettled([leaders.close(), authority.close()]).finally(() => process.exit(0));
+      void Promise.allSettled([leaders.close(), authority.close()])
+        .then(() => closeLiveness())
+        .finally(() => process.exit(0));
     });
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
@@ -230,6 +238,7 @@ async function serve(argv: readonly string[]): Promise<number> {
   await server.serve();
   await leaders.close();
   await authority.close();
+  await closeLiveness();
   logger.info({}, "stdin closed; stopped");
   logger.flush();
   return 0;
@@ -238,7 +247,7 @@ async function serve(argv: readonly string[]): Promise<number> {
 export const serveCommand: Command = {
   name: "serve",
   synopsis:
-    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover]",
+    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,

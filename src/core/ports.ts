@@ -29,9 +29,15 @@ export interface Logger {
 
 /** What this process can prove about the process behind a lease owner id (DESIGN.md guarantee 13). */
 export type OwnerLivenessVerdict =
-  /** The owner ran on this host and its process still runs (same pid, same process start time). */
+  /**
+   * The owner ran on this host and its process still runs (same pid, same process start time), or the shared store
+   * holds its liveness lock (docs/FLEET.md).
+   */
   | "alive"
-  /** The owner ran on this host and its process is gone, or its pid now belongs to a process started at another time. */
+  /**
+   * The owner ran on this host and its process is gone, or its pid now belongs to a process started at another time;
+   * or the shared store released the liveness lock it was seen holding (its session ended: docs/FLEET.md).
+   */
   | "dead"
   /** Nothing can be proved: another host, or an owner id this host's scheme did not make. */
   | "unknown";
@@ -44,7 +50,23 @@ export type OwnerLivenessVerdict =
  */
 export interface OwnerLiveness {
   check(ownerId: string): OwnerLivenessVerdict;
+  /**
+   * Optional (a liveness service shared by a fleet, e.g. PostgreSQL's liveness locks, docs/FLEET.md): false while
+   * this process cannot prove itself live to the other servers (its liveness connection dropped or was not confirmed
+   * within the fence bound). While false this process must not take, renew or drive a lease: the others may already
+   * take its products over. Cheap, never throws. Absent: always live (SQLite, host authorities).
+   */
+  selfLive?(): boolean;
+  /**
+   * Optional: subscribes to what the liveness service learns — `ownersGone` when an owner it had seen alive lost its
+   * liveness (a recovery pass may take its products over now), `selfLost` when `selfLive()` turned false (fence at
+   * once), `selfBack` when it turned true again. Listeners must not throw. Returns the unsubscribe function.
+   */
+  watch?(listener: (event: OwnerLivenessEvent) => void): () => void;
 }
+
+/** What a shared liveness service reports (OwnerLiveness.watch). */
+export type OwnerLivenessEvent = { kind: "ownersGone" } | { kind: "selfLost" } | { kind: "selfBack" };
 
 /** Generates a fresh unique id with a readable prefix, e.g. `prd_…`, `ckp_…`. */
 export type IdGenerator = (prefix: string) => string;

@@ -81,7 +81,7 @@ export interface ServerOptions {
    * here; requests for products another live server owns are forwarded to it when the store has a change feed.
    * `scanMs` is the period of the recovery scan (default: the lease renewal period).
    */
-  fleet?: { recover: boolean; scanMs?: number };
+  fleet?: { recover: boolean; scanMs?: number; livenessCheckMs?: number };
 }
 
 type Handler<M extends string> = M extends keyof HandlerParams
@@ -181,6 +181,7 @@ export class OrchestratorServer {
       recover: options.fleet?.recover ?? false,
       recoverGoals: () => this.goals.recoverOrphans(),
       scanMs: options.fleet?.scanMs ?? options.productOptions.leaseRenewMs,
+      ...(options.fleet?.livenessCheckMs !== undefined ? { livenessCheckMs: options.fleet.livenessCheckMs } : {}),
     });
     this.controlRequests = new ControlRequestPickup({
       service: this.products,

@@ -158,6 +158,23 @@ export abstract class OrchestratorBase {
     if (this.lease.held) await this.lease.renewNow();
   }
 
+  /**
+   * This server lost its liveness (docs/FLEET.md): drops the lease without writing, stops driving and stops every
+   * worker at once (not behind a renewal in flight); the client hears `product.ownershipLost` only once another owner
+   * shows (`reportOwnershipLost`). Returns false (and does nothing) when no lease is held.
+   */
+  fenceNow(): boolean {
+    return this.lease.fence();
+  }
+
+  /**
+   * Sends `product.ownershipLost` for a self-fenced instance once its lease names `newOwner` or is gone (only an
+   * owner deletes its lease: another one took over). At most once per instance.
+   */
+  reportOwnershipLost(newOwner: string | undefined): void {
+    if (this.fenced) this.announceOwnershipLost(newOwner);
+  }
+
   /** Resolves once no worker of this instance is running and every settled result was handled. */
   whenStopped(): Promise<void> {
     return this.whenIdle();
@@ -424,17 +441,45 @@ export abstract class OrchestratorBase {
    * renewal failed (a persistence failure: the product pauses and the client is told, guarantee 2).
    */
   protected onLeaseLost(loss: LeaseLoss): void {
-    if (loss.kind === "taken") {
+    if (loss.kind === "taken" || loss.kind === "fenced") {
       if (this.fenced) return;
       this.fenced = true;
-      this.ctx.logger.error({ productId: this.productId, owner: loss.owner }, "lease taken by another owner; stopping");
+      const owner = loss.kind === "taken" ? loss.owner : undefined;
+      this.ctx.logger.error({ productId: this.productId, owner, loss: loss.kind }, "lease lost; stopping");
+      if (loss.kind === "fenced") this.model.state.usage.elapsedMs = this.liveElapsedMs();
       this.stopDriving();
       this.stopWorkers("fenced");
-      this.announceOwnershipLost(loss.owner);
+      if (loss.kind === "taken") this.announceOwnershipLost(owner);
+      else this.reportLivenessLoss();
       return;
     }
     const error = loss.error instanceof Error ? loss.error : new AuthorityFailure(String(loss.error));
     this.onWriteError(error instanceof AuthorityConflict ? new AuthorityFailure(error.message) : error);
+  }
+
+  /**
+   * Self-fenced (docs/FLEET.md): told like a persistence failure (guarantee 2: paused in memory with a recorded cause,
+   * `product.persistenceError`); `product.ownershipLost` follows once a new owner shows (reportOwnershipLost). This
+   * instance writes nothing more; a resume goes to a freshly loaded one.
+   */
+  private reportLivenessLoss(): void {
+    if (TerminalPhases.includes(this.model.state.phase)) return;
+    const cause = "this server lost its liveness lock in the shared store, so it stopped driving the product";
+    this.statusEpoch += 1;
+    if (this.model.state.phase === "executing") {
+      this.model.state.phase = "paused";
+      this.ctx.onPhaseChange?.(this.productId, "paused");
+    }
+    this.model.state.recovery = {
+      cause: `The run-state authority failed: ${cause}.`,
+      resumable: true,
+      remediation: "Check the connection to the database, then call product.resume (another server may take it over).",
+    };
+    this.ctx.notifier.notify("product.persistenceError", {
+      productId: this.productId,
+      projectId: this.model.state.projectId,
+      error: cause,
+    });
   }
 
   // -------------------------------------------------------------------------------------------------------------

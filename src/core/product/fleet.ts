@@ -10,7 +10,8 @@
  *   the owner, told by the feed, applies it as if its own client had asked and writes the answer into the same
  *   record, which the requesting server returns to its client;
  * - recovery (`serve --recover`): products left `executing` by an owner that is gone (no lease, an expired one, or
- *   one the lease policy finds dead) are resumed here, then goal runs left `running` by a driver that is gone (the
+ *   one the lease policy finds dead: same host and process gone, or its liveness lock in the shared store released,
+ *   which fleet-liveness.ts hears of within a probe period) are resumed here, then goal runs left `running` by a driver that is gone (the
  *   goal service's pass, `recoverGoals`); the lease's compare-and-swap lets exactly one server win.
  *
  * It never bypasses the orchestrator: every change goes through ProductService, so the durability guarantees hold
@@ -21,6 +22,7 @@ import { Id, Mutation, Timestamp } from "../../../protocol/common.js";
 import { DomainError, isDomainError, type DomainErrorCode } from "../errors.js";
 import type { AuthorityChange, Clock, IdGenerator, Logger, OwnerLiveness, RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
+import { FleetLiveness } from "./fleet-liveness.js";
 import type { ControlRequest, ProductService } from "./service.js";
 import type { ProductStore } from "./store.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
@@ -80,6 +82,11 @@ export interface FleetOptions {
   recoverGoals?: () => Promise<unknown>;
   /** Period of the recovery scan and of the owner's fallback check for control requests, ms. */
   scanMs: number;
+  /**
+   * With a shared liveness service (`liveness.watch`, docs/FLEET.md): how often a product fenced by a loss of this
+   * server's liveness is checked for its new owner, ms. Default 1000.
+   */
+  livenessCheckMs?: number;
   /** How long a forwarded request waits for the owner's answer before the original conflict is returned, ms. */
   forwardTimeoutMs?: number;
 }
@@ -95,9 +102,27 @@ export class Fleet {
   readonly #handling = new Set<string>();
   /** Answers awaited by forwarded requests of this server (by record id). */
   readonly #waiters = new Map<string, () => void>();
+  /** Reactions to the shared liveness service (fleet-liveness.ts), when there is one. */
+  readonly #liveness: FleetLiveness | null;
 
   constructor(options: FleetOptions) {
     this.#o = options;
+    const liveness = options.liveness;
+    this.#liveness =
+      liveness?.watch === undefined
+        ? null
+        : new FleetLiveness({
+            liveness,
+            loaded: () => options.service.loaded(),
+            ownerId: options.ownerId,
+            clock: options.clock,
+            logger: options.logger,
+            // An owner lost its liveness lock: look for its products now (a little jitter spreads the survivors).
+            onOwnersGone: () => {
+              if (options.recover) this.#schedule(Math.floor(Math.random() * 100));
+            },
+            checkMs: options.livenessCheckMs ?? 1_000,
+          });
   }
 
   /** True when the authority has a change feed, so forwarding can reach an owner at once. */
@@ -112,12 +137,14 @@ export class Fleet {
   start(): void {
     const watch = this.#o.authority.watch;
     if (watch) this.#unwatch = watch.call(this.#o.authority, (change) => this.#onChange(change));
+    this.#liveness?.start();
     if (this.#o.recover || this.canForward) this.#schedule(this.#o.recover ? 0 : this.#o.scanMs);
   }
 
   /** Stops listening and scanning. Forwarded requests still waiting give up at their timeout. Idempotent. */
   stop(): void {
     this.#stopped = true;
+    this.#liveness?.stop();
     this.#unwatch?.();
     this.#unwatch = null;
     this.#cancelScan?.();
@@ -330,6 +357,8 @@ export class Fleet {
    */
   async recoverOrphans(): Promise<string[]> {
     const taken: string[] = [];
+    // A server that cannot prove itself live takes nothing over (docs/FLEET.md): its leases would not be respected.
+    if (this.#o.liveness?.selfLive?.() === false) return taken;
     const { headers } = await this.#o.store.listHeaders(undefined, "executing");
     for (const header of headers) {
       if (this.#stopped) break;

@@ -37,7 +37,12 @@ export type LeaseLoss =
   /** Someone else wrote the lease record (took it over after it expired, or deleted it). */
   | { kind: "taken"; owner?: string }
   /** The authority failed the renewal write (guarantee 2: a persistence failure). */
-  | { kind: "failed"; error: unknown };
+  | { kind: "failed"; error: unknown }
+  /**
+   * This process lost its own liveness (`OwnerLiveness.selfLive()` is false, docs/FLEET.md): it must stop at once,
+   * another server may take the lease over without waiting for it to expire.
+   */
+  | { kind: "fenced" };
 
 /** Who holds a lease now, as read from the authority. */
 export interface LeaseHolder {
@@ -128,9 +133,21 @@ export class ProductLease {
     return this.settings.owner;
   }
 
-  /** True while the lease is held and, by this process's clock, not past its expiry. */
+  /** True while the lease is held, by this process's clock not past its expiry, and this process is live. */
   isFresh(): boolean {
-    return this.#revision !== null && this.clock.now() < this.#expiresAtMs;
+    return this.#revision !== null && this.clock.now() < this.#expiresAtMs && this.liveness?.selfLive?.() !== false;
+  }
+
+  /**
+   * Drops the held lease at once, without writing and without waiting for a renewal in flight, and reports
+   * `{kind: "fenced"}` through `onLost` (this process lost its liveness: docs/FLEET.md). Returns false (and does
+   * nothing) when none is held.
+   */
+  fence(): boolean {
+    if (this.#revision === null) return false;
+    this.drop();
+    this.onLost({ kind: "fenced" });
+    return true;
   }
 
   /**
@@ -167,6 +184,9 @@ export class ProductLease {
         await this.renewInside();
         if (this.#revision === null) throw conflict({}, this.subject);
         return;
+      }
+      if (this.liveness?.selfLive?.() === false) {
+        throw persistenceFailed("this server cannot confirm its liveness to the shared store (docs/FLEET.md)");
       }
       try {
         const current = await this.store.readLease(this.projectId, this.productId);
@@ -276,16 +296,25 @@ export class ProductLease {
   private async renewInside(): Promise<void> {
     const revision = this.#revision;
     if (revision === null) return;
+    if (this.liveness?.selfLive?.() === false) {
+      this.fence();
+      return;
+    }
+    const generation = this.#generation;
     try {
       const current = await this.store.readLease(this.projectId, this.productId);
       if (current.revision !== revision || current.lease?.owner !== this.settings.owner) {
         throw new AuthorityConflict(`${this.subject}'s lease is no longer this owner's.`);
       }
       const now = this.clock.now();
-      this.#revision = await this.store.putLease(this.projectId, this.productId, this.value(now), revision);
+      const written = await this.store.putLease(this.projectId, this.productId, this.value(now), revision);
+      // Fenced or released meanwhile (fence() does not wait for this renewal): the holding is over.
+      if (generation !== this.#generation) return;
+      this.#revision = written;
       this.#expiresAtMs = now + this.settings.ttlMs;
       this.arm();
     } catch (err) {
+      if (generation !== this.#generation) return;
       this.drop();
       if (err instanceof AuthorityConflict) {
         const current = await this.store.readLease(this.projectId, this.productId).catch(() => null);
