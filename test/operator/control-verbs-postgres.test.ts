@@ -1,0 +1,107 @@
+/**
+ * Control from any process (issue 29) on PostgreSQL: the control verbs of the CLI, run as a second process against a
+ * product a running server owns, are executed by that server (the request record's write is announced by NOTIFY and
+ * picked up at once; the numbers are printed), and with the owner killed a verb takes the product over itself.
+ * Skipped loudly without ACP_ORCHESTRATOR_TEST_PG (scripts/pg-test-cluster.sh run -- …).
+ */
+import { spawnSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { afterAll, expect, it } from "vitest";
+import { runCli } from "../support/cli-run.js";
+import { describePostgres, dropSchema, freshSchema, urlWithSchema } from "../support/postgres.js";
+import { REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+
+const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+
+describePostgres("control verbs from a second process on PostgreSQL", () => {
+  const schema = freshSchema();
+  const state = urlWithSchema(schema);
+  const dir = tempDir("acp-orch-control-pg-");
+  const workspace = join(dir, "ws");
+  spawnSync("git", ["init", "-q", workspace]);
+  const scriptFile = join(dir, "script.json");
+  writeFileSync(
+    scriptFile,
+    JSON.stringify({
+      worker: {
+        default: { actions: [{ say: "working on it\n" }], text: "all written" },
+        tasks: { t2: { actions: [{ say: "started t2\n" }], end: "hang" } },
+      },
+    }),
+  );
+  const configFile = join(dir, "acp-orchestrator.json");
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      agents: [
+        {
+          agentId: "slow",
+          role: "worker",
+          command: process.execPath,
+          args: ["--import", tsxLoader, scripted],
+          env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
+        },
+      ],
+    }),
+  );
+  const cli = (args: string[]) => runCli([...args, "--state", state, "--config", configFile], workspace);
+  const servers: ServerHandle[] = [];
+  const latencies: string[] = [];
+  afterAll(async () => {
+    for (const s of servers) if (s.child.exitCode === null) await s.kill();
+    await dropSchema(schema);
+    process.stderr.write(`control request latencies (PostgreSQL):\n  ${latencies.join("\n  ")}\n`);
+  });
+
+  it("checkpoint, retry, pause, resume, rollback and cancel are done by the owner; a dead owner's product is taken over", async () => {
+    const server = await startServer({
+      statePath: state,
+      cwd: workspace,
+      args: ["--config", configFile, "--log-level", "warn"],
+    });
+    servers.push(server);
+    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
+    const { productId } = await server.request<{ productId: string }>("product.plan", {
+      goal: "- Write the parser\n- Write the tests",
+      cwd: workspace,
+      allowedAgents: ["slow"],
+    });
+    await ready;
+    const t2Running = server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t2", 60_000);
+    await server.request("product.confirm", { productId });
+    await t2Running;
+
+    const owned = async (args: string[], expected: RegExp) => {
+      const r = await cli(args);
+      expect(r.code, r.stdout + r.stderr).toBe(0);
+      expect(r.stdout).toMatch(expected);
+      const m = /accepted after (\d+) ms, answered after (\d+) ms/.exec(r.stdout);
+      expect(m, r.stdout).not.toBeNull();
+      latencies.push(`${args[0]}: accepted ${m?.[1]} ms, answered ${m?.[2]} ms`);
+      expect(Number(m?.[1])).toBeLessThanOrEqual(1_000);
+    };
+    await owned(["checkpoint", productId], /^checkpoint ckp_\w+ of /m);
+    await owned(["retry", productId, "t1"], /^reset t1 of prd_\w+: it runs again$/m);
+    await owned(["pause", productId], /^paused prd_/m);
+    await owned(["resume", productId], /^resumed prd_/m);
+    await owned(["rollback", productId], /^rolled prd_\w+ back to ckp_\w+; phase executing$/m);
+    await server.waitFor(
+      (n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t2" && n !== undefined,
+      60_000,
+    );
+
+    // The owner is killed: the verb finds no live owner (same host, process gone) and takes the product over.
+    await server.kill();
+    const cancel = await cli(["cancel", productId]);
+    expect(cancel.code, cancel.stderr).toBe(0);
+    expect(cancel.stdout).toMatch(
+      /^cancelled prd_\w+\n {2}\(no server owned prd_\w+: done by this command's server\)$/m,
+    );
+    const status = await runCli(["status", productId, "--json", "--state", state], workspace);
+    expect((JSON.parse(status.stdout) as { phase: string }).phase).toBe("cancelled");
+  }, 240_000);
+});
