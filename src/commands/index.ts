@@ -5,6 +5,7 @@
 import { checkAgentsCommand } from "./check-agents.js";
 import { checkHostCommand } from "./check-host.js";
 import { controlCommands } from "./control.js";
+import { diffCommand, mergeCommand } from "./diff.js";
 import type { Command } from "./command.js";
 import { demoCommand } from "./demo.js";
 import { eventsCommand } from "./events.js";
@@ -24,6 +25,8 @@ export const COMMANDS: readonly Command[] = [
   runCommand,
   resumeCommand,
   ...controlCommands,
+  diffCommand,
+  mergeCommand,
   listCommand,
   statusCommand,
   eventsCommand,
