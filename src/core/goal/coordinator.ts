@@ -99,9 +99,16 @@ const PRODUCT_SETTLED: readonly Phase[] = ["completed", "failed", "cancelled", "
 /** The default of `noProgressLimit` (PROTOCOL.md section 6). */
 export const DEFAULT_NO_PROGRESS_LIMIT = 3;
 
+/** Marks the error of a leader turn or a wait that ended because the goal was paused, stopped or shut down. */
+const INTERRUPTED = Symbol("LoopInterrupted");
+
 /** A leader turn or a wait ended because the goal was paused, stopped or shut down: nothing is recorded. */
-class LoopInterrupted extends Error {
-  override readonly name = "LoopInterrupted";
+function loopInterrupted(what: string): Error {
+  return Object.assign(new Error(what), { name: "LoopInterrupted", [INTERRUPTED]: true });
+}
+
+function isLoopInterrupted(err: unknown): boolean {
+  return err instanceof Error && INTERRUPTED in err;
 }
 
 /** What the driver does next (decided inside the lock, done outside it). */
@@ -319,7 +326,7 @@ export class GoalRun {
    * invalid phase plan) blocks the goal with the reason — but only a goal that is still running.
    */
   private async onLoopError(err: unknown): Promise<void> {
-    if (err instanceof LoopInterrupted || this.closed) return;
+    if (isLoopInterrupted(err) || this.closed) return;
     if (isDomainError(err, "conflict") || isDomainError(err, "persistence_failed")) {
       this.ctx.logger.error({ err, goalRunId: this.id }, "goal loop stopped: its state could not be written");
       return;
@@ -368,7 +375,7 @@ export class GoalRun {
     } catch (err) {
       // Another process drives this goal run (its lease is live): this one does not.
       this.ctx.logger.warn({ goalRunId: this.id, err }, "goal run not driven here: another process holds it");
-      throw new LoopInterrupted("driven elsewhere");
+      throw loopInterrupted("driven elsewhere");
     }
     for (;;) {
       const step = await this.exclusive(() => this.decide());
@@ -450,7 +457,7 @@ export class GoalRun {
 
   /** Turns a leader failure into what the loop does with it: nothing when the goal was interrupted, else blocked. */
   private leaderFailure(what: string, err: unknown, signal: AbortSignal): Error {
-    if (signal.aborted) return new LoopInterrupted(what);
+    if (signal.aborted) return loopInterrupted(what);
     if (err instanceof AgentConfigurationError) {
       // Retrying cannot fix it (DESIGN.md "Processes"): the goal is blocked with the fix, no phase is spent on it.
       return new Error(
@@ -718,7 +725,7 @@ export class GoalRun {
       passedIds = [...new Set(result.passed.filter((id) => known.has(id)))];
       message = result.message;
     } catch (err) {
-      if (signal.aborted) throw new LoopInterrupted("assess");
+      if (signal.aborted) throw loopInterrupted("assess");
       passedIds = before;
       message = `The leader could not assess the phase: ${err instanceof Error ? err.message : String(err)}`;
     }

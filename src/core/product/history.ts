@@ -1,35 +1,41 @@
 /**
- * The product's history: checkpoints, rollback to a checkpoint and replay of a task and its dependents.
+ * The product's history: checkpoints, rollback to a checkpoint (the state rebuilt from the journal up to it, the
+ * integration branch moved back too, guarantee 11) and replay of a task and its dependents. Owns no state.
  *
  * This file must never import I/O.
  */
-import type { Phase, TaskState } from "../../../protocol/common.js";
-import { downstreamOf } from "../dag/graph.js";
+import type { Phase } from "../../../protocol/common.js";
 import { DomainError, invalidPhase, notFound } from "../errors.js";
-import { OrchestratorControl } from "./control.js";
-import type { NewEvent } from "./base.js";
-import { INTERRUPTION } from "./base.js";
+import { stripDot } from "./access.js";
+import { replayEvents, restoredTasks, taskOf } from "./decide.js";
+import type { ProductParts } from "./parts.js";
 
-/** The product's history: a layer of `ProductOrchestrator` (orchestrator.ts), on top of control.ts. */
-export abstract class OrchestratorHistory extends OrchestratorControl {
+export class ProductHistory {
+  constructor(private readonly p: ProductParts) {}
+
+  private get productId(): string {
+    return this.p.model.state.productId;
+  }
+
   /** `product.checkpoint`: records a manual checkpoint of the current state. */
   async checkpoint(): Promise<{ checkpointId: string; at: string }> {
-    return this.exclusive(async () => {
-      await this.syncForWrite();
-      this.requirePhase(["executing", "paused", "completed", "failed"], "product.checkpoint");
-      const tasks = this.model.state.tasks;
-      const checkpointId = this.ctx.ids("ckp");
-      await this.commit([
+    const p = this.p;
+    return p.sections.run(async () => {
+      await p.access.syncForWrite();
+      p.access.requirePhase(["executing", "paused", "completed", "failed"], "product.checkpoint");
+      const tasks = p.model.state.tasks;
+      const checkpointId = p.ctx.ids("ckp");
+      await p.journal.commit([
         {
           type: "checkpoint",
           checkpointId,
-          completed: this.model.counts.completed,
+          completed: p.model.counts.completed,
           total: tasks.length,
         },
       ]);
-      const ref = this.model.state.checkpoints.find((c) => c.checkpointId === checkpointId);
-      const at = ref?.at ?? this.now();
-      this.ctx.notifier.notify("product.checkpoint", { productId: this.productId, checkpointId, at });
+      const ref = p.model.state.checkpoints.find((c) => c.checkpointId === checkpointId);
+      const at = ref?.at ?? p.journal.now();
+      p.ctx.notifier.notify("product.checkpoint", { productId: this.productId, checkpointId, at });
       return { checkpointId, at };
     });
   }
@@ -46,16 +52,17 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
    * The rollback is a compaction point: a snapshot of the restored state is written and the events it covers pruned.
    */
   async rollback(checkpointId?: string): Promise<{ checkpointId: string; phase: Phase }> {
+    const p = this.p;
     // Another process may drive it: catch up and refuse before stopping anything here (guarantee 6).
-    if (!this.driving) await this.assertWritable();
-    this.requirePhase(["executing", "paused", "completed", "failed"], "product.rollback");
-    this.requireIntact("product.rollback");
-    const refs = this.model.state.checkpoints;
+    if (!p.run.driving) await p.sections.run(() => p.access.syncForWrite());
+    p.access.requirePhase(["executing", "paused", "completed", "failed"], "product.rollback");
+    p.access.requireIntact("product.rollback");
+    const refs = p.model.state.checkpoints;
     const ref = checkpointId === undefined ? refs[refs.length - 1] : refs.find((c) => c.checkpointId === checkpointId);
     if (!ref) throw notFound("checkpoint", checkpointId ?? "(latest)");
-    const past = await this.ctx.store.stateAtCheckpoint(this.model.state.projectId, this.productId, ref);
+    const past = await p.ctx.store.stateAtCheckpoint(p.model.state.projectId, this.productId, ref);
     if (past.dropped > 0 || past.invalid !== undefined) {
-      this.dropped += past.dropped;
+      p.health.dropped += past.dropped;
       const cause =
         past.dropped > 0
           ? `${past.dropped} stored ${past.dropped === 1 ? "event" : "events"} that checkpoint ${ref.checkpointId} needs ` +
@@ -65,21 +72,19 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
         "invalid_phase",
         `Product ${this.productId} cannot roll back: ${stripDot(cause)}; restoring it could repeat or skip completed ` +
           "work. Roll back to another checkpoint, or restore the state store from a backup.",
-        { phase: this.phase, allowed: [] },
+        { phase: p.model.state.phase, allowed: [] },
       );
     }
-    await this.stopExecution();
-    await this.exclusive(async () => {
-      const epoch = await this.takeLease();
+    await p.lifecycle.stopExecution();
+    await p.sections.run(async () => {
+      const epoch = await p.access.takeLease();
       try {
-        const tasks = past.model.state.tasks.map((t) =>
-          t.status === "running" ? { ...t, status: "pending" as const, interruption: INTERRUPTION.reset } : t,
-        );
+        const tasks = restoredTasks(past.model.state.tasks);
         const inputHashes = past.model.state.inputHashes;
-        const fingerprint = this.model.state.fingerprint
-          ? await this.fingerprintEvents(past.model.state.plan, await this.drift())
+        const fingerprint = p.model.state.fingerprint
+          ? await p.inputs.fingerprintEvents(past.model.state.plan, await p.inputs.drift())
           : [];
-        await this.commit(
+        await p.journal.commit(
           [
             {
               type: "restored",
@@ -90,32 +95,33 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
             },
             ...fingerprint,
             // Guarantee 11: the code goes back too; the head it leaves is kept under the product's refs.
-            ...this.branchRollbackEvents(ref),
+            ...p.workspaces.branchRollbackEvents(ref),
             { type: "phase", phase: "executing", recovery: null },
           ],
           { header: true },
         );
-        const problem = await this.verifyBranch();
+        const problem = await p.workspaces.verifyBranch();
         if (problem)
-          this.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not moved on rollback");
-        await this.compactNow();
+          p.ctx.logger.warn({ productId: this.productId, problem }, "integration branch not moved on rollback");
+        await p.journal.compact();
       } catch (err) {
-        await this.releaseLease(epoch);
+        await p.access.releaseLease(epoch);
         throw err;
       }
-      this.stopReason = null;
+      p.pool.clearStopReason();
     });
-    this.ctx.defer(() => this.startDriving());
+    p.ctx.defer(() => p.run.startDriving());
     return { checkpointId: ref.checkpointId, phase: "executing" };
   }
 
   /** `product.replayTask`: resets the task and everything downstream of it to pending and runs them again. */
   async replayTask(taskId: string): Promise<string[]> {
-    const reset = await this.exclusive(async () => {
-      await this.syncForWrite();
-      this.requirePhase(["executing", "paused", "completed", "failed"], "product.replayTask");
-      this.requireIntact("product.replayTask");
-      const task = this.task(taskId);
+    const p = this.p;
+    const reset = await p.sections.run(async () => {
+      await p.access.syncForWrite();
+      p.access.requirePhase(["executing", "paused", "completed", "failed"], "product.replayTask");
+      p.access.requireIntact("product.replayTask");
+      const task = taskOf(p.model, taskId);
       if (!task) throw notFound("task", taskId);
       if (!["completed", "failed", "skipped"].includes(task.status)) {
         throw invalidPhase(task.status, ["completed", "failed", "skipped"], {
@@ -123,46 +129,32 @@ export abstract class OrchestratorHistory extends OrchestratorControl {
           operation: "product.replayTask",
         });
       }
-      const ids = downstreamOf(this.model.state.tasks, taskId);
-      const idSet = new Set(ids);
-      this.stopWorkers("reset", idSet);
-      const events: NewEvent[] = [];
-      for (const id of ids) {
-        const t = this.task(id);
-        if (!t) continue;
-        const fresh: TaskState = { ...t, status: "pending", attempts: 0 };
-        for (const k of ["output", "error", "startedAt", "endedAt", "question", "interruption", "workspace"] as const)
-          delete fresh[k];
-        events.push({ type: "task", task: fresh });
-      }
-      const wasTerminal = this.phase === "completed" || this.phase === "failed";
+      const { ids, events } = replayEvents(p.model, taskId);
+      p.pool.stop("reset", new Set(ids));
+      const wasTerminal = p.model.state.phase === "completed" || p.model.state.phase === "failed";
       // A terminal product starts executing again here: take the lease first (guarantee 6).
-      const epoch = wasTerminal && !this.driving ? await this.takeLease() : undefined;
+      const epoch = wasTerminal && !p.run.driving ? await p.access.takeLease() : undefined;
       try {
-        if (wasTerminal && this.model.state.fingerprint) {
-          events.push(...(await this.fingerprintEvents(this.model.state.plan, await this.drift())));
+        if (wasTerminal && p.model.state.fingerprint) {
+          events.push(...(await p.inputs.fingerprintEvents(p.model.state.plan, await p.inputs.drift())));
         }
         if (wasTerminal) events.push({ type: "phase", phase: "executing", recovery: null });
-        await this.commit(events, { header: true });
+        await p.journal.commit(events, { header: true });
       } catch (err) {
-        if (epoch !== undefined) await this.releaseLease(epoch);
+        if (epoch !== undefined) await p.access.releaseLease(epoch);
         throw err;
       }
-      for (const e of events) if (e.type === "task") this.notifyTask(e.task);
-      if (this.driving) {
-        this.scheduler?.rebuild(this.model.state.tasks);
-        this.announceTopology();
-        this.pump();
+      for (const e of events) if (e.type === "task") p.run.notifyTask(e.task);
+      if (p.run.driving) {
+        p.run.rebuildScheduler();
+        p.run.announceTopology();
+        p.run.pump();
       } else if (wasTerminal) {
-        this.stopReason = null;
-        this.ctx.defer(() => this.startDriving());
+        p.pool.clearStopReason();
+        p.ctx.defer(() => p.run.startDriving());
       }
       return ids;
     });
     return reset;
   }
-}
-
-function stripDot(text: string): string {
-  return text.endsWith(".") ? text.slice(0, -1) : text;
 }

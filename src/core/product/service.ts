@@ -69,6 +69,13 @@ export class ProductService {
   private readonly inFlight = new Map<string, number>();
   /** Products dropped from memory because they were idle (guarantee 14), since this service started. */
   evicted = 0;
+  /** Orchestrator instances made by this service: each gets its own number (status answer versions, status.ts). */
+  private instances = 0;
+
+  private nextInstance(): number {
+    this.instances += 1;
+    return this.instances;
+  }
 
   /**
    * `idleProducts`: how many idle products stay in memory (the most recently used; guarantee 14: memory holds the
@@ -104,7 +111,7 @@ export class ProductService {
     let pending = this.loading.get(productId);
     if (!pending) {
       pending = this.ctx.store.load(productId).then((loaded) => {
-        const orchestrator = new ProductOrchestrator(loaded.model, this.ctx);
+        const orchestrator = new ProductOrchestrator(loaded.model, this.ctx, this.nextInstance());
         orchestrator.dropped = loaded.dropped;
         orchestrator.lost = loaded.lost;
         orchestrator.invalid = loaded.invalid;
@@ -215,7 +222,7 @@ export class ProductService {
     };
     const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal };
     const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);
-    const orchestrator = new ProductOrchestrator(model, this.ctx);
+    const orchestrator = new ProductOrchestrator(model, this.ctx, this.nextInstance());
     this.remember(productId, orchestrator);
     this.evictIdle(productId);
     this.ctx.defer(() => orchestrator.startPlanning());
@@ -256,7 +263,7 @@ export class ProductService {
       { v: 1, at, type: "planProposed", plan },
     ];
     const model = await this.ctx.store.create(params.projectId, productId, events);
-    const orchestrator = new ProductOrchestrator(model, this.ctx);
+    const orchestrator = new ProductOrchestrator(model, this.ctx, this.nextInstance());
     this.remember(productId, orchestrator);
     this.evictIdle(productId);
     await orchestrator.confirm({});

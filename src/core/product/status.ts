@@ -9,7 +9,7 @@ import { TerminalPhases, type Progress } from "../../../protocol/common.js";
 import type { Drift } from "./fingerprint.js";
 import type { LeaseHolder } from "./lease.js";
 import { progressOfModel } from "./state.js";
-import { OrchestratorHistory } from "./history.js";
+import type { ProductParts } from "./parts.js";
 import { integrationView, isolationNote } from "../workspace/integration.js";
 
 /** What `inspect()` adds to a recovery when the run's inputs drifted (issue 4, drift detection). */
@@ -24,28 +24,33 @@ export interface DriftRecovery {
 
 /**
  * A `product.status` answer with its version: while `version` is unchanged, so is the answer (see
- * `OrchestratorStatus.inspectVersioned`). `undefined` when the answer can change without a version to show it.
+ * `StatusView.inspectVersioned`). `undefined` when the answer can change without a version to show it.
  */
 export interface VersionedStatus {
   status: Record<string, unknown>;
   version: string | undefined;
 }
 
-/** Numbers the orchestrator instances of this process, so two instances never share an answer version. */
-let instances = 0;
-
-/** What a product reports about itself: a layer of `ProductOrchestrator` (orchestrator.ts), on top of history.ts. */
-export abstract class OrchestratorStatus extends OrchestratorHistory {
-  /** This instance's number (see `instances`). */
-  readonly #instance = (instances += 1);
+/** What a product reports about itself, from the parts of its orchestrator (parts.ts); never writes. */
+export class StatusView {
   /** The last versioned answer of `inspectVersioned`, with the state object it was built from. */
   #kept: (VersionedStatus & { version: string; state: object; parts: VersionParts }) | undefined;
+
+  /**
+   * `instance`: the number of this orchestrator instance among those of its service (service.ts numbers them), so two
+   * instances never share an answer version.
+   */
+  constructor(
+    private readonly p: ProductParts,
+    private readonly instance: number,
+  ) {}
+
   // -------------------------------------------------------------------------------------------------------------
   // Status
 
   /** The `product.status` result (PROTOCOL.md section 5), computed from memory; never writes (guarantee 3). */
   status(): Record<string, unknown> {
-    const s = this.model.state;
+    const s = this.p.model.state;
     const used = s.usage.inputTokens + s.usage.outputTokens;
     const last = s.checkpoints[s.checkpoints.length - 1];
     const recovery = this.recovery();
@@ -61,7 +66,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
         usedTokens: used,
         inputTokens: s.usage.inputTokens,
         outputTokens: s.usage.outputTokens,
-        elapsedMs: this.liveElapsedMs(),
+        elapsedMs: this.p.timers.liveElapsedMs(),
         ...(s.budget.maxTotalTokens !== undefined ? { maxTotalTokens: s.budget.maxTotalTokens } : {}),
         ...(s.budget.maxDurationMs !== undefined ? { maxDurationMs: s.budget.maxDurationMs } : {}),
         tokenSource:
@@ -75,7 +80,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
       },
       checkpoints: s.checkpoints.length,
       ...(last ? { lastCheckpointAt: last.at } : {}),
-      dropped: this.dropped,
+      dropped: this.p.health.dropped,
       ...(recovery ? { recovery } : {}),
       ...this.isolationStatus(),
     };
@@ -87,9 +92,9 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
    * its worker still runs in this process; the others were stopped and will run again, so they count as pending.
    */
   progress(): Progress {
-    const p = progressOfModel(this.model);
-    if (this.model.state.phase === "executing" || p.running === 0) return p;
-    const running = Math.min(p.running, this.running.size);
+    const p = progressOfModel(this.p.model);
+    if (this.p.model.state.phase === "executing" || p.running === 0) return p;
+    const running = Math.min(p.running, this.p.pool.size);
     return { ...p, running, pending: p.pending + (p.running - running) };
   }
 
@@ -116,22 +121,27 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
    * answer kept with it is returned again, the same object, without a catch-up read or a rebuild. `mark`: the store's
    * `changeMark()`, read now or by the caller just before. Never writes.
    */
-  async inspectVersioned(mark = this.ctx.store.changeMark()): Promise<VersionedStatus> {
+  async inspectVersioned(mark = this.p.ctx.store.changeMark()): Promise<VersionedStatus> {
     const kept = this.keptAnswer(mark);
     if (kept !== undefined) return kept;
     // One look at whether the store changed serves both reads below (issue 16): while it did not, neither is repeated.
-    if (!this.driving && this.running.size === 0) await this.exclusive(() => this.catchUpNow(mark));
+    if (!this.p.run.driving && this.p.pool.size === 0) await this.p.sections.run(() => this.p.access.catchUpNow(mark));
     const status = this.status();
     // Taken with the answer it describes: a change while the lease is read below gives a later call another version.
     const parts = this.versionable(mark) ? this.versionParts(mark) : undefined;
-    const version = parts === undefined ? undefined : versionText(this.#instance, parts);
-    const state = this.model.state;
+    const version = parts === undefined ? undefined : versionText(this.instance, parts);
+    const state = this.p.model.state;
     const phase = state.phase;
     // Guarantee 13: who holds the lease, until when, and whether that owner is live (PROTOCOL.md section 5, Owner).
-    const holder = await this.lease.holder(mark);
+    const holder = await this.p.ownership.holder(mark);
     if (holder) status.owner = { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
-    if (this.lost > 0 || this.invalid !== undefined || this.driving || (phase !== "executing" && phase !== "paused")) {
+    if (
+      this.p.health.lost > 0 ||
+      this.p.health.invalid !== undefined ||
+      this.p.run.driving ||
+      (phase !== "executing" && phase !== "paused")
+    ) {
       if (version === undefined || holder !== null) return { status, version: undefined };
       this.#kept = { status, version, state, parts: parts as VersionParts };
       return { status, version };
@@ -147,29 +157,29 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
   keptAnswer(mark: string | undefined): VersionedStatus | undefined {
     const kept = this.#kept;
     if (kept === undefined) return undefined;
-    if (mark !== undefined && kept.state === this.model.state && this.isCurrent(kept.parts, mark)) return kept;
+    if (mark !== undefined && kept.state === this.p.model.state && this.isCurrent(kept.parts, mark)) return kept;
     this.#kept = undefined;
     return undefined;
   }
 
   /** True when an answer built now could get a version (see `inspectVersioned`), before the lease is read. */
   private versionable(mark: string | undefined): mark is string {
-    return mark !== undefined && !this.driving && this.running.size === 0 && this.executingSinceMs === null;
+    return mark !== undefined && !this.p.run.driving && this.p.pool.size === 0 && !this.p.timers.counting;
   }
 
   /** What the answer version at `mark` is made of (see `inspectVersioned`). */
   private versionParts(mark: string): VersionParts {
     return {
-      epoch: this.statusEpoch,
+      epoch: this.p.health.statusEpoch,
       mark,
-      seq: this.model.state.seq,
-      dropped: this.dropped,
-      lost: this.lost,
-      invalid: this.invalid,
-      planningStarted: this.planningStarted,
-      loadedFromStore: this.loadedFromStore,
-      driving: this.driving,
-      running: this.running.size,
+      seq: this.p.model.state.seq,
+      dropped: this.p.health.dropped,
+      lost: this.p.health.lost,
+      invalid: this.p.health.invalid,
+      planningStarted: this.p.leader.planningStarted,
+      loadedFromStore: this.p.health.loadedFromStore,
+      driving: this.p.run.driving,
+      running: this.p.pool.size,
     };
   }
 
@@ -180,15 +190,15 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
   private isCurrent(parts: VersionParts, mark: string): boolean {
     return (
       parts.mark === mark &&
-      parts.epoch === this.statusEpoch &&
-      parts.seq === this.model.state.seq &&
-      parts.dropped === this.dropped &&
-      parts.lost === this.lost &&
-      parts.invalid === this.invalid &&
-      parts.planningStarted === this.planningStarted &&
-      parts.loadedFromStore === this.loadedFromStore &&
-      parts.driving === this.driving &&
-      parts.running === this.running.size
+      parts.epoch === this.p.health.statusEpoch &&
+      parts.seq === this.p.model.state.seq &&
+      parts.dropped === this.p.health.dropped &&
+      parts.lost === this.p.health.lost &&
+      parts.invalid === this.p.health.invalid &&
+      parts.planningStarted === this.p.leader.planningStarted &&
+      parts.loadedFromStore === this.p.health.loadedFromStore &&
+      parts.driving === this.p.run.driving &&
+      parts.running === this.p.pool.size
     );
   }
 
@@ -197,7 +207,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     status: Record<string, unknown>,
     holder: LeaseHolder | null,
   ): Promise<Record<string, unknown>> {
-    const phase = this.model.state.phase;
+    const phase = this.p.model.state.phase;
     if (holder && holder.live && !holder.mine) {
       status.recovery = {
         cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
@@ -215,7 +225,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
           "Call product.resume to continue at once; tasks that were running will run again, completed ones are kept.",
       };
     }
-    const drift = await this.drift();
+    const drift = await this.p.inputs.drift();
     if (drift.length === 0) return status;
     const base = this.recovery();
     const recovery: DriftRecovery = {
@@ -233,9 +243,9 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
 
   /** `isolation`, `isolationNote` and `integration` of `product.status` (PROTOCOL.md section 5); empty before confirmation. */
   private isolationStatus(): Record<string, unknown> {
-    const s = this.model.state;
+    const s = this.p.model.state;
     if (!s.isolation) return {};
-    const note = isolationNote(s, this.ctx.options.maxParallelTasks);
+    const note = isolationNote(s, this.p.ctx.options.maxParallelTasks);
     return {
       isolation: s.isolation,
       ...(note !== undefined ? { isolationNote: note } : {}),
@@ -245,18 +255,18 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
 
   /** Guarantee 10: a paused, failed or ownerless run explains its cause and remedy in plain words. */
   recovery(): { cause: string; resumable: boolean; remediation: string } | undefined {
-    const s = this.model.state;
-    if (this.invalid !== undefined && !TerminalPhases.includes(s.phase)) {
+    const s = this.p.model.state;
+    if (this.p.health.invalid !== undefined && !TerminalPhases.includes(s.phase)) {
       return {
-        cause: `The stored state of this product is not whole (guarantee 15): ${this.invalid}`,
+        cause: `The stored state of this product is not whole (guarantee 15): ${this.p.health.invalid}`,
         resumable: false,
         remediation: "Restore the state store from a backup, or delete the product; it can still be read and listed.",
       };
     }
-    if (this.lost > 0 && !TerminalPhases.includes(s.phase)) {
+    if (this.p.health.lost > 0 && !TerminalPhases.includes(s.phase)) {
       return {
-        cause: `${this.lost} stored ${this.lost === 1 ? "event" : "events"} of this product failed validation or ${
-          this.lost === 1 ? "is" : "are"
+        cause: `${this.p.health.lost} stored ${this.p.health.lost === 1 ? "event" : "events"} of this product failed validation or ${
+          this.p.health.lost === 1 ? "is" : "are"
         } missing (guarantee 4); its state cannot be trusted to run.`,
         resumable: false,
         remediation: "Restore the state store from a backup, or delete the product; it can still be read and listed.",
@@ -271,7 +281,7 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
         }
       );
     }
-    if (s.phase === "executing" && !this.driving) {
+    if (s.phase === "executing" && !this.p.run.driving) {
       return {
         cause: "No process is driving this product (the server that ran it stopped).",
         resumable: true,
@@ -288,8 +298,8 @@ export abstract class OrchestratorStatus extends OrchestratorHistory {
     }
     if (
       s.phase === "planning" &&
-      this.loadedFromStore &&
-      !this.planningStarted &&
+      this.p.health.loadedFromStore &&
+      !this.p.leader.planningStarted &&
       !s.plan &&
       !s.pendingAsk &&
       !s.planError

@@ -21,6 +21,7 @@ import {
   SnapshotRecord,
   productStream,
 } from "./records.js";
+import { compactStream, hasGap, missingBefore, snapshotId } from "./compaction.js";
 import { evolve } from "./evolve.js";
 import { emptyState, modelOf, progressOfModel, resetModel, type ProductModel } from "./state.js";
 import type { CheckpointRef, ProductState } from "./records.js";
@@ -58,7 +59,6 @@ export interface CheckpointState {
  * the authority's id order is sequence order. (Before compaction existed, one record `snapshot/<productId>` held the
  * latest snapshot; it is still read, as the oldest candidate, and removed by the next compaction.)
  */
-const snapshotId = (productId: string, seq: number): string => `${productId}/${String(seq).padStart(16, "0")}`;
 
 /** A parsed snapshot and what it cost to store. */
 interface Snapshot {
@@ -493,39 +493,9 @@ export class ProductStore {
     this.snapshotBytes.set(s.productId, jsonLength(value));
     const prune = this.authority.pruneEvents;
     if (prune)
-      await this.compact(model, (before, after) =>
+      await compactStream(this.authority, model, (before, after) =>
         prune.call(this.authority, s.projectId, productStream(s.productId), before, after),
       );
-  }
-
-  /** Deletes the snapshots and events that neither the latest snapshot nor any kept checkpoint needs. */
-  private async compact(
-    model: ProductModel,
-    prune: (beforeSeq: number, afterSeq: number) => Promise<number>,
-  ): Promise<void> {
-    const s = model.state;
-    const seqs = (await this.authority.list(s.projectId, "snapshot", `${s.productId}/`))
-      .map((info) => Number(info.id.slice(s.productId.length + 1)))
-      .filter((seq) => Number.isSafeInteger(seq) && seq <= s.seq)
-      .sort((a, b) => a - b);
-    const baseOf = (seq: number): number => {
-      let base = 0;
-      for (const candidate of seqs) if (candidate <= seq) base = candidate;
-      return base;
-    };
-    const needed = [...s.checkpoints].sort((a, b) => a.seq - b.seq).map((c) => ({ from: baseOf(c.seq), to: c.seq }));
-    const keepSnapshots = new Set([s.seq, ...needed.map((n) => n.from)]);
-    for (const seq of seqs) {
-      if (!keepSnapshots.has(seq)) await this.authority.delete(s.projectId, "snapshot", snapshotId(s.productId, seq));
-    }
-    await this.authority.delete(s.projectId, "snapshot", s.productId);
-    // Events needed: (from, to] for every kept checkpoint, and the last one (a stream never loses its last event).
-    let cursor = 0;
-    for (const { from, to } of needed.sort((a, b) => a.from - b.from)) {
-      if (from > cursor) await prune(Math.min(from + 1, s.seq), cursor);
-      cursor = Math.max(cursor, to);
-    }
-    if (s.seq > cursor + 1) await prune(s.seq, cursor);
   }
 
   /**
@@ -605,17 +575,3 @@ export class ProductStore {
 }
 
 /** How many sequence numbers are missing between the last applied event `previous` and the next one read, `seq`. */
-/** True when the stored events after `seq` skip a sequence number (missing or compacted away). */
-function hasGap(events: readonly { seq: number }[], seq: number): boolean {
-  let previous = seq;
-  for (const e of events) {
-    if (e.seq <= previous) continue;
-    if (e.seq > previous + 1) return true;
-    previous = e.seq;
-  }
-  return false;
-}
-
-function missingBefore(previous: number, seq: number): number {
-  return seq > previous + 1 ? seq - previous - 1 : 0;
-}

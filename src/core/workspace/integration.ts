@@ -4,7 +4,7 @@
  * message of an attempt, how a recorded step reads back after a crash, and how workspace events change a product's
  * state (the reducer part `applyWorkspaceEvent`, called by product/evolve.ts).
  *
- * Pure: no I/O, no clock. The orchestrator (product/workspaces.ts) performs the steps through `WorkspacePort`.
+ * Pure: no I/O, no clock. The orchestrator (product/workspace-coordinator.ts) performs the steps through `WorkspacePort`.
  */
 import type { Integration, Isolation, TaskState } from "../../../protocol/common.js";
 import { topologicalOrder } from "../dag/graph.js";

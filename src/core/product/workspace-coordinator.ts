@@ -26,8 +26,8 @@ import {
   productRefPrefix,
 } from "../workspace/integration.js";
 import type { IntegrationRecord, PendingIntegration } from "../workspace/records.js";
-import type { NewEvent } from "./base.js";
-import { OrchestratorInputs } from "./inputs.js";
+import { taskOf, type NewEvent } from "./decide.js";
+import type { ProductParts } from "./parts.js";
 import type { CheckpointRef } from "./records.js";
 
 /** What integrating a completed attempt gave: events to record with its completion, or the failure. */
@@ -41,26 +41,32 @@ export type IntegrationResult =
   /** `halt`: not the attempt's fault and not retryable (the branch was moved): the product pauses with `remediation`. */
   | { ok: false; error: string; workspace?: TaskWorkspace; halt?: { remediation: string } };
 
-/** Isolation and integration steps: a layer of `ProductOrchestrator` (orchestrator.ts), on top of inputs.ts. */
-export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
+/** Isolation and integration steps of one product; owns only whether worktrees are parked for reuse. */
+export class WorkspaceCoordinator {
   /** True once an attempt's worktree was released for reuse and not removed since (`removeParkedWorkspaces`). */
   private parkedWorkspaces = false;
 
+  constructor(private readonly p: ProductParts) {}
+
+  private get productId(): string {
+    return this.p.model.state.productId;
+  }
+
   /** The port and the integration record when this product runs with worktree isolation, else `null`. */
-  protected isolated(): { port: WorkspacePort; integration: IntegrationRecord } | null {
-    const s = this.model.state;
-    const port = this.ctx.workspaces;
+  isolated(): { port: WorkspacePort; integration: IntegrationRecord } | null {
+    const s = this.p.model.state;
+    const port = this.p.ctx.workspaces;
     if (!port || s.isolation !== "worktree" || !s.integration) return null;
     return { port, integration: s.integration };
   }
 
   /** The `workspaceChosen` event for confirmation: inspects `cwd` (reads only). */
-  protected async chooseWorkspace(): Promise<NewEvent> {
-    const s = this.model.state;
-    const info = this.ctx.workspaces
-      ? await this.ctx.workspaces.inspect(s.cwd)
+  async chooseWorkspace(): Promise<NewEvent> {
+    const s = this.p.model.state;
+    const info = this.p.ctx.workspaces
+      ? await this.p.ctx.workspaces.inspect(s.cwd)
       : { kind: "none" as const, reason: "This server has no git workspace adapter, so tasks share cwd." };
-    const o = this.ctx.options;
+    const o = this.p.ctx.options;
     const requested = s.isolationRequest;
     const isolation = requested?.isolation ?? o.isolation;
     const integration = requested?.integration ?? o.integration;
@@ -81,11 +87,11 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * Makes sure the integration branch is where the state says (created at confirmation; a rollback's recorded move
    * finished). Returns a plain-words problem when it is somewhere else (someone moved it): nothing is overwritten.
    */
-  protected async verifyBranch(): Promise<string | null> {
+  async verifyBranch(): Promise<string | null> {
     const iso = this.isolated();
     if (!iso) return null;
     const { port, integration } = iso;
-    const cwd = this.model.state.cwd;
+    const cwd = this.p.model.state.cwd;
     const ref = integrationRef(this.productId);
     const current = await port.readRef(cwd, ref);
     if (current === integration.head) return null;
@@ -104,10 +110,10 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * The plain-words problem when the integration branch is not at the recorded head (read from the ref itself), or
    * `null` (also without isolation). Reads only.
    */
-  protected async branchProblem(): Promise<string | null> {
+  async branchProblem(): Promise<string | null> {
     const iso = this.isolated();
     if (!iso) return null;
-    const found = await iso.port.readRef(this.model.state.cwd, integrationRef(this.productId));
+    const found = await iso.port.readRef(this.p.model.state.cwd, integrationRef(this.productId));
     return branchMovedProblem(iso.integration.branch, iso.integration.head, found);
   }
 
@@ -116,11 +122,11 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * the task's integration and completion when the branch moved (or could be moved now from the expected head), else
    * the attempt's commit kept and nothing integrated. Call inside `exclusive`.
    */
-  protected async recoverPending(): Promise<NewEvent[]> {
+  async recoverPending(): Promise<NewEvent[]> {
     const iso = this.isolated();
     const pending = iso?.integration.pending;
     if (!iso || !pending) return [];
-    const cwd = this.model.state.cwd;
+    const cwd = this.p.model.state.cwd;
     await iso.port.moveRef(cwd, pending.ref, pending.commit, null);
     let outcome = pendingOutcome(pending, await iso.port.readRef(cwd, integrationRef(this.productId)));
     if (
@@ -142,9 +148,9 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       ];
     }
     const events: NewEvent[] = [this.integratedEvent(pending)];
-    const task = this.task(pending.taskId);
+    const task = taskOf(this.p.model, pending.taskId);
     if (task && task.status === "running" && task.attempts === pending.attempt) {
-      const done: TaskState = { ...task, status: "completed", output: pending.output, endedAt: this.now() };
+      const done: TaskState = { ...task, status: "completed", output: pending.output, endedAt: this.p.journal.now() };
       delete done.error;
       delete done.interruption;
       if (done.workspace)
@@ -176,21 +182,21 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
   }
 
   /** The worktree a new attempt of `taskId` gets (recorded with its `running` state before the worktree exists). */
-  protected async attemptWorkspace(taskId: string, attempt: number): Promise<TaskWorkspace | undefined> {
+  async attemptWorkspace(taskId: string, attempt: number): Promise<TaskWorkspace | undefined> {
     const iso = this.isolated();
     if (!iso) return undefined;
     return {
-      path: await iso.port.attemptPath(this.model.state.cwd, this.productId, taskId, attempt),
+      path: await iso.port.attemptPath(this.p.model.state.cwd, this.productId, taskId, attempt),
       branch: attemptRef(this.productId, taskId, attempt),
       baseCommit: attemptBase(iso.integration),
     };
   }
 
   /** Creates the attempt's worktree (after its `running` state was recorded). Throws with a plain message. */
-  protected async prepareWorkspace(ws: TaskWorkspace): Promise<void> {
-    const port = this.ctx.workspaces;
+  async prepareWorkspace(ws: TaskWorkspace): Promise<void> {
+    const port = this.p.ctx.workspaces;
     if (!port) throw new Error("No workspace adapter is configured.");
-    await port.prepare(this.model.state.cwd, ws.path, ws.baseCommit);
+    await port.prepare(this.p.model.state.cwd, ws.path, ws.baseCommit);
   }
 
   /**
@@ -199,12 +205,12 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * compare-and-swap, and returns the `taskIntegrated` event to record with the task's completion. A conflict records
    * `attemptKept` (the commit stays under the product's refs) and fails the attempt naming the files.
    */
-  protected async integrateAttempt(task: TaskState, output: string, inputHash: string): Promise<IntegrationResult> {
+  async integrateAttempt(task: TaskState, output: string, inputHash: string): Promise<IntegrationResult> {
     const iso = this.isolated();
     const ws = task.workspace;
     if (!iso || !ws) return { ok: true, events: [] };
     const { port, integration } = iso;
-    const cwd = this.model.state.cwd;
+    const cwd = this.p.model.state.cwd;
     let captured;
     try {
       captured = await port.capture(ws.path, attemptMessage(this.productId, task, task.attempts), ws.baseCommit);
@@ -235,16 +241,7 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       merge = { kind: "error" as const, error: message(err) };
     }
     if (merge.kind === "conflict" || merge.kind === "error") {
-      await this.commit([
-        {
-          type: "attemptKept",
-          taskId: task.taskId,
-          attempt: task.attempts,
-          commit: captured.commit,
-          ref: ws.branch,
-          files: merge.kind === "conflict" ? merge.files : [],
-        },
-      ]);
+      await this.keepAttempt(task, captured.commit, ws.branch, merge.kind === "conflict" ? merge.files : []);
       await port.moveRef(cwd, ws.branch, captured.commit, null);
       const error =
         merge.kind === "conflict"
@@ -263,26 +260,26 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       output,
       inputHash,
     };
-    await this.commit([{ type: "integrating", pending }]);
-    await port.moveRef(cwd, ws.branch, captured.commit, null);
-    if (!(await port.moveRef(cwd, integrationRef(this.productId), merge.commit, head))) {
-      const files: string[] = [];
-      await this.commit([
-        {
-          type: "attemptKept",
-          taskId: task.taskId,
-          attempt: task.attempts,
-          commit: captured.commit,
-          ref: ws.branch,
-          files,
-        },
-      ]);
+    return this.moveBranch(pending, withCommit);
+  }
+
+  /**
+   * Records the merge (`integrating`), keeps the attempt's commit under its ref and moves the integration branch by
+   * compare-and-swap from the head the merge was made on; a branch that moved meanwhile fails the attempt (kept).
+   */
+  private async moveBranch(pending: PendingIntegration, withCommit: TaskWorkspace): Promise<IntegrationResult> {
+    const { port, integration } = this.isolated() as { port: WorkspacePort; integration: IntegrationRecord };
+    const cwd = this.p.model.state.cwd;
+    await this.p.journal.commit([{ type: "integrating", pending }]);
+    await port.moveRef(cwd, pending.ref, pending.commit, null);
+    if (!(await port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from))) {
+      await this.keepAttempt({ taskId: pending.taskId, attempts: pending.attempt }, pending.commit, pending.ref, []);
       const found = await port.readRef(cwd, integrationRef(this.productId));
       return {
         ok: false,
         error:
-          branchMovedProblem(integration.branch, head, found) ??
-          `The integration branch ${integration.branch} moved while task ${task.taskId} was being merged; nothing was overwritten.`,
+          branchMovedProblem(integration.branch, pending.from, found) ??
+          `The integration branch ${integration.branch} moved while task ${pending.taskId} was being merged; nothing was overwritten.`,
         workspace: withCommit,
         halt: { remediation: BRANCH_MOVED_REMEDIATION },
       };
@@ -291,8 +288,24 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       ok: true,
       events: [this.integratedEvent(pending)],
       workspace: withCommit,
-      integrated: { commit: captured.commit, ...changed },
+      integrated: {
+        commit: pending.commit,
+        changedFiles: pending.changedFiles,
+        ...(pending.changedFilesTotal !== undefined ? { changedFilesTotal: pending.changedFilesTotal } : {}),
+      },
     };
+  }
+
+  /** Records that an attempt's commit is kept under `ref`, not integrated (`files`: the conflicting ones). */
+  private async keepAttempt(
+    task: { taskId: string; attempts: number },
+    commit: string,
+    ref: string,
+    files: string[],
+  ): Promise<void> {
+    await this.p.journal.commit([
+      { type: "attemptKept", taskId: task.taskId, attempt: task.attempts, commit, ref, files },
+    ]);
   }
 
   /**
@@ -300,14 +313,14 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * product keeps running) the adapter may park it for the product's next attempt; `removeParkedWorkspaces` removes
    * what is parked once the product stops.
    */
-  protected async releaseWorkspace(ws: TaskWorkspace | undefined, reuse = false): Promise<void> {
-    const port = this.ctx.workspaces;
+  async releaseWorkspace(ws: TaskWorkspace | undefined, reuse = false): Promise<void> {
+    const port = this.p.ctx.workspaces;
     if (!port || !ws) return;
     try {
-      await port.release(this.model.state.cwd, ws.path, reuse ? { reuse: true } : undefined);
+      await port.release(this.p.model.state.cwd, ws.path, reuse ? { reuse: true } : undefined);
       if (reuse) this.parkedWorkspaces = true;
     } catch (err) {
-      this.ctx.logger.warn(
+      this.p.ctx.logger.warn(
         { productId: this.productId, path: ws.path, err: message(err) },
         "could not remove a worktree",
       );
@@ -319,24 +332,22 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * attempts still running. Call inside `exclusive` when the product stops running in this process (end, pause,
    * cancel, shutdown); nothing to do (no git call) when nothing was parked since the last time.
    */
-  protected async removeParkedWorkspaces(): Promise<void> {
+  async removeParkedWorkspaces(): Promise<void> {
     if (!this.parkedWorkspaces) return;
     this.parkedWorkspaces = false;
-    const inUse = new Set<string>();
-    for (const r of this.running.values()) if (r.workspace) inUse.add(r.workspace.path);
-    await this.pruneWorkspaces(inUse);
+    await this.pruneWorkspaces(this.p.pool.workspacePaths());
   }
 
   /** Removes worktrees of this product that no running attempt of this process uses (a dead owner's leftovers). */
-  protected async pruneWorkspaces(inUse: ReadonlySet<string>): Promise<void> {
-    const port = this.ctx.workspaces;
-    if (!port || this.model.state.isolation !== "worktree") return;
+  async pruneWorkspaces(inUse: ReadonlySet<string>): Promise<void> {
+    const port = this.p.ctx.workspaces;
+    if (!port || this.p.model.state.isolation !== "worktree") return;
     try {
-      for (const path of await port.leftovers(this.model.state.cwd, this.productId)) {
-        if (!inUse.has(path)) await port.release(this.model.state.cwd, path);
+      for (const path of await port.leftovers(this.p.model.state.cwd, this.productId)) {
+        if (!inUse.has(path)) await port.release(this.p.model.state.cwd, path);
       }
     } catch (err) {
-      this.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not prune worktrees");
+      this.p.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not prune worktrees");
     }
   }
 
@@ -345,20 +356,20 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * the result on the integration branch; `merge` mode records the intent, then merges into the target (fast-forward
    * or merge commit, never a rewrite). Returns the events to record with the phase; `[]` without isolation.
    */
-  protected async endIntegration(completed: boolean): Promise<NewEvent[]> {
+  async endIntegration(completed: boolean): Promise<NewEvent[]> {
     const iso = this.isolated();
     if (!iso) return [];
     const { port, integration } = iso;
     // Guarantee 16: nothing is called integrated that is not on the branch (checked once more, against the ref).
-    const found = await port.readRef(this.model.state.cwd, integrationRef(this.productId));
+    const found = await port.readRef(this.p.model.state.cwd, integrationRef(this.productId));
     const moved = branchMovedProblem(integration.branch, integration.head, found);
     if (moved) return [{ type: "integrationEnded", state: "pending", reason: moved }];
     if (integration.mode === "branch") return [{ type: "integrationEnded", state: "integrated" }];
     if (!completed || !integration.targetBranch) return [{ type: "integrationEnded", state: "pending" }];
-    await this.commit([{ type: "integrationEnded", state: "integrating" }]);
+    await this.p.journal.commit([{ type: "integrationEnded", state: "integrating" }]);
     try {
       const result = await port.integrateInto(
-        this.model.state.cwd,
+        this.p.model.state.cwd,
         integration.targetBranch,
         integration.head,
         mergeMessage(this.productId, `${integration.branch} into ${integration.targetBranch}`),
@@ -368,16 +379,19 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
       if (result.state === "deferred") return [{ type: "integrationEnded", state: "deferred", reason: result.reason }];
       return [{ type: "integrationEnded", state: "conflict", files: result.files }];
     } catch (err) {
-      this.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not merge into the target branch");
+      this.p.ctx.logger.warn(
+        { productId: this.productId, err: message(err) },
+        "could not merge into the target branch",
+      );
       return [{ type: "integrationEnded", state: "conflict", files: [] }];
     }
   }
 
   /** Tells the client how the integration ended (`product.integrated`), after it was recorded. */
-  protected announceIntegrated(): void {
-    const integration = this.model.state.integration;
-    if (this.model.state.isolation !== "worktree" || !integration) return;
-    this.ctx.notifier.notify("product.integrated", {
+  announceIntegrated(): void {
+    const integration = this.p.model.state.integration;
+    if (this.p.model.state.isolation !== "worktree" || !integration) return;
+    this.p.ctx.notifier.notify("product.integrated", {
       productId: this.productId,
       integration: integrationView(integration),
     });
@@ -387,7 +401,7 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
    * Rollback of the code (guarantee 11): the event that moves the integration branch back to the checkpoint's head,
    * keeping the head it leaves under the product's refs. `[]` when there is nothing to move.
    */
-  protected branchRollbackEvents(ref: CheckpointRef): NewEvent[] {
+  branchRollbackEvents(ref: CheckpointRef): NewEvent[] {
     const iso = this.isolated();
     if (!iso || !ref.integrationHead || ref.integrationHead === iso.integration.head) return [];
     return [
@@ -403,14 +417,17 @@ export abstract class OrchestratorWorkspaces extends OrchestratorInputs {
 
   /** Removes every worktree, the integration branch and the product's refs (`product.delete`). Best effort, logged. */
   async removeWorkspaces(): Promise<void> {
-    const port = this.ctx.workspaces;
-    const s = this.model.state;
+    const port = this.p.ctx.workspaces;
+    const s = this.p.model.state;
     if (!port || s.isolation !== "worktree") return;
     try {
       await this.pruneWorkspaces(new Set());
       await port.deleteRefs(s.cwd, [integrationRef(this.productId)], productRefPrefix(this.productId));
     } catch (err) {
-      this.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not remove the product's branches");
+      this.p.ctx.logger.warn(
+        { productId: this.productId, err: message(err) },
+        "could not remove the product's branches",
+      );
     }
   }
 }

@@ -1,56 +1,66 @@
 /**
  * What a run depends on outside its stream: the input each task attempt is given (guarantee 7) and the fingerprint of
- * the run's inputs (plan and leader prompt version, workspace git HEAD, agent definitions) for drift detection.
+ * the run's inputs (plan and leader prompt version, workspace git HEAD, agent definitions) for drift detection. Owns
+ * the git HEAD probe in flight while driving; reads the workspace only through the `WorkspaceProbe` port.
  *
  * This file must never import I/O.
  */
 import type { Plan, TaskState } from "../../../protocol/common.js";
 import { downstreamOf } from "../dag/graph.js";
+import { taskOf, type NewEvent } from "./decide.js";
 import { agentsHash, compareFingerprints, planHash, taskInputHash, type Drift, type TaskInput } from "./fingerprint.js";
+import type { ProductParts } from "./parts.js";
 import type { Fingerprint } from "./records.js";
 import { inputHashOf } from "./state.js";
-import { OrchestratorBase } from "./base.js";
-import type { NewEvent } from "./base.js";
 
-/** What a run depends on outside its stream: a layer of `ProductOrchestrator` (orchestrator.ts), on top of base.ts. */
-export abstract class OrchestratorInputs extends OrchestratorBase {
-  // -------------------------------------------------------------------------------------------------------------
-  // Fingerprints (guarantee 7 and drift detection)
+export class RunInputs {
+  /** A git HEAD probe in flight while driving (the recorded fingerprint follows the workspace). */
+  #headProbe: Promise<void> | null = null;
+
+  constructor(private readonly p: ProductParts) {}
+
+  /** True while a HEAD probe is in flight. */
+  get probing(): boolean {
+    return this.#headProbe !== null;
+  }
 
   /** The input a task attempt is (or was) given: definition, assignee as planned, dependency outputs now. */
-  protected inputOf(task: TaskState): TaskInput {
-    const instance = this.model.state.plan?.instances.find((i) => i.instanceId === task.instanceId);
+  inputOf(task: TaskState): TaskInput {
+    const { model, ctx } = this.p;
+    const instance = model.state.plan?.instances.find((i) => i.instanceId === task.instanceId);
     return {
       title: task.title,
       description: task.description,
       acceptance: task.acceptance,
       instanceId: task.instanceId,
-      agentId: instance?.agentId ?? this.ctx.options.fallbackWorkerAgentId,
-      dependencyOutputs: task.dependsOn.map((id) => ({ taskId: id, output: this.task(id)?.output ?? "" })),
+      agentId: instance?.agentId ?? ctx.options.fallbackWorkerAgentId,
+      dependencyOutputs: task.dependsOn.map((id) => ({ taskId: id, output: taskOf(model, id)?.output ?? "" })),
     };
   }
 
-  protected async gitHead(): Promise<string | null> {
-    const probe = this.ctx.workspace;
+  private async gitHead(): Promise<string | null> {
+    const probe = this.p.ctx.workspace;
     if (!probe) return null;
     try {
-      return await probe.gitHead(this.model.state.cwd);
+      return await probe.gitHead(this.p.model.state.cwd);
     } catch {
       return null;
     }
   }
 
-  protected agentsFingerprint(): string {
-    const custom = this.ctx.options.agentsFingerprint;
-    return custom ? custom() : agentsHash(this.ctx.agents.list(), this.ctx.digest);
+  private agentsFingerprint(): string {
+    const { ctx } = this.p;
+    const custom = ctx.options.agentsFingerprint;
+    return custom ? custom() : agentsHash(ctx.agents.list(), ctx.digest);
   }
 
   /** The fingerprint of the run's inputs now (`plan` defaults to the current plan). Reads the workspace only. */
-  protected async currentFingerprint(plan: Plan | undefined = this.model.state.plan): Promise<Fingerprint> {
-    const promptVersion = this.ctx.options.leaderPromptVersion ?? "heuristic-1";
+  async currentFingerprint(plan: Plan | undefined = this.p.model.state.plan): Promise<Fingerprint> {
+    const { ctx } = this.p;
+    const promptVersion = ctx.options.leaderPromptVersion ?? "heuristic-1";
     return {
       promptVersion,
-      planHash: planHash(plan, promptVersion, this.ctx.digest),
+      planHash: planHash(plan, promptVersion, ctx.digest),
       gitHead: await this.gitHead(),
       agentsHash: this.agentsFingerprint(),
     };
@@ -62,15 +72,15 @@ export abstract class OrchestratorInputs extends OrchestratorBase {
    * Read-only.
    */
   async drift(): Promise<Drift[]> {
-    const recorded = this.model.state.fingerprint;
-    if (!recorded || this.driving) return [];
+    const recorded = this.p.model.state.fingerprint;
+    if (!recorded || this.p.run.driving) return [];
     return compareFingerprints(recorded, await this.currentFingerprint());
   }
 
   /** A `fingerprint` event when the current fingerprint differs from the recorded one; `acknowledged` says why. */
-  protected async fingerprintEvents(plan: Plan | undefined, acknowledged: Drift[]): Promise<NewEvent[]> {
+  async fingerprintEvents(plan: Plan | undefined, acknowledged: Drift[]): Promise<NewEvent[]> {
     const current = await this.currentFingerprint(plan);
-    const recorded = this.model.state.fingerprint;
+    const recorded = this.p.model.state.fingerprint;
     if (recorded && compareFingerprints(recorded, current).length === 0 && recorded.planHash === current.planHash)
       return [];
     return [
@@ -88,18 +98,19 @@ export abstract class OrchestratorInputs extends OrchestratorBase {
    * does every task downstream of it that consumed its result. Tasks completed without a recorded hash are trusted.
    * Returns the changed task states keyed by id (applied over `base`, the states already being changed).
    */
-  protected rebind(base: Map<string, TaskState>): Map<string, TaskState> {
-    const s = this.model.state;
+  rebind(base: Map<string, TaskState>): Map<string, TaskState> {
+    const { model, ctx } = this.p;
+    const s = model.state;
     const out = new Map(base);
     const stale: string[] = [];
     for (const t of s.tasks) {
       if (t.status !== "completed") continue;
       const recorded = inputHashOf(s, t.taskId);
-      if (recorded !== undefined && recorded !== taskInputHash(this.inputOf(t), this.ctx.digest)) stale.push(t.taskId);
+      if (recorded !== undefined && recorded !== taskInputHash(this.inputOf(t), ctx.digest)) stale.push(t.taskId);
     }
     for (const id of stale) {
       for (const d of downstreamOf(s.tasks, id)) {
-        const t = out.get(d) ?? this.task(d);
+        const t = out.get(d) ?? taskOf(model, d);
         if (!t || !["completed", "failed", "skipped", "running"].includes(t.status)) continue;
         const note =
           d === id
@@ -114,19 +125,20 @@ export abstract class OrchestratorInputs extends OrchestratorBase {
   }
 
   /** While driving: records the workspace's git HEAD when it moved (workers may commit), off the execution path. */
-  protected refreshHead(): void {
-    if (!this.ctx.workspace || this.headProbe || !this.model.state.fingerprint) return;
-    this.headProbe = this.gitHead()
+  refreshHead(): void {
+    const p = this.p;
+    if (!p.ctx.workspace || this.#headProbe || !p.model.state.fingerprint) return;
+    this.#headProbe = this.gitHead()
       .then((head) =>
-        this.exclusive(async () => {
-          const fp = this.model.state.fingerprint;
-          if (!fp || fp.gitHead === head || !this.driving || this.fenced) return;
-          await this.commit([{ type: "fingerprint", fingerprint: { ...fp, gitHead: head } }]);
+        p.sections.run(async () => {
+          const fp = p.model.state.fingerprint;
+          if (!fp || fp.gitHead === head || !p.run.driving || p.journal.fenced) return;
+          await p.journal.commit([{ type: "fingerprint", fingerprint: { ...fp, gitHead: head } }]);
         }),
       )
       .catch(() => undefined)
       .finally(() => {
-        this.headProbe = null;
+        this.#headProbe = null;
       });
   }
 }

@@ -1,0 +1,77 @@
+/**
+ * The product's journal (DESIGN.md guarantees 1, 2 and 6): appends stamped events through the ProductStore (which
+ * applies them with `evolve` once they are durable), writes the header and snapshots (compaction), and stops for good
+ * once a write was refused (`fenced`). What a failed write means for the run (pause, fence, tell the client) is the
+ * orchestrator's `onWriteError`; the journal only reports it. Never performs I/O of its own: the store is a port.
+ */
+import { conflict, type DomainError } from "../errors.js";
+import type { ProductContext } from "./context.js";
+import type { NewEvent } from "./decide.js";
+import type { ProductEvent } from "./records.js";
+import type { ProductModel } from "./state.js";
+
+export class ProductJournal {
+  #fenced = false;
+
+  constructor(
+    private readonly model: ProductModel,
+    private readonly ctx: ProductContext,
+    /** Maps a failed write to the error the caller gets, after reacting to it (orchestrator.ts). */
+    private readonly onWriteError: (err: unknown) => DomainError,
+  ) {}
+
+  /** True once a write of this instance was refused or its lease was taken (guarantee 6): it never writes again. */
+  get fenced(): boolean {
+    return this.#fenced;
+  }
+
+  /** Fences this instance for good. */
+  fence(): void {
+    this.#fenced = true;
+  }
+
+  /** The clock's now as an ISO-8601 UTC timestamp. */
+  now(): string {
+    return new Date(this.ctx.clock.now()).toISOString();
+  }
+
+  /**
+   * Appends events (write before act, guarantee 1), and the header with `header`. On a failure `onWriteError` decides
+   * what the product does and its DomainError is thrown, so the caller acts on nothing. A phase change is reported to
+   * `ctx.onPhaseChange` (also after a failure that paused the product in memory).
+   */
+  async commit(events: NewEvent[], opts: { header?: boolean } = {}): Promise<void> {
+    if (this.#fenced) throw conflict({}, `Product ${this.model.state.productId}`);
+    const at = this.now();
+    const stamped = events.map((e) => ({ v: 1, at, ...e }) as ProductEvent);
+    const phaseBefore = this.model.state.phase;
+    try {
+      await this.ctx.store.append(this.model, stamped);
+      if (opts.header) await this.ctx.store.writeHeader(this.model);
+    } catch (err) {
+      throw this.onWriteError(err);
+    } finally {
+      const phase = this.model.state.phase;
+      if (phase !== phaseBefore) this.ctx.onPhaseChange?.(this.model.state.productId, phase);
+    }
+  }
+
+  /** Writes a snapshot now and compacts behind it (store.ts `writeSnapshot`), a write like any other (guarantee 2). */
+  async compact(): Promise<void> {
+    if (this.#fenced) throw conflict({}, `Product ${this.model.state.productId}`);
+    try {
+      await this.ctx.store.writeSnapshot(this.model);
+    } catch (err) {
+      throw this.onWriteError(err);
+    }
+  }
+
+  /** Writes the header record (`product.list`'s index). */
+  async writeHeader(): Promise<void> {
+    try {
+      await this.ctx.store.writeHeader(this.model);
+    } catch (err) {
+      throw this.onWriteError(err);
+    }
+  }
+}
