@@ -15,6 +15,9 @@ import type { Json, TranscriptLine } from "./format.js";
 import { Normalizer } from "./normalizer.js";
 import { MessageTap, type TappedMessage } from "./stream-tap.js";
 
+/** An absolute POSIX or Windows path at the start of an argument or after `=`: the lead, then the path's last part. */
+const ABSOLUTE_PATH = /(^|=)(?:\/|[A-Za-z]:[\\/])(?:[^\s=]*[\\/])?([^\s\\/=]*)/g;
+
 export interface RecordOptions {
   /** The transcript file to write (created or truncated). */
   out: string;
@@ -34,9 +37,15 @@ export interface RecordOptions {
   forwardSignals?: boolean;
 }
 
-/** Header title of a recorded transcript: the command, shortened. */
-function titleFor(command: readonly string[]): string {
-  const text = command.join(" ");
+/**
+ * Header title of a recorded transcript: the command, shortened, with every absolute path cut to `…/` and its last
+ * part (`--state /tmp/x/rec.db` → `--state …/rec.db`), so a transcript records no path of the machine that recorded
+ * it (issue 35). A path inside an argument (`--state=/tmp/rec.db`) is cut the same way.
+ */
+export function titleFor(command: readonly string[]): string {
+  const text = command
+    .map((arg) => arg.replace(ABSOLUTE_PATH, (_m, lead: string, last: string) => `${lead}…/${last}`))
+    .join(" ");
   return `Recorded from: ${text.length > 200 ? `${text.slice(0, 199)}…` : text}`;
 }
 
