@@ -121,8 +121,13 @@ function settleDecision(model: ProductModel, input: Extract<Input, { kind: "atte
   const integration = input.integration;
   if (integration) {
     if (integration.workspace) task.workspace = integration.workspace;
-    if (!integration.ok)
-      res = { outcome: "failed", error: integration.error ?? "The task's result was not integrated." };
+    if (!integration.ok) {
+      const error = integration.error ?? "The task's result was not integrated.";
+      // Not the attempt's fault (the branch was moved): no attempt spent, the product pauses (guarantee 16).
+      res = integration.halt
+        ? { outcome: "failed", kind: "configuration", error, ...integration.halt }
+        : { outcome: "failed", error };
+    }
   }
   const effects = settleStatus(model.state, task, res, input);
   if (a.refusals.length > 0) {
