@@ -17,101 +17,32 @@
  * Runs only with ACP_ORCHESTRATOR_TEST_PG (see test/support/postgres.ts).
  */
 import { randomUUID } from "node:crypto";
-import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, expect, it } from "vitest";
-import type { Instance, Task } from "../../protocol/common.js";
+import { expect, it } from "vitest";
 import { PostgresAuthority } from "../../src/adapters/persistence/postgres-authority.js";
 import { ProductEvent, productStream } from "../../src/core/product/records.js";
-import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js";
-import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import {
+  SLOW_FALLBACKS,
+  dropAfterAll,
+  launch,
+  leaseOwner,
+  projectOf,
+  readLog,
+  streamProblems,
+  workspace,
+  ONE_TASK,
+} from "../support/liveness-fleet.js";
 import {
   adminQuery,
   describePostgres,
-  dropSchema,
   eventually,
   freshSchema,
   TEST_PG_URL,
   urlWithSchema,
 } from "../support/postgres.js";
-import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { startServer, tempDir } from "../support/server-process.js";
 
-const INSTANCES: Instance[] = [{ instanceId: "w1", agentId: "logger", role: "worker" }];
-/** a → b: the victim is killed while `a` runs. */
-const CHAIN: Task[] = [
-  { taskId: "a", title: "First", description: "First.", instanceId: "w1", dependsOn: [] },
-  { taskId: "b", title: "Second", description: "Second.", instanceId: "w1", dependsOn: ["a"] },
-];
-const ONE_TASK: Task[] = CHAIN.slice(0, 1);
-/** Only the liveness lock can explain a takeover within seconds: leases live 60 s, the scan runs every 60 s. */
-const SLOW_FALLBACKS = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "60000", ACP_ORCHESTRATOR_RECOVER_SCAN_MS: "60000" };
-
-const schemas: string[] = [];
-const roles: string[] = [];
-afterAll(async () => {
-  if (!TEST_PG_URL) return;
-  for (const s of schemas) await dropSchema(s);
-  for (const r of roles) await adminQuery(`DROP ROLE IF EXISTS ${r}`).catch(() => undefined);
-});
-
-function workspace(logPath: string, minMs: number, maxMs: number, retryMs?: number): string {
-  const dir = tempDir("acp-orch-liveness-");
-  const agentFile = compileLoggingAgent(dir);
-  const env = {
-    LOGGING_AGENT_LOG: logPath,
-    LOGGING_AGENT_MIN_MS: String(minMs),
-    LOGGING_AGENT_MAX_MS: String(maxMs),
-    ...(retryMs !== undefined ? { LOGGING_AGENT_RETRY_MS: String(retryMs) } : {}),
-  };
-  const agents = [{ agentId: "logger", command: process.execPath, args: [agentFile], env }];
-  writeFileSync(join(dir, "acp-orchestrator.json"), JSON.stringify({ agents, maxParallelTasks: 1 }));
-  writeFileSync(logPath, "");
-  return dir;
-}
-
-function readLog(logPath: string): ExecutionLogLine[] {
-  return readFileSync(logPath, "utf8")
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as ExecutionLogLine);
-}
-
-async function launch(server: ServerHandle, cwd: string, goal: string, tasks = CHAIN): Promise<string> {
-  const { productId } = await server.request<{ productId: string }>("product.plan", { goal, cwd });
-  await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId, 60_000);
-  await server.request("product.confirm", { productId, instances: INSTANCES, tasks });
-  return productId;
-}
-
-async function projectOf(authority: PostgresAuthority, productId: string): Promise<string> {
-  return ((await authority.get("_", "product-index", productId))?.value as { projectId: string }).projectId;
-}
-
-async function leaseOwner(authority: PostgresAuthority, projectId: string, productId: string): Promise<string | null> {
-  const lease = await authority.get(projectId, "lease", productId);
-  return lease ? (lease.value as { owner: string }).owner : null;
-}
-
-/** Problems in a product's stream: a task completed twice, or started again after its completion was persisted. */
-async function streamProblems(
-  authority: PostgresAuthority,
-  projectId: string,
-  productId: string,
-  tasks = CHAIN,
-): Promise<string[]> {
-  const problems: string[] = [];
-  const completed = new Set<string>();
-  for (const { event } of await authority.readEvents(projectId, productStream(productId), 0)) {
-    const parsed = ProductEvent.parse(event);
-    if (parsed.type !== "task") continue;
-    const { taskId, status } = parsed.task;
-    if (status === "completed" && completed.has(taskId)) problems.push(`${productId}/${taskId}: completed twice`);
-    if (status === "running" && completed.has(taskId)) problems.push(`${productId}/${taskId}: ran after completion`);
-    if (status === "completed") completed.add(taskId);
-  }
-  for (const task of tasks) if (!completed.has(task.taskId)) problems.push(`${productId}/${task.taskId}: lost`);
-  return problems;
-}
+const { schemas, roles } = dropAfterAll();
 
 describePostgres("liveness through PostgreSQL: partition", () => {
   it("a partitioned owner stops its agent within the bound; a survivor takes over; the old attempt is never integrated", async () => {
