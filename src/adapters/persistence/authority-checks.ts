@@ -1,5 +1,5 @@
 /**
- * Argument and revision checks shared by the embedded authorities (memory, SQLite), so both answer the port's contract
+ * Argument and revision checks, and the stored-JSON rules, shared by the authorities (memory, SQLite, PostgreSQL), so both answer the port's contract
  * (src/core/ports.ts `RunStateAuthority`) with the same errors. Invalid arguments are programming errors, but the port
  * says every non-conflict failure is an `AuthorityFailure`, so they are reported as one (and change nothing). Lone
  * surrogates are refused because SQLite would store them as U+FFFD and two different ids could then collide.
@@ -76,4 +76,32 @@ export function checkPruneBound(stream: string, beforeSeq: number, lastSeq: numb
       `Cannot prune events before ${beforeSeq} of stream "${stream}": its last sequence number is ${lastSeq}, and the last event is always kept.`,
     );
   }
+}
+
+/** Parses stored JSON; text that does not parse is returned as is, for the caller's validation to reject. */
+export function parseStored(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
+/** `value` as JSON text; throws `AuthorityFailure` when it is not an object or array or cannot be serialised. */
+export function toJson(value: unknown, what: string): string {
+  if (typeof value !== "object" || value === null)
+    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
+  let json: unknown;
+  try {
+    json = JSON.stringify(value);
+  } catch (error) {
+    throw new AuthorityFailure(`${what} cannot be serialised to JSON: ${messageOf(error)}`, { cause: error });
+  }
+  if (typeof json !== "string") throw new AuthorityFailure(`${what} cannot be serialised to JSON.`);
+  return json;
+}
+
+/** The message of a thrown value, for error texts. */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -25,10 +25,19 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
-import { checkPrefix, checkPruneBound, checkRevision, checkRevisionMatches, checkSeq } from "./authority-checks.js";
+import {
+  checkPrefix,
+  checkPruneBound,
+  checkRevision,
+  checkRevisionMatches,
+  checkSeq,
+  messageOf,
+  parseStored,
+  toJson,
+} from "./authority-checks.js";
 import { ChangeFeed, type AnnouncedChange } from "./postgres-feed.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
-import { checkKeyText, checkNameText, messageOf, parseStored, positive, successor, toJson } from "./postgres-text.js";
+import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
 import { parsePostgresUrl, quoteIdent, redact } from "./postgres-url.js";
 
 export { DEFAULT_POSTGRES_SCHEMA, POSTGRES_SCHEMA_VERSION } from "./postgres-schema.js";

@@ -21,7 +21,8 @@ import { createHash } from "node:crypto";
 import pg from "pg";
 import { AuthorityFailure, type OwnerLiveness, type OwnerLivenessEvent, type OwnerLivenessVerdict } from "../../core/ports.js";
 import { DEFAULT_POSTGRES_SCHEMA } from "./postgres-schema.js";
-import { messageOf, positive } from "./postgres-text.js";
+import { messageOf } from "./authority-checks.js";
+import { positive } from "./postgres-text.js";
 import { parsePostgresUrl, redact } from "./postgres-url.js";
 
 export interface PostgresLivenessOptions {

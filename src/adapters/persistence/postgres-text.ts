@@ -2,9 +2,8 @@
  * How the PostgreSQL backend turns arguments into SQL values and stored text back into values (postgres-authority.ts).
  *
  * Owns the few rules PostgreSQL adds to the authority contract: text cannot hold U+0000 (such ids are refused as
- * invalid arguments), stored JSON that does not parse comes back as its raw text (the caller's schema check fails
- * closed, guarantee 4), and the code-point successor of a prefix for index range scans. Pure; never touches a
- * connection.
+ * invalid arguments) and the code-point successor of a prefix for index range scans. The stored-JSON rules shared
+ * with SQLite (`parseStored`, `toJson`) live in authority-checks.ts. Pure; never touches a connection.
  */
 import { AuthorityFailure } from "../../core/ports.js";
 import { checkKey, checkName } from "./authority-checks.js";
@@ -39,37 +38,10 @@ export function checkKeyText(projectId: string, kind: string, id: string): void 
   checkNameText(id, "id");
 }
 
-/** Parses stored JSON; text that does not parse is returned as is, for the caller's validation to reject. */
-export function parseStored(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
-/** `value` as JSON text; throws `AuthorityFailure` when it is not an object or array or cannot be serialised. */
-export function toJson(value: unknown, what: string): string {
-  if (typeof value !== "object" || value === null)
-    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
-  let json: unknown;
-  try {
-    json = JSON.stringify(value);
-  } catch (error) {
-    throw new AuthorityFailure(`${what} cannot be serialised to JSON: ${messageOf(error)}`, { cause: error });
-  }
-  if (typeof json !== "string") throw new AuthorityFailure(`${what} cannot be serialised to JSON.`);
-  return json;
-}
-
 /** A positive safe integer setting, else `AuthorityFailure` naming it. */
 export function positive(value: number, what: string): number {
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new AuthorityFailure(`${what} must be a positive integer, got ${String(value)}.`);
   }
   return value;
-}
-
-export function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }

@@ -35,6 +35,9 @@ import {
   checkRevision,
   checkRevisionMatches,
   checkSeq,
+  messageOf,
+  parseStored,
+  toJson,
 } from "./authority-checks.js";
 import { WAL_INDEX_HEADER_BYTES, WalIndexHeader } from "./wal-index.js";
 
@@ -693,32 +696,6 @@ function prepareStatements(db: Database.Database): Statements {
     deleteStream: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ?"),
     pruneEvents: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ? AND seq > ? AND seq < ?"),
   };
-}
-
-/** Parses stored JSON; text that does not parse is returned as is, for the caller's validation to reject. */
-function parseStored(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
-function toJson(value: unknown, what: string): string {
-  if (typeof value !== "object" || value === null)
-    throw new AuthorityFailure(`${what} must be a JSON object or array.`);
-  let json: unknown;
-  try {
-    json = JSON.stringify(value);
-  } catch (error) {
-    throw new AuthorityFailure(`${what} cannot be serialised to JSON: ${messageOf(error)}`, { cause: error });
-  }
-  if (typeof json !== "string") throw new AuthorityFailure(`${what} cannot be serialised to JSON.`);
-  return json;
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /**
