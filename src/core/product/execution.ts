@@ -262,14 +262,7 @@ export class ExecutionLoop {
           completedUnwritten = 0;
         }
         const res = await p.workspaces.integrateAttempt(current, r.result.output, r.inputHash);
-        integration = res.ok
-          ? { ok: true, events: res.events, ...(res.workspace ? { workspace: res.workspace } : {}) }
-          : {
-              ok: false,
-              error: res.error,
-              ...(res.workspace ? { workspace: res.workspace } : {}),
-              ...(res.halt ? { halt: res.halt } : {}),
-            };
+        integration = res;
         if (res.ok && res.integrated) out.integratedNow.push({ taskId: current.taskId, ...res.integrated });
       }
       const decision = decide(p.model, {
