@@ -217,6 +217,16 @@ export const TaskState = lazySchema(
         .array(z.object({ kind: z.string().max(100), title: z.string().max(1_000), by: z.enum(["policy", "client"]) }))
         .max(50)
         .optional(),
+      /**
+       * `product.status` only, never stored (issue 28): what a pending task of an executing (or budget-paused) product
+       * waits for.
+       */
+      waitingFor: z.enum(["dependencies", "seat", "budget", "leader", "workspace"]).optional(),
+      /**
+       * `product.status` only, never stored (issue 28): a running task whose model provider is overloaded, in words:
+       * "waiting: provider overloaded, retry in 20 s". No attempt is spent on it.
+       */
+      waiting: z.string().max(500).optional(),
     }),
   "TaskState",
 );

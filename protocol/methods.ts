@@ -431,6 +431,12 @@ export const productNotifications = [
     summary: "A worker reported a tool call.",
   }),
   notification({
+    method: "product.taskOverloaded",
+    extension: true,
+    params: product.TaskOverloadedNotification,
+    summary: "A running task's model provider is overloaded: its worker retries later, in the same attempt.",
+  }),
+  notification({
     method: "product.dagMutated",
     extension: true,
     params: product.DagMutatedNotification,

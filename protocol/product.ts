@@ -382,6 +382,22 @@ export const AgentActivityNotification = lazySchema(
   "AgentActivityNotification",
 );
 
+/**
+ * A running task's model provider is overloaded or rate limiting (issue 28): its worker waits `retryInMs` and tries
+ * again in the same attempt (no attempt is spent). `message`: "waiting: provider overloaded, retry in 20 s".
+ */
+export const TaskOverloadedNotification = lazySchema(
+  () =>
+    notificationParams({
+      taskId: Id,
+      attempt: z.number().int().min(1),
+      retry: z.number().int().min(1),
+      retryInMs: z.number().int().min(0),
+      message: z.string().max(500),
+    }),
+  "TaskOverloadedNotification",
+);
+
 export const DagMutatedNotification = lazySchema(
   () => notificationParams({ mutation: Mutation, by: z.enum(["leader", "user"]) }),
   "DagMutatedNotification",

@@ -14,6 +14,14 @@ import type { Command } from "./command.js";
 import { DRIVE_OPTIONS as COMMON, followToEnd, serveArgs, write } from "./drive.js";
 import { tryControlFirst } from "./control.js";
 
+/** `--agents a,b` as agent ids; an empty list is a `UsageError` (the team cannot be empty). */
+function agentList(text: string): string[] {
+  const ids = [...new Set(text.split(",").map((id) => id.trim()))].filter((id) => id !== "");
+  if (ids.length === 0)
+    throw new UsageError(`--agents needs at least one agent id, e.g. --agents claude,codex.`, "run");
+  return ids;
+}
+
 function isDirectory(path: string): boolean {
   try {
     return statSync(path).isDirectory();
@@ -73,9 +81,9 @@ async function confirmInteractively(): Promise<boolean> {
 export const runCommand: Command = {
   name: "run",
   synopsis:
-    "run --goal TEXT|- | --goal-file FILE [--config FILE] [--state PATH|URL] [--cwd DIR] [--integration branch|merge] [--yes]",
+    "run --goal TEXT|- | --goal-file FILE [--agents A,B] [--config FILE] [--state PATH|URL] [--cwd DIR] [--integration branch|merge] [--yes]",
   summary: "plan a goal and run it headless with live progress",
-  help: `Usage: acp-orchestrator run --goal TEXT|- | --goal-file FILE [--config FILE] [--state PATH|URL] [--cwd DIR]
+  help: `Usage: acp-orchestrator run --goal TEXT|- | --goal-file FILE [--agents A,B] [--config FILE] [--state PATH|URL] [--cwd DIR]
                             [--integration branch|merge] [--yes]
 
 Starts the server on the store, plans TEXT with the leader (the config's, else the built-in one), prints the plan,
@@ -92,6 +100,7 @@ Options:
   --integration M   branch (default: the result stays on acp/<productId>) or merge (brought into the branch checked
                     out at confirm by fast-forward or merge commit, never a rewrite)
   --yes, -y         confirm the plan without asking
+  --agents A,B      the team: these agents of the config only (builtin-worker names the built-in worker)
   --config FILE     agent registry file
   --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
   --cwd DIR         the product's workspace (default: the current directory)
@@ -105,6 +114,7 @@ Options:
       integration: { type: "string" },
       yes: { type: "boolean", short: "y" },
       cwd: { type: "string" },
+      agents: { type: "string" },
     });
     expectPositionals("run", positionals, 0, 0, "no arguments (give the goal with --goal)");
     const integration = values.integration;
@@ -112,6 +122,7 @@ Options:
       throw new UsageError(`--integration takes "branch" or "merge", not "${integration}".`, "run");
     }
     const goal = await goalOf(values);
+    const allowedAgents = values.agents === undefined ? undefined : agentList(values.agents);
     const cwd = values.cwd === undefined ? process.cwd() : resolve(values.cwd);
     if (values.cwd !== undefined && !isDirectory(cwd)) {
       throw new UsageError(`--cwd ${values.cwd} is not a directory.`, "run");
@@ -124,6 +135,7 @@ Options:
         goal,
         cwd,
         ...(integration !== undefined ? { integration: { mode: integration } } : {}),
+        ...(allowedAgents !== undefined ? { allowedAgents } : {}),
       });
       write(`product ${productId}\n`);
       const ready = await planned;

@@ -10,6 +10,7 @@ import { randomUUID } from "node:crypto";
 import { resolve } from "node:path";
 import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
 import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
+import { McpSecrets } from "../adapters/agents/mcp-servers.js";
 import { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
 import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
@@ -154,12 +155,16 @@ async function serve(argv: readonly string[]): Promise<number> {
   const { liveness, close: closeLiveness } = await openServeLiveness(location, ownerId, processLiveness, fleet, logger);
   // The ACP SDK and the agent adapters load when a task first runs on an agent or an ACP leader first takes a turn
   // (issue 16: most of the start-up time otherwise).
+  // Issue 28: the secrets of the sessions' MCP servers, held in this process's memory only (mcp-servers.ts).
+  const mcpSecrets = new McpSecrets();
   const workers = new LazyAcpWorkerPool({
     registry,
+    mcpSecrets,
     logger: logger.child({ component: "workers" }),
     ...(config.taskTimeoutMs !== undefined ? { taskTimeoutMs: config.taskTimeoutMs } : {}),
     ...(config.startTimeoutMs !== undefined ? { startTimeoutMs: config.startTimeoutMs } : {}),
     ...(config.permissions !== undefined ? { permissions: config.permissions } : {}),
+    ...(config.overload !== undefined ? { overload: withoutUndefined(config.overload) } : {}),
   });
   // The leader: a product's `leaderAgentId`, else the config's `leader`, as an ACP agent; with neither, the heuristic one.
   const leaders = lazyLeaderResolver({
@@ -169,6 +174,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     leaderOptions: {
       clientVersion: packageVersion(),
+      mcpSecrets,
       defaultCwd: process.cwd(),
       ...(config.taskTimeoutMs !== undefined ? { turnTimeoutMs: config.taskTimeoutMs } : {}),
       ...(config.startTimeoutMs !== undefined ? { startTimeoutMs: config.startTimeoutMs } : {}),
@@ -207,6 +213,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
     fleet: { recover: values.recover === true, scanMs: fleet.recoverScanMs, livenessCheckMs: fleet.probeMs },
+    mcpSecrets,
   });
   // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
   workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
@@ -242,6 +249,11 @@ async function serve(argv: readonly string[]): Promise<number> {
   logger.info({}, "stdin closed; stopped");
   logger.flush();
   return 0;
+}
+
+/** `value` without its `undefined` fields (exactOptionalPropertyTypes). */
+function withoutUndefined<T extends object>(value: T): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as never;
 }
 
 export const serveCommand: Command = {

@@ -6,6 +6,7 @@
  * This file must never import a `node:` module, vscode-jsonrpc, pino or better-sqlite3.
  */
 import type { Budget, Instance, Mutation, Plan, Task, TaskState } from "../../protocol/common.js";
+import type { StoredMcpServer } from "./product/mcp-servers.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Time, ids, logging
@@ -198,6 +199,10 @@ export interface AgentInfo {
   name: string;
   role: string;
   strengths: string[];
+  /** At most this many instances of this agent in one plan (issue 28); absent = unbounded. */
+  maxInstances?: number;
+  /** True for the config's `defaultAgent`: it takes the tasks no agent's strengths match (issue 28). */
+  default?: true;
 }
 
 /** The agent registry: which agents exist and are ready to be started. */
@@ -221,6 +226,13 @@ export interface PlanRequest {
   cwd: string;
   /** Agents the plan may assign work to (already filtered by `allowedAgents`). Empty = the leader works alone. */
   roster: AgentInfo[];
+  /**
+   * At most this many tasks of the product run at once: a plan needs no more instances than this (issue 28).
+   * Absent: as many as the plan's independent tasks.
+   */
+  maxParallelTasks?: number;
+  /** The product's MCP servers as stored, for the leader's session (issue 28). */
+  mcpServers?: StoredMcpServer[];
   /** The conversation so far, oldest first; revision messages are the user entries after the first plan. */
   dialogue: DialogueEntry[];
   previousPlan?: Plan;
@@ -246,6 +258,8 @@ export interface MessageRequest {
   plan: Plan;
   tasks: TaskState[];
   roster: AgentInfo[];
+  /** The product's MCP servers as stored, for the leader's session (issue 28). */
+  mcpServers?: StoredMcpServer[];
   signal: AbortSignal;
   onText(text: string): void;
 }
@@ -263,6 +277,8 @@ export interface FailureConsultation {
   plan: Plan;
   tasks: TaskState[];
   roster: AgentInfo[];
+  /** The product's MCP servers as stored, for the leader's session (issue 28). */
+  mcpServers?: StoredMcpServer[];
   signal: AbortSignal;
 }
 
@@ -400,6 +416,8 @@ export interface WorkerRequest {
   /** 1-based attempt number. */
   attempt: number;
   dependencyOutputs: DependencyOutput[];
+  /** The product's MCP servers as stored (secrets by name only; issue 28, product/mcp-servers.ts). */
+  mcpServers?: StoredMcpServer[];
   /** Aborted by pause, cancel, delete or shutdown; the worker must settle promptly with `cancelled`. */
   signal: AbortSignal;
 }
@@ -429,6 +447,11 @@ export interface WorkerEvents {
   onUsage(usage: { inputTokens: number; outputTokens: number }): void;
   /** A permission request of the worker was refused (by the policy or by the client). Kept on the task. */
   onPermissionRefused?(refusal: RefusedPermission): void;
+  /**
+   * The model provider is overloaded or rate limiting (issue 28): the worker waits `retryInMs` and tries again within
+   * the same attempt (no attempt is spent). `message` says so in words: "waiting: provider overloaded, retry in 20 s".
+   */
+  onOverloaded?(wait: { message: string; retryInMs: number; retry: number }): void;
 }
 
 /**

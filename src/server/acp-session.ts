@@ -12,13 +12,14 @@
  * turn after that turn's answer, never send a `session/request_permission` for a session after its `session/cancel`
  * (until its next prompt), and never turn a cancellation into an error (ACP: `stopReason: "cancelled"`).
  */
-import type { ContentBlock, SessionUpdate } from "../../protocol/acp.js";
+import type { ContentBlock, McpServer, SessionUpdate } from "../../protocol/acp.js";
 import type { ParamsOf } from "../../protocol/methods.js";
 import { clientNotifications } from "../../protocol/methods.js";
 import { DomainError, invalidPhase } from "../core/errors.js";
 import type { GoalService } from "../core/goal/service.js";
 import type { ProductService } from "../core/product/service.js";
 import type { Clock, IdGenerator, Logger, RunStateAuthority, WorkspaceProbe } from "../core/ports.js";
+import type { McpSecrets } from "../adapters/agents/mcp-servers.js";
 import type { RequestContext, RpcConnection } from "./rpc-connection.js";
 import { TurnDispatcher, type StopReason } from "./session/dispatch.js";
 import { checkMode, configOptions, setConfig, type SettingsContext } from "./session/settings.js";
@@ -56,6 +57,8 @@ export interface SessionAdapterOptions {
   settings: SettingsContext;
   /** Decides the default `isolation` of a new session (a git checkout with a commit → `worktree`). */
   workspace?: WorkspaceProbe;
+  /** Where the secrets of the sessions' MCP servers are held for their products' agents (issue 28). */
+  mcpSecrets?: McpSecrets;
 }
 
 type Register = (method: string, handler: (params: unknown, ctx: RequestContext) => Promise<unknown>) => void;
@@ -79,6 +82,8 @@ export class SessionAdapter {
   /** Carries out each prompt turn (session/dispatch.ts). */
   private readonly dispatch: TurnDispatcher;
   private stopped = false;
+  /** The `mcpServers` of each session opened on this connection, as the client gave them (in memory only). */
+  private readonly mcp = new Map<string, McpServer[]>();
 
   constructor(private readonly o: SessionAdapterOptions) {
     this.store = new SessionStore(o.authority, o.clock, o.logger);
@@ -103,6 +108,8 @@ export class SessionAdapter {
       store: this.store,
       permissions: this.permissions,
       stopped: () => this.stopped,
+      mcpServersOf: (sessionId) => this.mcp.get(sessionId),
+      ...(o.mcpSecrets !== undefined ? { mcpSecrets: o.mcpSecrets } : {}),
     });
   }
 
@@ -137,10 +144,14 @@ export class SessionAdapter {
     ): void => handle(method, fn as (params: unknown, ctx: RequestContext) => Promise<unknown>);
     h("session/new", async (p) => {
       await requireDirectory(p.cwd);
-      return this.opening.newSession(p.cwd, await requireDirectories(p.cwd, p.additionalDirectories));
+      const opened = await this.opening.newSession(p.cwd, await requireDirectories(p.cwd, p.additionalDirectories));
+      this.keepMcpServers(opened.sessionId, p.mcpServers);
+      return opened;
     });
-    h("session/load", (p) => this.open(p.sessionId, p.cwd, true, p.additionalDirectories));
-    h("session/resume", (p) => this.open(p.sessionId, p.cwd, false, p.additionalDirectories));
+    h("session/load", (p) => this.open(p.sessionId, p.cwd, true, p.additionalDirectories, p.mcpServers));
+    h("session/resume", (p) =>
+      this.open(p.sessionId, p.cwd, false, p.additionalDirectories, p.mcpServers ?? undefined),
+    );
     h("session/list", (p) => this.opening.list(p.cwd ?? undefined, p.cursor ?? undefined));
     h("session/close", (p) => this.close(p.sessionId));
     h("session/delete", (p) => this.delete(p.sessionId));
@@ -150,9 +161,31 @@ export class SessionAdapter {
     this.o.connection.handleNotification(sessionCancel, (params) => this.cancel(params.sessionId));
   }
 
-  /** `session/load` (`replay`) and `session/resume`; see `SessionOpening.open`. */
-  private async open(sessionId: string, cwd: string, replay: boolean, dirs: string[] | null | undefined) {
-    return this.opening.open(sessionId, cwd, replay, await requireDirectories(cwd, dirs));
+  /**
+   * `session/load` (`replay`) and `session/resume`; see `SessionOpening.open`. The MCP servers given (ACP: always with
+   * load) replace the session's, and give the session's product the secrets of its MCP servers back (issue 28).
+   */
+  private async open(
+    sessionId: string,
+    cwd: string,
+    replay: boolean,
+    dirs: string[] | null | undefined,
+    mcpServers: McpServer[] | undefined,
+  ) {
+    const opened = await this.opening.open(sessionId, cwd, replay, await requireDirectories(cwd, dirs));
+    if (mcpServers !== undefined) this.keepMcpServers(sessionId, mcpServers);
+    const productId = this.store.live.get(sessionId)?.record.productId;
+    const kept = this.mcp.get(sessionId);
+    if (productId !== undefined && kept !== undefined) this.o.mcpSecrets?.remember(productId, kept);
+    return opened;
+  }
+
+  /** Keeps a session's MCP servers in memory (at most the 1 000 newest sessions; issue 28, guarantee 14). */
+  private keepMcpServers(sessionId: string, servers: McpServer[]): void {
+    this.mcp.delete(sessionId);
+    if (servers.length === 0) return;
+    this.mcp.set(sessionId, servers);
+    if (this.mcp.size > 1_000) this.mcp.delete(this.mcp.keys().next().value as string);
   }
 
   /** For `product.plan {sessionId}`; see `SessionOpening.assertSessionProject`. */

@@ -22,6 +22,7 @@ import type { DelegatingAuthority } from "../adapters/persistence/delegating-aut
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
 import { withFailureOperations } from "../adapters/persistence/failure-operation.js";
 import { BUILTIN_WORKER_AGENT_ID } from "../adapters/agents/registry.js";
+import type { McpSecrets } from "../adapters/agents/mcp-servers.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { HEURISTIC_LEADER_ID } from "../core/leader/heuristic-leader.js";
 import type {
@@ -41,6 +42,7 @@ import { SessionAdapter } from "./acp-session.js";
 import { mapDomainError } from "./error-mapping.js";
 import { createFramedTransport } from "./framing.js";
 import { requireDirectory } from "./workspace-check.js";
+import { invalidParams } from "./wire-errors.js";
 import { RpcConnection } from "./rpc-connection.js";
 
 export interface ServerOptions {
@@ -82,6 +84,8 @@ export interface ServerOptions {
    * `scanMs` is the period of the recovery scan (default: the lease renewal period).
    */
   fleet?: { recover: boolean; scanMs?: number; livenessCheckMs?: number };
+  /** Where the secrets of the ACP sessions' MCP servers are held for their products' agents (issue 28). */
+  mcpSecrets?: McpSecrets;
 }
 
 type Handler<M extends string> = M extends keyof HandlerParams
@@ -225,6 +229,7 @@ export class OrchestratorServer {
         defaultParallelism: options.productOptions.maxParallelTasks,
       },
       ...(options.workspace ? { workspace: options.workspace } : {}),
+      ...(options.mcpSecrets ? { mcpSecrets: options.mcpSecrets } : {}),
       connection: this.connection,
       authority,
       logger: options.logger,
@@ -315,6 +320,16 @@ export class OrchestratorServer {
       params.projectId ?? this.options.projectIdFor(params.cwd);
     this.on("product.plan", async (params) => {
       await requireDirectory(params.cwd);
+      // Issue 28: a team member the registry does not know is a typo, not an empty team.
+      const unknown = (params.allowedAgents ?? []).findIndex((id) => this.options.agents.get(id) === undefined);
+      if (unknown >= 0) {
+        throw invalidParams([
+          {
+            path: ["allowedAgents", unknown],
+            message: `names "${params.allowedAgents?.[unknown]}", which is not an agent of the registry`,
+          },
+        ]);
+      }
       if (params.sessionId !== undefined) await this.sessions.assertSessionProject(params.sessionId, projectOf(params));
       return p.plan({
         goal: params.goal,

@@ -50,12 +50,13 @@ async function goalRecoveredByOneServer(statePath: string): Promise<void> {
     args: [script],
     env: { LOGGING_AGENT_LOG: log, ...env },
   });
-  // Roster order [quick, slow, builtin-worker] → t1 on quick, t2 on slow, t3 on the built-in worker. The slow agent
+  // Roster order [quick, slow, builtin-worker] (builtinWorker: true puts it on the team) → t1 on quick, t2 on slow, t3 on the built-in worker. The slow agent
   // takes its sleep from the server's environment: ten minutes under the first server, the default after.
   writeFileSync(
     join(workspace, "acp-orchestrator.json"),
     JSON.stringify({
       agents: [agent("quick", { LOGGING_AGENT_MIN_MS: "10", LOGGING_AGENT_MAX_MS: "30" }), agent("slow", {})],
+      builtinWorker: true,
     }),
   );
   // Short leases: the recovery scan runs every renewal period (1 s), and an expired lease frees the run even where

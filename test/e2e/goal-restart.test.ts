@@ -53,12 +53,13 @@ describe("goal runs over stdio: crash and restart", () => {
       args: [script],
       env: { LOGGING_AGENT_LOG: log, ...env },
     });
-    // Roster order [quick, slow, builtin-worker] → t1 on quick, t2 on slow, t3 on the built-in worker. The slow
+    // Roster order [quick, slow, builtin-worker] (builtinWorker: true puts it on the team) → t1 on quick, t2 on slow, t3 on the built-in worker. The slow
     // agent takes its sleep from the server's environment: ten minutes in the first process, the default after.
     writeFileSync(
       join(workspace, "acp-orchestrator.json"),
       JSON.stringify({
         agents: [agent("quick", { LOGGING_AGENT_MIN_MS: "10", LOGGING_AGENT_MAX_MS: "30" }), agent("slow", {})],
+        builtinWorker: true,
       }),
     );
     // Short product leases, so the killed server's lease expires quickly (DESIGN.md guarantee 6).

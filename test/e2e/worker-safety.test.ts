@@ -164,6 +164,8 @@ describe.concurrent("worker requests over stdio", { timeout: 120_000 }, () => {
     const headless = tempDir("worker-safety-headless-");
     const config = writeConfig({
       agents: [fsAgent("perm", "permission")],
+      // The session's plan puts "summarise" on the built-in worker, so only the first task asks (issue 28: opt-in).
+      builtinWorker: true,
       permissions: { default: "deny", rules: { read: "allow" } },
     });
     const forwarded: Record<string, unknown>[] = [];

@@ -222,6 +222,13 @@ describe("product notifications", () => {
     "product.taskStatus": { taskId: "t1", status: "waiting", attempt: 1, question: "Which port?" },
     "product.taskOutputDelta": { taskId: "t1", text: "compiling" },
     "product.agentActivity": { taskId: "t1", toolName: "edit" },
+    "product.taskOverloaded": {
+      taskId: "t1",
+      attempt: 1,
+      retry: 1,
+      retryInMs: 20_000,
+      message: "waiting: provider overloaded, retry in 20 s",
+    },
     "product.dagMutated": { mutation: { op: "removeTask", taskId: "t1" }, by: "user" },
     "product.budgetUpdate": { inputTokens: 1, outputTokens: 2, elapsedMs: 3 },
     "product.budgetWarning": { usedTokens: 80, maxTotalTokens: 100, reason: "80 % of the token budget used" },

@@ -67,6 +67,7 @@ export const PRODUCT_NOTIFICATIONS = [
   "product.taskStatus",
   "product.taskOutputDelta",
   "product.agentActivity",
+  "product.taskOverloaded",
   "product.dagMutated",
   "product.budgetUpdate",
   "product.budgetWarning",

@@ -32,6 +32,9 @@ import {
   parsePlanAnswer,
 } from "./leader-answers.js";
 import type { Parsed } from "./leader-answers.js";
+import { McpSecrets } from "./mcp-servers.js";
+import type { ResolvedMcp } from "./mcp-servers.js";
+import type { StoredMcpServer } from "../../core/product/mcp-servers.js";
 import { LeaderConversation } from "./leader-conversation.js";
 import type { TurnAnswer, TurnMeta } from "./leader-conversation.js";
 import { extractJsonBlock, ProseStream } from "./leader-json.js";
@@ -85,6 +88,8 @@ export interface AcpLeaderOptions {
   /** `clientInfo` given in `initialize`. Defaults `acp-orchestrator` / `dev`. */
   clientName?: string;
   clientVersion?: string;
+  /** The secrets of products' MCP servers held by this process (issue 28, mcp-servers.ts). */
+  mcpSecrets?: McpSecrets;
 }
 
 /** Thrown inside the repair loop when every answer was invalid; carries the per-answer problems. */
@@ -161,6 +166,7 @@ export class AcpLeader implements LeaderPort {
     return this.structured({
       key: `product:${request.productId}`,
       cwd: request.cwd,
+      mcp: this.mcpOf(request.productId, request.mcpServers),
       kind: "plan",
       subject: { productId: request.productId },
       what: "plan",
@@ -181,6 +187,7 @@ export class AcpLeader implements LeaderPort {
       return await this.structured({
         key: `product:${request.productId}`,
         cwd: this.cwdOf(request.productId),
+        mcp: this.mcpOf(request.productId, request.mcpServers),
         kind: "message",
         subject: { productId: request.productId },
         what: "change of the plan",
@@ -201,6 +208,7 @@ export class AcpLeader implements LeaderPort {
     return this.structured({
       key: `product:${request.productId}`,
       cwd: this.cwdOf(request.productId),
+      mcp: this.mcpOf(request.productId, request.mcpServers),
       kind: "consult",
       subject: { productId: request.productId },
       what: "decision",
@@ -271,6 +279,8 @@ export class AcpLeader implements LeaderPort {
   private async structured<T>(spec: {
     key: string;
     cwd: string;
+    /** The MCP servers of the conversation's session (issue 28); used when the conversation starts. */
+    mcp?: ResolvedMcp;
     kind: LeaderTurnKind;
     subject: TurnMeta["subject"];
     what: string;
@@ -295,7 +305,7 @@ export class AcpLeader implements LeaderPort {
         firstChunk = false;
         sink(chunk);
       });
-      const conversation = this.conversation(spec.key, spec.cwd);
+      const conversation = this.conversation(spec.key, spec.cwd, spec.mcp);
       let answer: TurnAnswer;
       try {
         answer = await conversation.turn(
@@ -337,8 +347,14 @@ export class AcpLeader implements LeaderPort {
     );
   }
 
+  /** A product's stored MCP servers with the secrets this process holds (issue 28); `undefined` when it has none. */
+  private mcpOf(productId: string, stored: readonly StoredMcpServer[] | undefined): ResolvedMcp | undefined {
+    if (stored === undefined || stored.length === 0) return undefined;
+    return (this.options.mcpSecrets ?? new McpSecrets()).resolve(productId, stored);
+  }
+
   /** The live conversation of `key`, or a new one (closing the least recently used idle ones beyond the cap). */
-  private conversation(key: string, cwd: string): LeaderConversation {
+  private conversation(key: string, cwd: string, mcp: ResolvedMcp | undefined): LeaderConversation {
     const existing = this.conversations.get(key);
     if (existing !== undefined && !existing.dead) return existing;
     if (existing !== undefined) void existing.close();
@@ -347,6 +363,7 @@ export class AcpLeader implements LeaderPort {
       agentId: this.agentId,
       spec,
       cwd,
+      ...(mcp !== undefined ? { mcp } : {}),
       logger: this.log,
       graceMs: this.graceMs,
       turnTimeoutMs: this.turnTimeoutMs,

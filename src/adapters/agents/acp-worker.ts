@@ -9,6 +9,10 @@
  */
 import type { Logger, WorkerEvents, WorkerPort, WorkerRequest, WorkerResult } from "../../core/ports.js";
 import type { AgentRegistry, PermissionPolicy } from "./registry.js";
+import { delay } from "./agent-process.js";
+import { DEFAULT_OVERLOAD_POLICY, overloadDelayMs, overloadNote } from "./overload.js";
+import type { OverloadPolicy } from "./overload.js";
+import type { McpSecrets } from "./mcp-servers.js";
 import { TaskAttempt } from "./worker-attempt.js";
 import type { AttemptOptions, OutputGate } from "./worker-attempt.js";
 import type { PermissionForwarder } from "./worker-permissions.js";
@@ -63,6 +67,12 @@ export interface AcpWorkerPoolOptions {
   clientName?: string;
   /** Version this client gives in `initialize` (`clientInfo.version`); the composition root passes the package's. Default `dev`. */
   clientVersion?: string;
+  /** How an attempt whose provider is overloaded is retried (overload.ts; config `overload`). Default: its defaults. */
+  overload?: Partial<OverloadPolicy>;
+  /** Random numbers in [0, 1) for the backoff's jitter (tests pin it). Default `Math.random`. */
+  random?: () => number;
+  /** The secrets of products' MCP servers held by this process (issue 28, mcp-servers.ts). */
+  mcpSecrets?: McpSecrets;
 }
 
 /**
@@ -77,10 +87,14 @@ export interface AcpWorkerPoolOptions {
  */
 export class AcpWorkerPool implements WorkerPort {
   private readonly running = new Map<TaskAttempt, Promise<WorkerResult>>();
+  /** Wakes the overload waits at shutdown. */
+  private readonly stopWaits = new Set<() => void>();
   private shuttingDown = false;
   private readonly options: AttemptOptions;
   private forwarder: PermissionForwarder | undefined;
   private outputGate: OutputGate | undefined;
+  private readonly overload: OverloadPolicy;
+  private readonly random: () => number;
 
   constructor(options: AcpWorkerPoolOptions) {
     const graceMs = options.graceMs ?? 2_000;
@@ -92,6 +106,8 @@ export class AcpWorkerPool implements WorkerPort {
       return value;
     };
     this.forwarder = options.forwardPermission;
+    this.overload = { ...DEFAULT_OVERLOAD_POLICY, ...options.overload };
+    this.random = options.random ?? Math.random;
     this.options = {
       registry: options.registry,
       logger: options.logger,
@@ -112,6 +128,7 @@ export class AcpWorkerPool implements WorkerPort {
       outputGate: () => this.outputGate,
       clientName: options.clientName ?? "acp-orchestrator",
       clientVersion: options.clientVersion ?? "dev",
+      ...(options.mcpSecrets !== undefined ? { mcpSecrets: options.mcpSecrets } : {}),
     };
   }
 
@@ -146,15 +163,65 @@ export class AcpWorkerPool implements WorkerPort {
    * known usage of the attempt.
    */
   async runTask(request: WorkerRequest, events: WorkerEvents): Promise<WorkerResult> {
-    if (this.shuttingDown || request.signal.aborted) return { outcome: "cancelled" };
+    let waitedMs = 0;
+    for (let retry = 0; ; retry++) {
+      const result = await this.runOnce(request, events);
+      const overload = result.attempt?.overload;
+      if (result.outcome.outcome !== "failed" || overload === undefined) return result.outcome;
+      // Issue 28: an overloaded provider is waited for, within the same attempt, up to `maxWaitMs` in all.
+      const delayMs = overloadDelayMs(retry, this.overload, overload.retryAfterMs, this.random);
+      if (waitedMs + delayMs > this.overload.maxWaitMs) {
+        const spent = Math.round(waitedMs / 1_000);
+        return {
+          ...result.outcome,
+          error: `${result.outcome.error} (the provider stayed overloaded: ${spent} s of retries)`,
+        };
+      }
+      const message = overloadNote(overload, delayMs);
+      this.options.logger.warn(
+        { productId: request.productId, taskId: request.task.taskId, attempt: request.attempt, retry, delayMs },
+        message,
+      );
+      try {
+        events.onOverloaded?.({ message, retryInMs: delayMs, retry: retry + 1 });
+      } catch (error) {
+        this.options.logger.warn({ err: error }, "worker event handler threw; ignored");
+      }
+      if (!(await this.wait(delayMs, request.signal))) return { outcome: "cancelled", prompted: true };
+      waitedMs += delayMs;
+    }
+  }
+
+  /** One run of the attempt's agent; `attempt` is absent when nothing was started. */
+  private async runOnce(
+    request: WorkerRequest,
+    events: WorkerEvents,
+  ): Promise<{ outcome: WorkerResult; attempt?: TaskAttempt }> {
+    if (this.shuttingDown || request.signal.aborted) return { outcome: { outcome: "cancelled" } };
     const attempt = new TaskAttempt(request, events, this.options);
     const result = attempt.run();
     this.running.set(attempt, result);
     try {
-      return await result;
+      return { outcome: await result, attempt };
     } finally {
       this.running.delete(attempt);
     }
+  }
+
+  /** Waits `ms`; false when `signal` aborted or the pool shut down first. */
+  private async wait(ms: number, signal: AbortSignal): Promise<boolean> {
+    if (signal.aborted || this.shuttingDown) return false;
+    let wake: () => void = () => undefined;
+    const woken = new Promise<void>((resolve) => (wake = resolve));
+    signal.addEventListener("abort", wake, { once: true });
+    this.stopWaits.add(wake);
+    try {
+      await Promise.race([delay(ms), woken]);
+    } finally {
+      signal.removeEventListener("abort", wake);
+      this.stopWaits.delete(wake);
+    }
+    return !signal.aborted && !this.shuttingDown;
   }
 
   /**
@@ -163,6 +230,8 @@ export class AcpWorkerPool implements WorkerPort {
    */
   async shutdown(): Promise<void> {
     this.shuttingDown = true;
+    for (const wake of this.stopWaits) wake();
+    this.stopWaits.clear();
     const attempts = [...this.running.entries()];
     for (const [attempt] of attempts) attempt.stop("shutdown");
     await Promise.allSettled(attempts.map(([, result]) => result));

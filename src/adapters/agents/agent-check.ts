@@ -164,7 +164,7 @@ export async function checkAgent(registry: AgentRegistry, agentId: string, timeo
 
 /** Checks every agent of the registry (in registry order, two at a time). Never rejects. */
 export async function checkAgents(registry: AgentRegistry, timeoutMs: number): Promise<AgentCheck[]> {
-  const ids = registry.list().map((a) => a.agentId);
+  const ids = registry.all().map((a) => a.agentId);
   const results: AgentCheck[] = new Array<AgentCheck>(ids.length);
   let next = 0;
   const lane = async (): Promise<void> => {

@@ -23,6 +23,8 @@ import type { StartStage } from "./agent-errors.js";
 import { LEADER_PROMPT_VERSION } from "./leader-prompts.js";
 import type { LeaderTurnKind } from "./leader-prompts.js";
 import type { LaunchSpec } from "./registry.js";
+import { mcpServersFor, skippedMcpLines } from "./mcp-servers.js";
+import type { ResolvedMcp } from "./mcp-servers.js";
 import { META_KEY } from "./task-brief.js";
 import { choosePermission } from "./worker-permissions.js";
 
@@ -66,6 +68,8 @@ export interface ConversationOptions {
   startTimeoutMs: number;
   clientName: string;
   clientVersion: string;
+  /** The product's MCP servers for the leader's session (issue 28); absent: only the agent's own. */
+  mcp?: ResolvedMcp;
 }
 
 const STDERR_TAIL_CHARS = 2_048;
@@ -192,7 +196,7 @@ export class LeaderConversation {
       this.stage = "session/new";
       const session = await connection.agent.request(methods.agent.session.new, {
         cwd: this.options.cwd,
-        mcpServers: [],
+        mcpServers: this.mcpServers(init.agentCapabilities?.mcpCapabilities),
       });
       this.sessionId = session.sessionId;
     })().catch(async (error: unknown) => {
@@ -218,6 +222,17 @@ export class LeaderConversation {
         throw new Error(await this.exitMessage(exit, "before its session was ready"));
       }),
     ]);
+  }
+
+  /**
+   * The MCP servers of this conversation's `session/new` (issue 28, mcp-servers.ts): the product's, merged with the
+   * agent's own, in the transports it advertises; each one left out is logged with its reason.
+   */
+  private mcpServers(capabilities: { http?: boolean | null; sse?: boolean | null } | null | undefined): never[] {
+    const mcp = this.options.mcp ?? { servers: [], lost: [] };
+    const { servers, skipped } = mcpServersFor(mcp.servers, this.options.spec.mcpServers, capabilities);
+    for (const line of skippedMcpLines(mcp.lost, skipped)) this.log.warn({}, line);
+    return servers as never[];
   }
 
   private async runTurn(

@@ -12,6 +12,7 @@ import { createRequire } from "node:module";
 import { dirname, isAbsolute, join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import * as z from "zod";
+import { McpServer } from "../../../protocol/acp.js";
 import { Id } from "../../../protocol/common.js";
 import type { AgentDirectory, AgentInfo } from "../../core/ports.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
@@ -48,6 +49,16 @@ export const AgentConfigEntry = lazySchema(
           .object({ methodId: z.string().min(1).max(200) })
           .strict()
           .optional(),
+        /**
+         * At most this many instances (seats) of this agent in one plan (issue 28). Absent: unbounded (only the
+         * product's `maxParallelTasks` bounds the seats).
+         */
+        maxInstances: z.number().int().min(1).max(1_000).optional(),
+        /**
+         * MCP servers (ACP `McpServer` shapes) given to this agent's `session/new` besides the ACP session's own,
+         * merged by `name` (this entry wins); only in the transports the agent advertises (issue 28).
+         */
+        mcpServers: z.array(McpServer).max(100).optional(),
       })
       .strict(),
   "AgentConfigEntry",
@@ -134,6 +145,15 @@ export const AgentConfigFile = lazySchema(
           })
           .default([]),
         leader: Id.optional(),
+        /**
+         * Whether the built-in worker may take tasks (issue 28). Default: `true` when no agent is configured, else
+         * `false` (the team is the configured agents; a plan or `allowedAgents` may still name it).
+         */
+        builtinWorker: z.boolean().optional(),
+        /** The agents plans may use (ids of `agents`, or `builtin-worker`). Absent: every configured agent. */
+        allowedAgents: z.array(Id).min(1).max(1_000).optional(),
+        /** The agent that takes a task whose words match no agent's `strengths`. Absent: round-robin. */
+        defaultAgent: Id.optional(),
         maxParallelTasks: z.number().int().min(1).max(1_000).optional(),
         taskTimeoutMs: z
           .number()
@@ -149,6 +169,24 @@ export const AgentConfigFile = lazySchema(
           .max(24 * 3_600_000)
           .optional(),
         permissions: PermissionPolicy.optional(),
+        /**
+         * How a task attempt whose model provider is overloaded (429/529, overload errors) is retried without spending
+         * the attempt (issue 28): backoff from `baseDelayMs` doubling up to `maxDelayMs` per wait, with jitter, or the
+         * provider's `retry-after`; at most `maxWaitMs` of waiting per attempt. Milliseconds.
+         */
+        overload: z
+          .object({
+            baseDelayMs: z.number().int().min(1).max(3_600_000).optional(),
+            maxDelayMs: z.number().int().min(1).max(3_600_000).optional(),
+            maxWaitMs: z
+              .number()
+              .int()
+              .min(0)
+              .max(7 * 24 * 3_600_000)
+              .optional(),
+          })
+          .strict()
+          .optional(),
         /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
         isolation: z.enum(["worktree", "shared"]).optional(),
         /** Default integration of products whose `product.plan` does not say. */
@@ -157,7 +195,21 @@ export const AgentConfigFile = lazySchema(
           .strict()
           .optional(),
       })
-      .strict(),
+      .strict()
+      .superRefine((config, ctx) => {
+        const known = new Set([...config.agents.map((a) => a.agentId), BUILTIN_WORKER_AGENT_ID]);
+        (config.allowedAgents ?? []).forEach((id, index) => {
+          if (!known.has(id))
+            ctx.addIssue({ code: "custom", path: ["allowedAgents", index], message: `"${id}" is not one of "agents"` });
+        });
+        if (config.defaultAgent !== undefined && !known.has(config.defaultAgent)) {
+          ctx.addIssue({
+            code: "custom",
+            path: ["defaultAgent"],
+            message: `"${config.defaultAgent}" is not one of "agents"`,
+          });
+        }
+      }),
   "AgentConfigFile",
 );
 export type AgentConfig = z.infer<typeof AgentConfigFile>;
@@ -183,6 +235,8 @@ export interface LaunchSpec {
   cwd?: string;
   /** The auth method to use when the agent advertises any (`authenticate {methodId}`). */
   auth?: { methodId: string };
+  /** The agent's own MCP servers from the config (merged with the session's by name, mcp-servers.ts). */
+  mcpServers?: McpServer[];
 }
 
 /** The result of `loadAgentConfig`: the validated config and the file it came from (`null` = none, defaults). */
@@ -301,12 +355,26 @@ export const BUILTIN_WORKER_INFO: Readonly<AgentInfo> = Object.freeze({
 });
 
 /**
- * Every agent the orchestrator may start: the configured ones plus the built-in worker (always present, listed
- * last). Implements the core's `AgentDirectory`; `launchSpec` is adapter-only. Immutable after construction.
+ * Whether the built-in worker is on the team (issue 28): when no agent is configured, when the config's
+ * `builtinWorker` is `true`, or when `allowedAgents` names it; `builtinWorker: false` with no agent configured still
+ * keeps it (a team cannot be empty). Pure.
+ */
+export function builtinWorkerOnTeam(config: AgentConfig): boolean {
+  if (config.allowedAgents?.includes(BUILTIN_WORKER_AGENT_ID) === true) return true;
+  if (config.agents.length === 0) return true;
+  return config.builtinWorker === true;
+}
+
+/**
+ * Every agent the orchestrator may start: the configured ones plus the built-in worker (always startable, listed
+ * last). Implements the core's `AgentDirectory`: `list()` is the team plans draw from (issue 28: the configured agents,
+ * narrowed by `allowedAgents`; the built-in worker only per `builtinWorkerOnTeam`), `get()` knows every agent, so a
+ * plan that names the built-in worker still runs. `launchSpec` is adapter-only. Immutable after construction.
  */
 export class AgentRegistry implements AgentDirectory {
   private readonly infos = new Map<string, AgentInfo>();
   private readonly specs = new Map<string, LaunchSpec>();
+  private readonly team: string[];
 
   /** Builds the registry from a validated config (default: no configured agents). Does not touch the disk. */
   constructor(readonly config: AgentConfig = emptyAgentConfig()) {
@@ -316,16 +384,28 @@ export class AgentRegistry implements AgentDirectory {
         name: agent.name ?? agent.agentId,
         role: agent.role,
         strengths: [...agent.strengths],
+        ...(agent.maxInstances !== undefined ? { maxInstances: agent.maxInstances } : {}),
+        ...(config.defaultAgent === agent.agentId ? { default: true as const } : {}),
       });
       this.specs.set(agent.agentId, {
         command: agent.command,
         args: [...agent.args],
         env: { ...agent.env },
         ...(agent.auth !== undefined ? { auth: { ...agent.auth } } : {}),
+        ...(agent.mcpServers !== undefined ? { mcpServers: structuredClone(agent.mcpServers) } : {}),
       });
     }
-    this.infos.set(BUILTIN_WORKER_AGENT_ID, { ...BUILTIN_WORKER_INFO, strengths: [...BUILTIN_WORKER_INFO.strengths] });
+    this.infos.set(BUILTIN_WORKER_AGENT_ID, {
+      ...BUILTIN_WORKER_INFO,
+      strengths: [...BUILTIN_WORKER_INFO.strengths],
+      ...(config.defaultAgent === BUILTIN_WORKER_AGENT_ID ? { default: true as const } : {}),
+    });
     this.specs.set(BUILTIN_WORKER_AGENT_ID, builtinWorkerLaunchSpec());
+    const allowed = config.allowedAgents === undefined ? undefined : new Set(config.allowedAgents);
+    this.team = config.agents
+      .map((a) => a.agentId)
+      .filter((id) => allowed === undefined || allowed.has(id))
+      .concat(builtinWorkerOnTeam(config) ? [BUILTIN_WORKER_AGENT_ID] : []);
   }
 
   /** Loads the config (see `loadAgentConfig`) and builds a registry from it. Throws `AgentConfigError`. */
@@ -334,15 +414,20 @@ export class AgentRegistry implements AgentDirectory {
     return new AgentRegistry(config);
   }
 
-  /** Every agent, configured ones first in file order, then the built-in worker. Returns copies. */
+  /** The team: configured agents in file order (narrowed by `allowedAgents`), then the built-in worker when on it. Copies. */
   list(): AgentInfo[] {
-    return [...this.infos.values()].map((info) => ({ ...info, strengths: [...info.strengths] }));
+    return this.team.map((id) => copyInfo(this.infos.get(id) as AgentInfo));
   }
 
-  /** The agent with this id, or `undefined`. Returns a copy. */
+  /** Every agent the registry can start, team or not, configured ones first. Copies. */
+  all(): AgentInfo[] {
+    return [...this.infos.values()].map(copyInfo);
+  }
+
+  /** The agent with this id (on the team or not), or `undefined`. Returns a copy. */
   get(agentId: string): AgentInfo | undefined {
     const info = this.infos.get(agentId);
-    return info === undefined ? undefined : { ...info, strengths: [...info.strengths] };
+    return info === undefined ? undefined : copyInfo(info);
   }
 
   /** How to start `agentId` as an ACP subprocess. Throws `Error` for an unknown agent id. Returns a copy. */
@@ -354,8 +439,13 @@ export class AgentRegistry implements AgentDirectory {
       args: [...spec.args],
       env: { ...spec.env },
       ...(spec.auth !== undefined ? { auth: { ...spec.auth } } : {}),
+      ...(spec.mcpServers !== undefined ? { mcpServers: structuredClone(spec.mcpServers) } : {}),
     };
   }
+}
+
+function copyInfo(info: AgentInfo): AgentInfo {
+  return { ...info, strengths: [...info.strengths] };
 }
 
 /**

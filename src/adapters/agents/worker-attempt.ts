@@ -44,6 +44,9 @@ import type { TextChunk } from "./session-updates.js";
 import { choosePermission, isRefusal } from "./worker-permissions.js";
 import type { PermissionForwarder } from "./worker-permissions.js";
 import { WorkspaceFs, WorkspaceFsError } from "./workspace-fs.js";
+import { overloadOf } from "./overload.js";
+import { McpSecrets, mcpServersFor, skippedMcpLines } from "./mcp-servers.js";
+import type { Overload } from "./overload.js";
 
 type StopKind = "cancel" | "timeout" | "startTimeout" | "shutdown";
 
@@ -76,6 +79,8 @@ export interface AttemptOptions {
   outputGate: () => OutputGate | undefined;
   clientName: string;
   clientVersion: string;
+  /** The secrets of products' MCP servers held by this process (issue 28); absent: none held. */
+  mcpSecrets?: McpSecrets;
 }
 
 function describeError(error: unknown): string {
@@ -173,6 +178,9 @@ export class TaskAttempt {
   private readonly stopController = new AbortController();
   private workspace: WorkspaceFs | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** The text of a prompt-time error response, searched for an overload once the attempt failed. */
+  private promptErrorText = "";
+  #overload: Overload | undefined;
 
   constructor(
     private readonly request: WorkerRequest,
@@ -192,6 +200,14 @@ export class TaskAttempt {
 
   private get agentId(): string {
     return this.request.instance.agentId;
+  }
+
+  /**
+   * Set once `run()` resolved `failed` after the prompt was sent, when the failure says the model provider is
+   * overloaded or rate limiting (overload.ts): the pool then retries instead of failing the attempt (issue 28).
+   */
+  get overload(): Overload | undefined {
+    return this.#overload;
   }
 
   /** Asks the attempt to stop (first reason wins). Safe to call at any time, any number of times. */
@@ -224,6 +240,9 @@ export class TaskAttempt {
     // The agent is gone now, so its stderr is complete: quote the end of it.
     await this.settleStdio();
     const tail = this.stderrTail.trim().slice(-STDERR_TAIL_CHARS);
+    if (this.prompted && this.stopKind === undefined) {
+      this.#overload = overloadOf(`${draft.what}\n${this.promptErrorText}\n${tail}`);
+    }
     return {
       outcome: "failed",
       error: `${draft.what} — stderr tail: ${tail === "" ? "(empty)" : tail}`,
@@ -244,7 +263,7 @@ export class TaskAttempt {
     } catch {
       // An agent the registry does not know (resumed without the planning --config): a configuration error, never
       // a retry (issue 11).
-      const known = this.options.registry.list().map((a) => a.agentId);
+      const known = this.options.registry.all().map((a) => a.agentId);
       return this.configurationFailure(unknownAgentConfigurationError(this.agentId, known));
     }
     this.spec = spec;
@@ -337,7 +356,8 @@ export class TaskAttempt {
         if (this.stopKind !== undefined) return undefined;
       }
       this.stage = "session/new";
-      const session = await ctx.request(methods.agent.session.new, { cwd: this.request.cwd, mcpServers: [] });
+      const mcpServers = this.mcpServers(init.agentCapabilities?.mcpCapabilities);
+      const session = await ctx.request(methods.agent.session.new, { cwd: this.request.cwd, mcpServers });
       this.sessionId = session.sessionId;
       if (this.stopKind !== undefined) return undefined;
       const brief = formatTaskBrief(this.request);
@@ -350,6 +370,23 @@ export class TaskAttempt {
         _meta: { [META_KEY]: brief.meta },
       });
     });
+  }
+
+  /**
+   * The MCP servers of this attempt's `session/new` (issue 28, mcp-servers.ts): the product's, with the secrets this
+   * process holds, merged with the agent's own, in the transports it advertises. Each one left out is logged and
+   * reported as the task's activity.
+   */
+  private mcpServers(capabilities: { http?: boolean | null; sse?: boolean | null } | null | undefined): never[] {
+    const stored = this.request.mcpServers ?? [];
+    const resolved = (this.options.mcpSecrets ?? new McpSecrets()).resolve(this.request.productId, stored);
+    const { servers, skipped } = mcpServersFor(resolved.servers, this.spec?.mcpServers, capabilities);
+    for (const line of skippedMcpLines(resolved.lost, skipped)) {
+      this.log.warn({}, line);
+      this.safely(() => this.events.onActivity(line));
+    }
+    if (servers.length > 0) this.log.debug({ mcpServers: servers.map((m) => m.name) }, "giving MCP servers");
+    return servers as never[];
   }
 
   /** A text chunk taken off the stream before the SDK (session-updates.ts): the same as `onUpdate` would do. */
@@ -593,6 +630,7 @@ export class TaskAttempt {
       if (configuration !== undefined) return this.configurationFailure(configuration);
     }
     if (error instanceof RequestError) {
+      if (this.prompted) this.promptErrorText = JSON.stringify(error.data ?? null).slice(0, 4_000);
       return this.failed(`agent "${this.agentId}" answered with ${describeError(error)}`);
     }
     // The connection closed: most likely the process died or never started. Give it a moment to say which.

@@ -39,8 +39,9 @@ export { makeTitle } from "./heuristic/titles.js";
  * The built-in leader that needs no model. Stateless: every call derives its answer from the request alone, so one
  * instance can serve every product.
  *
- * - `plan` splits the goal into items, derives dependencies from ordering words, assigns tasks round-robin over the
- *   roster, then replays the user's revision messages from the dialogue. Never asks questions.
+ * - `plan` splits the goal into items, derives dependencies from ordering words, replays the user's revision messages
+ *   from the dialogue, then assigns every task to an agent of the roster (best strengths match, else the default
+ *   agent, else round-robin; seats up to `maxParallelTasks`) and says why in its message. Never asks questions.
  * - `message` turns "add task: …", "remove task N", "rename …", "make N depend on M", "assign N to …" into mutations
  *   that pass `applyMutations`; anything else is acknowledged.
  * - `consultOnFailure` adds one fix-up task per failed task, re-points its pending dependents and removes the failed
@@ -72,8 +73,14 @@ export class HeuristicLeader implements LeaderPort {
         draft = applyToDraft(draft, command, request.roster, notes, constraints);
       }
     }
-    const plan = finishDraft(request.goal, draft, request.roster, constraints);
-    const message = planMessage(plan, notes, constraints);
+    const { plan, reasons } = finishDraft(
+      request.goal,
+      draft,
+      request.roster,
+      constraints,
+      request.maxParallelTasks ?? Infinity,
+    );
+    const message = planMessage(plan, notes, constraints, reasons);
     stream(message, request.onText);
     return { kind: "plan", plan, message };
   }
@@ -221,7 +228,7 @@ export class HeuristicLeader implements LeaderPort {
     const phaseDraft = kept.map((t) => ({ ...t, deps: t.deps.filter((d) => keptSet.has(d)) }));
     const original = new Map(phaseDraft.map((t, i) => [t, kept[i] as DraftTask]));
     phaseDraft.forEach((t) => (t.deps = t.deps.map((d) => phaseDraft[kept.indexOf(d)] as DraftTask)));
-    const plan = finishDraft(request.goal, phaseDraft, request.roster, request.messages);
+    const { plan } = finishDraft(request.goal, phaseDraft, request.roster, request.messages);
     plan.tasks.forEach((task, i) => {
       const cid = criterionOf.get(original.get(phaseDraft[i] as DraftTask) as DraftTask) ?? "c1";
       task.acceptance = clip(`Criterion ${cid}: ${text.get(cid) ?? ""}`, 5_000);

@@ -91,6 +91,7 @@ function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
   if (e.leaderAgentId !== undefined) s.leaderAgentId = e.leaderAgentId;
   if (e.maxParallelTasks !== undefined) s.maxParallelTasks = e.maxParallelTasks;
   if (e.allowedAgents !== undefined) s.allowedAgents = e.allowedAgents;
+  if (e.mcpServers !== undefined) s.mcpServers = e.mcpServers;
   s.budget = { ...(e.budget ?? {}) };
   if (e.isolation !== undefined || e.integration !== undefined) {
     s.isolationRequest = {

@@ -26,7 +26,8 @@ import {
 import { taskInputHash } from "./fingerprint.js";
 import { checkProductState } from "./integrity.js";
 import type { ProductParts } from "./parts.js";
-import type { SettledResult } from "./worker-pool.js";
+import type { LaunchHooks, SettledResult } from "./worker-pool.js";
+import { noteOverload } from "./task-waits.js";
 
 /** What the first half of a wave decided about the settled results. */
 interface Settled {
@@ -425,13 +426,15 @@ export class ExecutionLoop {
         briefChars,
         inputHash,
         ...(workspace ? { workspace, prepare: () => p.workspaces.prepareWorkspace(workspace) } : {}),
+        ...(p.model.state.mcpServers ? { mcpServers: p.model.state.mcpServers } : {}),
       },
-      this.hooksFor(task.taskId),
+      this.hooksFor(task),
     );
   }
 
-  private hooksFor(taskId: string) {
+  private hooksFor(task: TaskState): LaunchHooks {
     const p = this.p;
+    const taskId = task.taskId;
     return {
       onText: (text: string, signal: AbortSignal) => {
         if (!signal.aborted || p.pool.stopReason !== "reset") {
@@ -441,6 +444,7 @@ export class ExecutionLoop {
       onActivity: (toolName: string) =>
         p.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId, toolName }),
       onUsage: (inputTokens: number, outputTokens: number) => this.recordUsage(taskId, inputTokens, outputTokens),
+      onOverloaded: (entry, wait) => noteOverload(p.ctx, this.productId, task, entry, wait),
       onSettled: () => this.pump(),
     };
   }

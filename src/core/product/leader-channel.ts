@@ -56,13 +56,14 @@ export class LeaderChannel {
     return this.p.ctx.leader(this.p.model.state.leaderAgentId);
   }
 
-  /** Agents the plan may use: `allowedAgents` is presence-based (omitted = every ready agent, [] = the leader alone). */
+  /**
+   * Agents the plan may use: `allowedAgents` is presence-based (omitted = the registry's team, [] = the leader alone);
+   * given, it names the team itself, the built-in worker included (issue 28), in the order given.
+   */
   roster(): AgentInfo[] {
-    const all = this.p.ctx.agents.list();
     const allowed = this.p.model.state.allowedAgents;
-    if (allowed === undefined) return all;
-    const set = new Set(allowed);
-    return all.filter((a) => set.has(a.agentId));
+    if (allowed === undefined) return this.p.ctx.agents.list();
+    return [...new Set(allowed)].flatMap((id) => this.p.ctx.agents.get(id) ?? []);
   }
 
   /** Starts the first planning turn (asynchronously; `product.plan` has answered already). */
@@ -95,6 +96,8 @@ export class LeaderChannel {
           goal: s.goal,
           cwd: s.cwd,
           roster: this.roster(),
+          maxParallelTasks: s.maxParallelTasks ?? this.p.ctx.options.maxParallelTasks,
+          ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
           dialogue: s.dialogue.map((d) => ({ ...d })),
           ...(s.plan ? { previousPlan: s.plan } : {}),
           ...(answers ? { answers } : {}),
@@ -269,6 +272,7 @@ export class LeaderChannel {
         plan: s.plan,
         tasks: s.tasks,
         roster: this.roster(),
+        ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
         signal: controller.signal,
         onText: (text) => this.p.ctx.notifier.notify("product.planningDelta", { productId: s.productId, text }),
       });
@@ -362,6 +366,7 @@ export class LeaderChannel {
         plan: s.plan ?? plan,
         tasks: s.tasks,
         roster: this.roster(),
+        ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
         signal: controller.signal,
       });
     } catch (err) {

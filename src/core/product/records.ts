@@ -30,6 +30,7 @@ import {
 } from "../../../protocol/common.js";
 import { IntegrationRecord, IsolationRequest, WorkspaceEvents } from "../workspace/records.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
+import { StoredMcpServers } from "./mcp-servers.js";
 
 /** The authority project that holds cross-project indexes. */
 export const INDEX_PROJECT = "_";
@@ -138,6 +139,8 @@ export const ProductCreatedEvent = lazySchema(
       sessionId: z.string().optional(),
       leaderAgentId: z.string().optional(),
       allowedAgents: z.array(z.string()).optional(),
+      /** The session's MCP servers without their secrets (issue 28, mcp-servers.ts). */
+      mcpServers: StoredMcpServers.optional(),
       budget: Budget.optional(),
       /** What `product.plan` asked for (isolation and integration); decided at confirmation. */
       isolation: IsolationRequest.shape.isolation,
@@ -227,6 +230,7 @@ export const ProductStateSchema = lazySchema(
       sessionId: z.string().optional(),
       leaderAgentId: z.string().optional(),
       allowedAgents: z.array(z.string()).optional(),
+      mcpServers: StoredMcpServers.optional(),
       phase: Phase,
       recovery: Recovery.optional(),
       plan: Plan.optional(),

@@ -14,6 +14,8 @@ import { ProductOrchestrator } from "./orchestrator.js";
 import type { VersionedStatus } from "./status.js";
 import type { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
+import { storedMcpServers } from "./mcp-servers.js";
+import type { McpServer } from "../../../protocol/acp.js";
 
 export interface PlanParams {
   goal: string;
@@ -25,6 +27,8 @@ export interface PlanParams {
   maxParallelTasks?: number;
   leaderAgentId?: string;
   allowedAgents?: string[];
+  /** The session's MCP servers; stored without their secrets (issue 28, mcp-servers.ts). */
+  mcpServers?: McpServer[];
   budget?: Budget;
   isolation?: "worktree" | "shared";
   integration?: { mode?: "branch" | "merge"; targetBranch?: string };
@@ -216,6 +220,7 @@ export class ProductService {
       ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
       ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
       ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
+      ...(params.mcpServers?.length ? { mcpServers: storedMcpServers(params.mcpServers) } : {}),
       ...(params.budget !== undefined ? { budget: params.budget } : {}),
       ...(params.isolation !== undefined ? { isolation: params.isolation } : {}),
       ...(params.integration !== undefined ? { integration: params.integration } : {}),

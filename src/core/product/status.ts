@@ -11,6 +11,7 @@ import type { LeaseHolder } from "./lease.js";
 import { progressOfModel } from "./state.js";
 import type { ProductParts } from "./parts.js";
 import { integrationView, isolationNote } from "../workspace/integration.js";
+import { tasksWithWaits, type WaitFacts } from "./task-waits.js";
 
 /** What `inspect()` adds to a recovery when the run's inputs drifted (issue 4, drift detection). */
 export interface DriftRecovery {
@@ -60,7 +61,7 @@ export class StatusView {
       name: s.name,
       phase: s.phase,
       ...(s.plan ? { plan: s.plan } : {}),
-      tasks: s.tasks,
+      tasks: tasksWithWaits(s, this.waitFacts()),
       progress: this.progress(),
       budget: {
         usedTokens: used,
@@ -84,6 +85,11 @@ export class StatusView {
       ...(recovery ? { recovery } : {}),
       ...this.isolationStatus(),
     };
+  }
+
+  /** What `tasksWithWaits` needs from this process (task-waits.ts, issue 28). */
+  private waitFacts(): WaitFacts {
+    return { leaderBusy: this.p.leader.leaderBusy, overloaded: this.p.pool.overloaded(), nowMs: this.p.ctx.clock.now() };
   }
 
   /**

@@ -7,6 +7,7 @@
  */
 import type { Instance, Task, TaskWorkspace } from "../../../protocol/common.js";
 import type { RefusedPermission, WorkerPort, WorkerResult } from "../ports.js";
+import type { StoredMcpServer } from "./mcp-servers.js";
 import { PREPARE_REMEDIATION } from "../workspace/integration.js";
 import { INTERRUPTION, type SettledAttempt, type StopReason } from "./decide.js";
 
@@ -21,6 +22,8 @@ export interface RunningTask {
   inputHash: string;
   /** The attempt's worktree (isolation `worktree`), removed once its result was written. */
   workspace?: TaskWorkspace;
+  /** While the worker waits for an overloaded provider (issue 28): the note and when it retries (epoch ms). */
+  overloaded?: { message: string; retryAtMs: number };
 }
 
 /** A settled attempt with its launch record (a result counts only if it belongs to the task's latest launch). */
@@ -42,6 +45,8 @@ export interface LaunchSpec {
   workspace?: TaskWorkspace;
   /** Creates the attempt's worktree first (isolation); a rejection fails the attempt with its message. */
   prepare?: () => Promise<void>;
+  /** The product's MCP servers (issue 28), given to the worker's ACP session. */
+  mcpServers?: StoredMcpServer[];
 }
 
 /** What the pool reports while a worker runs. */
@@ -49,6 +54,8 @@ export interface LaunchHooks {
   onText(text: string, signal: AbortSignal): void;
   onActivity(toolName: string): void;
   onUsage(inputTokens: number, outputTokens: number): void;
+  /** The worker waits for an overloaded provider (issue 28); `entry` is the attempt's launch record. */
+  onOverloaded(entry: RunningTask, wait: { message: string; retryInMs: number; retry: number }): void;
   /** A result was queued (`take`): the loop schedules a wave. */
   onSettled(): void;
 }
@@ -62,6 +69,13 @@ export class WorkerPool {
   #idleWaiters: (() => void)[] = [];
 
   constructor(private readonly workers: WorkerPort) {}
+
+  /** Running tasks whose worker waits for an overloaded provider: taskId → the note and when it retries (epoch ms). */
+  overloaded(): Map<string, { message: string; retryAtMs: number }> {
+    const out = new Map<string, { message: string; retryAtMs: number }>();
+    for (const [taskId, entry] of this.#running) if (entry.overloaded) out.set(taskId, entry.overloaded);
+    return out;
+  }
 
   /** Attempts running now. */
   get size(): number {
@@ -189,10 +203,14 @@ export class WorkerPool {
           ...(spec.isolated ? { isolated: true } : {}),
           attempt: spec.attempt,
           dependencyOutputs: spec.dependencyOutputs,
+          ...(spec.mcpServers ? { mcpServers: spec.mcpServers } : {}),
           signal,
         },
         {
-          onText: (text) => hooks.onText(text, signal),
+          onText: (text) => {
+            entry.overloaded = undefined;
+            hooks.onText(text, signal);
+          },
           onActivity: (toolName) => hooks.onActivity(toolName),
           onPermissionRefused: (refusal) => {
             if (entry.refusals.length < 50) entry.refusals.push({ ...refusal });
@@ -201,6 +219,7 @@ export class WorkerPool {
             entry.reportedUsage = true;
             hooks.onUsage(usage.inputTokens, usage.outputTokens);
           },
+          onOverloaded: (wait) => hooks.onOverloaded(entry, wait),
         },
       )
       .then(finish, (err: unknown) =>

@@ -6,13 +6,14 @@
  * Owns no state of its own: the turn (session/turn.ts) and the session record (session/store.ts) are the caller's.
  * Never sends a `session/update` except through the turn, never turns a cancellation into an error.
  */
-import { RequestPermissionResult } from "../../../protocol/acp.js";
+import { RequestPermissionResult, type McpServer } from "../../../protocol/acp.js";
 import { TerminalPhases } from "../../../protocol/common.js";
 import { busy, isDomainError } from "../../core/errors.js";
 import type { GoalService } from "../../core/goal/service.js";
 import type { ProductOrchestrator } from "../../core/product/orchestrator.js";
 import type { ProductService } from "../../core/product/service.js";
 import type { Logger } from "../../core/ports.js";
+import type { McpSecrets } from "../../adapters/agents/mcp-servers.js";
 import type { RpcConnection } from "../rpc-connection.js";
 import { parseCommand, runCommand, type CommandHost } from "./commands.js";
 import { configOf } from "./opening.js";
@@ -49,6 +50,10 @@ export interface TurnDispatchDeps {
   permissions: PermissionForwarder;
   /** True once the server shuts down (turns then end `cancelled` and leave products as they are). */
   stopped(): boolean;
+  /** The MCP servers the client gave the session (issue 28), if any. */
+  mcpServersOf(sessionId: string): McpServer[] | undefined;
+  /** Where the secrets of the sessions' MCP servers are held for their products' agents (issue 28). */
+  mcpSecrets?: McpSecrets;
 }
 
 /** Carries out prompt turns on the product and goal services (see the file comment). */
@@ -195,6 +200,7 @@ export class TurnDispatcher {
   /** The first prompt (or one after a terminal product): starts a product with the prompt as its goal. */
   private async startProduct(s: LiveSession, turn: Turn, goal: string): Promise<StopReason> {
     const config = configOf(s, this.o.settings);
+    const mcpServers = this.o.mcpServersOf(s.record.sessionId);
     const { productId } = await this.o.products.plan({
       goal,
       cwd: s.record.cwd,
@@ -204,7 +210,9 @@ export class TurnDispatcher {
       isolation: config.isolation,
       ...(config.integration !== undefined ? { integration: { mode: config.integration } } : {}),
       ...(config.leader !== this.o.settings.defaultLeader ? { leaderAgentId: config.leader } : {}),
+      ...(mcpServers !== undefined ? { mcpServers } : {}),
     });
+    this.o.mcpSecrets?.remember(productId, mcpServers ?? []);
     const product = await this.o.products.get(productId);
     turn.product = product;
     s.record.productId = productId;

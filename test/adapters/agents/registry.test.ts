@@ -125,7 +125,7 @@ describe("loadAgentConfig", () => {
 });
 
 describe("AgentRegistry", () => {
-  it("always contains the built-in worker, after the configured agents", async () => {
+  it("knows the built-in worker after the configured agents, but its team is the configured agents (issue 28)", async () => {
     await writeConfig({
       agents: [
         {
@@ -140,7 +140,8 @@ describe("AgentRegistry", () => {
       ],
     });
     const registry = await AgentRegistry.load({ cwd: dir });
-    expect(registry.list()).toEqual([
+    expect(registry.list()).toEqual([{ agentId: "coder", name: "Coder", role: "worker", strengths: ["ts"] }]);
+    expect(registry.all()).toEqual([
       { agentId: "coder", name: "Coder", role: "worker", strengths: ["ts"] },
       { agentId: "builtin-worker", name: "Built-in worker", role: "worker", strengths: ["notes", "documentation"] },
     ]);
@@ -148,6 +149,33 @@ describe("AgentRegistry", () => {
     expect(registry.get("nobody")).toBeUndefined();
     expect(registry.launchSpec("coder")).toEqual({ command: "coder", args: ["acp"], env: { K: "v" } });
     expect(() => registry.launchSpec("nobody")).toThrow(/Unknown agent "nobody"/);
+  });
+
+  it("puts the built-in worker on the team without agents, with builtinWorker: true, or when allowedAgents names it", () => {
+    const agent = (agentId: string) => ({ agentId, command: agentId });
+    const team = (config: unknown) =>
+      new AgentRegistry(parseAgentConfig(config, "agents.json")).list().map((a) => a.agentId);
+    expect(team({})).toEqual([BUILTIN_WORKER_AGENT_ID]);
+    expect(team({ agents: [agent("a"), agent("b")] })).toEqual(["a", "b"]);
+    expect(team({ agents: [agent("a")], builtinWorker: true })).toEqual(["a", BUILTIN_WORKER_AGENT_ID]);
+    expect(team({ agents: [agent("a"), agent("b")], allowedAgents: ["b"] })).toEqual(["b"]);
+    expect(team({ agents: [agent("a")], allowedAgents: ["a", BUILTIN_WORKER_AGENT_ID] })).toEqual([
+      "a",
+      BUILTIN_WORKER_AGENT_ID,
+    ]);
+    const registry = new AgentRegistry(
+      parseAgentConfig({ agents: [agent("a"), { ...agent("b"), maxInstances: 2 }], defaultAgent: "b" }, "agents.json"),
+    );
+    expect(registry.list()).toEqual([
+      { agentId: "a", name: "a", role: "worker", strengths: [] },
+      { agentId: "b", name: "b", role: "worker", strengths: [], maxInstances: 2, default: true },
+    ]);
+    expect(() => parseAgentConfig({ agents: [agent("a")], allowedAgents: ["x"] }, "agents.json")).toThrow(
+      /allowedAgents\[0\]: "x" is not one of "agents"/,
+    );
+    expect(() => parseAgentConfig({ agents: [agent("a")], defaultAgent: "x" }, "agents.json")).toThrow(
+      /defaultAgent: "x" is not one of "agents"/,
+    );
   });
 
   it("returns copies, so callers cannot change the registry", () => {

@@ -46,20 +46,22 @@ function rows(plan: DraftPlan): [string, string, string[]][] {
 }
 
 describe("HeuristicLeader.plan: goal → tasks", () => {
-  it("turns a one-line goal into analyse → implement → review, round-robin over seats of the roster", async () => {
+  it("turns a one-line goal into analyse → implement → review, round-robin over the roster", async () => {
     const plan = await planOf("Fix the login bug");
     expect(rows(plan)).toEqual([
       ["t1", "Analyse: Fix the login bug", []],
       ["t2", "Implement: Fix the login bug", ["t1"]],
       ["t3", "Review: Fix the login bug", ["t2"]],
     ]);
-    // Two agents, three tasks: a third seat (a second instance of the first agent) lets independent work run in parallel.
-    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i1", "i2", "i3"]);
+    // Two agents, a chain of three tasks: round-robin over the agents; a chain needs no second instance (issue 28).
+    expect(plan.tasks.map((t) => t.instanceId)).toEqual(["i1", "i2", "i1"]);
     expect(plan.instances).toEqual([
       { instanceId: "i1", agentId: "claude", role: "coder", name: "Claude" },
       { instanceId: "i2", agentId: "gemini", role: "reviewer", name: "Gemini" },
-      { instanceId: "i3", agentId: "claude", role: "coder", name: "Claude #2" },
     ]);
+    expect(plan.message).toContain(
+      "t1. Analyse: Fix the login bug — Claude, coder [no agent's strengths match; round-robin]",
+    );
     expect(plan.name).toBe("Fix the login bug");
     expect(plan.tasks[1]?.description).toContain("Fix the login bug");
   });
