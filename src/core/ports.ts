@@ -7,6 +7,7 @@
  */
 import type { Budget, Instance, Mutation, Plan, Task, TaskState } from "../../protocol/common.js";
 import type { StoredMcpServer } from "./product/mcp-servers.js";
+import type { AgentDirectory, AgentInfo } from "./team.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Time, ids, logging
@@ -191,26 +192,9 @@ export class AuthorityFailure extends Error {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// Agents
+// Agents (their types live in team.ts) and the leader
 
-/** A registry entry as the core sees it (the command line stays in the adapter). */
-export interface AgentInfo {
-  agentId: string;
-  name: string;
-  role: string;
-  strengths: string[];
-  /** At most this many instances of this agent in one plan (issue 28); absent = unbounded. */
-  maxInstances?: number;
-  /** True for the config's `defaultAgent`: it takes the tasks no agent's strengths match (issue 28). */
-  default?: true;
-}
-
-/** The agent registry: which agents exist and are ready to be started. */
-export interface AgentDirectory {
-  list(): AgentInfo[];
-  get(agentId: string): AgentInfo | undefined;
-}
-
+export type { AgentDirectory, AgentInfo };
 export interface DialogueEntry {
   role: "user" | "leader";
   text: string;
@@ -226,10 +210,7 @@ export interface PlanRequest {
   cwd: string;
   /** Agents the plan may assign work to (already filtered by `allowedAgents`). Empty = the leader works alone. */
   roster: AgentInfo[];
-  /**
-   * At most this many tasks of the product run at once: a plan needs no more instances than this (issue 28).
-   * Absent: as many as the plan's independent tasks.
-   */
+  /** At most this many tasks run at once, so the plan needs no more instances (issue 28). Absent: unbounded. */
   maxParallelTasks?: number;
   /** The product's MCP servers as stored, for the leader's session (issue 28). */
   mcpServers?: StoredMcpServer[];
@@ -447,10 +428,7 @@ export interface WorkerEvents {
   onUsage(usage: { inputTokens: number; outputTokens: number }): void;
   /** A permission request of the worker was refused (by the policy or by the client). Kept on the task. */
   onPermissionRefused?(refusal: RefusedPermission): void;
-  /**
-   * The model provider is overloaded or rate limiting (issue 28): the worker waits `retryInMs` and tries again within
-   * the same attempt (no attempt is spent). `message` says so in words: "waiting: provider overloaded, retry in 20 s".
-   */
+  /** The provider is overloaded (issue 28): the worker retries in `retryInMs`, same attempt; `message` in words. */
   onOverloaded?(wait: { message: string; retryInMs: number; retry: number }): void;
 }
 

@@ -112,6 +112,75 @@ export function permissionDecision(policy: PermissionPolicy, kind: string | null
   return rule ?? policy.default;
 }
 
+/** The config's `agents`: ids unique, `builtin-worker` reserved. */
+const AgentConfigList = lazySchema(
+  () =>
+    z
+      .array(AgentConfigEntry)
+      .superRefine((agents, ctx) => {
+        const seen = new Set<string>();
+        agents.forEach((agent, index) => {
+          if (agent.agentId === BUILTIN_WORKER_AGENT_ID) {
+            ctx.addIssue({
+              code: "custom",
+              path: [index, "agentId"],
+              message: `"${BUILTIN_WORKER_AGENT_ID}" is reserved for the built-in worker`,
+            });
+          } else if (seen.has(agent.agentId)) {
+            ctx.addIssue({
+              code: "custom",
+              path: [index, "agentId"],
+              message: `duplicate agent id "${agent.agentId}"`,
+            });
+          }
+          seen.add(agent.agentId);
+        });
+      })
+      .default([]),
+  "AgentConfigList",
+);
+
+/**
+ * How a task attempt whose model provider is overloaded (429/529, overload errors) is retried without spending the
+ * attempt (issue 28, overload.ts): backoff from `baseDelayMs` doubling up to `maxDelayMs` per wait, with jitter, or
+ * the provider's `retry-after`; at most `maxWaitMs` of waiting per attempt. Milliseconds.
+ */
+const OverloadSettings = lazySchema(
+  () =>
+    z
+      .object({
+        baseDelayMs: z.number().int().min(1).max(3_600_000).optional(),
+        maxDelayMs: z.number().int().min(1).max(3_600_000).optional(),
+        maxWaitMs: z
+          .number()
+          .int()
+          .min(0)
+          .max(7 * 24 * 3_600_000)
+          .optional(),
+      })
+      .strict(),
+  "OverloadSettings",
+);
+
+/** `allowedAgents` and `defaultAgent` must name agents of `agents` (or the built-in worker). */
+function checkTeamReferences(
+  config: { agents: { agentId: string }[]; allowedAgents?: string[] | undefined; defaultAgent?: string | undefined },
+  ctx: z.RefinementCtx,
+): void {
+  const known = new Set([...config.agents.map((a) => a.agentId), BUILTIN_WORKER_AGENT_ID]);
+  (config.allowedAgents ?? []).forEach((id, index) => {
+    if (!known.has(id))
+      ctx.addIssue({ code: "custom", path: ["allowedAgents", index], message: `"${id}" is not one of "agents"` });
+  });
+  if (config.defaultAgent !== undefined && !known.has(config.defaultAgent)) {
+    ctx.addIssue({
+      code: "custom",
+      path: ["defaultAgent"],
+      message: `"${config.defaultAgent}" is not one of "agents"`,
+    });
+  }
+}
+
 /**
  * The whole config file. Only `agents` is used by the registry; the other keys are validated here and consumed by
  * the composition root (`leader`: default leader agent id; `maxParallelTasks`; `taskTimeoutMs`: per task attempt, ms;
@@ -122,28 +191,7 @@ export const AgentConfigFile = lazySchema(
     z
       .object({
         $schema: z.string().optional(),
-        agents: z
-          .array(AgentConfigEntry)
-          .superRefine((agents, ctx) => {
-            const seen = new Set<string>();
-            agents.forEach((agent, index) => {
-              if (agent.agentId === BUILTIN_WORKER_AGENT_ID) {
-                ctx.addIssue({
-                  code: "custom",
-                  path: [index, "agentId"],
-                  message: `"${BUILTIN_WORKER_AGENT_ID}" is reserved for the built-in worker`,
-                });
-              } else if (seen.has(agent.agentId)) {
-                ctx.addIssue({
-                  code: "custom",
-                  path: [index, "agentId"],
-                  message: `duplicate agent id "${agent.agentId}"`,
-                });
-              }
-              seen.add(agent.agentId);
-            });
-          })
-          .default([]),
+        agents: AgentConfigList,
         leader: Id.optional(),
         /**
          * Whether the built-in worker may take tasks (issue 28). Default: `true` when no agent is configured, else
@@ -169,24 +217,8 @@ export const AgentConfigFile = lazySchema(
           .max(24 * 3_600_000)
           .optional(),
         permissions: PermissionPolicy.optional(),
-        /**
-         * How a task attempt whose model provider is overloaded (429/529, overload errors) is retried without spending
-         * the attempt (issue 28): backoff from `baseDelayMs` doubling up to `maxDelayMs` per wait, with jitter, or the
-         * provider's `retry-after`; at most `maxWaitMs` of waiting per attempt. Milliseconds.
-         */
-        overload: z
-          .object({
-            baseDelayMs: z.number().int().min(1).max(3_600_000).optional(),
-            maxDelayMs: z.number().int().min(1).max(3_600_000).optional(),
-            maxWaitMs: z
-              .number()
-              .int()
-              .min(0)
-              .max(7 * 24 * 3_600_000)
-              .optional(),
-          })
-          .strict()
-          .optional(),
+        /** Retries of attempts whose model provider is overloaded (see `OverloadSettings`). */
+        overload: OverloadSettings.optional(),
         /** Default isolation of products whose `product.plan` does not say (PROTOCOL.md section 5). */
         isolation: z.enum(["worktree", "shared"]).optional(),
         /** Default integration of products whose `product.plan` does not say. */
@@ -196,20 +228,7 @@ export const AgentConfigFile = lazySchema(
           .optional(),
       })
       .strict()
-      .superRefine((config, ctx) => {
-        const known = new Set([...config.agents.map((a) => a.agentId), BUILTIN_WORKER_AGENT_ID]);
-        (config.allowedAgents ?? []).forEach((id, index) => {
-          if (!known.has(id))
-            ctx.addIssue({ code: "custom", path: ["allowedAgents", index], message: `"${id}" is not one of "agents"` });
-        });
-        if (config.defaultAgent !== undefined && !known.has(config.defaultAgent)) {
-          ctx.addIssue({
-            code: "custom",
-            path: ["defaultAgent"],
-            message: `"${config.defaultAgent}" is not one of "agents"`,
-          });
-        }
-      }),
+      .superRefine(checkTeamReferences),
   "AgentConfigFile",
 );
 export type AgentConfig = z.infer<typeof AgentConfigFile>;
