@@ -140,6 +140,9 @@ const NOT_COVERED: Readonly<Record<string, string>> = {
   "server sends product.ownershipLost":
     "needs two servers on one store and a frozen owner (SIGSTOP) whose lease expires; a transcript replays one fresh " +
     "server. Covered over real stdio by test/e2e/owner-liveness.test.ts",
+  "server sends product.taskOverloaded":
+    "sent only when a worker's provider answers 429/529; the corpus runs on the built-in agents, which never do. " +
+    "Covered over real stdio by test/e2e/overload.test.ts",
 };
 
 function loadCoverage(): { coverage: Coverage; files: string[] } {
