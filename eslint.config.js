@@ -59,7 +59,6 @@ const OVERSIZED_FUNCTIONS = [
   "src/server/server.ts",
   "src/transcripts/recorder.ts",
   "src/transcripts/replayer.ts",
-  "src/ui/dashboard-server.ts",
 ];
 
 // LangGraph.js is the benchmark's peer (test/bench/langgraph-case.ts, issue 16): a devDependency, never product code.

@@ -16,6 +16,7 @@ const OPTIONS = {
   port: { type: "string" },
   host: { type: "string" },
   "poll-ms": { type: "string" },
+  "max-streams": { type: "string" },
   "log-level": { type: "string" },
 } as const;
 
@@ -46,6 +47,8 @@ Options:
   --port N          the port (default 4777; 0 picks a free one)
   --host H          the address to listen on (default 127.0.0.1; anything else exposes the store's contents)
   --poll-ms N       how often live views re-read the store (default 500)
+  --max-streams N   most live views open at once (default 64; one more is refused with 503; a view whose browser
+                    stops reading is disconnected after 15 s or 4 MiB unsent)
   --log-level L     trace, debug, info, warn (default), error, fatal or silent (logs go to stderr)
 `,
   async run(argv) {
@@ -53,6 +56,7 @@ Options:
     expectPositionals("ui", positionals, 0, 0, "no arguments");
     const port = integer("port", values.port, 4777, 0, 65535);
     const pollMs = integer("poll-ms", values["poll-ms"], 500, 10, 60_000);
+    const maxStreams = integer("max-streams", values["max-streams"], 64, 1, 10_000);
     const level = (values["log-level"] ?? "warn") as LogLevel;
     if (!LEVELS.includes(level))
       throw new UsageError(`The option --log-level of "ui" must be one of ${LEVELS.join(", ")}.`, "ui");
@@ -60,7 +64,15 @@ Options:
     const { reader, where } = await openReader(values.state);
     let dashboard;
     try {
-      dashboard = await startDashboard({ reader, where, logger, host: values.host ?? "127.0.0.1", port, pollMs });
+      dashboard = await startDashboard({
+        reader,
+        where,
+        logger,
+        host: values.host ?? "127.0.0.1",
+        port,
+        pollMs,
+        streams: { maxStreams },
+      });
     } catch (err) {
       await reader.close();
       const code = (err as { code?: string }).code;

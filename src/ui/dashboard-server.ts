@@ -1,25 +1,29 @@
 /**
- * The dashboard's HTTP server (issue 15, `acp-orchestrator ui`): a read-only web page over one store, bound to
- * 127.0.0.1 by default. Routes (GET and HEAD only; anything else is 405):
- * - `/`, `/app.js`, `/app.css`: the page (page.ts; no build step, no third-party code in the browser);
+ * The dashboard's HTTP server (issue 15, `acp-orchestrator ui`): a web page over one store, bound to 127.0.0.1 by
+ * default. Read routes (GET and HEAD):
+ * - `/`, `/app.js`, `/app.css`, `/vendor.js`, `/vendor.css`: the page (page.ts, and the bundled d3-zoom/diff2html);
  * - `/api/overview`: products and goal runs (dashboard-data.ts `overview`);
  * - `/api/products/ID`: one product with its laid-out DAG; `/api/products/ID/tasks/TASK/output`: a task's full
  *   output as text/plain;
  * - `/api/goals/ID`: one goal run;
- * - `/api/stream?path=P` (server-sent events): the JSON of route P (one of the three above) as a `view` event at
- *   once and again whenever it changes; the store is polled every `pollMs`, so it works on SQLite and PostgreSQL while
- *   other servers write the store; a read that fails is sent as a `problem` event and polling goes on.
+ * - `/api/stream?path=P` (server-sent events, event-streams.ts): the JSON of route P (one of the three above) as a
+ *   `view` event at once and again whenever it changes; the store is polled every `pollMs`, so it works on SQLite and
+ *   PostgreSQL while other servers write the store; a read that fails is sent as a `problem` event and polling goes
+ *   on. Backpressure, the per-client buffer cap and the stream cap are event-streams.ts's.
+ * Mutating routes (POST only, control-routes.ts) exist only when `control` is given.
  * An unknown product or goal run is 404 with `{error}`; a request whose Host header is not a loopback name while the
  * server is bound to loopback is 403 (a web page elsewhere must not read the store through DNS rebinding).
  *
- * Never writes the store (guarantee 3): its reader is opened read-only.
+ * Never writes the store through its reader (guarantee 3): the reader is opened read-only.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import { type AddressInfo, isIPv4 } from "node:net";
+import type { AddressInfo } from "node:net";
 import { isDomainError } from "../core/errors.js";
 import type { Logger } from "../core/ports.js";
 import type { RunStateReader } from "../operator/run-state-reader.js";
 import { goalView, overview, productView, taskOutput } from "./dashboard-data.js";
+import { EventStreams, type StreamFrame, type StreamLimits } from "./event-streams.js";
+import { HttpError, decodeSegment, hostName, isLoopback, send, sendJson } from "./http-kit.js";
 import { PAGE_CSS, PAGE_HTML, PAGE_SCRIPT } from "./page.js";
 
 export interface DashboardOptions {
@@ -33,201 +37,155 @@ export interface DashboardOptions {
   port?: number;
   /** How often a stream re-reads the store, in ms. Default 500. */
   pollMs?: number;
+  /** Stream limits other than the poll interval (event-streams.ts defaults). */
+  streams?: Omit<StreamLimits, "pollMs">;
 }
 
 export interface RunningDashboard {
   /** `http://HOST:PORT/` */
   url: string;
   port: number;
+  /** Streams open now and clients dropped for not reading. */
+  streamCounts(): { open: number; dropped: number };
   /** Ends every stream and stops listening. */
   close(): Promise<void>;
 }
 
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+const STREAM_PATH = /^\/api\/(overview|products\/[^/]+|goals\/[^/]+)$/;
 
-const LOOPBACK_NAMES = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
-
-/** An IPv4 literal in 127.0.0.0/8 (a name that merely starts with "127." is not one: DNS rebinding). */
-function isLoopbackAddress(host: string): boolean {
-  return isIPv4(host) && host.startsWith("127.");
-}
-
-function isLoopback(host: string): boolean {
-  return LOOPBACK_NAMES.has(host) || isLoopbackAddress(host);
-}
-
-/** A path segment decoded, or a 404 when its percent-encoding is malformed. */
-function decodeSegment(segment: string): string {
+/** The JSON a read route stands for, or throws HttpError (404 for an unknown route, product or goal run). */
+async function readView(reader: RunStateReader, where: string, path: string): Promise<unknown> {
+  const parts = path
+    .split("/")
+    .filter((p) => p.length > 0)
+    .map(decodeSegment);
   try {
-    return decodeURIComponent(segment);
-  } catch {
-    throw new HttpError(404, `There is no dashboard route for the malformed path segment ${segment}.`);
+    if (parts.length === 2 && parts[1] === "overview") return await overview(reader, where);
+    if (parts.length === 3 && parts[1] === "products") return await productView(reader, parts[2] as string, Date.now());
+    if (parts.length === 3 && parts[1] === "goals") return await goalView(reader, parts[2] as string);
+  } catch (err) {
+    if (isDomainError(err, "not_found")) throw new HttpError(404, err.message);
+    throw err;
+  }
+  throw new HttpError(404, `There is no dashboard route ${path}.`);
+}
+
+/** A stream's frame: the view, or a `problem` with the error's sentence and status. */
+async function streamFrame(options: DashboardOptions, path: string): Promise<StreamFrame> {
+  try {
+    return { event: "view", data: JSON.stringify(await readView(options.reader, options.where, path)) };
+  } catch (err) {
+    if (!(err instanceof HttpError)) options.logger.warn({ err, path }, "dashboard read failed");
+    const message = err instanceof Error ? err.message : String(err);
+    return {
+      event: "problem",
+      data: JSON.stringify({ error: message, status: err instanceof HttpError ? err.status : 500 }),
+    };
   }
 }
 
-/** Starts the dashboard; resolves once it listens. Throws the listen error (e.g. EADDRINUSE). */
-export async function startDashboard(options: DashboardOptions): Promise<RunningDashboard> {
-  const host = options.host ?? "127.0.0.1";
-  const pollMs = options.pollMs ?? 500;
-  const { reader, where, logger } = options;
-  const streams = new Set<() => void>();
-
-  /** The JSON a route stands for, or throws HttpError. */
-  async function view(path: string): Promise<unknown> {
-    const parts = path
-      .split("/")
-      .filter((p) => p.length > 0)
-      .map(decodeSegment);
-    try {
-      if (parts.length === 2 && parts[1] === "overview") return await overview(reader, where);
-      if (parts.length === 3 && parts[1] === "products")
-        return await productView(reader, parts[2] as string, Date.now());
-      if (parts.length === 3 && parts[1] === "goals") return await goalView(reader, parts[2] as string);
-    } catch (err) {
-      if (isDomainError(err, "not_found")) throw new HttpError(404, err.message);
-      throw err;
-    }
-    throw new HttpError(404, `There is no dashboard route ${path}.`);
+/** A task's full output as text/plain. */
+async function sendOutput(options: DashboardOptions, res: ServerResponse, m: RegExpExecArray, head: boolean) {
+  const productId = decodeSegment(m[1] as string);
+  const taskId = decodeSegment(m[2] as string);
+  let text: string | undefined;
+  try {
+    text = await taskOutput(options.reader, productId, taskId);
+  } catch (err) {
+    if (isDomainError(err, "not_found")) throw new HttpError(404, err.message);
+    throw err;
   }
+  if (text === undefined) throw new HttpError(404, `The product ${productId} has no task ${taskId}.`);
+  send(res, 200, "text/plain; charset=utf-8", text, head);
+}
 
-  function send(res: ServerResponse, status: number, type: string, body: string, head: boolean): void {
-    res.writeHead(status, {
-      "content-type": type,
-      "content-length": Buffer.byteLength(body),
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    });
-    res.end(head ? undefined : body);
-  }
+/** Static files of the page, by path. */
+const STATIC: Record<string, [string, string]> = {
+  "/": ["text/html; charset=utf-8", PAGE_HTML],
+  "/index.html": ["text/html; charset=utf-8", PAGE_HTML],
+  "/app.js": ["text/javascript; charset=utf-8", PAGE_SCRIPT],
+  "/app.css": ["text/css; charset=utf-8", PAGE_CSS],
+};
 
-  function stream(req: IncomingMessage, res: ServerResponse, path: string): void {
-    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store", connection: "keep-alive" });
-    let last = "";
-    let timer: NodeJS.Timeout | undefined;
-    let closed = false;
-    const stop = () => {
-      closed = true;
-      if (timer) clearTimeout(timer);
-      streams.delete(stop);
-      res.end();
-    };
-    streams.add(stop);
-    req.once("close", stop);
-    let ticks = 0;
-    const tick = async () => {
-      if (closed) return;
-      try {
-        const body = JSON.stringify(await view(path));
-        if (body !== last) {
-          last = body;
-          res.write(`event: view\ndata: ${body}\n\n`);
-        } else if (++ticks % Math.max(1, Math.round(15_000 / pollMs)) === 0) {
-          res.write(": still here\n\n");
-        }
-      } catch (err) {
-        const message = err instanceof Error ? err.message : String(err);
-        if (!(err instanceof HttpError)) logger.warn({ err, path }, "dashboard read failed");
-        const body = JSON.stringify({ error: message, status: err instanceof HttpError ? err.status : 500 });
-        if (body !== last) {
-          last = body;
-          res.write(`event: problem\ndata: ${body}\n\n`);
-        }
-      }
-      if (!closed) timer = setTimeout(() => void tick(), pollMs);
-    };
-    void tick();
-  }
-
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** The request handler of the read routes. */
+function readRoutes(options: DashboardOptions, streams: EventStreams) {
+  return async (req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> => {
     const head = req.method === "HEAD";
-    if (req.method !== "GET" && !head) {
-      res.setHeader("allow", "GET, HEAD");
-      send(
-        res,
-        405,
-        "application/json",
-        JSON.stringify({ error: "The dashboard is read-only: only GET and HEAD." }),
-        false,
-      );
-      return;
-    }
-    const hostHeader = (req.headers.host ?? "").replace(/:\d+$/, "");
-    if (isLoopback(host) && !isLoopback(hostHeader)) {
-      send(
-        res,
-        403,
-        "application/json",
-        JSON.stringify({ error: "The dashboard answers loopback host names only." }),
-        head,
-      );
-      return;
-    }
-    const url = new URL(req.url ?? "/", "http://dashboard.invalid");
     const path = url.pathname;
-    if (path === "/" || path === "/index.html") return send(res, 200, "text/html; charset=utf-8", PAGE_HTML, head);
-    if (path === "/app.js") return send(res, 200, "text/javascript; charset=utf-8", PAGE_SCRIPT, head);
-    if (path === "/app.css") return send(res, 200, "text/css; charset=utf-8", PAGE_CSS, head);
+    const file = STATIC[path];
+    if (file) return send(res, 200, file[0], file[1], head);
     if (path === "/favicon.ico") {
       res.writeHead(204).end();
       return;
     }
     if (path === "/api/stream") {
       const target = url.searchParams.get("path") ?? "";
-      if (!/^\/api\/(overview|products\/[^/]+|goals\/[^/]+)$/.test(target)) {
+      if (!STREAM_PATH.test(target)) {
         throw new HttpError(400, "The stream's path must be /api/overview, /api/products/ID or /api/goals/ID.");
       }
-      return stream(req, res, target);
+      return streams.open(req, res, target);
     }
     const output = /^\/api\/products\/([^/]+)\/tasks\/([^/]+)\/output$/.exec(path);
-    if (output) {
-      const productId = decodeSegment(output[1] as string);
-      const taskId = decodeSegment(output[2] as string);
-      let text: string | undefined;
-      try {
-        text = await taskOutput(reader, productId, taskId);
-      } catch (err) {
-        if (isDomainError(err, "not_found")) throw new HttpError(404, err.message);
-        throw err;
-      }
-      if (text === undefined) throw new HttpError(404, `The product ${productId} has no task ${taskId}.`);
-      return send(res, 200, "text/plain; charset=utf-8", text, head);
-    }
-    if (path.startsWith("/api/")) return send(res, 200, "application/json", JSON.stringify(await view(path)), head);
+    if (output) return sendOutput(options, res, output, head);
+    if (path.startsWith("/api/")) return sendJson(res, 200, await readView(options.reader, options.where, path), head);
     throw new HttpError(404, `There is no page ${path}.`);
-  }
+  };
+}
 
+/** The whole request handler: method and Host checks, then the routes. */
+function handler(options: DashboardOptions, host: string, streams: EventStreams) {
+  const read = readRoutes(options, streams);
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const head = req.method === "HEAD";
+    if (req.method !== "GET" && !head) {
+      res.setHeader("allow", "GET, HEAD");
+      return sendJson(res, 405, { error: "The dashboard is read-only: only GET and HEAD." });
+    }
+    if (isLoopback(host) && !isLoopback(hostName(req))) {
+      return sendJson(res, 403, { error: "The dashboard answers loopback host names only." }, head);
+    }
+    await read(req, res, new URL(req.url ?? "/", "http://dashboard.invalid"));
+  };
+}
+
+/** Listens on `host:port`; resolves with the port. Rejects with the listen error (e.g. EADDRINUSE). */
+function listen(server: Server, host: string, port: number): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => {
+      server.off("error", reject);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+/** Starts the dashboard; resolves once it listens. Throws the listen error (e.g. EADDRINUSE). */
+export async function startDashboard(options: DashboardOptions): Promise<RunningDashboard> {
+  const host = options.host ?? "127.0.0.1";
+  const streams = new EventStreams(
+    (path) => streamFrame(options, path),
+    { ...options.streams, pollMs: options.pollMs ?? 500 },
+    options.logger,
+  );
+  const handle = handler(options, host, streams);
   const server: Server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
       const status = err instanceof HttpError ? err.status : 500;
-      if (status === 500) logger.error({ err, url: req.url }, "dashboard request failed");
+      if (status === 500) options.logger.error({ err, url: req.url }, "dashboard request failed");
       const message = err instanceof Error ? err.message : String(err);
-      if (!res.headersSent)
-        send(res, status, "application/json", JSON.stringify({ error: message }), req.method === "HEAD");
+      if (!res.headersSent) sendJson(res, status, { error: message }, req.method === "HEAD");
       else res.end();
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listen(server, host, options.port ?? 0);
   const shown = host.includes(":") ? `[${host}]` : host;
   return {
     url: `http://${shown}:${port}/`,
     port,
+    streamCounts: () => streams.counts,
     close: () =>
       new Promise<void>((resolve) => {
-        for (const stop of [...streams]) stop();
+        streams.closeAll();
         server.close(() => resolve());
         server.closeAllConnections();
       }),
