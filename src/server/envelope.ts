@@ -60,3 +60,24 @@ export function checkEnvelope(value: unknown): EnvelopeCheck {
 function invalid(message: string, id: string | number | null = null): EnvelopeCheck {
   return { ok: false, code: ErrorCodes.InvalidRequest, id, message };
 }
+
+/** Bytes at the start of a message `responseIdOf` looks at. */
+export const RESPONSE_HEAD_BYTES = 256;
+
+/**
+ * The id of a message whose first bytes show it is a response — `{"jsonrpc":"2.0","id":ID,"result"` or `"error"`,
+ * the members in either order of `jsonrpc` and `id`, with optional whitespace — or `undefined` when the head does
+ * not show that (then it may be anything). Reads at most `RESPONSE_HEAD_BYTES` bytes of `head`. Pure.
+ */
+export function responseIdOf(head: Buffer): string | number | undefined {
+  const text = head.subarray(0, RESPONSE_HEAD_BYTES).toString("latin1");
+  const version = String.raw`"jsonrpc"\s*:\s*"2\.0"`;
+  const id = String.raw`"id"\s*:\s*(-?\d{1,15}|"[A-Za-z0-9_.:-]{0,100}")`;
+  const pattern = new RegExp(
+    String.raw`^\s*\{\s*(?:${version}\s*,\s*${id}|${id}\s*,\s*${version})\s*,\s*"(?:result|error)"\s*:`,
+  );
+  const m = pattern.exec(text);
+  const raw = m?.[1] ?? m?.[2];
+  if (raw === undefined) return undefined;
+  return raw.startsWith('"') ? raw.slice(1, -1) : Number(raw);
+}

@@ -9,7 +9,7 @@
 import { AbstractMessageReader, ErrorCodes } from "vscode-jsonrpc/node";
 import type { DataCallback, Disposable, ResponseMessage } from "vscode-jsonrpc/node";
 import type { Logger } from "../core/ports.js";
-import { checkEnvelope } from "./envelope.js";
+import { RESPONSE_HEAD_BYTES, checkEnvelope, responseIdOf } from "./envelope.js";
 import type { Framing, FramingDecision } from "./framing-decision.js";
 
 /** Bytes of undelivered input the reader buffers while it waits before it pauses its input stream (1 MiB). */
@@ -31,6 +31,12 @@ const CR = 0x0d;
 
 export interface ReaderOptions {
   maxMessageBytes: number;
+  /**
+   * Largest accepted response (an answer to one of the server's own requests), in bytes. A newline-delimited line
+   * over it whose first bytes show a response (`responseIdOf`) is dropped unread, and the request it answers gets a
+   * local `-32600` error instead. Default: `maxMessageBytes`.
+   */
+  maxResponseBytes?: number;
   logger: Logger | undefined;
   /** Sends an error response for malformed input. Never throws. */
   reply(message: ResponseMessage): void;
@@ -325,8 +331,10 @@ export class FramedMessageReader extends AbstractMessageReader {
     const end = this.queue.indexOf(LF, this.scanned);
     if (end < 0) {
       this.scanned = this.queue.length;
-      if (this.queue.length > this.options.maxMessageBytes) {
-        this.replyOversize();
+      const response = this.oversizeResponse(this.queue.length);
+      if (response !== undefined || this.queue.length > this.options.maxMessageBytes) {
+        if (response !== undefined) this.dropResponse(response);
+        else this.replyOversize();
         this.queue.clear();
         this.scanned = 0;
         this.discardingLine = true;
@@ -334,11 +342,34 @@ export class FramedMessageReader extends AbstractMessageReader {
       return false;
     }
     this.scanned = 0;
+    const response = this.oversizeResponse(end);
+    if (response !== undefined) {
+      this.queue.skip(end + 1);
+      this.dropResponse(response);
+      return true;
+    }
     const line = this.queue.take(end);
     this.queue.skip(1);
     if (line.length > this.options.maxMessageBytes) this.replyOversize();
     else this.handleLine(line);
     return true;
+  }
+
+  /** The id of the response at the queue's head when it is `bytes` long and over `maxResponseBytes`, else undefined. */
+  private oversizeResponse(bytes: number): string | number | undefined {
+    const max = this.options.maxResponseBytes;
+    if (max === undefined || bytes <= max) return undefined;
+    return responseIdOf(this.queue.peek(Math.min(RESPONSE_HEAD_BYTES, this.queue.length)));
+  }
+
+  /** Hands on a local `-32600` answer for request `id` in place of its oversize response (issue 31). */
+  private dropResponse(id: string | number): void {
+    const max = this.options.maxResponseBytes ?? this.options.maxMessageBytes;
+    this.options.logger?.warn({ id, maxResponseBytes: max }, "Oversize response dropped unread");
+    const message = `The answer exceeds the ${Math.round(max / (1024 * 1024))} MiB the server accepts for an answer and was dropped unread.`;
+    const error = { code: ErrorCodes.InvalidRequest, message, data: { maxResponseBytes: max } };
+    this.delivered = true;
+    this.callback?.({ jsonrpc: "2.0", id, error } as ResponseMessage);
   }
 
   /** Handles one `Content-Length` framed message; false when more input is needed. */

@@ -26,6 +26,12 @@ export { DEFAULT_WRITABLE_BACKLOG_BYTES, FramedMessageWriter } from "./framed-wr
 /** Default maximum size of one message body in bytes (64 MiB). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
 
+/**
+ * Default maximum size of a response to one of the server's own requests (32 MiB): the largest is a host's
+ * `runState/readEvents` page, which PROTOCOL.md section 7 bounds well below this.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024;
+
 /** Default writer backlog, in bytes, above which the reader stops consuming input (8 MiB). */
 export const DEFAULT_MAX_OUTPUT_BACKLOG_BYTES = 8 * 1024 * 1024;
 
@@ -34,6 +40,12 @@ export interface FramedTransportOptions {
   framing?: "auto" | Framing;
   /** Largest accepted message body in bytes; a bigger one is answered `-32600` and dropped. Default 64 MiB. */
   maxMessageBytes?: number;
+  /**
+   * Largest accepted response to one of the server's own requests, in bytes (newline-delimited framing); a bigger one
+   * is dropped unread and its request fails with a local `-32600`. Default `DEFAULT_MAX_RESPONSE_BYTES`, never more
+   * than `maxMessageBytes`.
+   */
+  maxResponseBytes?: number;
   /** Where framing problems are logged (debug/warn). Optional. */
   logger?: Logger;
   /**
@@ -75,6 +87,10 @@ export function createFramedTransport(
   const backlogLimit = options.maxOutputBacklogBytes ?? DEFAULT_MAX_OUTPUT_BACKLOG_BYTES;
   const reader = new FramedMessageReader(input, decision, {
     maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    maxResponseBytes: Math.min(
+      options.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    ),
     logger: options.logger,
     gate: {
       blocked: () => writer.backlogExceeds(backlogLimit),

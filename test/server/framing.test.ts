@@ -434,4 +434,28 @@ describe("writer", () => {
       .map((l) => (JSON.parse(l) as { params: { i: number } }).params.i);
     expect(received).toEqual(Array.from({ length: count }, (_, i) => i));
   });
+
+  it("drops an oversize response unread and hands on a local -32600 for its id; an oversize request is still answered", async () => {
+    const t = setup({ maxMessageBytes: 100_000, maxResponseBytes: 1024 });
+    const answer = JSON.stringify({ jsonrpc: "2.0", id: 7, result: { events: ["x".repeat(5000)], more: true } });
+    for (let i = 0; i < answer.length; i += 500) {
+      t.input.write(answer.slice(i, i + 500));
+      await settle(1);
+    }
+    t.input.write(`\n${line({ id: "a-1", jsonrpc: "2.0", error: { code: 1, message: "x".repeat(2000) } })}`);
+    t.input.write(line({ jsonrpc: "2.0", id: 8, result: { small: true } }));
+    await settle();
+    const local = (id: number | string) => ({
+      jsonrpc: "2.0",
+      id,
+      error: { code: -32600, message: expect.stringMatching(/dropped unread/), data: { maxResponseBytes: 1024 } },
+    });
+    expect(t.received).toEqual([local(7), local("a-1"), { jsonrpc: "2.0", id: 8, result: { small: true } }]);
+    expect(t.replies()).toEqual([]);
+    // A request over the response bound (not a response) is delivered: only maxMessageBytes bounds requests.
+    const big = request(9, "a", { blob: "x".repeat(5000) });
+    t.input.write(line(big));
+    await settle();
+    expect(t.received.at(-1)).toEqual(big);
+  });
 });

@@ -37,6 +37,7 @@ import {
   type RunStateAuthority,
   type StoredEvent,
   type StoredRecord,
+  storedEvent,
 } from "../../core/ports.js";
 import { ConnectionClosedError, RequestTimeoutError, type HostRequester } from "./host-requester.js";
 import { compareCodePoints } from "./memory-authority.js";
@@ -50,6 +51,24 @@ export const DEFAULT_HOST_TIMEOUT_MS = 30_000;
  */
 export const HOST_READ_PAGE_EVENTS = 500;
 
+/**
+ * Most JSON text one `runState/readEvents` answer's events may hold together, in UTF-16 code units (8 Mi): a host
+ * answers fewer events than asked (with `more: true`) rather than a larger page; one event larger than this may come
+ * alone in its page (PROTOCOL.md section 7). A page over it is the host's fault: the read fails. (An answer over
+ * 32 MiB on the wire is dropped unread by the server's reader before this is checked: src/server/framing.ts.)
+ */
+export const HOST_READ_PAGE_CHARS = 8 * 1024 * 1024;
+
+/**
+ * Most events one `readEvents` call (one load of a product, say) reads from the host across all its pages. A load
+ * reads the events after the product's latest snapshot, which compaction keeps far below this; a host that keeps
+ * answering `more: true` with valid events past it fails that read instead of exhausting the server (issue 31).
+ */
+export const HOST_READ_MAX_EVENTS = 100_000;
+
+/** Most JSON text, in UTF-16 code units, one `readEvents` call reads from the host across all its pages (64 Mi). */
+export const HOST_READ_MAX_CHARS = 64 * 1024 * 1024;
+
 /** Longest piece of a host's error message quoted in our own messages, in characters. */
 const MAX_QUOTED_MESSAGE = 300;
 
@@ -59,6 +78,15 @@ export interface HostAuthorityOptions {
   timeoutMs?: number;
   /** Where failures are logged (debug: the caller logs and acts on them). Optional. */
   logger?: Logger;
+  /** Bounds of one `readEvents` call; defaults `HOST_READ_PAGE_CHARS`, `HOST_READ_MAX_EVENTS`, `HOST_READ_MAX_CHARS`. */
+  readBounds?: Partial<HostReadBounds>;
+}
+
+/** What one `readEvents` call accepts from the host (see the constants of the same names). */
+export interface HostReadBounds {
+  pageChars: number;
+  maxEvents: number;
+  maxChars: number;
 }
 
 /** The seven requests of PROTOCOL.md section 7, by bare name. */
@@ -92,6 +120,7 @@ export class HostAuthority implements RunStateAuthority {
   readonly timeoutMs: number;
   readonly #connection: HostRequester;
   readonly #logger: Logger | undefined;
+  readonly #bounds: HostReadBounds;
   #closed = false;
 
   /** Throws `RangeError` when `timeoutMs` is not a positive integer. Sends nothing. */
@@ -103,6 +132,11 @@ export class HostAuthority implements RunStateAuthority {
     this.timeoutMs = timeoutMs;
     this.#connection = options.connection;
     this.#logger = options.logger;
+    this.#bounds = {
+      pageChars: options.readBounds?.pageChars ?? HOST_READ_PAGE_CHARS,
+      maxEvents: options.readBounds?.maxEvents ?? HOST_READ_MAX_EVENTS,
+      maxChars: options.readBounds?.maxChars ?? HOST_READ_MAX_CHARS,
+    };
   }
 
   /** `runState/get`: one record, or `null` when the host has none. Never writes. */
@@ -182,6 +216,10 @@ export class HostAuthority implements RunStateAuthority {
    * received, until the host answers `more: false` or `limit` events were read. Each answer must hold at most the
    * events asked for, numbered `afterSeq + 1`, `afterSeq + 2`, … without gaps (section 7 can only delete a whole
    * stream, so a gap means the host lost some), and `more: true` must come with at least one event.
+   *
+   * Bounded whatever the host answers (issue 31): a page whose events' JSON exceeds `pageChars` (unless it is one
+   * event), or a read that would pass `maxEvents` events or `maxChars` of JSON in all, fails with an
+   * `AuthorityFailure` that names the host's fault; nothing read so far is returned, so memory stays within the bounds.
    */
   async readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {
     checkAddress({ projectId, stream });
@@ -190,6 +228,7 @@ export class HostAuthority implements RunStateAuthority {
     }
     const events: StoredEvent[] = [];
     let after = afterSeq;
+    let chars = 0;
     for (;;) {
       const want = Math.min(HOST_READ_PAGE_EVENTS, limit === undefined ? HOST_READ_PAGE_EVENTS : limit - events.length);
       const params = { projectId, stream, afterSeq: after, limit: want };
@@ -202,13 +241,38 @@ export class HostAuthority implements RunStateAuthority {
           throw malformed("runState/readEvents", `event ${index} has seq ${e.seq}, expected ${after + index + 1}`);
         }
       });
-      for (const e of page.events) events.push({ seq: e.seq, event: e.event });
+      chars += this.#measured(page.events, events, stream, chars);
       if (!page.more || (limit !== undefined && events.length >= limit)) return events;
       if (page.events.length === 0) throw malformed("runState/readEvents", "more is true but no event was answered");
       after += page.events.length;
     }
   }
 
+  /**
+   * Appends one checked page to `into` (each event with its JSON length) and returns the page's JSON length; throws
+   * when the page or the whole read (`before` chars so far) passes a bound.
+   */
+  #measured(page: { seq: number; event: unknown }[], into: StoredEvent[], stream: string, before: number): number {
+    const { pageChars, maxEvents, maxChars } = this.#bounds;
+    if (into.length + page.length > maxEvents) {
+      throw bounded(stream, `more than ${maxEvents} events for one read (it keeps answering more: true)`);
+    }
+    let pageTotal = 0;
+    const measured: StoredEvent[] = [];
+    for (const e of page) {
+      const length = jsonTextLength(e.event);
+      pageTotal += length;
+      if (page.length > 1 && pageTotal > pageChars) {
+        throw bounded(stream, `a page of ${page.length} events over ${mebi(pageChars)} of JSON`);
+      }
+      if (before + pageTotal > maxChars) {
+        throw bounded(stream, `more than ${mebi(maxChars)} of JSON for one read`);
+      }
+      measured.push(storedEvent(e.seq, e.event, length));
+    }
+    for (const e of measured) into.push(e);
+    return pageTotal;
+  }
   /** `runState/deleteStream`: deletes a whole event stream; `true` when it held at least one event. */
   async deleteStream(projectId: string, stream: string): Promise<boolean> {
     checkAddress({ projectId, stream });
@@ -264,6 +328,13 @@ function toAuthorityError(method: HostMethod, error: unknown): AuthorityConflict
   if (error instanceof ConnectionClosedError) {
     return new AuthorityFailure(`The connection to the host closed before it answered ${method}.`, { cause: error });
   }
+  if (error instanceof ResponseError && isOversizeAnswer(error.data)) {
+    return new AuthorityFailure(
+      `The host's answer to ${method} was larger than the ${mebibytes(error.data.maxResponseBytes)} the server ` +
+        "accepts and was dropped unread. The host is at fault (PROTOCOL.md section 7): it must page its answers.",
+      { cause: error, operation: "read" },
+    );
+  }
   if (error instanceof ResponseError) {
     const text = quote(error.message);
     if (error.code === ErrorCodes.Conflict) {
@@ -275,6 +346,19 @@ function toAuthorityError(method: HostMethod, error: unknown): AuthorityConflict
   return new AuthorityFailure(`${method} could not be sent to the host: ${quote(reason)}`, { cause: error });
 }
 
+/** The local error the server's reader puts in place of an oversize answer (src/server/framed-reader.ts). */
+function isOversizeAnswer(data: unknown): data is { maxResponseBytes: number } {
+  return (
+    typeof data === "object" &&
+    data !== null &&
+    typeof (data as { maxResponseBytes?: unknown }).maxResponseBytes === "number"
+  );
+}
+
+function mebibytes(bytes: number): string {
+  return `${Math.round(bytes / (1024 * 1024))} MiB`;
+}
+
 /** `{owner?, revision?}` of a `-32012` answer; fields that are absent or malformed are left out. */
 function conflictDetails(data: unknown): { owner?: string; revision?: number } {
   if (typeof data !== "object" || data === null) return {};
@@ -283,6 +367,24 @@ function conflictDetails(data: unknown): { owner?: string; revision?: number } {
   if (typeof owner === "string" && owner.length > 0) details.owner = owner;
   if (typeof revision === "number" && Number.isSafeInteger(revision) && revision >= 1) details.revision = revision;
   return details;
+}
+
+/** The host broke a read bound: the read fails, naming the host's fault and what to do. */
+function bounded(stream: string, what: string): AuthorityFailure {
+  return new AuthorityFailure(
+    `The host's answers to runState/readEvents for ${stream} exceed the server's bounds: ${what}. ` +
+      "The host is at fault (PROTOCOL.md section 7): fix its readEvents paging; nothing of this read was used.",
+    { operation: "read" },
+  );
+}
+
+/** Length of `value`'s JSON text in UTF-16 code units (0 when it has none, e.g. `undefined`). */
+function jsonTextLength(value: unknown): number {
+  return JSON.stringify(value)?.length ?? 0;
+}
+
+function mebi(chars: number): string {
+  return `${Math.round((chars / (1024 * 1024)) * 10) / 10} Mi characters`;
 }
 
 function malformed(method: HostMethod, what: string): AuthorityFailure {
