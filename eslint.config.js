@@ -38,7 +38,6 @@ const UPWARD_IMPORT_ZONES = LAYERS.slice(1).map((layer, index) => ({
 const OVERSIZED_FILES = [
   "src/adapters/agents/worker-attempt.ts",
   "src/adapters/persistence/sqlite-authority.ts",
-  "src/core/goal/coordinator.ts",
 ];
 
 /** Files with a function over the function size limit below, when it was introduced (issue 27). TEMPORARY, as above. */
@@ -48,7 +47,6 @@ const OVERSIZED_FUNCTIONS = [
   "src/adapters/agents/leader-conversation.ts",
   "src/commands/serve.ts",
   "src/core/dag/mutations.ts",
-  "src/core/goal/records.ts",
   "src/core/leader/heuristic/live-commands.ts",
   "src/core/leader/heuristic/revisions.ts",
   "src/demo.ts",

@@ -1,11 +1,12 @@
 /**
  * Goal runs are event-sourced (issue 5, PROTOCOL.md section 6): every step is an event appended to the goal's stream
- * `goal/<goalRunId>` before it takes effect, and the status is rebuilt by replaying the events through `applyGoalEvent`.
+ * `goal/<goalRunId>` before it takes effect, and the status is rebuilt by replaying the events through `evolveGoal`
+ * (evolve.ts).
  *
  * Storage: the event stream and a header record `goal/<goalRunId>` (for `x/goal.list`) under the goal's project, and
  * an index record `goal-index/<goalRunId>` in project `_`. Every record read back is validated (guarantee 4).
- * This file holds schemas and the reducer only; it never performs I/O and never decides what the loop does next
- * (coordinator.ts does).
+ * This file holds schemas and the state's shape only; it never performs I/O, never gives events their meaning
+ * (evolve.ts does) and never decides what the loop does next (decide.ts does).
  */
 import * as z from "zod";
 import { Count, Id, Timestamp } from "../../../protocol/common.js";
@@ -210,118 +211,6 @@ export function emptyGoalState(): GoalState {
     updatedAt: new Date(0).toISOString(),
     dropped: 0,
   };
-}
-
-/**
- * Applies one event in place (the goal's reducer). Pure apart from mutating `s`; never rejects: events are validated
- * before they are appended and when they are read back. The caller guarantees each seq is applied once, in order.
- */
-export function applyGoalEvent(s: GoalState, e: GoalEvent, seq: number): void {
-  s.seq = seq;
-  s.updatedAt = e.at;
-  switch (e.type) {
-    case "goal_started":
-      s.goalRunId = e.goalRunId;
-      s.projectId = e.projectId;
-      s.cwd = e.cwd;
-      if (e.sessionId !== undefined) s.sessionId = e.sessionId;
-      s.goal = e.goal;
-      s.originalGoal = e.goal;
-      s.budget = { ...e.budget };
-      s.noProgressLimit = e.noProgressLimit;
-      s.status = "running";
-      s.startedAt = e.at;
-      break;
-    case "criteria_derived": {
-      // Criteria derived again after a goal edit keep their verdict when their text is unchanged.
-      const before = new Map(s.criteria.map((c) => [c.text, c.passed]));
-      s.criteria = e.criteria.map((c) => ({ id: c.id, text: c.text, passed: before.get(c.text) ?? false }));
-      s.criteriaGoal = s.goal;
-      break;
-    }
-    case "goal_edited":
-      s.pendingGoal = e.goal;
-      break;
-    case "message_queued":
-      s.queued.push(e.content);
-      break;
-    case "boundary": {
-      s.goal = e.goal;
-      delete s.pendingGoal;
-      const consumed = s.queued.splice(0, e.consumed);
-      s.phaseMessages.push(...consumed);
-      s.consumedMessages.push(...consumed);
-      break;
-    }
-    case "phase_planned":
-      s.phaseIndex = e.phaseIndex;
-      s.targets = e.targets;
-      s.phases[e.phaseIndex] = { phaseIndex: e.phaseIndex, targets: e.targets, message: e.message, messages: [] };
-      break;
-    case "phase_started": {
-      s.phaseIndex = e.phaseIndex;
-      s.productId = e.productId;
-      s.lastProductId = e.productId;
-      s.phasesStarted = Math.max(s.phasesStarted, e.phaseIndex + 1);
-      const p = s.phases[e.phaseIndex] ?? { phaseIndex: e.phaseIndex, targets: s.targets, message: "", messages: [] };
-      p.productId = e.productId;
-      // The messages handed over at the boundary are now in effect: the started phase was planned with them.
-      p.messages = s.phaseMessages.splice(0);
-      s.phases[e.phaseIndex] = p;
-      break;
-    }
-    case "task_settled":
-      break;
-    case "phase_assessed": {
-      const passed = new Set(e.passed);
-      for (const c of s.criteria) c.passed = passed.has(c.id);
-      s.usedTokens += e.phaseTokens;
-      s.elapsedMs += e.phaseElapsedMs;
-      s.noProgressCount = e.newlyPassed.length === 0 ? s.noProgressCount + 1 : 0;
-      const p = s.phases[e.phaseIndex] ?? { phaseIndex: e.phaseIndex, targets: [], message: "", messages: [] };
-      p.assessment = e.message;
-      p.productPhase = e.productPhase;
-      s.phases[e.phaseIndex] = p;
-      delete s.productId;
-      s.phaseIndex = e.phaseIndex + 1;
-      break;
-    }
-    case "status":
-      s.status = e.status;
-      if (e.reason !== undefined) s.statusReason = e.reason;
-      else delete s.statusReason;
-      break;
-    case "resumed": {
-      // Added budget counts from what is spent now (spent counters are kept, never reset).
-      const add = e.additionalBudget;
-      const tokens = Math.max(s.usedTokens, e.spentTokens ?? 0);
-      const ms = Math.max(s.elapsedMs, e.spentMs ?? 0);
-      if (add?.maxTotalTokens !== undefined) {
-        s.budget.maxTotalTokens = Math.max(s.budget.maxTotalTokens ?? tokens, tokens) + add.maxTotalTokens;
-      }
-      if (add?.maxDurationMs !== undefined) {
-        s.budget.maxDurationMs = Math.max(s.budget.maxDurationMs ?? ms, ms) + add.maxDurationMs;
-      }
-      if (add?.maxPhases !== undefined) {
-        s.budget.maxPhases = Math.max(s.budget.maxPhases ?? s.phasesStarted, s.phasesStarted) + add.maxPhases;
-      }
-      // Resuming a blocked goal (no progress, or a loop error) gives it a fresh run of `noProgressLimit` phases;
-      // pausing and resuming does not.
-      if (s.status === "blocked") s.noProgressCount = 0;
-      s.status = "running";
-      delete s.statusReason;
-      delete s.endReason;
-      delete s.summary;
-      delete s.failedReason;
-      break;
-    }
-    case "ended":
-      s.endReason = e.endReason;
-      s.summary = e.summary;
-      if (e.failedReason !== undefined) s.failedReason = e.failedReason;
-      s.status = STATUS_AFTER_END[e.endReason];
-      break;
-  }
 }
 
 export const GoalHeaderRecord = lazySchema(

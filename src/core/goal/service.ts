@@ -11,14 +11,9 @@ import type { GoalStatus } from "../../../protocol/goal.js";
 import { isDomainError, notFound } from "../errors.js";
 import { listIndexedRecords } from "../indexed-records.js";
 import { INDEX_PROJECT } from "../product/records.js";
-import {
-  DEFAULT_NO_PROGRESS_LIMIT,
-  GoalRun,
-  currentPhaseIndex,
-  progressSummaryOf,
-  type GoalContext,
-  type GoalStartParams,
-} from "./coordinator.js";
+import { GoalRun, type GoalContext, type GoalStartParams } from "./coordinator.js";
+import { currentPhaseIndex } from "./journal.js";
+import { DEFAULT_NO_PROGRESS_LIMIT, progressSummaryOf } from "./policy.js";
 import {
   GoalHeaderRecord,
   GoalIndexRecord,

@@ -3,10 +3,12 @@
  * applies them with `evolve` once they are durable), writes the header and snapshots (compaction), and stops for good
  * once a write was refused (`fenced`). What a failed write means for the run (pause, fence, tell the client) is the
  * orchestrator's `onWriteError`; the journal only reports it. Never performs I/O of its own: the store is a port.
+ * The stamping and reading rules are the ones every journal follows (event-journal.ts; goal runs use them too).
  */
 import { conflict, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import type { NewEvent } from "./decide.js";
+import { stampEvents } from "./event-journal.js";
 import type { ProductEvent } from "./records.js";
 import type { ProductModel } from "./state.js";
 
@@ -43,7 +45,7 @@ export class ProductJournal {
   async commit(events: NewEvent[], opts: { header?: boolean } = {}): Promise<void> {
     if (this.#fenced) throw conflict({}, `Product ${this.model.state.productId}`);
     const at = this.now();
-    const stamped = events.map((e) => ({ v: 1, at, ...e }) as ProductEvent);
+    const stamped = stampEvents<ProductEvent>(events, at);
     const phaseBefore = this.model.state.phase;
     try {
       await this.ctx.store.append(this.model, stamped);

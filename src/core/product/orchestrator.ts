@@ -28,7 +28,7 @@ import { ProductJournal } from "./journal.js";
 import { LeaderChannel } from "./leader-channel.js";
 import type { LeaseLoss } from "./lease.js";
 import { Lifecycle } from "./lifecycle.js";
-import { Ownership } from "./ownership.js";
+import { productOwnership } from "./ownership.js";
 import type { ProductHealth, ProductParts } from "./parts.js";
 import { RunInputs } from "./run-inputs.js";
 import { ExclusiveSections } from "./sections.js";
@@ -68,7 +68,7 @@ export class ProductOrchestrator {
     const p = { model, ctx, health } as Writable<ProductParts>;
     p.sections = new ExclusiveSections();
     p.journal = new ProductJournal(model, ctx, (err) => this.onWriteError(err));
-    p.ownership = new Ownership(model, ctx, (loss) => this.onLeaseLost(loss));
+    p.ownership = productOwnership(model, ctx, (loss) => this.onLeaseLost(loss));
     p.pool = new WorkerPool(ctx.workers);
     p.timers = new RunTimers(model, ctx.clock, ctx.options);
     p.inputs = new RunInputs(p);

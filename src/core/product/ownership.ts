@@ -1,34 +1,81 @@
 /**
- * Ownership of one product (DESIGN.md guarantees 6 and 13): its lease in the authority (lease.ts: acquire, renew by
- * heartbeat, take over from a dead owner, release), the epoch of each holding (a delayed release meant for an earlier
- * holding does nothing), and the one `product.ownershipLost` notice of this instance. Owns the lease and nothing else;
- * what a lost lease means for the run is the orchestrator's (`onLost`). Never writes events.
+ * Ownership of one run — a product or a goal run (DESIGN.md guarantees 6 and 13): its lease in the authority
+ * (lease.ts: acquire, renew by heartbeat, take over from a dead owner, release), the epoch of each holding (a delayed
+ * release meant for an earlier holding does nothing), and, for a product, the one `product.ownershipLost` notice of
+ * this instance. Owns the lease and nothing else; what a lost lease means for the run is its driver's (`onLost`).
+ * Never writes events.
  */
+import type { Clock, Logger, OwnerLiveness } from "../ports.js";
 import type { ProductContext } from "./context.js";
-import { ProductLease, type LeaseHolder, type LeaseLoss } from "./lease.js";
+import { ProductLease, type LeaseHolder, type LeaseLoss, type LeaseSettings, type LeaseStore } from "./lease.js";
 import type { ProductModel } from "./state.js";
+
+/** What an `Ownership` needs: where the lease record lives, its policy, and who is told when it is lost. */
+export interface OwnershipSpec {
+  store: LeaseStore;
+  clock: Clock;
+  logger: Logger;
+  liveness?: OwnerLiveness;
+  projectId: string;
+  /** The run's id: the lease record is `lease/<id>` in `projectId`. */
+  id: string;
+  settings: LeaseSettings;
+  /** Starts the conflict messages (default `Product <id>`). */
+  subject?: string;
+  onLost: (loss: LeaseLoss) => void;
+  /** Tells the client this instance stopped driving (`announceLost`); without it `announceLost` does nothing. */
+  announce?: (ownerId: string, newOwner: string | undefined) => void;
+}
+
+/** The ownership of a product: the lease settings of `ctx.options`, `product.ownershipLost` as its notice. */
+export function productOwnership(
+  model: ProductModel,
+  ctx: ProductContext,
+  onLost: (loss: LeaseLoss) => void,
+): Ownership {
+  const o = ctx.options;
+  return new Ownership({
+    store: ctx.store,
+    clock: ctx.clock,
+    logger: ctx.logger,
+    ...(ctx.liveness ? { liveness: ctx.liveness } : {}),
+    projectId: model.state.projectId,
+    id: model.state.productId,
+    settings: { owner: o.ownerId ?? "local", ttlMs: o.leaseTtlMs ?? 30_000, renewMs: o.leaseRenewMs ?? 10_000 },
+    onLost,
+    announce: (ownerId, newOwner) => {
+      const productId = model.state.productId;
+      const by = newOwner !== undefined && newOwner !== ownerId ? ` (owner ${newOwner})` : "";
+      ctx.notifier.notify("product.ownershipLost", {
+        productId,
+        ownerId,
+        error:
+          `Another server process${by} took product ${productId} over, so this server stopped driving it; ` +
+          "follow it through that process, or with product.status.",
+      });
+    },
+  });
+}
 
 export class Ownership {
   readonly lease: ProductLease;
   #epoch = 0;
   #lostAnnounced = false;
+  readonly #announce: OwnershipSpec["announce"];
 
-  constructor(
-    private readonly model: ProductModel,
-    private readonly ctx: ProductContext,
-    onLost: (loss: LeaseLoss) => void,
-  ) {
-    const o = ctx.options;
+  constructor(spec: OwnershipSpec) {
     this.lease = new ProductLease(
-      ctx.store,
-      ctx.clock,
-      ctx.logger,
-      model.state.projectId,
-      model.state.productId,
-      { owner: o.ownerId ?? "local", ttlMs: o.leaseTtlMs ?? 30_000, renewMs: o.leaseRenewMs ?? 10_000 },
-      onLost,
-      ctx.liveness,
+      spec.store,
+      spec.clock,
+      spec.logger,
+      spec.projectId,
+      spec.id,
+      spec.settings,
+      spec.onLost,
+      spec.liveness,
+      spec.subject,
     );
+    this.#announce = spec.announce;
   }
 
   get held(): boolean {
@@ -80,21 +127,13 @@ export class Ownership {
   }
 
   /**
-   * Tells the client that another server took the product over and this one stopped driving it (guarantee 13,
-   * `product.ownershipLost {productId, ownerId, error}`; `ownerId` is the id this server held the lease under). Sent
-   * once per instance: a fenced instance never drives again.
+   * Tells the client that another server took the run over and this one stopped driving it (guarantee 13; for a
+   * product `product.ownershipLost {productId, ownerId, error}`, `ownerId` being the id this server held the lease
+   * under). Sent once per instance: a fenced instance never drives again.
    */
   announceLost(newOwner: string | undefined): void {
     if (this.#lostAnnounced) return;
     this.#lostAnnounced = true;
-    const productId = this.model.state.productId;
-    const by = newOwner !== undefined && newOwner !== this.lease.owner ? ` (owner ${newOwner})` : "";
-    this.ctx.notifier.notify("product.ownershipLost", {
-      productId,
-      ownerId: this.lease.owner,
-      error:
-        `Another server process${by} took product ${productId} over, so this server stopped driving it; ` +
-        "follow it through that process, or with product.status.",
-    });
+    this.#announce?.(this.lease.owner, newOwner);
   }
 }

@@ -23,6 +23,7 @@ import {
 } from "./records.js";
 import { compactStream, hasGap, missingBefore, snapshotId } from "./compaction.js";
 import { evolve } from "./evolve.js";
+import { foldStored } from "./event-journal.js";
 import { emptyState, modelOf, progressOfModel, resetModel, type ProductModel } from "./state.js";
 import type { CheckpointRef, ProductState } from "./records.js";
 
@@ -297,7 +298,6 @@ export class ProductStore {
     upTo: number,
     at: (seq: number) => void,
   ): Promise<number> {
-    let dropped = 0;
     if (upTo <= model.state.seq) return 0;
     const events = await this.authority.readEvents(
       projectId,
@@ -305,16 +305,24 @@ export class ProductStore {
       model.state.seq,
       upTo - model.state.seq,
     );
-    for (const { seq, event } of events) {
-      if (seq <= model.state.seq || seq > upTo) continue;
-      dropped += missingBefore(model.state.seq, seq);
-      const parsed = ProductEvent.safeParse(event);
-      if (!parsed.success) {
-        dropped++;
-        model.state.seq = seq;
-      } else evolve(model, parsed.data, seq);
-      at(seq);
-    }
+    let dropped = foldStored<ProductEvent>(
+      events.filter((e) => e.seq <= upTo),
+      {
+        position: () => model.state.seq,
+        parse: (raw) => {
+          const parsed = ProductEvent.safeParse(raw);
+          return parsed.success ? parsed.data : undefined;
+        },
+        apply: (event, seq) => {
+          evolve(model, event, seq);
+          at(seq);
+        },
+        skip: (seq) => {
+          model.state.seq = seq;
+          at(seq);
+        },
+      },
+    );
     dropped += Math.max(0, upTo - model.state.seq);
     return dropped;
   }
