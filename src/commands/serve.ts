@@ -208,7 +208,10 @@ async function serve(argv: readonly string[]): Promise<number> {
       )(agentsHash(config.agents, nodeSha256Hex)),
     },
     workspace: new GitWorkspaceProbe(),
-    workspaces: withFaults(new GitWorkspace(), process.env[WORKSPACE_FAULT_ENV]),
+    workspaces: withFaults(
+      new GitWorkspace({ logger: logger.child({ component: "workspace" }) }),
+      process.env[WORKSPACE_FAULT_ENV],
+    ),
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },

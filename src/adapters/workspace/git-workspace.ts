@@ -22,7 +22,14 @@
 import { mkdir, readdir, rm, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { CHANGED_FILES_SAMPLE } from "../../../protocol/common.js";
-import type { CaptureResult, MergeOutcome, TargetOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
+import type {
+  CaptureResult,
+  Logger,
+  MergeOutcome,
+  TargetOutcome,
+  WorkspaceInfo,
+  WorkspacePort,
+} from "../../core/ports.js";
 import { git, runGit } from "./git-cli.js";
 import { integrateIntoTarget, mergeTree } from "./target-merge.js";
 import { findAdminDir, verifyGitfile, type WorktreeRepo, worktreeGit } from "./worktree-git.js";
@@ -99,7 +106,15 @@ async function exists(path: string): Promise<boolean> {
   }
 }
 
+/** Options of a `GitWorkspace`. */
+export interface GitWorkspaceOptions {
+  /** Where a failed try of a worktree preparation is reported (warn, `"worktree preparation failed; trying again"`). */
+  logger?: Pick<Logger, "warn">;
+}
+
 export class GitWorkspace implements WorkspacePort {
+  constructor(private readonly options: GitWorkspaceOptions = {}) {}
+
   /** Git common directory per cwd (a repository does not move while the server runs). */
   private readonly commonDirs = new Map<string, Promise<string>>();
   /** Parked worktrees per product folder, ready for that product's next attempt (see the file comment). */
@@ -185,6 +200,10 @@ export class GitWorkspace implements WorkspacePort {
       } catch (err) {
         const wait = PREPARE_RETRY_MS[tryNo];
         if (wait === undefined) throw err;
+        this.options.logger?.warn(
+          { path, try: tryNo + 1, retryInMs: wait, err: err instanceof Error ? err.message : String(err) },
+          "worktree preparation failed; trying again",
+        );
         await new Promise((done) => setTimeout(done, wait));
       }
     }
