@@ -17,9 +17,9 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createMessageConnection, ResponseError } from "vscode-jsonrpc/node";
+import { createMessageConnection, ResponseError, type MessageConnection } from "vscode-jsonrpc/node";
 import { HostAuthority } from "../adapters/persistence/host-authority.js";
-import { RequestTimeoutError } from "../adapters/persistence/host-requester.js";
+import { RequestTimeoutError, type HostRequester } from "../adapters/persistence/host-requester.js";
 import { createFramedTransport } from "../server/framing.js";
 import { authorityRules, type AuthorityRule } from "./authority-rules.js";
 
@@ -62,6 +62,24 @@ export interface CheckHostOptions {
   onRule?(outcome: RuleOutcome): void;
   /** Where the host's stderr goes. Default: discarded. */
   stderr?: NodeJS.WritableStream;
+  /**
+   * The whole check ends after this many ms (default 5 minutes): the rules that remain fail with that reason and the
+   * host's whole process group is killed.
+   */
+  deadlineMs?: number;
+}
+
+/** Default overall deadline of a check, ms (5 minutes). */
+export const DEFAULT_CHECK_DEADLINE_MS = 300_000;
+
+/** Kills the host's process group (the host and everything it started: a grandchild holding its stdout too). */
+function killGroup(pid: number | undefined): void {
+  if (pid === undefined) return;
+  try {
+    process.kill(-pid, "SIGKILL");
+  } catch {
+    // The group is already gone.
+  }
 }
 
 /**
@@ -87,9 +105,11 @@ async function checkHostIn(
   scratch: string,
   options: CheckHostOptions,
 ): Promise<RuleOutcome[]> {
+  // A process group of its own, so that the whole group can be killed when the check ends.
   const child = spawn(file, args, {
     env: { ...process.env, [CHECK_HOST_DIR_ENV]: scratch },
     stdio: ["pipe", "pipe", options.stderr ? "pipe" : "ignore"],
+    detached: true,
   });
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve());
@@ -106,29 +126,19 @@ async function checkHostIn(
   const connection = createMessageConnection(reader, writer);
   connection.listen();
   const timeoutMs = options.timeoutMs ?? 10_000;
+  const deadlineMs = options.deadlineMs ?? DEFAULT_CHECK_DEADLINE_MS;
+  const pending = new Set<(error: Error) => void>();
+  // check-host ending early (an error, process.exit) takes the host's group with it too.
+  const onExit = (): void => killGroup(child.pid);
+  process.once("exit", onExit);
+  const deadline = setTimeout(() => {
+    exited = `the check's deadline of ${deadlineMs} ms passed; the host's process group was killed`;
+    killGroup(child.pid);
+    for (const fail of pending) fail(new Error(exited));
+  }, deadlineMs);
   const authority = new HostAuthority({
     timeoutMs,
-    connection: {
-      request: (method, params, requestOptions) =>
-        new Promise((resolve, reject) => {
-          if (exited) {
-            reject(new Error(exited));
-            return;
-          }
-          const ms = requestOptions?.timeoutMs ?? timeoutMs;
-          const timer = setTimeout(() => reject(new RequestTimeoutError(method, ms)), ms);
-          connection.sendRequest(method, params).then(
-            (value) => {
-              clearTimeout(timer);
-              resolve(value);
-            },
-            (error: unknown) => {
-              clearTimeout(timer);
-              reject(error);
-            },
-          );
-        }),
-    },
+    connection: requesterOf(connection, timeoutMs, () => exited, pending),
   });
   const run = randomUUID().slice(0, 8);
   const outcomes: RuleOutcome[] = [];
@@ -150,16 +160,57 @@ async function checkHostIn(
       options.onRule?.(outcome);
     }
   } finally {
+    clearTimeout(deadline);
     connection.dispose();
     stdin.end();
-    if (child.exitCode === null) {
+    if (child.exitCode === null && child.signalCode === null) {
       const gone = new Promise((resolve) => child.once("exit", resolve));
-      const timer = setTimeout(() => child.kill("SIGKILL"), 2_000);
+      const timer = setTimeout(() => killGroup(child.pid), 2_000);
       await gone;
       clearTimeout(timer);
     }
+    killGroup(child.pid);
+    process.removeListener("exit", onExit);
   }
   return outcomes;
+}
+
+/** Requests to the host: each with its timeout, refused at once once `failure()` names one, failed by `pending`. */
+function requesterOf(
+  connection: MessageConnection,
+  timeoutMs: number,
+  failure: () => string | undefined,
+  pending: Set<(error: Error) => void>,
+): HostRequester {
+  return {
+    request: (method, params, requestOptions) =>
+      new Promise((resolve, reject) => {
+        const exited = failure();
+        if (exited) {
+          reject(new Error(exited));
+          return;
+        }
+        const ms = requestOptions?.timeoutMs ?? timeoutMs;
+        const timer = setTimeout(() => reject(new RequestTimeoutError(method, ms)), ms);
+        const fail = (error: Error): void => {
+          clearTimeout(timer);
+          reject(error);
+        };
+        pending.add(fail);
+        connection.sendRequest(method, params).then(
+          (value) => {
+            pending.delete(fail);
+            clearTimeout(timer);
+            resolve(value);
+          },
+          (error: unknown) => {
+            pending.delete(fail);
+            clearTimeout(timer);
+            reject(error);
+          },
+        );
+      }),
+  };
 }
 
 function reasonOf(error: unknown, exited: string | undefined): string {
