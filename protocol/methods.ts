@@ -30,6 +30,7 @@ import * as goal from "./goal.js";
 import * as host from "./host.js";
 import { defineMethod, defineNotification, type MethodSpec, type NotificationSpec } from "./method-spec.js";
 import * as product from "./product.js";
+import * as verify from "./verify.js";
 
 /** A spec whose `method` keeps its literal type, so the typed maps below can look it up by name. */
 type Named<S, M extends string> = S & { readonly method: M };
@@ -477,6 +478,13 @@ export const productNotifications = [
     extension: true,
     params: product.TaskIntegratedNotification,
     summary: "A task attempt's commit was merged into the product's integration branch (isolation `worktree`).",
+  }),
+  notification({
+    method: "product.taskVerified",
+    extension: true,
+    params: verify.TaskVerifiedNotification,
+    summary:
+      "A candidate's verification commands ran to their end (guarantee 17): each check's name, outcome, exit code, duration and output tail.",
   }),
   notification({
     method: "product.integrated",

@@ -30,6 +30,7 @@ import {
   Timestamp,
 } from "./common.js";
 import { lazySchema } from "./lazy-schema.js";
+import { VerificationView, VerifyConfig } from "./verify.js";
 
 /** The optional `_meta` object every request params object may carry. */
 export const RequestMeta = lazySchema(() => z.record(z.string(), z.unknown()), "RequestMeta");
@@ -103,6 +104,8 @@ export const PlanParams = lazySchema(
         .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
         .strict()
         .optional(),
+      /** Green-only integration (docs/VERIFY.md): the commands a candidate must pass; default: the config file's. */
+      verify: VerifyConfig.optional(),
     }),
   "PlanParams",
 );
@@ -183,6 +186,15 @@ export const StatusResult = lazySchema(
       /** Why the product runs `shared` (not a git checkout, no commit yet, asked for), or a warning about sharing. */
       isolationNote: z.string().optional(),
       integration: Integration.optional(),
+      /** Green-only integration (docs/VERIFY.md): the configured checks and the newest verifications, oldest first. */
+      verification: z
+        .object({
+          when: z.enum(["each", "end"]),
+          commands: z.array(z.string()),
+          results: z.array(VerificationView),
+          note: z.string().optional(),
+        })
+        .optional(),
       /** Who holds the product's lease (present while a lease exists). */
       owner: Owner.optional(),
     }),

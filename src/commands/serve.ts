@@ -18,6 +18,7 @@ import { defaultProjectId } from "../adapters/persistence/state-path.js";
 import { SERVER_LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
+import { GitVerifier } from "../adapters/workspace/verify-worktrees.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../adapters/system/heap-growth.js";
@@ -197,6 +198,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
       ...(config.isolation !== undefined ? { isolation: config.isolation } : {}),
       ...(config.integration !== undefined ? { integration: config.integration } : {}),
+      ...(config.verify !== undefined ? { verify: config.verify } : {}),
       ownerId,
       leaseTtlMs,
       leaseRenewMs,
@@ -212,6 +214,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       new GitWorkspace({ logger: logger.child({ component: "workspace" }) }),
       process.env[WORKSPACE_FAULT_ENV],
     ),
+    verifier: new GitVerifier(),
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },

@@ -399,6 +399,8 @@ export interface WorkerRequest {
   dependencyOutputs: DependencyOutput[];
   /** The product's MCP servers as stored (secrets by name only; issue 28, product/mcp-servers.ts). */
   mcpServers?: StoredMcpServer[];
+  /** Why the previous attempt failed (a retry), e.g. a red verification check's output (guarantee 17). */
+  previousError?: string;
   /** Aborted by pause, cancel, delete or shutdown; the worker must settle promptly with `cancelled`. */
   signal: AbortSignal;
 }

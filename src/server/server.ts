@@ -38,6 +38,7 @@ import type {
   WorkspacePort,
   WorkspaceProbe,
 } from "../core/ports.js";
+import type { VerifyPort } from "../core/workspace/verify-port.js";
 import { SessionAdapter } from "./acp-session.js";
 import { mapDomainError } from "./error-mapping.js";
 import { createFramedTransport } from "./framing.js";
@@ -66,6 +67,8 @@ export interface ServerOptions {
   workspace?: WorkspaceProbe;
   /** Worktrees and integration (guarantee 11); without it every product runs `shared`. */
   workspaces?: WorkspacePort;
+  /** Runs verification commands in verify worktrees (guarantee 17); without it `verify` settings are not run. */
+  verifier?: VerifyPort;
   /**
    * The configured default leader agent (config `leader`), offered as the current value of an ACP session's `leader`
    * config option (PROTOCOL.md section 4); without it the built-in `heuristic` leader is the default.
@@ -168,6 +171,7 @@ export class OrchestratorServer {
       options: options.productOptions,
       ...(options.workspace ? { workspace: options.workspace } : {}),
       ...(options.workspaces ? { workspaces: options.workspaces } : {}),
+      ...(options.verifier ? { verifier: options.verifier } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),
       digest: nodeSha256Hex,
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
@@ -343,6 +347,7 @@ export class OrchestratorServer {
         ...(params.budget !== undefined ? { budget: params.budget } : {}),
         ...(params.isolation !== undefined ? { isolation: params.isolation } : {}),
         ...(params.integration !== undefined ? { integration: params.integration } : {}),
+        ...(params.verify !== undefined ? { verify: params.verify } : {}),
       });
     });
     this.on("product.message", (params) => p.message(params.productId, params.content, params.askId));

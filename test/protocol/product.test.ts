@@ -236,6 +236,13 @@ describe("product notifications", () => {
     "product.checkpoint": { checkpointId: "ckp_1", at: "2025-01-01T00:00:00.000Z" },
     "product.persistenceError": { projectId: "proj", error: "disk full" },
     "product.taskIntegrated": { taskId: "t1", commit: "a".repeat(40), changedFiles: ["notes/t1.md"] },
+    "product.taskVerified": {
+      taskId: "t1",
+      tree: "c".repeat(40),
+      commit: "a".repeat(40),
+      ok: false,
+      checks: [{ name: "unit", ok: false, exitCode: 1, durationMs: 812, outputTail: "not ok 1 - add" }],
+    },
     "product.integrated": {
       integration: { mode: "branch", branch: "acp/prd_1", head: "b".repeat(40), state: "integrated", merged: ["t1"] },
     },

@@ -75,6 +75,7 @@ export const PRODUCT_NOTIFICATIONS = [
   "product.checkpoint",
   "product.persistenceError",
   "product.taskIntegrated",
+  "product.taskVerified",
   "product.integrated",
   "product.ownershipLost",
   "product.completed",

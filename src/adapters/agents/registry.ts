@@ -14,6 +14,7 @@ import { pathToFileURL } from "node:url";
 import * as z from "zod";
 import { McpServer } from "../../../protocol/acp.js";
 import { Id } from "../../../protocol/common.js";
+import { VerifyConfig } from "../../../protocol/verify.js";
 import type { AgentDirectory, AgentInfo } from "../../core/ports.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import { packageLayout, packageModulePath } from "../../package-files.js";
@@ -226,6 +227,8 @@ export const AgentConfigFile = lazySchema(
           .object({ mode: z.enum(["branch", "merge"]).optional(), targetBranch: z.string().min(1).max(250).optional() })
           .strict()
           .optional(),
+        /** Verification commands of products whose `product.plan` does not say (guarantee 17; docs/VERIFY.md). */
+        verify: VerifyConfig.optional(),
       })
       .strict()
       .superRefine(checkTeamReferences),

@@ -59,6 +59,14 @@ export function formatTaskBrief(request: Omit<WorkerRequest, "signal" | "instanc
   if (task.acceptance !== undefined && task.acceptance.trim() !== "") {
     lines.push("", "## Acceptance criteria", "", task.acceptance);
   }
+  if (request.previousError !== undefined && request.previousError.trim() !== "") {
+    lines.push(
+      "",
+      "## Why the previous attempt failed",
+      "",
+      truncate(request.previousError, MAX_DEPENDENCY_OUTPUT_CHARS),
+    );
+  }
   const deps: DependencyOutput[] = request.dependencyOutputs;
   if (deps.length > 0) {
     lines.push(

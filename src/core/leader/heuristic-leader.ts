@@ -174,7 +174,9 @@ export class HeuristicLeader implements LeaderPort {
     const stillDepended = request.tasks.some(
       (t) => t.dependsOn.includes(failed.taskId) && !repointed.includes(t.taskId),
     );
-    if (!stillDepended) mutations.push({ op: "removeTask", taskId: failed.taskId });
+    // A failure presented as a task that is not in the plan (a red final head) has nothing to remove.
+    const inPlan = request.tasks.some((t) => t.taskId === failed.taskId);
+    if (!stillDepended && inPlan) mutations.push({ op: "removeTask", taskId: failed.taskId });
     const outcome = applyMutations(request.plan, request.tasks, mutations);
     if (!outcome.ok) {
       return {

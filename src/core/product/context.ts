@@ -16,6 +16,8 @@ import type {
   WorkspacePort,
   WorkspaceProbe,
 } from "../ports.js";
+import type { VerifyConfig } from "../../../protocol/verify.js";
+import type { VerifyPort } from "../workspace/verify-port.js";
 import type { ProductStore } from "./store.js";
 
 export interface ProductOptions {
@@ -57,6 +59,8 @@ export interface ProductOptions {
   isolation?: "worktree" | "shared";
   /** Integration of products whose `product.plan` does not say (config file `integration`); default `branch`. */
   integration?: { mode?: "branch" | "merge"; targetBranch?: string };
+  /** Verification commands of products whose `product.plan` does not say (config file `verify`; guarantee 17). */
+  verify?: VerifyConfig;
 }
 
 export const DEFAULT_PRODUCT_OPTIONS: ProductOptions = {
@@ -105,6 +109,8 @@ export interface ProductContext {
    * without a git adapter still works, e.g. in unit tests.
    */
   workspaces?: WorkspacePort;
+  /** Runs verification commands (guarantee 17). When absent, configured checks cannot run: candidates stay unverified. */
+  verifier?: VerifyPort;
   /**
    * Called after a product's phase changed (persisted, or in memory after a persistence failure). Used by goal runs
    * to follow their phase's product. Must not throw and must not call back into the product synchronously.

@@ -11,6 +11,7 @@
 import type { TaskState, TaskWorkspace } from "../../../protocol/common.js";
 import { downstreamOf } from "../dag/graph.js";
 import type { RefusedPermission, WorkerResult } from "../ports.js";
+import { endVerificationCause, verificationError, type Verdict } from "../workspace/verification.js";
 import type { ProductEvent, ProductState } from "./records.js";
 import { attemptsUsed, type ProductModel } from "./state.js";
 
@@ -45,7 +46,13 @@ export type Effect =
   | { kind: "consult"; taskId: string }
   | { kind: "pause"; recovery: Recovery }
   | { kind: "finish"; phase: "completed" | "failed"; summary: string; recovery: Recovery | null }
-  | { kind: "notify"; method: "product.budgetExceeded" | "product.budgetWarning"; reason: string };
+  | { kind: "notify"; method: "product.budgetExceeded" | "product.budgetWarning"; reason: string }
+  /** Guarantee 17: verify the attempt's merge candidate on the head as it is now, then settle the attempt again. */
+  | { kind: "verify"; taskId: string }
+  /** Guarantee 17, `when: "end"`: verify the final head (outside the exclusive section), then look again. */
+  | { kind: "verifyHead" }
+  /** The final head is red: ask the leader for a fix-up task with the failing check's output (`error`). */
+  | { kind: "consultFinal"; error: string };
 
 export interface Decision {
   events: NewEvent[];
@@ -61,7 +68,12 @@ export interface SettledAttempt {
   reportedUsage: boolean;
   inputHash: string;
   refusals: readonly RefusedPermission[];
+  /** How many times this result was sent back to be verified on a newer head (guarantee 17). */
+  verifyRounds?: number;
 }
+
+/** A result sent back this many times (the head kept moving under it) fails its attempt instead. */
+export const MAX_VERIFY_ROUNDS = 8;
 
 /** What integrating a completed attempt gave (workspace-coordinator.ts), when the product runs isolated. */
 export interface IntegrationOutcome {
@@ -71,6 +83,8 @@ export interface IntegrationOutcome {
   halt?: { remediation: string };
   workspace?: TaskWorkspace;
   events?: NewEvent[];
+  /** Guarantee 17 (`when: "each"`): what is known of the merge candidate; absent when no verification applies. */
+  verdict?: Verdict;
 }
 
 /** The inputs `decide` understands. */
@@ -90,6 +104,8 @@ export type Input =
     }
   | { kind: "start"; ready: readonly { task: TaskState; workspace?: TaskWorkspace }[]; now: string }
   | { kind: "quiescent" }
+  /** Guarantee 17, `when: "end"`: the verdict of the final head; `fixupAsked`: the leader was asked once already. */
+  | { kind: "finalVerdict"; verdict: Verdict; tree: string | undefined; fixupAsked: boolean }
   | { kind: "budget"; elapsedMs: number; warningRatio: number }
   | { kind: "failedForGood"; taskId: string };
 
@@ -105,6 +121,8 @@ export function decide(model: ProductModel, input: Input): Decision {
       return startDecision(input.ready, input.now);
     case "quiescent":
       return finishDecision(model);
+    case "finalVerdict":
+      return finalVerdictDecision(input);
     case "budget":
       return budgetDecision(model.state, input.elapsedMs, input.warningRatio);
     case "failedForGood":
@@ -119,10 +137,19 @@ function settleDecision(model: ProductModel, input: Extract<Input, { kind: "atte
   const task: TaskState = { ...current, endedAt: input.now };
   let res = a.result;
   const integration = input.integration;
+  const verdict = integration?.verdict;
+  if (verdict?.state === "unverified") {
+    // Guarantee 17: nothing moves on an unverified candidate. Driving: verify it on the head as it is now and settle
+    // again (nothing recorded now, the task stays running); stopped: the attempt was interrupted and runs again.
+    const rounds = a.verifyRounds ?? 0;
+    if (input.driving && input.stopReason === null && rounds < MAX_VERIFY_ROUNDS)
+      return { events: [], effects: [{ kind: "verify", taskId: a.taskId }] };
+    if (rounds < MAX_VERIFY_ROUNDS) res = { outcome: "cancelled" };
+  }
   if (integration) {
     if (integration.workspace) task.workspace = integration.workspace;
-    if (!integration.ok) {
-      const error = integration.error ?? "The task's result was not integrated.";
+    if (!integration.ok && res.outcome === "completed") {
+      const error = verdictError(verdict) ?? integration.error ?? "The task's result was not integrated.";
       // Not the attempt's fault (the branch was moved): no attempt spent, the product pauses (guarantee 16).
       res = integration.halt
         ? { outcome: "failed", kind: "configuration", error, ...integration.halt }
@@ -154,6 +181,54 @@ function settleDecision(model: ProductModel, input: Extract<Input, { kind: "atte
     events.push({ type: "checkpoint", checkpointId: input.checkpointId(), completed: Math.min(done, total), total });
   }
   return { events, effects };
+}
+
+/**
+ * Guarantee 17: the error of an attempt whose candidate is not green — a red check names itself, its exit code and
+ * its output tail (the retry's brief and the leader's consultation get it); `undefined` for a green candidate.
+ */
+function verdictError(verdict: Verdict | undefined): string | undefined {
+  if (!verdict) return undefined;
+  if (verdict.state === "red") return verificationError(verdict.entry);
+  if (verdict.state === "broken") return verdict.error;
+  if (verdict.state === "unverified")
+    return "The merge candidate could not be verified: the integration head kept moving while its checks ran.";
+  return undefined;
+}
+
+/**
+ * Guarantee 17, `when: "end"`: green lets the run finish; unverified asks for the head's checks; red asks the leader
+ * for a fix-up once (with the failing check's output), then fails the product with a recovery naming the check.
+ */
+function finalVerdictDecision(input: Extract<Input, { kind: "finalVerdict" }>): Decision {
+  const v = input.verdict;
+  if (v.state === "green") return { events: [], effects: [] };
+  if (v.state === "unverified") return { events: [], effects: [{ kind: "verifyHead" }] };
+  const error = v.state === "red" ? verificationError(v.entry) : v.error;
+  if (!input.fixupAsked && input.tree !== undefined) {
+    return {
+      events: [{ type: "verifyFixup", tree: input.tree }],
+      effects: [{ kind: "consultFinal", error: error.replace("on the merge candidate", "on the final head") }],
+    };
+  }
+  const cause = v.state === "red" ? endVerificationCause(v.entry) : v.error;
+  const summary = `${cause} Every task completed, but the final head is not green.`;
+  return {
+    events: [],
+    effects: [
+      {
+        kind: "finish",
+        phase: "failed",
+        summary,
+        recovery: {
+          cause,
+          resumable: false,
+          remediation:
+            "Fix the failing check on the integration branch (replay a task, or mutate the plan with a fix-up task and replay it), or roll back with product.rollback.",
+        },
+      },
+    ],
+  };
 }
 
 /** Sets the settled task's status from the attempt's result (in place); returns the effects it calls for. */

@@ -10,6 +10,7 @@
  */
 import type { Plan, TaskState } from "../../../protocol/common.js";
 import { applyWorkspaceEvent, isWorkspaceEvent, type WorkspaceEvent } from "../workspace/integration.js";
+import { applyVerified, applyVerifyFixup, initialVerification } from "../workspace/verification.js";
 import type { CheckpointRef, ProductEvent, ProductState } from "./records.js";
 import { initialTaskStates, reindex, type ProductModel } from "./state.js";
 
@@ -79,6 +80,8 @@ const HANDLERS: Handlers = {
   fingerprint: ({ state: s }, e) => {
     s.fingerprint = e.fingerprint;
   },
+  verified: ({ state: s }, e) => applyVerified(s, e),
+  verifyFixup: ({ state: s }, e) => applyVerifyFixup(s, e),
 };
 
 function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
@@ -99,6 +102,8 @@ function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
       ...(e.integration !== undefined ? { integration: e.integration } : {}),
     };
   }
+  const verification = initialVerification(e.verify);
+  if (verification) s.verification = verification;
   s.phase = "planning";
   s.createdAt = e.at;
 }

@@ -39,6 +39,8 @@ interface Settled {
   consults: string[];
   pause: Recovery | undefined;
   completedNow: number;
+  /** Results sent back to be verified on the head as it is now (guarantee 17): their worktrees stay. */
+  reverify: SettledResult[];
 }
 
 export class ExecutionLoop {
@@ -222,7 +224,9 @@ export class ExecutionLoop {
     if (events.length > 0) await p.journal.commit(events);
     // While the product runs on, a finished attempt's worktree may serve its next attempt (cheaper than a checkout).
     const reuse = this.#driving && p.model.state.phase === "executing";
-    for (const r of results) await p.workspaces.releaseWorkspace(r.entry.workspace, reuse);
+    for (const r of results)
+      if (!settled.reverify.includes(r)) await p.workspaces.releaseWorkspace(r.entry.workspace, reuse);
+    for (const r of settled.reverify) p.workspaces.reverify(r); // guarantee 17: on the head as it is now
     this.announceSettled(settled, results.length > 0);
     for (const id of settled.consults) p.leader.consult(id);
     if (await this.stopsHere(settled.pause)) return;
@@ -246,6 +250,7 @@ export class ExecutionLoop {
       consults: [],
       pause: undefined,
       completedNow: 0,
+      reverify: [],
     };
     let completedUnwritten = 0;
     for (const r of results) {
@@ -277,6 +282,7 @@ export class ExecutionLoop {
         completedUnwritten,
         checkpointId: () => p.ctx.ids("ckp"),
       });
+      if (decision.effects.some((e) => e.kind === "verify")) out.reverify.push(r);
       const task = decision.events.find((e) => e.type === "task")?.task;
       if (!task) continue;
       if (task.status === "completed") {
@@ -427,6 +433,8 @@ export class ExecutionLoop {
         inputHash,
         ...(workspace ? { workspace, prepare: () => p.workspaces.prepareWorkspace(workspace) } : {}),
         ...(p.model.state.mcpServers ? { mcpServers: p.model.state.mcpServers } : {}),
+        ...(task.attempts > 1 && task.error !== undefined ? { previousError: task.error } : {}),
+        ...(workspace ? p.workspaces.verifyHook(task.taskId) : {}),
       },
       this.hooksFor(task),
     );
@@ -531,10 +539,15 @@ export class ExecutionLoop {
   /** Ends the product when nothing is left to run (decide.ts): completed if every task completed, else failed. */
   private async finishIfDone(): Promise<void> {
     const p = this.p;
-    const effect = decide(p.model, { kind: "quiescent" }).effects.find(
+    let effect = decide(p.model, { kind: "quiescent" }).effects.find(
       (e): e is Extract<Effect, { kind: "finish" }> => e.kind === "finish",
     );
     if (!effect) return;
+    if (effect.phase === "completed") {
+      const final = await p.workspaces.finalVerification();
+      if (final === "wait") return;
+      if (final) effect = final;
+    }
     const moved = await p.workspaces.branchProblem();
     if (moved) {
       await this.pauseInside({ cause: moved, resumable: true, remediation: BRANCH_MOVED_REMEDIATION }, "pause");

@@ -18,6 +18,9 @@ import { answeredTask, taskOf } from "./decide.js";
 import type { ProductParts } from "./parts.js";
 import type { ProductState } from "./records.js";
 
+/** The task id a red final head is presented to the leader as (guarantee 17, `when: "end"`; never in the plan). */
+export const FINAL_VERIFICATION_TASK_ID = "final-verification";
+
 export class LeaderChannel {
   /** The leader turn in flight: `plan`, `message`, `consult`, or `reserved` while a user message is written. */
   private leaderTurn: string | null = null;
@@ -311,6 +314,43 @@ export class LeaderChannel {
       done();
       return;
     }
+    this.enqueue(taskId, failedTask, plan, s, done);
+  }
+
+  /**
+   * Guarantee 17, `when: "end"`: asks the leader for a fix-up of a red final head, as the failure of a task
+   * `final-verification` (not in the plan) that depends on every task nothing else depends on, whose `error` is the
+   * failing check's name, exit code and output. A fix-up the leader adds runs like any task; the run then ends
+   * through its checks again. Runs outside the exclusive section.
+   */
+  consultFinal(error: string): void {
+    this.consultations++;
+    const s = this.p.model.state;
+    const plan = s.plan;
+    const done = (): void => {
+      this.consultations--;
+      this.p.run.pump();
+    };
+    const last = s.tasks[s.tasks.length - 1];
+    if (!plan || !last) {
+      done();
+      return;
+    }
+    const depended = new Set(s.tasks.flatMap((t) => t.dependsOn));
+    const failedTask: TaskState = {
+      taskId: FINAL_VERIFICATION_TASK_ID,
+      title: "Final verification",
+      description: "The verification checks on the final head of the integration branch must pass.",
+      instanceId: last.instanceId,
+      dependsOn: s.tasks.filter((t) => !depended.has(t.taskId)).map((t) => t.taskId),
+      status: "failed",
+      attempts: 1,
+      error,
+    };
+    this.enqueue(FINAL_VERIFICATION_TASK_ID, failedTask, plan, s, done);
+  }
+
+  private enqueue(taskId: string, failedTask: TaskState, plan: Plan, s: ProductState, done: () => void): void {
     // Consultations run one at a time: a failure that arrives while another is being discussed waits its turn
     // instead of finding the leader busy and being given up unheard.
     const turn = this.consultQueue.then(() => this.consultNow(taskId, failedTask, plan, s));

@@ -29,6 +29,8 @@ import {
   Timestamp,
 } from "../../../protocol/common.js";
 import { IntegrationRecord, IsolationRequest, WorkspaceEvents } from "../workspace/records.js";
+import { VerificationState, VerifiedEvent, VerifyFixupEvent } from "../workspace/verification.js";
+import { VerifyConfig } from "../../../protocol/verify.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import { StoredMcpServers } from "./mcp-servers.js";
 
@@ -145,6 +147,8 @@ export const ProductCreatedEvent = lazySchema(
       /** What `product.plan` asked for (isolation and integration); decided at confirmation. */
       isolation: IsolationRequest.shape.isolation,
       integration: IsolationRequest.shape.integration,
+      /** The product's verification commands (guarantee 17): `product.plan`'s `verify`, else the config file's. */
+      verify: VerifyConfig.optional(),
     }),
   "ProductCreatedEvent",
 );
@@ -154,6 +158,8 @@ export const ProductEvent = lazySchema(
     z.discriminatedUnion("type", [
       ProductCreatedEvent,
       ...WorkspaceEvents,
+      VerifiedEvent,
+      VerifyFixupEvent,
       z.object({
         ...base(),
         type: z.literal("dialogue"),
@@ -265,6 +271,8 @@ export const ProductStateSchema = lazySchema(
       isolationReason: z.string().optional(),
       /** The integration branch and its state (isolation `worktree`). */
       integration: IntegrationRecord.optional(),
+      /** Verification commands and the trees verified so far (guarantee 17; workspace/verification.ts). */
+      verification: VerificationState.optional(),
       createdAt: Timestamp,
       updatedAt: Timestamp,
     }),

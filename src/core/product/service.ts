@@ -6,6 +6,7 @@
  * schema already did, and it never speaks JSON-RPC: errors are DomainErrors mapped by the server.
  */
 import type { Budget, Instance, Mutation, Phase, Plan, Task } from "../../../protocol/common.js";
+import type { VerifyConfig } from "../../../protocol/verify.js";
 import type { DraftPlan } from "../ports.js";
 import { isDomainError, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
@@ -32,6 +33,8 @@ export interface PlanParams {
   budget?: Budget;
   isolation?: "worktree" | "shared";
   integration?: { mode?: "branch" | "merge"; targetBranch?: string };
+  /** Verification commands (guarantee 17); default: the server's `verify` option (config file). */
+  verify?: VerifyConfig;
 }
 
 /** `forward: false` answers locally only (the owner applying a forwarded request must never forward it again). */
@@ -224,6 +227,9 @@ export class ProductService {
       ...(params.budget !== undefined ? { budget: params.budget } : {}),
       ...(params.isolation !== undefined ? { isolation: params.isolation } : {}),
       ...(params.integration !== undefined ? { integration: params.integration } : {}),
+      ...((params.verify ?? this.ctx.options.verify) !== undefined
+        ? { verify: params.verify ?? this.ctx.options.verify }
+        : {}),
     };
     const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal };
     const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);

@@ -12,6 +12,7 @@ import { progressOfModel } from "./state.js";
 import type { ProductParts } from "./parts.js";
 import { integrationView, isolationNote } from "../workspace/integration.js";
 import { tasksWithWaits, type WaitFacts } from "./task-waits.js";
+import { verificationStatus } from "../workspace/verification.js";
 
 /** What `inspect()` adds to a recovery when the run's inputs drifted (issue 4, drift detection). */
 export interface DriftRecovery {
@@ -89,7 +90,11 @@ export class StatusView {
 
   /** What `tasksWithWaits` needs from this process (task-waits.ts, issue 28). */
   private waitFacts(): WaitFacts {
-    return { leaderBusy: this.p.leader.leaderBusy, overloaded: this.p.pool.overloaded(), nowMs: this.p.ctx.clock.now() };
+    return {
+      leaderBusy: this.p.leader.leaderBusy,
+      overloaded: this.p.pool.overloaded(),
+      nowMs: this.p.ctx.clock.now(),
+    };
   }
 
   /**
@@ -256,6 +261,7 @@ export class StatusView {
       isolation: s.isolation,
       ...(note !== undefined ? { isolationNote: note } : {}),
       ...(s.integration && s.isolation === "worktree" ? { integration: integrationView(s.integration) } : {}),
+      ...verificationStatus(s),
     };
   }
 

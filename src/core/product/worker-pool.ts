@@ -47,6 +47,13 @@ export interface LaunchSpec {
   prepare?: () => Promise<void>;
   /** The product's MCP servers (issue 28), given to the worker's ACP session. */
   mcpServers?: StoredMcpServer[];
+  /**
+   * Runs after the worker completed and before its result is queued (guarantee 17: the candidate's checks), while
+   * the attempt still counts as running, so `stop` aborts it through `signal`. Its rejection is ignored.
+   */
+  beforeSettle?: (signal: AbortSignal) => Promise<void>;
+  /** The previous attempt's error (a retry's brief says why it failed, e.g. a red check's output). */
+  previousError?: string;
 }
 
 /** What the pool reports while a worker runs. */
@@ -65,6 +72,8 @@ export class WorkerPool {
   /** The latest launch of each task whose result has not been taken yet. */
   readonly #latest = new Map<string, RunningTask>();
   readonly #settled: SettledResult[] = [];
+  /** Work aside of any attempt that `stop` aborts and `whenIdle` waits for (the final head's checks). */
+  readonly #aside = new Map<string, AbortController>();
   #stopReason: StopReason | null = null;
   #idleWaiters: (() => void)[] = [];
 
@@ -77,9 +86,9 @@ export class WorkerPool {
     return out;
   }
 
-  /** Attempts running now. */
+  /** Attempts running now, and work aside (`runAside`) in flight. */
   get size(): number {
-    return this.#running.size;
+    return this.#running.size + this.#aside.size;
   }
 
   /** True when a worker of `taskId` runs in this process. */
@@ -105,12 +114,7 @@ export class WorkerPool {
 
   /** True when nothing of the pool is in flight: no worker, no launch awaiting its result, no result, no waiter. */
   get empty(): boolean {
-    return (
-      this.#running.size === 0 &&
-      this.#latest.size === 0 &&
-      this.#settled.length === 0 &&
-      this.#idleWaiters.length === 0
-    );
+    return this.size === 0 && this.#latest.size === 0 && this.#settled.length === 0 && this.#idleWaiters.length === 0;
   }
 
   /** Takes every settled result queued since the last call (stale ones included: their worktrees are released). */
@@ -136,18 +140,52 @@ export class WorkerPool {
       if (only && !only.has(taskId)) continue;
       r.controller.abort(new Error(INTERRUPTION[reason]));
     }
+    if (!only) for (const c of this.#aside.values()) c.abort(new Error(INTERRUPTION[reason]));
   }
 
   /** Resolves once no worker runs and every settled result was handled (`waveQueued`: a wave is still to come). */
   whenIdle(waveQueued: boolean): Promise<void> {
-    if (this.#running.size === 0 && this.#settled.length === 0 && !waveQueued) return Promise.resolve();
+    if (this.size === 0 && this.#settled.length === 0 && !waveQueued) return Promise.resolve();
     return new Promise((resolve) => this.#idleWaiters.push(resolve));
   }
 
   /** Wakes `whenIdle` waiters when nothing runs and nothing is left to handle. */
   resolveIdle(): void {
-    if (this.#running.size > 0 || this.#settled.length > 0) return;
+    if (this.size > 0 || this.#settled.length > 0) return;
     for (const w of this.#idleWaiters.splice(0)) w();
+  }
+
+  /**
+   * Guarantee 17: a settled result whose candidate was not verified on the head as it is now goes back to running:
+   * `run` verifies it (aborted by `stop`), then the result is queued again (`onSettled`). Call after `claim`.
+   */
+  reverify(r: SettledResult, run: (signal: AbortSignal) => Promise<void>, onSettled: () => void): void {
+    const entry = r.entry;
+    this.#running.set(r.taskId, entry);
+    this.#latest.set(r.taskId, entry);
+    void run(entry.controller.signal)
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.#running.get(r.taskId) === entry) this.#running.delete(r.taskId);
+        this.#settled.push({ ...r, verifyRounds: (r.verifyRounds ?? 0) + 1 });
+        onSettled();
+      });
+  }
+
+  /**
+   * Runs `run` aside of any attempt (at most one per `key`; a second call while one runs is a no-op): `stop` aborts
+   * it, `whenIdle` waits for it, `onDone` follows its end. Rejections are ignored.
+   */
+  runAside(key: string, run: (signal: AbortSignal) => Promise<void>, onDone: () => void): void {
+    if (this.#aside.has(key)) return;
+    const controller = new AbortController();
+    this.#aside.set(key, controller);
+    void run(controller.signal)
+      .catch(() => undefined)
+      .finally(() => {
+        this.#aside.delete(key);
+        onDone();
+      });
   }
 
   /** Starts the worker of an attempt already recorded as running. Never throws; the result is queued for a wave. */
@@ -204,6 +242,7 @@ export class WorkerPool {
           attempt: spec.attempt,
           dependencyOutputs: spec.dependencyOutputs,
           ...(spec.mcpServers ? { mcpServers: spec.mcpServers } : {}),
+          ...(spec.previousError !== undefined ? { previousError: spec.previousError } : {}),
           signal,
         },
         {
@@ -222,11 +261,19 @@ export class WorkerPool {
           onOverloaded: (wait) => hooks.onOverloaded(entry, wait),
         },
       )
-      .then(finish, (err: unknown) =>
-        finish({
-          outcome: "failed",
-          error: `The worker failed unexpectedly: ${err instanceof Error ? err.message : String(err)}`,
-        }),
+      .then(
+        (result) =>
+          result.outcome === "completed" && spec.beforeSettle
+            ? spec
+                .beforeSettle(signal)
+                .catch(() => undefined)
+                .then(() => finish(result))
+            : finish(result),
+        (err: unknown) =>
+          finish({
+            outcome: "failed",
+            error: `The worker failed unexpectedly: ${err instanceof Error ? err.message : String(err)}`,
+          }),
       );
   }
 }

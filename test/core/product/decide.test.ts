@@ -272,3 +272,92 @@ describe("decide: starting, ending, budgets, skipping", () => {
     );
   });
 });
+
+describe("decide: verification (guarantee 17)", () => {
+  const TREE = "e".repeat(40);
+  const entry = (ok: boolean) => ({
+    tree: TREE,
+    commit: "c".repeat(40),
+    scope: "task" as const,
+    ok,
+    at: AT,
+    checks: [{ name: "unit tests", ok, exitCode: ok ? 0 : 1, durationMs: 40, outputTail: "not ok 1 - add sums" }],
+  });
+
+  it("an unverified candidate is sent back to be verified; nothing is recorded and the task stays running", () => {
+    const model = given(running("a"));
+    const d = settled(
+      model,
+      { outcome: "completed", output: "o" },
+      { integration: { ok: false, verdict: { state: "unverified" } } },
+    );
+    expect(d).toEqual({ events: [], effects: [{ kind: "verify", taskId: "a" }] });
+  });
+
+  it("an unverified candidate of a stopped run is an interruption, not a failure (runs again on resume)", () => {
+    const d = settled(
+      given(running("a")),
+      { outcome: "completed", output: "o" },
+      { integration: { ok: false, verdict: { state: "unverified" } }, driving: false, stopReason: "shutdown" },
+    );
+    expect(d.events[0]).toMatchObject({ type: "task", task: { status: "pending", attempts: 1 } });
+    expect(d.effects).toEqual([]);
+  });
+
+  it("a red candidate fails the attempt with the check's name, exit code and output; retried while attempts last", () => {
+    const d = settled(
+      given(running("a")),
+      { outcome: "completed", output: "o" },
+      { integration: { ok: false, error: "x", verdict: { state: "red", entry: entry(false) } } },
+    );
+    const t = (d.events[0] as { task: TaskState }).task;
+    expect(t.status).toBe("pending");
+    expect(t.error).toMatch(/check "unit tests" failed with exit code 1/);
+    expect(t.error).toMatch(/not ok 1 - add sums/);
+    expect(d.events.some((e) => e.type === "taskIntegrated")).toBe(false);
+  });
+
+  it("a result sent back too often fails its attempt instead of looping", () => {
+    const model = given(running("a"));
+    const d = decide(model, {
+      kind: "attemptSettled",
+      attempt: {
+        taskId: "a",
+        attempt: 1,
+        result: { outcome: "completed", output: "o" },
+        briefChars: 1,
+        reportedUsage: true,
+        inputHash: "h",
+        refusals: [],
+        verifyRounds: 8,
+      },
+      integration: { ok: false, verdict: { state: "unverified" } },
+      now: NOW,
+      driving: true,
+      stopReason: null,
+      defaultMaxAttempts: 2,
+      completedUnwritten: 0,
+      checkpointId: () => "ckp_1",
+    });
+    expect((d.events[0] as { task: TaskState }).task.error).toMatch(/could not be verified/);
+  });
+
+  it("final head: green ends, unverified verifies it, red asks the leader once, then fails naming the check", () => {
+    const model = given();
+    const base = { kind: "finalVerdict" as const, tree: TREE, fixupAsked: false };
+    expect(decide(model, { ...base, verdict: { state: "green", entry: entry(true) } })).toEqual({
+      events: [],
+      effects: [],
+    });
+    expect(decide(model, { ...base, verdict: { state: "unverified" } }).effects).toEqual([{ kind: "verifyHead" }]);
+    const red = decide(model, { ...base, verdict: { state: "red", entry: entry(false) } });
+    expect(red.events).toEqual([{ type: "verifyFixup", tree: TREE }]);
+    expect(red.effects[0]).toMatchObject({ kind: "consultFinal", error: expect.stringMatching(/not ok 1 - add sums/) });
+    const again = decide(model, { ...base, fixupAsked: true, verdict: { state: "red", entry: entry(false) } });
+    expect(again.effects[0]).toMatchObject({
+      kind: "finish",
+      phase: "failed",
+      recovery: { cause: expect.stringMatching(/check "unit tests" failed \(exit code 1\) on the final head/) },
+    });
+  });
+});

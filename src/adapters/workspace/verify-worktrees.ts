@@ -1,0 +1,210 @@
+/**
+ * GitVerifier: the `VerifyPort` over a local git repository (DESIGN.md guarantee 17; docs/VERIFY.md).
+ *
+ * Each product gets at most `parallel` verify worktrees under `<git-common-dir>/acp-orchestrator/verify/<productId>/`
+ * (outside the user's working tree, apart from every worker's worktree). A worktree is made once per server process
+ * and then reused for every candidate of the product (the cost per task at 10,000 files is what changed, not the whole
+ * checkout): `checkout -f --detach <candidate>` and `clean -ffdx` give exactly the candidate's tree (tracked files are
+ * the candidate's; untracked and ignored files are gone; skip-worktree and assume-unchanged bits a check set are
+ * cleared first). Every git command names the worktree's git directory and work tree explicitly (`--git-dir`,
+ * `--work-tree`), with hooks, fsmonitor and signing off, so nothing a check left in the folder (a rewritten `.git`
+ * file, a config) redirects the orchestrator's own git commands (guarantee 16). A worktree found at a slot's path when
+ * a process first uses the slot (a dead server's) is removed and made anew.
+ *
+ * The commands themselves run the candidate's code with the server's privileges: that is what verification is. The
+ * processes are confined in lifetime (watchdog, timeout), not in what they may touch.
+ */
+import { readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import type { CheckCommand, VerifyPort, VerifyRun } from "../../core/workspace/verify-port.js";
+import { git, runGit } from "./git-cli.js";
+import { runCheckCommand } from "./verify-process.js";
+
+const SAFE = [
+  "-c",
+  "core.hooksPath=/dev/null",
+  "-c",
+  "core.fsmonitor=false",
+  "-c",
+  "commit.gpgsign=false",
+  "-c",
+  "advice.detachedHead=false",
+];
+
+/** A path component made of safe characters only. */
+function component(text: string): string {
+  return text.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 100) || "_";
+}
+
+interface Slot {
+  path: string;
+  /** The worktree's own git directory (`<common>/worktrees/<name>`), read when this process made it. */
+  gitDir: string;
+}
+
+interface Pool {
+  /** Slots made by this process and free now. */
+  free: Slot[];
+  /** Slots in use or free (≤ the largest `parallel` asked). */
+  made: number;
+  /** Runs waiting for a slot, in order. */
+  waiting: (() => void)[];
+}
+
+export class GitVerifier implements VerifyPort {
+  private readonly commonDirs = new Map<string, Promise<string>>();
+  private readonly pools = new Map<string, Pool>();
+
+  constructor(private readonly options: { env?: Record<string, string> } = {}) {}
+
+  private commonDir(cwd: string): Promise<string> {
+    let dir = this.commonDirs.get(cwd);
+    if (!dir) {
+      dir = git(cwd, ["rev-parse", "--path-format=absolute", "--git-common-dir"]).then((out) => resolve(out.trim()));
+      dir.catch(() => this.commonDirs.delete(cwd));
+      this.commonDirs.set(cwd, dir);
+    }
+    return dir;
+  }
+
+  private async productDir(cwd: string, productId: string): Promise<string> {
+    return join(await this.commonDir(cwd), "acp-orchestrator", "verify", component(productId));
+  }
+
+  async treeOf(cwd: string, commit: string): Promise<string> {
+    const common = await this.commonDir(cwd);
+    return (await git(cwd, [`--git-dir=${common}`, "rev-parse", "--verify", "-q", `${commit}^{tree}`])).trim();
+  }
+
+  async run(request: {
+    cwd: string;
+    productId: string;
+    commit: string;
+    commands: CheckCommand[];
+    env: Record<string, string>;
+    parallel: number;
+    signal: AbortSignal;
+  }): Promise<VerifyRun | null> {
+    const key = await this.productDir(request.cwd, request.productId);
+    const slot = await this.acquire(key, request);
+    if (slot === null) return null;
+    let broken = false;
+    try {
+      if (request.signal.aborted) return null;
+      await this.checkout(request.cwd, slot, request.commit);
+      const tree = await this.treeOf(request.cwd, request.commit);
+      const checks: VerifyRun["checks"] = [];
+      for (const command of request.commands) {
+        const outcome = await runCheckCommand({
+          run: command.run,
+          cwd: slot.path,
+          env: { ...this.options.env, ...request.env },
+          timeoutMs: command.timeoutMs,
+          signal: request.signal,
+        });
+        if (outcome.aborted) return null;
+        checks.push({
+          name: command.name,
+          ok: outcome.ok,
+          exitCode: outcome.exitCode,
+          ...(outcome.timedOut ? { timedOut: true } : {}),
+          durationMs: outcome.durationMs,
+          outputTail: outcome.outputTail,
+        });
+        if (!outcome.ok) break;
+      }
+      return { tree, ok: checks.every((c) => c.ok), checks };
+    } catch (err) {
+      broken = true;
+      throw err;
+    } finally {
+      this.releaseSlot(key, slot, broken);
+    }
+  }
+
+  /** A free slot of the product, a new one while fewer than `parallel` exist, else waits for one. */
+  private async acquire(
+    key: string,
+    request: { cwd: string; productId: string; parallel: number; signal: AbortSignal },
+  ): Promise<Slot | null> {
+    let pool = this.pools.get(key);
+    if (!pool) {
+      pool = { free: [], made: 0, waiting: [] };
+      this.pools.set(key, pool);
+    }
+    for (;;) {
+      if (request.signal.aborted) return null;
+      const free = pool.free.pop();
+      if (free) return free;
+      if (pool.made < request.parallel) {
+        const n = ++pool.made;
+        try {
+          return await this.makeSlot(request.cwd, join(key, `slot-${n}`));
+        } catch (err) {
+          pool.made--;
+          throw err;
+        }
+      }
+      await new Promise<void>((resolveWait) => {
+        const wake = (): void => {
+          request.signal.removeEventListener("abort", wake);
+          resolveWait();
+        };
+        pool.waiting.push(wake);
+        request.signal.addEventListener("abort", wake, { once: true });
+      });
+    }
+  }
+
+  private releaseSlot(key: string, slot: Slot, broken: boolean): void {
+    const pool = this.pools.get(key);
+    if (!pool) return;
+    if (broken) pool.made--;
+    else pool.free.push(slot);
+    pool.waiting.shift()?.();
+  }
+
+  /** Makes a fresh verify worktree at `path` (removing whatever is there) and reads its git directory. */
+  private async makeSlot(cwd: string, path: string): Promise<Slot> {
+    const common = await this.commonDir(cwd);
+    await runGit(cwd, [`--git-dir=${common}`, "worktree", "remove", "--force", "--force", path]);
+    await rm(path, { recursive: true, force: true });
+    await runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]);
+    await mkdir(join(path, ".."), { recursive: true });
+    const head = (await git(cwd, [`--git-dir=${common}`, "rev-parse", "--verify", "HEAD^{commit}"])).trim();
+    await git(cwd, [`--git-dir=${common}`, ...SAFE, "worktree", "add", "--detach", "-f", "-q", path, head]);
+    const dotGit = (await readFile(join(path, ".git"), "utf8")).trim();
+    const m = /^gitdir: (.+)$/.exec(dotGit);
+    if (!m?.[1]) throw new Error(`The verify worktree at ${path} has no git directory.`);
+    return { path, gitDir: resolve(path, m[1]) };
+  }
+
+  /** Puts exactly `commit`'s tree in the slot (see the file comment). */
+  private async checkout(cwd: string, slot: Slot, commit: string): Promise<void> {
+    const g = [`--git-dir=${slot.gitDir}`, `--work-tree=${slot.path}`, ...SAFE];
+    // A check may have rewritten the `.git` file: put it back so the next check's own git commands see this worktree.
+    await writeFile(join(slot.path, ".git"), `gitdir: ${slot.gitDir}\n`);
+    const entries = (await git(cwd, [...g, "ls-files", "-v", "-z"])).split("\0").filter((e) => e.length > 2);
+    const skipped = entries.filter((e) => e[0] === "S").map((e) => e.slice(2));
+    const assumed = entries.filter((e) => /^[a-z]$/.test(e[0] as string)).map((e) => e.slice(2));
+    if (skipped.length > 0)
+      await git(cwd, [...g, "update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
+    if (assumed.length > 0)
+      await git(cwd, [...g, "update-index", "--no-assume-unchanged", "-z", "--stdin"], `${assumed.join("\0")}\0`);
+    await git(cwd, [...g, "checkout", "-q", "-f", "--detach", commit]);
+    await git(cwd, [...g, "clean", "-ffdxq"]);
+  }
+
+  async release(cwd: string, productId: string): Promise<void> {
+    const key = await this.productDir(cwd, productId);
+    const pool = this.pools.get(key);
+    if (pool && pool.made > pool.free.length) return; // a run is using a slot: its product is still verifying
+    this.pools.delete(key);
+    const common = await this.commonDir(cwd);
+    for (const slot of pool?.free ?? []) {
+      await runGit(cwd, [`--git-dir=${common}`, "worktree", "remove", "--force", "--force", slot.path]);
+    }
+    await rm(key, { recursive: true, force: true });
+    await runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]);
+  }
+}

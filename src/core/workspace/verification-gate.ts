@@ -1,0 +1,203 @@
+/**
+ * The verification gate of one product (DESIGN.md guarantee 17; docs/VERIFY.md): runs a candidate's checks through
+ * `VerifyPort` unless its tree was verified before, records the outcome as a `verified` event bound to the tree id
+ * (only once every check ran to its end), and announces it (`product.taskVerified`).
+ *
+ * Owns the in-flight runs of its product, so two callers asking about one tree share one run, and the trees whose
+ * checks could not be run at all. It never moves a ref and never decides what a red result does to a task
+ * (product/decide.ts does). Imports no I/O: the checks run behind the port, the event is written through `record`,
+ * which must NOT be called from inside the product's exclusive section (it takes that section itself).
+ */
+import { DEFAULT_CHECK_TIMEOUT_MS } from "../../../protocol/verify.js";
+import type { Logger, Notifier, WorkspacePort } from "../ports.js";
+import type { VerifyPort } from "./verify-port.js";
+import type { HasVerification, VerificationEntry, VerifiedEvent, Verdict } from "./verification.js";
+import { recordedVerification, verifyParallelism } from "./verification.js";
+
+/** The body of a `verified` event as the gate appends it (the journal stamps `v` and `at`). */
+export type VerifiedEventBody = Omit<VerifiedEvent, "v" | "at">;
+
+/** What the gate needs from its product; read at each call (the state changes under it). */
+export interface GateDeps {
+  productId: string;
+  cwd: () => string;
+  state: () => HasVerification;
+  verifier: VerifyPort;
+  notifier: Notifier;
+  logger: Logger;
+  now: () => string;
+  /** Appends the event (taking the product's exclusive section); rejects when it could not be written. */
+  record: (event: VerifiedEventBody) => Promise<void>;
+}
+
+/** Trees remembered as "could not be verified" (in memory only: a restart tries them again). */
+const MAX_BROKEN = 100;
+
+export class VerificationGate {
+  private readonly inFlight = new Map<string, Promise<VerificationEntry | null>>();
+  /** True once checks ran in this process since the last `releaseWorktrees`. */
+  private used = false;
+  private readonly broken = new Map<string, string>();
+
+  constructor(private readonly deps: GateDeps) {}
+
+  /** Runs being checked now (for tests and status). */
+  get running(): number {
+    return this.inFlight.size;
+  }
+
+  /** The tree id of `commit`. Throws with git's message when it cannot be read. */
+  treeOf(commit: string): Promise<string> {
+    return this.deps.verifier.treeOf(this.deps.cwd(), commit);
+  }
+
+  /** What is known of `commit`'s tree now (no check runs). A tree that cannot be read is `broken`. */
+  async verdict(commit: string): Promise<{ tree?: string; verdict: Verdict }> {
+    let tree: string;
+    try {
+      tree = await this.treeOf(commit);
+    } catch (err) {
+      return { verdict: { state: "broken", error: `The candidate's tree could not be read: ${message(err)}` } };
+    }
+    const entry = recordedVerification(this.deps.state(), tree);
+    if (entry) return { tree, verdict: { state: entry.ok ? "green" : "red", entry } };
+    const error = this.broken.get(tree);
+    return { tree, verdict: error !== undefined ? { state: "broken", error } : { state: "unverified" } };
+  }
+
+  /**
+   * The verification of `commit`'s tree: the recorded one when the tree was verified before (no check runs; not for
+   * `manual`), else its checks run now (sharing a run already under way for the same tree) and the outcome is
+   * recorded BEFORE it is returned or announced. Resolves `null` when `signal` aborted the run (nothing recorded: a
+   * cut-short check runs again next time) or when no verification is configured. Throws when the verify worktree
+   * cannot be prepared or the event cannot be written (the tree is then `broken` until a restart).
+   */
+  async verify(request: {
+    commit: string;
+    taskId?: string;
+    scope: "task" | "end" | "manual";
+    signal: AbortSignal;
+  }): Promise<VerificationEntry | null> {
+    if (!this.deps.state().verification) return null;
+    const tree = await this.treeOf(request.commit);
+    if (request.scope !== "manual") {
+      const known = recordedVerification(this.deps.state(), tree);
+      if (known) return known;
+    }
+    const running = this.inFlight.get(tree);
+    if (running) return running;
+    const run = this.runChecks(request)
+      .catch((err: unknown) => {
+        this.broken.set(tree, `The verification commands could not be run: ${message(err)}`);
+        if (this.broken.size > MAX_BROKEN) this.broken.delete(this.broken.keys().next().value as string);
+        throw err;
+      })
+      .finally(() => this.inFlight.delete(tree));
+    this.inFlight.set(tree, run);
+    return run;
+  }
+
+  private async runChecks(request: {
+    commit: string;
+    taskId?: string;
+    scope: "task" | "end" | "manual";
+    signal: AbortSignal;
+  }): Promise<VerificationEntry | null> {
+    const state = this.deps.state();
+    const config = state.verification?.config;
+    if (!config) return null;
+    this.used = true;
+    const result = await this.deps.verifier.run({
+      cwd: this.deps.cwd(),
+      productId: this.deps.productId,
+      commit: request.commit,
+      commands: config.commands.map((c) => ({
+        name: c.name,
+        run: c.run,
+        timeoutMs: c.timeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS,
+      })),
+      env: { ...(config.env ?? {}) },
+      parallel: verifyParallelism(state),
+      signal: request.signal,
+    });
+    // Guarantee 17: a check cut short records nothing (it runs again, never assumed).
+    if (result === null || request.signal.aborted) return null;
+    const event: VerifiedEventBody = {
+      type: "verified",
+      tree: result.tree,
+      commit: request.commit,
+      ...(request.taskId !== undefined ? { taskId: request.taskId } : {}),
+      scope: request.scope,
+      ok: result.ok,
+      checks: result.checks,
+    };
+    await this.deps.record(event);
+    this.deps.notifier.notify("product.taskVerified", {
+      productId: this.deps.productId,
+      ...(request.taskId !== undefined ? { taskId: request.taskId } : {}),
+      tree: result.tree,
+      commit: request.commit,
+      ok: result.ok,
+      checks: result.checks.map((c) => ({ ...c })),
+    });
+    const { type: _type, ...entry } = event;
+    return { ...entry, at: this.deps.now() };
+  }
+
+  /**
+   * Removes the product's verify worktrees when checks ran since the last call and none is running now (the product
+   * stopped running in this process), or always with `force` (delete). Failures are logged.
+   */
+  async releaseWorktrees(force = false): Promise<void> {
+    if (!force && (!this.used || this.inFlight.size > 0)) return;
+    this.used = false;
+    try {
+      await this.deps.verifier.release(this.deps.cwd(), this.deps.productId);
+    } catch (err) {
+      this.deps.logger.warn(
+        { productId: this.deps.productId, err: message(err) },
+        "could not remove the verify worktrees",
+      );
+    }
+  }
+
+  /**
+   * Verification ahead of integration (`when: "each"`), outside the product's exclusive section, so checks of
+   * independent candidates run in parallel (up to `verify.maxParallel`) and a pause is never held up by a check:
+   * captures the attempt's worktree against the base it was prepared on (guarantee 16), merges it (as objects only)
+   * with the integration head as it is now, and verifies that candidate. Best effort: a failure is logged, and the
+   * integration step finds the candidate unverified or broken. Resolves when done; never rejects.
+   */
+  async preVerify(request: {
+    workspaces: WorkspacePort;
+    worktree: string;
+    base: string;
+    head: string;
+    captureMessage: string;
+    mergeMessage: string;
+    taskId: string;
+    signal: AbortSignal;
+  }): Promise<void> {
+    try {
+      const captured = await request.workspaces.capture(request.worktree, request.captureMessage, request.base);
+      if (captured.commit === null || request.signal.aborted) return;
+      const merge = await request.workspaces.merge(
+        this.deps.cwd(),
+        request.head,
+        captured.commit,
+        request.mergeMessage,
+      );
+      if (merge.kind === "conflict" || request.signal.aborted) return;
+      await this.verify({ commit: merge.commit, taskId: request.taskId, scope: "task", signal: request.signal });
+    } catch (err) {
+      this.deps.logger.warn(
+        { productId: this.deps.productId, taskId: request.taskId, err: message(err) },
+        "could not verify a candidate ahead of its integration",
+      );
+    }
+  }
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
