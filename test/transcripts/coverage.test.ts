@@ -143,6 +143,9 @@ const NOT_COVERED: Readonly<Record<string, string>> = {
   "server sends product.taskOverloaded":
     "sent only when a worker's provider answers 429/529; the corpus runs on the built-in agents, which never do. " +
     "Covered over real stdio by test/e2e/overload.test.ts",
+  "server sends product.taskVerified":
+    "sent only when verify commands are configured, which runs the project's own checks (node --test) in a verify " +
+    "worktree; covered over real stdio by test/e2e/verify-each.test.ts and verify-end.test.ts",
 };
 
 function loadCoverage(): { coverage: Coverage; files: string[] } {
