@@ -2,7 +2,8 @@
  * Worktree preparation under contention (issue 26, case 8): 12 concurrent `prepare`s on ONE repository, from two
  * processes (6 each, as two servers sharing a repository do), for 20 rounds, while CPU burners this test starts load
  * the machine. Each round every process prepares 6 fresh worktrees at once (`git worktree add`), checks each is the
- * base's checkout, then removes them at once (`git worktree remove`), racing the other process's adds. Not one
+ * base's checkout, then removes them at once (`git worktree remove`), racing the other process's adds; the user's checkout (HEAD,
+ * branches, index, tree, operation) is byte-for-byte unchanged at the end. Not one
  * preparation may fail (a failure there would have been a failed task attempt): administration is serialised per
  * common dir across processes (worktree-lock.ts) and a failed try is retried with backoff (the retries are counted).
  */
@@ -13,6 +14,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { git, makeRepo, worktreePaths } from "../../support/git-repo.js";
 import { tempDir } from "../../support/server-process.js";
 import { runTsxSource } from "../../support/tsx-child.js";
+import { userState } from "../../support/worktree-safety.js";
 
 const ROUNDS = 20;
 const WIDTH = 6;
@@ -38,8 +40,10 @@ for (let r = 0; r < Number(rounds); r++) {
     Array.from({ length: Number(width) }, (_, k) => port.attemptPath(repo, "prd_p" + me, "t" + k, r + 1)),
   );
   await Promise.all(paths.map((path) => port.prepare(repo, path, base).catch((err) => failures.push(String(err)))));
-  for (const path of paths)
-    if (readFileSync(join(path, "src", "m7.txt"), "utf8") !== "module 7\\n") failures.push("not checked out: " + path);
+  for (const path of paths) {
+    const file = join(path, "src", "m7.txt");
+    if (!existsSync(file) || readFileSync(file, "utf8") !== "module 7\\n") failures.push("not checked out: " + path);
+  }
   await Promise.all(paths.map((path) => port.release(repo, path)));
 }
 process.stdout.write(JSON.stringify({ failures, retries }));
@@ -55,6 +59,7 @@ describe("worktree preparation, 12 at once on one repository from two processes,
     // A small tree: the race is in git's worktree administration, not in checking files out.
     const repo = makeRepo({ "README.md": "# Project\n", "src/m7.txt": "module 7\n", "src/m8.txt": "module 8\n" });
     const base = git(repo, "rev-parse", "HEAD");
+    const before = userState(repo);
     const barrier = tempDir("acp-orch-barrier-");
     writeFileSync(join(barrier, ".keep"), "");
     for (let i = 0; i < 2; i++) burners.push(spawn(process.execPath, ["-e", "for (;;) {}"], { stdio: "ignore" }));
@@ -73,6 +78,7 @@ describe("worktree preparation, 12 at once on one repository from two processes,
       // Every worktree was removed again, and git's administration is consistent (no half-made entry).
       expect(worktreePaths(repo)).toEqual([repo]);
       expect(git(repo, "worktree", "prune", "--dry-run", "-v")).toBe("");
+      expect(userState(repo)).toEqual(before);
     } finally {
       for (const b of burners) b.kill("SIGKILL");
     }
