@@ -158,7 +158,35 @@ export class OrchestratorServer {
     }, options.logger);
     // -32013 says whether a read or a write failed (PROTOCOL.md section 3).
     const authority = withFailureOperations(options.authority);
-    const ctx: ProductContext = {
+    const ctx = this.productContext(authority);
+    this.products = new ProductService(ctx);
+    this.fleet = this.buildFleet(ctx);
+    this.controlRequests = new ControlRequestPickup({
+      service: this.products,
+      authority: options.authority,
+      clock: options.clock,
+      logger: options.logger.child({ component: "control-requests" }),
+      ownerId: options.productOptions.ownerId,
+      ...(ctx.liveness ? { liveness: ctx.liveness } : {}),
+    });
+    this.products.setForwarder((productId, request, refusal) => {
+      if (!this.fleet.canForward) return Promise.reject(refusal);
+      return this.fleet.forward(productId, request, refusal);
+    });
+    this.goals = this.buildGoals(authority, ctx);
+    this.sessions = this.buildSessions(authority);
+    this.notifier.subscribe((method, params) => this.sessions.onProductNotification(method, params));
+    // Idle products leave memory (guarantee 14) unless a goal run or a session follows them.
+    this.products.addRetainer((productId) => this.goals.follows(productId));
+    this.products.addRetainer((productId) => this.sessions.follows(productId));
+    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.register();
+  }
+
+  /** The context every product orchestrator of this server shares (core/product/context.ts). */
+  private productContext(authority: RunStateAuthority): ProductContext {
+    const options = this.options;
+    return {
       store: new ProductStore(authority, options.productOptions.checkpointHistory),
       leader: options.leader,
       workers: options.workers,
@@ -176,8 +204,12 @@ export class OrchestratorServer {
       digest: nodeSha256Hex,
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
-    this.products = new ProductService(ctx);
-    this.fleet = new Fleet({
+  }
+
+  /** Leases, forwarding and recovery across servers sharing the store (fleet.ts). Not started yet. */
+  private buildFleet(ctx: ProductContext): Fleet {
+    const options = this.options;
+    return new Fleet({
       service: this.products,
       store: ctx.store,
       authority: options.authority,
@@ -191,19 +223,12 @@ export class OrchestratorServer {
       scanMs: options.fleet?.scanMs ?? options.productOptions.leaseRenewMs,
       ...(options.fleet?.livenessCheckMs !== undefined ? { livenessCheckMs: options.fleet.livenessCheckMs } : {}),
     });
-    this.controlRequests = new ControlRequestPickup({
-      service: this.products,
-      authority: options.authority,
-      clock: options.clock,
-      logger: options.logger.child({ component: "control-requests" }),
-      ownerId: options.productOptions.ownerId,
-      ...(ctx.liveness ? { liveness: ctx.liveness } : {}),
-    });
-    this.products.setForwarder((productId, request, refusal) => {
-      if (!this.fleet.canForward) return Promise.reject(refusal);
-      return this.fleet.forward(productId, request, refusal);
-    });
-    this.goals = new GoalService({
+  }
+
+  /** The goal runs (`x/goal.*`) over this server's products. */
+  private buildGoals(authority: RunStateAuthority, ctx: ProductContext): GoalService {
+    const options = this.options;
+    return new GoalService({
       authority,
       products: this.products,
       leader: options.leader,
@@ -223,7 +248,12 @@ export class OrchestratorServer {
         ...(options.liveness ? { liveness: options.liveness } : {}),
       },
     });
-    this.sessions = new SessionAdapter({
+  }
+
+  /** The ACP session adapter (session/* over products and goal runs). */
+  private buildSessions(authority: RunStateAuthority): SessionAdapter {
+    const options = this.options;
+    return new SessionAdapter({
       products: this.products,
       goals: this.goals,
       settings: {
@@ -241,12 +271,6 @@ export class OrchestratorServer {
       ids: options.ids,
       projectIdFor: options.projectIdFor,
     });
-    this.notifier.subscribe((method, params) => this.sessions.onProductNotification(method, params));
-    // Idle products leave memory (guarantee 14) unless a goal run or a session follows them.
-    this.products.addRetainer((productId) => this.goals.follows(productId));
-    this.products.addRetainer((productId) => this.sessions.follows(productId));
-    this.closed = new Promise((resolve) => (this.resolveClosed = resolve));
-    this.register();
   }
 
   private on<M extends keyof HandlerParams>(method: M, handler: Handler<M>): void {
@@ -381,6 +405,11 @@ export class OrchestratorServer {
       return deleted;
     });
 
+    this.registerGoalMethods(projectOf);
+  }
+
+  /** The `x/goal.*` methods (PROTOCOL.md section 6). */
+  private registerGoalMethods(projectOf: (params: { projectId?: string | undefined; cwd: string }) => string): void {
     const g = this.goals;
     this.on("x/goal.start", async (params) => {
       await requireDirectory(params.cwd);
