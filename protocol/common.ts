@@ -86,6 +86,11 @@ export const Task = lazySchema(
       dependsOn: z.array(Id).max(10_000),
       acceptance: z.string().max(5_000).optional(),
       maxAttempts: z.number().int().min(1).max(20).optional(),
+      /**
+       * A fix-up (issue 28): the failed task this task replaces. The failed task stays in the plan, shown as
+       * superseded (`TaskState.supersededBy`), and no longer fails the product once its fix-up completes.
+       */
+      supersedes: Id.optional(),
     }),
   "Task",
 );
@@ -227,6 +232,11 @@ export const TaskState = lazySchema(
        * "waiting: provider overloaded, retry in 20 s". No attempt is spent on it.
        */
       waiting: z.string().max(500).optional(),
+      /**
+       * `product.status` only, never stored (issue 28): a failed task that a fix-up replaces names that fix-up (the
+       * task whose `supersedes` is this task). Its `status` stays `failed`; views show it as superseded.
+       */
+      supersededBy: Id.optional(),
     }),
   "TaskState",
 );

@@ -4,7 +4,7 @@
  *
  * Pure functions of their arguments: no I/O, no clock (times are passed in), no colours.
  */
-import type { Integration, Plan, TaskState } from "../../protocol/common.js";
+import type { Integration, Mutation, Plan, TaskState } from "../../protocol/common.js";
 import type { ProductEvent } from "../core/product/records.js";
 import type { GoalRow, ProductEventRow, ProductRow } from "./run-state-reader.js";
 
@@ -164,7 +164,7 @@ export function formatProductStatus(
           const d = taskDurationMs(t, now);
           return [
             t.taskId,
-            t.status,
+            shownStatus(t),
             String(t.attempts),
             d === undefined ? "-" : formatDuration(d),
             instances.get(t.instanceId) ?? t.instanceId,
@@ -176,6 +176,8 @@ export function formatProductStatus(
     );
     for (const t of s.tasks) {
       const notes: string[] = [];
+      if (t.supersededBy) notes.push(`superseded by its fix-up ${t.supersededBy}`);
+      if (t.supersedes) notes.push(`fix-up of ${t.supersedes}`);
       if (t.error) notes.push(`error: ${clip(t.error.replace(/\s+/g, " "), 200)}`);
       if (t.interruption) notes.push(`interrupted: ${clip(t.interruption, 200)}`);
       if (t.question) notes.push(`waiting: ${clip(t.question, 200)}`);
@@ -290,6 +292,8 @@ function describeEvent(e: ProductEvent): string {
     }
     case "checkpoint":
       return `checkpoint ${e.checkpointId} (${e.completed}/${e.total} completed)`;
+    case "mutated":
+      return `plan v${e.plan.version} changed by the ${e.by}: ${clip(e.mutations.map(describeMutation).join("; "), 200)}`;
     default: {
       const rest = { ...(e as Record<string, unknown>) };
       delete rest.v;
@@ -308,11 +312,46 @@ const STATUS_STYLE: Record<string, { fill: string; stroke: string }> = {
   failed: { fill: "#f8d7da", stroke: "#dc3545" },
   skipped: { fill: "#e2e3e5", stroke: "#6c757d" },
   cancelled: { fill: "#e2e3e5", stroke: "#6c757d" },
+  superseded: { fill: "#f1e4e6", stroke: "#a66a73" },
 };
+
+/**
+ * The status a view shows: `superseded` for a failed task a fix-up replaces (`supersededBy`, issue 28), else the
+ * stored status. The wire status stays `failed` (PROTOCOL.md section 5).
+ */
+export function shownStatus(t: { status?: string; supersededBy?: string | undefined }): string {
+  return t.supersededBy !== undefined && t.status === "failed" ? "superseded" : (t.status ?? "pending");
+}
+
+/** One plan mutation in words (`events`). */
+function describeMutation(m: Mutation): string {
+  switch (m.op) {
+    case "addTask":
+      return `add ${m.task.taskId} on ${m.task.instanceId}${m.task.supersedes ? ` (fix-up superseding ${m.task.supersedes})` : ""}`;
+    case "removeTask":
+      return `remove ${m.taskId}`;
+    case "updateTask":
+      return `update ${m.taskId}`;
+    case "reassign":
+      return `reassign ${m.taskId} to ${m.instanceId}`;
+    case "addDependency":
+      return `${m.taskId} after ${m.dependsOn}`;
+    case "removeDependency":
+      return `${m.taskId} no longer after ${m.dependsOn}`;
+  }
+}
 
 /** The colours a task status is drawn with (the dashboard uses the same). */
 export function statusStyle(status: string): { fill: string; stroke: string } {
   return STATUS_STYLE[status] ?? { fill: "#ffffff", stroke: "#000000" };
+}
+
+/** A task as `graph` draws it. */
+type GraphTask = Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string; supersededBy?: string };
+
+/** A node's label: id and title, and for a superseded task the fix-up that replaces it. */
+function nodeLabel(t: GraphTask): string {
+  return `${t.taskId}: ${t.title}${t.supersededBy ? ` (superseded by ${t.supersededBy})` : ""}`;
 }
 
 /** A node id safe in Mermaid and DOT. */
@@ -321,34 +360,34 @@ function nodeId(taskId: string): string {
 }
 
 /** The DAG as a Mermaid flowchart, one class per task status. */
-export function toMermaid(
-  tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[],
-): string {
+export function toMermaid(tasks: readonly GraphTask[]): string {
   const lines = ["flowchart TD"];
-  for (const t of tasks) lines.push(`  ${nodeId(t.taskId)}["${t.taskId}: ${t.title.replace(/["\\]/g, "'")}"]`);
+  for (const t of tasks) lines.push(`  ${nodeId(t.taskId)}["${nodeLabel(t).replace(/["\\]/g, "'")}"]`);
   for (const t of tasks) for (const d of t.dependsOn) lines.push(`  ${nodeId(d)} --> ${nodeId(t.taskId)}`);
-  const used = new Set(tasks.map((t) => t.status ?? "pending"));
+  for (const t of tasks)
+    if (t.supersededBy) lines.push(`  ${nodeId(t.taskId)} -. fix-up .-> ${nodeId(t.supersededBy)}`);
+  const used = new Set(tasks.map(shownStatus));
   for (const status of used) {
     const st = statusStyle(status);
     lines.push(`  classDef ${status} fill:${st.fill},stroke:${st.stroke}`);
   }
-  for (const t of tasks) lines.push(`  class ${nodeId(t.taskId)} ${t.status ?? "pending"}`);
+  for (const t of tasks) lines.push(`  class ${nodeId(t.taskId)} ${shownStatus(t)}`);
   return `${lines.join("\n")}\n`;
 }
 
 /** The DAG as Graphviz DOT, nodes filled by task status. */
-export function toDot(
-  tasks: readonly (Pick<TaskState, "taskId" | "title" | "dependsOn"> & { status?: string })[],
-): string {
+export function toDot(tasks: readonly GraphTask[]): string {
   const q = (s: string) => `"${s.replace(/["\\]/g, (c) => `\\${c}`)}"`;
   const lines = ["digraph product {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled"];'];
   for (const t of tasks) {
-    const st = statusStyle(t.status ?? "pending");
-    lines.push(
-      `  ${nodeId(t.taskId)} [label=${q(`${t.taskId}: ${t.title}`)}, fillcolor=${q(st.fill)}, color=${q(st.stroke)}];`,
-    );
+    const st = statusStyle(shownStatus(t));
+    lines.push(`  ${nodeId(t.taskId)} [label=${q(nodeLabel(t))}, fillcolor=${q(st.fill)}, color=${q(st.stroke)}];`);
   }
   for (const t of tasks) for (const d of t.dependsOn) lines.push(`  ${nodeId(d)} -> ${nodeId(t.taskId)};`);
+  for (const t of tasks) {
+    if (t.supersededBy)
+      lines.push(`  ${nodeId(t.taskId)} -> ${nodeId(t.supersededBy)} [style=dashed, label="fix-up"];`);
+  }
   lines.push("}");
   return `${lines.join("\n")}\n`;
 }

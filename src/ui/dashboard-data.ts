@@ -11,7 +11,7 @@
  * (a new user's first look at a product is before confirming it).
  */
 import type { TaskState } from "../../protocol/common.js";
-import { statusStyle, taskDurationMs } from "../operator/format.js";
+import { shownStatus, statusStyle, taskDurationMs } from "../operator/format.js";
 import type { GoalRow, ProductRow, RunStateReader } from "../operator/run-state-reader.js";
 import { layoutDag, type DagLayout } from "./graph-layout.js";
 
@@ -28,7 +28,11 @@ export interface Overview {
 export interface TaskView {
   taskId: string;
   title: string;
+  /** The task's status as views show it: `superseded` for a failed task a fix-up replaces (issue 28). */
   status: string;
+  /** A superseded task's fix-up; a fix-up's failed task (issue 28). */
+  supersededBy?: string;
+  supersedes?: string;
   /** true when the task comes from a proposed, not yet confirmed plan. */
   proposed: boolean;
   agent: string;
@@ -75,13 +79,16 @@ export async function productView(reader: RunStateReader, productId: string, now
     ? (plan?.tasks ?? []).map((t) => ({ ...t, status: "pending", attempts: 0 }))
     : states;
   const tasks = source.map((t): TaskView => {
-    const style = statusStyle(t.status);
+    const shown = shownStatus(t);
+    const style = statusStyle(shown);
     const output = t.output ?? "";
     const duration = taskDurationMs(t, now);
     return {
       taskId: t.taskId,
       title: t.title,
-      status: t.status,
+      status: shown,
+      ...(t.supersededBy ? { supersededBy: t.supersededBy } : {}),
+      ...(t.supersedes ? { supersedes: t.supersedes } : {}),
       proposed,
       agent: agents.get(t.instanceId) ?? t.instanceId,
       dependsOn: [...t.dependsOn],

@@ -80,7 +80,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
   var STATUS_STYLE = {
     pending: ["#eeeeee", "#999999"], running: ["#cfe2ff", "#0d6efd"], waiting: ["#fff3cd", "#ffc107"],
     completed: ["#d1e7dd", "#198754"], failed: ["#f8d7da", "#dc3545"], skipped: ["#e2e3e5", "#6c757d"],
-    cancelled: ["#e2e3e5", "#6c757d"]
+    cancelled: ["#e2e3e5", "#6c757d"], superseded: ["#f1e4e6", "#a66a73"]
   };
   var SVG = "http://www.w3.org/2000/svg";
 
@@ -243,6 +243,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     panel.appendChild(el("h2", { text: t.taskId + ": " + t.title }));
     panel.appendChild(facts([
       ["status", t.status + (t.proposed ? " (plan not confirmed yet)" : "")], ["agent", t.agent], ["attempts", t.attempts],
+      ["superseded by", t.supersededBy], ["fix-up of", t.supersedes],
       ["after", t.dependsOn.join(", ") || "-"], ["started", t.startedAt], ["ended", t.endedAt],
       ["duration", t.durationMs !== undefined ? duration(t.durationMs) : undefined],
       ["error", t.error], ["interrupted", t.interruption], ["waiting for", t.question],
@@ -285,7 +286,10 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     });
     app.appendChild(legend);
     var selected = current.taskId;
-    if (!selected || !v.tasks.some(function (t) { return t.taskId === selected; })) {
+    var missing = selected && !v.tasks.some(function (t) { return t.taskId === selected; });
+    // A link to a task the product does not have says so and selects nothing (issue 28), never another task.
+    if (missing) app.appendChild(el("p", { id: "task-not-found", class: "error", text: "Task " + selected + " not found in product " + current.id + "." }));
+    if (!selected) {
       var running = v.tasks.filter(function (t) { return t.status === "running"; })[0];
       selected = running ? running.taskId : (v.tasks[0] ? v.tasks[0].taskId : undefined);
     }

@@ -212,7 +212,7 @@ describe("worktree conflicts and rollback", () => {
       const integrated = mine("product.taskIntegrated").map((n) => n.params.taskId);
       expect(integrated).toEqual([winner, `${loser}-fix`]);
 
-      // The leader was consulted and added the fix-up in place of the failed task.
+      // The leader was consulted and added the fix-up that supersedes the failed task.
       const added = mine("product.dagMutated").find((n) => (n.params.mutation as { op: string }).op === "addTask");
       expect(added?.params.by).toBe("leader");
       expect((added?.params.mutation as { task: { taskId: string; description: string } }).task.taskId).toBe(
@@ -227,7 +227,12 @@ describe("worktree conflicts and rollback", () => {
       expect(status.phase).toBe("completed");
       const won = status.tasks.find((t) => t.taskId === winner);
       const fix = status.tasks.find((t) => t.taskId === `${loser}-fix`);
-      expect(status.tasks.map((t) => t.taskId).sort()).toEqual([winner, `${loser}-fix`].sort());
+      // The loser stays, superseded by its fix-up (issue 28).
+      expect(status.tasks.map((t) => t.taskId).sort()).toEqual([winner, loser, `${loser}-fix`].sort());
+      expect(status.tasks.find((t) => t.taskId === loser)).toMatchObject({
+        status: "failed",
+        supersededBy: `${loser}-fix`,
+      });
       expect(fix?.status).toBe("completed");
       expect(
         git(repo, "merge-base", "--is-ancestor", won?.workspace?.commit ?? "", fix?.workspace?.baseCommit ?? ""),

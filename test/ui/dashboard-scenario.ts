@@ -214,6 +214,13 @@ export async function dashboardScenario(state: string): Promise<void> {
     const last = ids[ids.length - 1] as string;
     await showsOutput(page, last, [`${last}: started`, `${last}: gate open`, `${last} finished`]);
 
+    // A link to a task the product does not have says so and selects no other task (issue 28, case 5).
+    await page.evaluate(`location.hash = "#/product/${productId}/t22-unknown"`);
+    await page.waitForSelector("#task-not-found", { timeout: 30_000 });
+    expect(await page.textContent("#task-not-found")).toBe(`Task t22-unknown not found in product ${productId}.`);
+    expect(await page.locator("g.node.selected").count()).toBe(0);
+    expect(await page.getAttribute("#task-detail", "data-task-id")).toBe("");
+
     expect(await page.evaluate("window.notReloaded === true")).toBe(true);
     expect(consoleErrors).toEqual([]);
     const status = await server.request<{ phase: string }>("product.status", { productId });

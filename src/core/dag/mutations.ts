@@ -93,6 +93,9 @@ export function applyMutations(plan: Plan, states: TaskStatuses, mutations: read
         if (!instanceIds.has(task.instanceId)) {
           return fail(index, `Task ${task.taskId} is assigned to unknown instance ${task.instanceId}.`);
         }
+        if (task.supersedes !== undefined && working.get(task.supersedes)?.status !== "failed") {
+          return fail(index, `Task ${task.taskId} supersedes ${task.supersedes}, which is not a failed task of the plan.`);
+        }
         const seen = new Set<string>();
         for (const dep of task.dependsOn) {
           if (dep === task.taskId) return fail(index, `Task ${task.taskId} cannot depend on itself.`);

@@ -25,6 +25,7 @@ import type {
   PlanResult,
 } from "../ports.js";
 import { finishDraft, planMessage } from "./heuristic/draft-plan.js";
+import { placeFixUp } from "./heuristic/fix-up.js";
 import { draftFromGoal, goalCriteria } from "./heuristic/goal-items.js";
 import type { DraftTask } from "./heuristic/goal-items.js";
 import { mutationsFor, progressLine, withStates } from "./heuristic/live-commands.js";
@@ -44,9 +45,9 @@ export { makeTitle } from "./heuristic/titles.js";
  *   agent, else round-robin; seats up to `maxParallelTasks`) and says why in its message. Never asks questions.
  * - `message` turns "add task: …", "remove task N", "rename …", "make N depend on M", "assign N to …" into mutations
  *   that pass `applyMutations`; anything else is acknowledged.
- * - `consultOnFailure` adds one fix-up task per failed task, re-points its pending dependents and removes the failed
- *   task when nothing else depends on it (the fix-up replaces it); gives up when the
- *   failed task is itself a fix-up or already had one.
+ * - `consultOnFailure` adds one fix-up task per failed task, on another instance (another agent where the plan has
+ *   one), which supersedes the failed task (kept, shown as superseded) and takes over its pending dependents; gives
+ *   up when the failed task is itself a fix-up or already had one.
  *
  * Every method rejects with the signal's reason if `signal` is already aborted, and never rejects otherwise.
  */
@@ -125,8 +126,9 @@ export class HeuristicLeader implements LeaderPort {
 
   /**
    * Deterministic failure policy: a failed task that is not a fix-up (id ending in `-fix`) and has no fix-up yet gets
-   * one — `<id>-fix`, "Fix: <title>", same instance and dependencies — and its pending dependents are re-pointed from
-   * the failed task to the fix-up, so the run can go on. Otherwise, or if the mutations would not apply, gives up.
+   * one — `<id>-fix`, "Fix: <title>", same dependencies, `supersedes` the failed task, on another instance
+   * (heuristic/fix-up.ts) — and its pending dependents are re-pointed from the failed task to the fix-up, so the run
+   * can go on. Otherwise, or if the mutations would not apply, gives up.
    */
   async consultOnFailure(request: FailureConsultation): Promise<FailureDecision> {
     request.signal.throwIfAborted();
@@ -147,6 +149,8 @@ export class HeuristicLeader implements LeaderPort {
         message: `${label} failed again after ${attempts}${error} and already had a fix-up (${fixId}); I am giving up on this branch.`,
       };
     }
+    const placement = placeFixUp(request.plan, request.roster, failed);
+    const inPlan = request.tasks.some((t) => t.taskId === failed.taskId);
     const fix: Task = {
       taskId: fixId,
       title: clip(`Fix: ${failed.title}`, 500),
@@ -157,9 +161,11 @@ export class HeuristicLeader implements LeaderPort {
           failed.description,
         MAX_DESCRIPTION,
       ),
-      instanceId: failed.instanceId,
+      instanceId: placement.instance.instanceId,
       dependsOn: [...failed.dependsOn],
       ...(failed.acceptance !== undefined ? { acceptance: failed.acceptance } : {}),
+      // A failure presented as a task that is not in the plan (a red final head) has nothing to supersede.
+      ...(inPlan ? { supersedes: failed.taskId } : {}),
     };
     const mutations: Mutation[] = [{ op: "addTask", task: fix }];
     const repointed: string[] = [];
@@ -169,14 +175,8 @@ export class HeuristicLeader implements LeaderPort {
       mutations.push({ op: "addDependency", taskId: state.taskId, dependsOn: fixId });
       repointed.push(state.taskId);
     }
-    // The fix-up replaces the failed task (its failure stays in the dialogue), so a successful fix can complete the
-    // product. Only possible when no other task still depends on the failed one.
-    const stillDepended = request.tasks.some(
-      (t) => t.dependsOn.includes(failed.taskId) && !repointed.includes(t.taskId),
-    );
-    // A failure presented as a task that is not in the plan (a red final head) has nothing to remove.
-    const inPlan = request.tasks.some((t) => t.taskId === failed.taskId);
-    if (!stillDepended && inPlan) mutations.push({ op: "removeTask", taskId: failed.taskId });
+    // The fix-up supersedes the failed task, which stays in the plan, shown as superseded (issue 28): a successful
+    // fix completes the product.
     const outcome = applyMutations(request.plan, request.tasks, mutations);
     if (!outcome.ok) {
       return {
@@ -192,8 +192,8 @@ export class HeuristicLeader implements LeaderPort {
       kind: "mutate",
       mutations,
       message:
-        `${label} failed after ${attempts}${error}. I added a fix-up task ${fixId} "${fix.title}" on the same instance` +
-        `${stillDepended ? "" : ` to replace it`}; ${after}`,
+        `${label} failed after ${attempts}${error}. I added a fix-up task ${fixId} "${fix.title}" ${placement.reason} ` +
+        `to supersede it; ${after}`,
     };
   }
 

@@ -14,6 +14,7 @@ import type { RefusedPermission, WorkerResult } from "../ports.js";
 import { endVerificationCause, verificationError, type Verdict } from "../workspace/verification.js";
 import type { ProductEvent, ProductState } from "./records.js";
 import { attemptsUsed, type ProductModel } from "./state.js";
+import { outcomeTasks, supersessions } from "./supersession.js";
 
 /** Events as the orchestrator builds them: `v` and `at` are stamped on append (journal.ts). */
 export type NewEvent = ProductEvent extends infer E ? (E extends ProductEvent ? Omit<E, "v" | "at"> : never) : never;
@@ -308,16 +309,20 @@ function startDecision(ready: readonly { task: TaskState; workspace?: TaskWorksp
   return { events, effects };
 }
 
-/** Ends the product when nothing is left to run: completed if every task completed, else failed (guarantee 8). */
+/**
+ * Ends the product when nothing is left to run: completed if every task completed, else failed (guarantee 8). A
+ * failed task replaced by a fix-up (supersession.ts, issue 28) is not counted: its fix-up is.
+ */
 function finishDecision(model: ProductModel): Decision {
   const counts = model.counts;
   if (counts.pending > 0 || counts.running > 0 || counts.waiting > 0) return { events: [], effects: [] };
-  const tasks = model.state.tasks;
+  const tasks = outcomeTasks(model.state.tasks);
   const failed = tasks.filter((t) => t.status !== "completed");
   const phase = failed.length === 0 ? "completed" : "failed";
+  const replaced = [...supersessions(model.state.tasks)].map(([id, by]) => `${id} superseded by ${by}`);
   const summary =
     phase === "completed"
-      ? `All ${tasks.length} tasks completed.`
+      ? `All ${tasks.length} tasks completed${replaced.length > 0 ? ` (${replaced.join(", ")})` : ""}.`
       : `${tasks.length - failed.length} of ${tasks.length} tasks completed; ${failed
           .map((t) => `${t.taskId} ${t.status}`)
           .join(", ")}.`;

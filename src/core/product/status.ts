@@ -13,6 +13,7 @@ import type { ProductParts } from "./parts.js";
 import { integrationView, isolationNote } from "../workspace/integration.js";
 import { tasksWithWaits, type WaitFacts } from "./task-waits.js";
 import { verificationStatus } from "../workspace/verification.js";
+import { withSupersededBy } from "./supersession.js";
 
 /** What `inspect()` adds to a recovery when the run's inputs drifted (issue 4, drift detection). */
 export interface DriftRecovery {
@@ -62,7 +63,7 @@ export class StatusView {
       name: s.name,
       phase: s.phase,
       ...(s.plan ? { plan: s.plan } : {}),
-      tasks: tasksWithWaits(s, this.waitFacts()),
+      tasks: withSupersededBy(tasksWithWaits(s, this.waitFacts())),
       progress: this.progress(),
       budget: {
         usedTokens: used,

@@ -625,24 +625,33 @@ describe("HeuristicLeader.consultOnFailure", () => {
     return { productId: "prd_1", goal: "g", failedTask, plan: live.plan, tasks, roster: ROSTER, signal };
   }
 
-  it("adds one fix-up task on the same instance, re-points pending dependents to it and removes the failed task", async () => {
+  it("adds one fix-up task on another agent's instance that supersedes the failed task and takes its dependents", async () => {
     const req = failed("t2");
     const decision = await leader.consultOnFailure(req);
     expect(decision.kind).toBe("mutate");
     if (decision.kind !== "mutate") return;
     expect(decision.mutations[0]).toMatchObject({
       op: "addTask",
-      task: { taskId: "t2-fix", title: "Fix: Write the tests", instanceId: "i2", dependsOn: ["t1"] },
+      task: { taskId: "t2-fix", title: "Fix: Write the tests", instanceId: "i1", dependsOn: ["t1"], supersedes: "t2" },
     });
+    // The failed task is kept (shown as superseded), not removed.
     expect(decision.mutations.slice(1)).toEqual([
       { op: "removeDependency", taskId: "t3", dependsOn: "t2" },
       { op: "addDependency", taskId: "t3", dependsOn: "t2-fix" },
-      { op: "removeTask", taskId: "t2" },
     ]);
     expect(applyMutations(req.plan, req.tasks, decision.mutations).ok).toBe(true);
     expect(decision.message).toBe(
-      'Task t2 "Write the tests" failed after 2 attempts (tsc: 3 errors). I added a fix-up task t2-fix "Fix: Write the tests" on the same instance to replace it; t3 now waits for the fix-up instead.',
+      'Task t2 "Write the tests" failed after 2 attempts (tsc: 3 errors). I added a fix-up task t2-fix "Fix: Write the tests" on i1 (agent claude, not gemini) to supersede it; t3 now waits for the fix-up instead.',
     );
+  });
+
+  it("keeps the fix-up on the failed instance when the failure was the task's own request (refused by policy)", async () => {
+    const req = failed("t2");
+    req.failedTask = { ...req.failedTask, refusedPermissions: [{ kind: "execute", title: "rm -rf /", by: "policy" }] };
+    const decision = await leader.consultOnFailure(req);
+    if (decision.kind !== "mutate") throw new Error(decision.message);
+    expect(decision.mutations[0]).toMatchObject({ op: "addTask", task: { instanceId: "i2", supersedes: "t2" } });
+    expect(decision.message).toContain("on the same instance (what failed was the task's own request");
   });
 
   it("gives up when the failed task is itself a fix-up", async () => {
