@@ -8,6 +8,9 @@
  * - `sessionCapabilities.additionalDirectories`: absolute existing roots accepted on new/resume, refused otherwise,
  *   persisted and shown in `session/list`.
  * - `promptCapabilities.image`: an image prompt resolves, is replayed by load, and is stored once, by reference.
+ * - `promptCapabilities.embeddedContext` (and the baseline `resource_link`): embedded text and blob resources and a
+ *   link resolve, load replays them before its answer, a blob is stored once by reference and bounded by its length.
+ * - Version negotiation: an unsupported version is answered with `1`; an unknown method is `-32601`.
  * - `session/set_config_option`: values with real choices change, the answer is the complete list, the next product
  *   uses them.
  * - `session/close` while a prompt is in flight: the prompt resolves `cancelled`, the product is left paused and can
@@ -335,6 +338,67 @@ describe("ACP conformance (official SDK client over stdio)", () => {
     } finally {
       db.close();
     }
+  });
+
+  it("embeddedContext and resource_link: an embedded text resource, a blob resource and a link resolve; load replays them, a blob by reference", async () => {
+    const workspace = tempDir("acp-conf-ws-");
+    const statePath = join(tempDir(), "state.db");
+    const blob = Buffer.from("binary design notes").toString("base64");
+    const blocks = [
+      { type: "text", text: "- Follow the attached notes" },
+      { type: "resource_link", uri: "file:///tmp/spec.md", name: "spec.md" },
+      { type: "resource", resource: { uri: "file:///tmp/notes.md", text: "Use tabs.", mimeType: "text/markdown" } },
+      { type: "resource", resource: { uri: "file:///tmp/notes.bin", blob, mimeType: "application/octet-stream" } },
+    ];
+    expect(
+      await withServer({ statePath, permission: () => revise }, async (ctx, h) => {
+        const sessionId = (await ctx.request("session/new", { cwd: workspace, mcpServers: [] })).sessionId;
+        // ACP initialization.mdx, Prompt capabilities: text and resource_link always; resource with embeddedContext.
+        expect((await prompt(ctx, sessionId, blocks)).stopReason).toBe("end_turn");
+        // A blob resource over the attachment limit is refused by its length, before decoding.
+        const big = { type: "resource", resource: { uri: "file:///b", blob: "A".repeat(800_000) } };
+        expect(await prompt(ctx, sessionId, [big]).catch((e: unknown) => e)).toMatchObject({ code: -32602 });
+        const mark = h.out.length;
+        await ctx.request("session/load", { sessionId, cwd: workspace, mcpServers: [] });
+        const answer = h.answerAt((m) => m.id !== undefined && h.out.indexOf(m) >= mark);
+        const replayed = h
+          .updates(sessionId)
+          .filter((u) => u.at >= mark && u.update.sessionUpdate === "user_message_chunk")
+          .map((u) => ({ at: u.at, content: u.update.content as Record<string, unknown> }));
+        // Every block of the user's message comes back before the load's answer (ACP session-setup, Loading Sessions).
+        expect(replayed.every((u) => u.at < answer)).toBe(true);
+        const all = JSON.stringify(replayed.map((u) => u.content));
+        expect(all).toContain("Follow the attached notes");
+        expect(all).toContain("file:///tmp/spec.md");
+        expect(all).toContain("Use tabs.");
+        expect(all).toContain(blob);
+      }),
+    ).toBe(0);
+    const db = new Database(statePath, { readonly: true });
+    try {
+      const events = db.prepare("SELECT event FROM events").all() as { event: string }[];
+      const records = db.prepare("SELECT kind, value FROM records").all() as { kind: string; value: string }[];
+      // The blob is stored once, as an attachment record; no event carries its bytes.
+      expect(events.some((e) => e.event.includes(blob))).toBe(false);
+      expect(records.filter((r) => r.value.includes(blob)).map((r) => r.kind)).toEqual(["attachment"]);
+    } finally {
+      db.close();
+    }
+  });
+
+  it("initialize: a version it does not support is answered with its own (1); an unknown method is -32601", async () => {
+    const code = await withServer({}, async (ctx) => {
+      // ACP initialization.mdx, Version Negotiation: respond with the latest version supported, never an error.
+      const init = await ctx.request("initialize", {
+        protocolVersion: 65535,
+        clientCapabilities: {},
+        clientInfo: { name: "acp-conformance", version: "1" },
+      });
+      expect(init.protocolVersion).toBe(1);
+      const unknown = await ctx.request("session/unknown_method", {}).catch((e: unknown) => e);
+      expect(unknown).toMatchObject({ code: -32601 });
+    });
+    expect(code).toBe(0);
   });
 
   it("set_config_option: real choices, the complete list back, applied to the session's next product", async () => {
