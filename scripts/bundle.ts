@@ -19,10 +19,14 @@
  * - Whitespace and comments are removed and syntax is shortened (`minifyWhitespace`, `minifySyntax`): V8 reads every
  *   byte of what a start loads, and the docstrings were a third of it. Identifiers are kept, so stack traces and
  *   profiles still name our functions; the linked source maps lead back to the compiled files.
+ * - The dashboard's browser code from packages (d3-zoom and d3-selection for the DAG's zoom and pan, diff2html for
+ *   diffs) is bundled for the browser into one script, `dist/bundle/dashboard-vendor.js` (an IIFE defining
+ *   `window.acpVendor`), with diff2html's stylesheet beside it (`dashboard-vendor.css`); the dashboard serves both
+ *   itself, so the page needs no network but its own server.
  * - Modules that find another file of the package ask src/package-files.ts, which knows this layout; nothing in the
  *   bundle resolves a sibling of its own `import.meta.url`.
  */
-import { chmodSync, rmSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, rmSync } from "node:fs";
 import * as esbuild from "esbuild";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -73,6 +77,47 @@ async function main(): Promise<void> {
   });
   if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
   chmodSync(BIN, 0o755);
+  await bundleDashboardVendor();
+}
+
+/**
+ * The dashboard's third-party browser code and stylesheet (see the header). A checkout whose node_modules predates
+ * these packages (`npm install` not run since) gets a warning and no vendor files: the dashboard then works without
+ * zoom and shows diffs as text.
+ */
+async function bundleDashboardVendor(): Promise<void> {
+  if (!["d3-zoom", "d3-selection", "diff2html"].every((p) => existsSync(join(ROOT, "node_modules", p)))) {
+    process.stderr.write(
+      "bundle: d3-zoom, d3-selection or diff2html is not installed (run npm install): the dashboard has no zoom\n",
+    );
+    return;
+  }
+  const result = await esbuild.build({
+    absWorkingDir: ROOT,
+    stdin: {
+      contents: [
+        'export { zoom, zoomIdentity } from "d3-zoom";',
+        'export { select } from "d3-selection";',
+        'export { html as diffHtml } from "diff2html";',
+      ].join("\n"),
+      resolveDir: ROOT,
+      sourcefile: "dashboard-vendor.js",
+    },
+    outfile: join(OUT, "dashboard-vendor.js"),
+    bundle: true,
+    format: "iife",
+    globalName: "acpVendor",
+    platform: "browser",
+    target: "es2020",
+    minify: true,
+    legalComments: "eof",
+    logLevel: "warning",
+  });
+  if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
+  copyFileSync(
+    join(ROOT, "node_modules", "diff2html", "bundles", "css", "diff2html.min.css"),
+    join(OUT, "dashboard-vendor.css"),
+  );
 }
 
 main().catch((err: unknown) => {

@@ -8,12 +8,11 @@
  * `diff` reads only. `merge` moves only the user's branch (it records nothing in the store: the product is finished).
  */
 import { resolve } from "node:path";
-import { runGit } from "../adapters/workspace/git-cli.js";
-import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { orNotFound } from "../operator/not-found.js";
 import { openReader } from "../operator/open-reader.js";
 import { ChangeUnavailable, changeRange, diffText } from "../operator/product-git.js";
+import { mergeProduct } from "../operator/product-merge.js";
 import type { Command } from "./command.js";
 import { writeOut } from "./output.js";
 
@@ -95,7 +94,7 @@ Options:
     try {
       return await orNotFound(where, async () => {
         try {
-          return await mergeProduct(reader, productId, cwd);
+          return await merge(reader, productId, cwd);
         } catch (err) {
           return refuse(err);
         }
@@ -106,53 +105,12 @@ Options:
   },
 };
 
-async function mergeProduct(
-  reader: Parameters<typeof changeRange>[0],
-  productId: string,
-  cwd: string,
-): Promise<number> {
-  const status = await reader.productStatus(productId);
-  const integration = status.integration as
-    | { mode?: string; branch?: string; head?: string; state?: string }
-    | undefined;
-  if (status.phase !== "completed") {
-    throw new ChangeUnavailable(`Product ${productId} is ${String(status.phase)}; only a completed product is merged.`);
-  }
-  if (!integration?.head || !integration.branch) {
-    throw new ChangeUnavailable(`Product ${productId} has no integration branch (it ran in a shared folder).`);
-  }
-  if (integration.mode === "merge" && integration.state === "integrated") {
-    throw new ChangeUnavailable(
-      `Product ${productId} was already merged into its target branch (integration "merge").`,
-    );
-  }
-  const branch = await runGit(cwd, ["symbolic-ref", "-q", "--short", "HEAD"]);
-  if (branch.code !== 0)
-    throw new ChangeUnavailable(`${cwd} is not on a branch (a detached HEAD or not a git checkout).`);
-  const target = branch.stdout.trim();
-  const known = await runGit(cwd, ["cat-file", "-e", `${integration.head}^{commit}`]);
-  if (known.code !== 0) {
-    throw new ChangeUnavailable(
-      `The repository at ${cwd} does not hold ${integration.branch} (${integration.head.slice(0, 12)}).`,
-    );
-  }
-  const name = typeof status.name === "string" ? status.name : productId;
-  const outcome = await new GitWorkspace().integrateInto(
-    cwd,
-    target,
-    integration.head,
-    `Merge ${integration.branch}: ${name}\n\nProduct: ${productId}\n`,
-  );
-  if (outcome.state === "integrated") {
-    await writeOut(`merged ${integration.branch} into ${target} (now at ${outcome.head.slice(0, 12)})\n`);
+async function merge(reader: Parameters<typeof mergeProduct>[0], productId: string, cwd: string): Promise<number> {
+  const outcome = await mergeProduct(reader, productId, cwd);
+  if (outcome.merged) {
+    await writeOut(`${outcome.message}\n`);
     return 0;
   }
-  if (outcome.state === "conflict") {
-    process.stderr.write(
-      `acp-orchestrator: ${integration.branch} conflicts with ${target} in ${outcome.files.join(", ")}; nothing was changed.\n`,
-    );
-    return 1;
-  }
-  process.stderr.write(`acp-orchestrator: ${outcome.reason}\n`);
+  process.stderr.write(`acp-orchestrator: ${outcome.message}\n`);
   return 1;
 }

@@ -1,9 +1,15 @@
 /**
- * `acp-orchestrator ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]`: serves the read-only web dashboard
- * (src/ui/dashboard-server.ts) over one store until Ctrl-C or SIGTERM (issue 15). Prints the URL on stdout.
+ * `acp-orchestrator ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N] [--max-streams N]`: serves the web
+ * dashboard (src/ui/dashboard-server.ts) over one store until Ctrl-C or SIGTERM (issues 15, 29), with buttons that file
+ * control requests through a writable connection to the store opened on first use; prints the URL (with the
+ * per-launch key of the buttons) on stdout.
  *
  * Owns the command's options and the process's lifetime only.
  */
+import { randomBytes } from "node:crypto";
+import { openStore, stateLocation } from "../adapters/persistence/open-store.js";
+import { ProcessLiveness } from "../adapters/system/process-liveness.js";
+import type { RunStateAuthority } from "../core/ports.js";
 import { openReader } from "../operator/open-reader.js";
 import { createLogger, type LogLevel } from "../server/logger.js";
 import { startDashboard } from "../ui/dashboard-server.js";
@@ -34,13 +40,15 @@ function integer(name: string, text: string | undefined, fallback: number, min: 
 export const uiCommand: Command = {
   name: "ui",
   synopsis: "ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]",
-  summary: "serve a live, read-only web dashboard of a store on 127.0.0.1",
+  summary: "serve a live web dashboard of a store on 127.0.0.1, with buttons to steer its products",
   help: `Usage: acp-orchestrator ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]
 
 Serves a web dashboard of the store's products and goal runs until Ctrl-C: each product's task graph, whose
 nodes change colour as the run progresses (no reload), each task's output, error, attempts, durations, commit and
-changed files, the budget, recovery, integration and checkpoints; a goal run's criteria and phases. Reads only:
-safe while servers are driving the products (SQLite or PostgreSQL). Prints the address to open.
+changed files, attempt history, diffs, a timeline, the budget, recovery, integration and checkpoints; a goal run's
+criteria and phases. Buttons pause, resume, cancel, confirm, answer, retry, roll back and merge through control
+requests that the owning server executes (docs/OPERATOR.md). Prints the address to open: it carries this launch's
+key, without which the buttons are refused (403).
 
 Options:
   --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
@@ -62,6 +70,14 @@ Options:
       throw new UsageError(`The option --log-level of "ui" must be one of ${LEVELS.join(", ")}.`, "ui");
     const logger = createLogger({ level });
     const { reader, where } = await openReader(values.state);
+    // The buttons' store connection: writable, opened on the first button press (control requests only).
+    let authority: Promise<RunStateAuthority> | undefined;
+    const control = {
+      secret: randomBytes(24).toString("base64url"),
+      authority: () => (authority ??= openStore(stateLocation(values.state))),
+      liveness: new ProcessLiveness(),
+      stateArg: values.state ?? where,
+    };
     let dashboard;
     try {
       dashboard = await startDashboard({
@@ -72,6 +88,7 @@ Options:
         port,
         pollMs,
         streams: { maxStreams },
+        control,
       });
     } catch (err) {
       await reader.close();
@@ -80,13 +97,14 @@ Options:
         throw new UsageError(`The port ${port} is in use: pass another with --port (0 picks a free one).`, "ui");
       throw err;
     }
-    process.stdout.write(`dashboard: ${dashboard.url} (store ${where}; Ctrl-C stops it)\n`);
+    process.stdout.write(`dashboard: ${dashboard.openUrl} (store ${where}; Ctrl-C stops it)\n`);
     await new Promise<void>((resolve) => {
       process.once("SIGINT", resolve);
       process.once("SIGTERM", resolve);
     });
     await dashboard.close();
     await reader.close();
+    if (authority) await (await authority).close();
     return 0;
   },
 };

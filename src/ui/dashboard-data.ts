@@ -51,6 +51,11 @@ export interface TaskView {
   branch?: string;
   changedFiles?: string[];
   refusedPermissions?: { kind: string; title: string; by: string }[];
+  /** What a pending task waits for (dependencies, seat, budget, leader, workspace). */
+  waitingFor?: string;
+  /** A superseded task's fix-up and the task a fix-up supersedes, when the store has them (issue 28). */
+  supersededBy?: string;
+  supersedes?: string;
   fill: string;
   stroke: string;
 }
@@ -105,6 +110,9 @@ export async function productView(reader: RunStateReader, productId: string, now
       ...(t.workspace?.branch ? { branch: t.workspace.branch } : {}),
       ...(t.workspace?.changedFiles ? { changedFiles: [...t.workspace.changedFiles] } : {}),
       ...(t.refusedPermissions ? { refusedPermissions: t.refusedPermissions.map((r) => ({ ...r })) } : {}),
+      ...optionalText(t, "waitingFor"),
+      ...optionalText(t, "supersededBy"),
+      ...optionalText(t, "supersedes"),
       fill: style.fill,
       stroke: style.stroke,
     };
@@ -115,6 +123,12 @@ export async function productView(reader: RunStateReader, productId: string, now
     plan: plan ? { version: (plan as { version?: number }).version } : undefined,
   };
   return { status: slim, tasks, layout: layoutDag(tasks), checkpoints };
+}
+
+/** `{[key]: value}` when the task has a string under `key` (fields other issues add to TaskState), else `{}`. */
+function optionalText(t: TaskState, key: string): Record<string, string> {
+  const value = (t as unknown as Record<string, unknown>)[key];
+  return typeof value === "string" && value !== "" ? { [key]: value } : {};
 }
 
 /** A task's full output (undefined when the product has no such task). Throws not_found for an unknown product. */

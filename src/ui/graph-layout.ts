@@ -40,6 +40,10 @@ export interface DagLayout {
 /** Box size of every task node (the page clips titles to fit). */
 export const NODE_WIDTH = 220;
 export const NODE_HEIGHT = 56;
+/** Above this many tasks the boxes are compact (so 200 tasks fit one 1080p screen after "fit"). */
+export const COMPACT_ABOVE = 60;
+export const COMPACT_WIDTH = 150;
+export const COMPACT_HEIGHT = 44;
 const MARGIN = 16;
 
 /**
@@ -48,10 +52,18 @@ const MARGIN = 16;
  */
 export function layoutDag(tasks: readonly LayoutTask[]): DagLayout {
   const g = new dagre.graphlib.Graph({ multigraph: false });
-  g.setGraph({ rankdir: "TB", nodesep: 28, ranksep: 44, marginx: MARGIN, marginy: MARGIN });
+  const compact = tasks.length > COMPACT_ABOVE;
+  g.setGraph({
+    rankdir: "TB",
+    nodesep: compact ? 12 : 28,
+    ranksep: compact ? 26 : 44,
+    marginx: MARGIN,
+    marginy: MARGIN,
+  });
   g.setDefaultEdgeLabel(() => ({}));
   const ids = new Set(tasks.map((t) => t.taskId));
-  for (const t of tasks) g.setNode(t.taskId, { width: NODE_WIDTH, height: NODE_HEIGHT });
+  const size = compact ? { width: COMPACT_WIDTH, height: COMPACT_HEIGHT } : { width: NODE_WIDTH, height: NODE_HEIGHT };
+  for (const t of tasks) g.setNode(t.taskId, { ...size });
   for (const t of tasks) for (const d of t.dependsOn) if (ids.has(d) && d !== t.taskId) g.setEdge(d, t.taskId);
   dagre.layout(g);
   const nodes: LaidOutNode[] = tasks.map((t) => {

@@ -9,9 +9,16 @@
  * `#/product/ID/TASK` (the same with TASK selected), `#/goal/ID` (criteria and phases). Text from the store is always
  * set as text (`textContent`), never parsed as HTML.
  *
+ * Issue 29 adds, with page-views.ts: the buttons, filters by state and agent (non-matching nodes dimmed, rows
+ * hidden), zoom, pan and fit of the DAG (d3-zoom), a task's attempt history and diff (diff2html), the product's diff,
+ * the timeline, and a running task's live output (`liveOutput`, persisted by the owner in bounded chunks). The
+ * third-party code is bundled at build time (scripts/bundle.ts) and served by the dashboard itself (`/vendor.js`).
+ *
  * Stable hooks for tests and users' scripts: `[data-product-id]` rows, `svg g.node[data-task-id][data-status]`,
- * `#task-detail`, `#task-output`, `#stream-state` (`live` once the stream delivered a view).
+ * `#task-detail`, `#task-output` (`data-live`), `#stream-state` (`live` once the stream delivered a view),
+ * `#filter-state`, `#filter-agent`, `#tasks tr[data-task-id]`, `#show-diff`, `#show-product-diff`, and page-views.ts's.
  */
+import { VIEWS_SCRIPT } from "./page-views.js";
 
 export const PAGE_HTML = `<!doctype html>
 <html lang="en">
@@ -19,6 +26,7 @@ export const PAGE_HTML = `<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>acp-orchestrator</title>
+<link rel="stylesheet" href="/vendor.css">
 <link rel="stylesheet" href="/app.css">
 </head>
 <body>
@@ -28,6 +36,7 @@ export const PAGE_HTML = `<!doctype html>
   <span id="stream-state" class="pill">connecting</span>
 </header>
 <main id="app"></main>
+<script src="/vendor.js"></script>
 <script src="/app.js"></script>
 </body>
 </html>
@@ -55,7 +64,21 @@ tr.clickable:hover { background: #f1f3f5; }
 .facts dt { font-weight: 600; }
 .facts dd { margin: 0; white-space: pre-wrap; }
 .layout { display: flex; gap: 16px; align-items: flex-start; flex-wrap: wrap; }
-.dag { background: #fff; border: 1px solid #dee2e6; overflow: auto; max-width: 100%; }
+.dag { background: #fff; border: 1px solid #dee2e6; flex: 2 1 600px; min-width: 400px; position: relative; }
+.dag svg#dag { display: block; width: 100%; height: calc(100vh - 150px); min-height: 420px; cursor: grab; }
+.dag .zoom { position: absolute; top: 6px; right: 6px; display: flex; gap: 4px; }
+.dag g.node.dim { opacity: 0.15; }
+.dag g.node.superseded rect { stroke-dasharray: 6 3; }
+.controls { display: flex; gap: 6px; align-items: center; flex-wrap: wrap; margin: 8px 0; }
+.controls button { padding: 3px 10px; border: 1px solid #6c757d; border-radius: 4px; background: #fff; cursor: pointer; }
+.controls button:disabled { opacity: 0.4; cursor: default; }
+.controls button[data-verb=cancel], .controls button[data-verb=rollback] { border-color: #dc3545; color: #842029; }
+.control-result.ok { color: #0f5132; } .control-result.error { color: #842029; } .control-result.busy { color: #6c757d; }
+.filters { display: flex; gap: 10px; align-items: center; margin: 6px 0; }
+tr[data-hidden] { display: none; }
+svg#timeline text.seat { font-size: 12px; } svg#timeline text.tick, svg#timeline text.bar-label { font-size: 10px; fill: #495057; }
+svg#timeline rect.bar { cursor: pointer; }
+#diff { background: #fff; max-height: 640px; overflow: auto; }
 .dag g.node { cursor: pointer; }
 .dag g.node text { font-size: 12px; fill: #212529; pointer-events: none; }
 .dag g.node.selected rect { stroke-width: 4; }
@@ -67,9 +90,10 @@ pre { background: #212529; color: #f8f9fa; padding: 8px; overflow: auto; max-hei
 .error { color: #842029; }
 ul.timeline { list-style: none; padding: 0; margin: 0; background: #fff; border: 1px solid #dee2e6; }
 ul.timeline li { padding: 3px 8px; border-bottom: 1px solid #f1f3f5; }
+textarea#answer-text { flex: 1 1 240px; font: inherit; }
 `;
 
-export const PAGE_SCRIPT = String.raw`"use strict";
+export const MAIN_SCRIPT = String.raw`"use strict";
 (function () {
   var app = document.getElementById("app");
   var streamState = document.getElementById("stream-state");
@@ -202,51 +226,66 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     }
   }
 
+  var zoomState = { productId: null, transform: null };
+  var filters = { state: "", agent: "" };
+  var fetched = { attempts: "", timeline: 0 };
+  var keep = {};
+  function kept(id) { return keep[id] || (keep[id] = el("div", { id: id })); }
+  function visible(t) {
+    return (!filters.state || t.status === filters.state) && (!filters.agent || t.agent === filters.agent);
+  }
   function drawDag(v, selected) {
     var L = v.layout;
-    var box = svg("svg", { width: String(L.width), height: String(L.height), viewBox: "0 0 " + L.width + " " + L.height, id: "dag" });
+    var box = svg("svg", { id: "dag", "data-width": String(L.width), "data-height": String(L.height) });
     var defs = svg("defs", {});
     var marker = svg("marker", { id: "arrow", viewBox: "0 0 10 10", refX: "9", refY: "5", markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" });
     marker.appendChild(svg("path", { d: "M 0 0 L 10 5 L 0 10 z", fill: "#868e96" }));
     defs.appendChild(marker);
     box.appendChild(defs);
+    var viewport = svg("g", { id: "viewport" });
+    box.appendChild(viewport);
     L.edges.forEach(function (e) {
       if (e.points.length === 0) return;
       var d = "M " + e.points.map(function (p) { return p.x + " " + p.y; }).join(" L ");
-      box.appendChild(svg("path", { class: "edge", d: d, "marker-end": "url(#arrow)", "data-from": e.from, "data-to": e.to }));
+      viewport.appendChild(svg("path", { class: "edge", d: d, "marker-end": "url(#arrow)", "data-from": e.from, "data-to": e.to }));
     });
     var byId = {};
     v.tasks.forEach(function (t) { byId[t.taskId] = t; });
+    var compact = L.nodes.length > 0 && L.nodes[0].height < 50;
     L.nodes.forEach(function (n) {
       var t = byId[n.taskId];
-      var g = svg("g", { class: "node" + (n.taskId === selected ? " selected" : ""), "data-task-id": n.taskId, "data-status": t.status, transform: "translate(" + n.x + "," + n.y + ")" });
+      var cls = "node" + (n.taskId === selected ? " selected" : "") + (visible(t) ? "" : " dim") + (t.supersededBy ? " superseded" : "");
+      var g = svg("g", { class: cls, "data-task-id": n.taskId, "data-status": t.status, "data-agent": t.agent, transform: "translate(" + n.x + "," + n.y + ")" });
       g.appendChild(svg("rect", { width: String(n.width), height: String(n.height), rx: "6", ry: "6", fill: t.fill, stroke: t.stroke, "stroke-width": "2" }));
-      var title = svg("text", { x: "10", y: "20" });
+      var title = svg("text", { x: "8", y: compact ? "17" : "20" });
       var label = t.taskId + ": " + t.title;
-      title.textContent = label.length > 30 ? label.slice(0, 29) + "…" : label;
+      var max = compact ? 22 : 30;
+      title.textContent = label.length > max ? label.slice(0, max - 1) + "…" : label;
       g.appendChild(title);
-      var sub = svg("text", { x: "10", y: "40" });
+      var sub = svg("text", { x: "8", y: compact ? "34" : "40" });
       sub.textContent = t.status + (t.attempts > 1 ? " · attempt " + t.attempts : "") + (t.durationMs !== undefined ? " · " + duration(t.durationMs) : "") + " · " + t.agent;
       g.appendChild(sub);
       var tip = svg("title", {});
-      tip.textContent = label;
+      tip.textContent = label + (t.supersededBy ? " (superseded by " + t.supersededBy + ")" : "");
       g.appendChild(tip);
       g.addEventListener("click", function () { location.hash = "#/product/" + encodeURIComponent(current.id) + "/" + encodeURIComponent(n.taskId); });
-      box.appendChild(g);
+      viewport.appendChild(g);
     });
-    return box;
+    return { box: box, viewport: viewport };
   }
 
   function renderTask(v, t) {
     var panel = el("section", { id: "task-detail", class: "detail", "data-task-id": t ? t.taskId : "" });
     if (!t) { panel.appendChild(el("p", { class: "muted", text: "Select a task in the graph." })); return panel; }
     panel.appendChild(el("h2", { text: t.taskId + ": " + t.title }));
+    panel.appendChild(window.acpViews.taskControls(t, current.id));
     panel.appendChild(facts([
       ["status", t.status + (t.proposed ? " (plan not confirmed yet)" : "")], ["agent", t.agent], ["attempts", t.attempts],
       ["superseded by", t.supersededBy], ["fix-up of", t.supersedes],
       ["after", t.dependsOn.join(", ") || "-"], ["started", t.startedAt], ["ended", t.endedAt],
       ["duration", t.durationMs !== undefined ? duration(t.durationMs) : undefined],
-      ["error", t.error], ["interrupted", t.interruption], ["waiting for", t.question],
+      ["superseded by", t.supersededBy], ["supersedes", t.supersedes],
+      ["error", t.error], ["interrupted", t.interruption], ["waiting for", t.question || t.waitingFor],
       ["branch", t.branch], ["commit", t.commit],
       ["changed files", t.changedFiles ? (t.changedFiles.length ? t.changedFiles.join("\n") : "none") : undefined],
       ["refused", t.refusedPermissions ? t.refusedPermissions.map(function (r) { return r.kind + " " + r.title + " (by " + r.by + ")"; }).join("\n") : undefined]
@@ -257,16 +296,42 @@ export const PAGE_SCRIPT = String.raw`"use strict";
       head.appendChild(el("a", { href: "/api/products/" + encodeURIComponent(current.id) + "/tasks/" + encodeURIComponent(t.taskId) + "/output", target: "_blank", text: "(last " + t.outputTail.length + " of " + t.outputLength + " characters; full output)" }));
     }
     panel.appendChild(head);
-    panel.appendChild(el("pre", { id: "task-output", text: t.outputTail || (t.status === "running" || t.status === "waiting" ? "(running: its output is stored when the attempt ends; a client connected to the server sees it stream)" : "(no output)") }));
+    var live = t.liveOutput && (t.status === "running" || t.status === "waiting") ? t.liveOutput : undefined;
+    panel.appendChild(el("pre", { id: "task-output", "data-live": live ? "true" : "false", text: live ? live.text : (t.outputTail || (t.status === "running" || t.status === "waiting" ? "(running: no output yet)" : "(no output)")) }));
+    panel.appendChild(el("h2", { text: "Attempts" }));
+    var attemptsBox = kept("attempts-box");
+    panel.appendChild(attemptsBox);
+    panel.appendChild(el("h2", {}, ["Change ", el("button", { id: "show-diff", onclick: function () { window.acpViews.diff(current.id, t.taskId, kept("diff")); } }, ["show the task's diff"])]));
+    var key = t.taskId + "/" + t.attempts + "/" + t.status;
+    if (fetched.attempts !== key) { fetched.attempts = key; window.acpViews.attempts(current.id, t, attemptsBox); }
     return panel;
+  }
+
+  function filterBar(v) {
+    var bar = el("div", { class: "filters" });
+    var states = el("select", { id: "filter-state" }, [el("option", { value: "", text: "every state" })]);
+    Object.keys(STATUS_STYLE).forEach(function (k) { states.appendChild(el("option", { value: k, text: k })); });
+    states.value = filters.state;
+    var agents = el("select", { id: "filter-agent" }, [el("option", { value: "", text: "every agent" })]);
+    v.tasks.map(function (t) { return t.agent; }).filter(function (a, i, all) { return all.indexOf(a) === i; }).forEach(function (a) { agents.appendChild(el("option", { value: a, text: a })); });
+    agents.value = filters.agent;
+    states.addEventListener("change", function () { filters.state = states.value; render(lastView); });
+    agents.addEventListener("change", function () { filters.agent = agents.value; render(lastView); });
+    bar.appendChild(el("span", { text: "Show" }));
+    bar.appendChild(states);
+    bar.appendChild(agents);
+    bar.appendChild(el("span", { class: "muted", text: v.tasks.filter(visible).length + " of " + v.tasks.length + " tasks" }));
+    return bar;
   }
 
   function renderProduct(v) {
     var s = v.status;
     var keepScroll = window.scrollY;
+    if (zoomState.productId !== current.id) { zoomState = { productId: current.id, transform: null }; fetched = { attempts: "", timeline: 0 }; keep = {}; }
     clear(app);
     app.appendChild(el("p", {}, [el("a", { href: "#/", text: "← all products" })]));
     app.appendChild(el("h1", { id: "product-name", text: s.name }));
+    app.appendChild(window.acpViews.controls(v, current.id));
     var b = s.budget || {};
     var integration = s.integration ? s.integration.state + " on " + s.integration.branch + (s.integration.targetBranch ? " → " + s.integration.targetBranch : "") + " at " + String(s.integration.head).slice(0, 12) + (s.integration.merged.length ? "\nmerged: " + s.integration.merged.join(", ") : "") + (s.integration.conflict ? "\nconflict" + (s.integration.conflict.taskId ? " in " + s.integration.conflict.taskId : "") + ": " + s.integration.conflict.files.join(", ") : "") : undefined;
     app.appendChild(facts([
@@ -285,6 +350,7 @@ export const PAGE_SCRIPT = String.raw`"use strict";
       legend.appendChild(el("span", {}, [i, k]));
     });
     app.appendChild(legend);
+    app.appendChild(filterBar(v));
     var selected = current.taskId;
     var missing = selected && !v.tasks.some(function (t) { return t.taskId === selected; });
     // A link to a task the product does not have says so and selects nothing (issue 28), never another task.
@@ -295,12 +361,31 @@ export const PAGE_SCRIPT = String.raw`"use strict";
     }
     var task = v.tasks.filter(function (t) { return t.taskId === selected; })[0];
     if (v.tasks.length === 0) app.appendChild(el("p", { class: "muted", text: "No plan yet." }));
-    else app.appendChild(el("div", { class: "layout" }, [el("div", { class: "dag" }, [drawDag(v, selected)]), renderTask(v, task)]));
+    else {
+      var drawn = drawDag(v, selected);
+      var zoomBar = el("div", { class: "zoom" });
+      var dagBox = el("div", { class: "dag" }, [drawn.box, zoomBar]);
+      app.appendChild(el("div", { class: "layout" }, [dagBox, renderTask(v, task)]));
+      var z = window.acpViews.zoomable(drawn.box, drawn.viewport, v.layout, zoomState);
+      zoomBar.appendChild(el("button", { id: "fit", onclick: z.fit }, ["fit"]));
+      zoomBar.appendChild(el("button", { id: "zoom-reset", onclick: z.reset }, ["1:1"]));
+    }
+    app.appendChild(el("h2", {}, ["Product change ", el("button", { id: "show-product-diff", onclick: function () { window.acpViews.diff(current.id, undefined, kept("diff")); } }, ["show the product's diff"])]));
+    app.appendChild(kept("diff"));
+    app.appendChild(el("h2", { text: "Timeline (by instance seat; waits hatched)" }));
+    var tl = kept("timeline-box");
+    app.appendChild(tl);
+    if (Date.now() - fetched.timeline > 1500) {
+      fetched.timeline = Date.now();
+      window.acpViews.timeline(current.id, tl, function (id) { location.hash = "#/product/" + encodeURIComponent(current.id) + "/" + encodeURIComponent(id); });
+    }
     app.appendChild(el("h2", { text: "Tasks" }));
     var table = el("table", { id: "tasks" }, [el("tr", {}, ["Task", "Status", "Attempts", "Duration", "Agent", "After", "Title"].map(function (h) { return el("th", { text: h }); }))]);
     v.tasks.forEach(function (t) {
-      table.appendChild(el("tr", { class: "clickable", onclick: function () { location.hash = "#/product/" + encodeURIComponent(current.id) + "/" + encodeURIComponent(t.taskId); } }, [
-        el("td", { text: t.taskId }), el("td", { text: t.status }), el("td", { text: String(t.attempts) }),
+      var attrs = { class: "clickable", "data-task-id": t.taskId, onclick: function () { location.hash = "#/product/" + encodeURIComponent(current.id) + "/" + encodeURIComponent(t.taskId); } };
+      if (!visible(t)) attrs["data-hidden"] = "true";
+      table.appendChild(el("tr", attrs, [
+        el("td", { text: t.taskId + (t.supersededBy ? " (superseded by " + t.supersededBy + ")" : "") }), el("td", { text: t.status }), el("td", { text: String(t.attempts) }),
         el("td", { text: t.durationMs !== undefined ? duration(t.durationMs) : "-" }), el("td", { text: t.agent }),
         el("td", { text: t.dependsOn.join(", ") || "-" }), el("td", { text: t.title })
       ]));
@@ -338,3 +423,6 @@ export const PAGE_SCRIPT = String.raw`"use strict";
   connect();
 })();
 `;
+
+/** The page's script: the operator views (page-views.ts), then the page. */
+export const PAGE_SCRIPT = `${VIEWS_SCRIPT}\n${MAIN_SCRIPT}`;

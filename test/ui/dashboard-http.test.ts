@@ -45,7 +45,8 @@ function startUi(args: string[]): Promise<{ url: string; child: ChildProcess }> 
     child.stdout?.on("data", (d: Buffer) => {
       out += d.toString();
       const m = /dashboard: (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ url: m[1] as string, child });
+      // The printed address carries the buttons' key (?key=…): the routes are under its origin.
+      if (m) resolve({ url: `${new URL(m[1] as string).origin}/`, child });
     });
     child.once("exit", (code) => reject(new Error(`ui exited ${String(code)}`)));
   });

@@ -38,6 +38,8 @@ export interface LiveProductOptions {
   goal: string;
   /** The worker script's `tasks` (scripted-agent.ts), given the gate path of a task id. */
   tasks: (gate: (id: string) => string) => Record<string, unknown>;
+  /** The plan a scripted leader answers with (instances on agent `gated`); default: the built-in leader's. */
+  plan?: { name: string; summary: string; instances: unknown[]; tasks: unknown[] };
   /** Confirm the plan (default true). */
   confirm?: boolean;
   state?: string;
@@ -51,21 +53,28 @@ export async function startLiveProduct(options: LiveProductOptions): Promise<Liv
   mkdirSync(gates);
   const gate = (id: string) => join(gates, id);
   const scriptFile = join(dir, "script.json");
-  writeFileSync(scriptFile, JSON.stringify({ worker: { tasks: options.tasks(gate) } }));
+  writeFileSync(
+    scriptFile,
+    JSON.stringify({
+      worker: { tasks: options.tasks(gate) },
+      ...(options.plan ? { leader: { plan: [{ text: "The plan.", json: options.plan }] } } : {}),
+    }),
+  );
+  const agent = (agentId: string, role: string) => ({
+    agentId,
+    role,
+    command: process.execPath,
+    args: ["--import", tsxLoader, scripted],
+    env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
+  });
   const configFile = join(dir, "acp-orchestrator.json");
   writeFileSync(
     configFile,
-    JSON.stringify({
-      agents: [
-        {
-          agentId: "gated",
-          role: "worker",
-          command: process.execPath,
-          args: ["--import", tsxLoader, scripted],
-          env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
-        },
-      ],
-    }),
+    JSON.stringify(
+      options.plan
+        ? { agents: [agent("lead", "leader"), agent("gated", "worker")], leader: "lead" }
+        : { agents: [agent("gated", "worker")] },
+    ),
   );
   const state = options.state ?? join(dir, "state.db");
   const server = await startServer({
