@@ -35,23 +35,17 @@ const UPWARD_IMPORT_ZONES = LAYERS.slice(1).map((layer, index) => ({
  * postgres-authority.ts and sqlite-authority.ts the fleet engineer; src/adapters/agents/** the team engineer;
  * src/ui/** and src/operator/** the operator engineer; src/adapters/workspace/** the worktree engineer.
  */
-const OVERSIZED_FILES = ["src/adapters/agents/worker-attempt.ts", "src/adapters/persistence/sqlite-authority.ts"];
+const OVERSIZED_FILES = ["src/adapters/agents/worker-attempt.ts"];
 
 /** Files with a function over the function size limit below, when it was introduced (issue 27). TEMPORARY, as above. */
 const OVERSIZED_FUNCTIONS = [
-  "src/adapters/agents/agent-check.ts",
-  "src/adapters/agents/builtin-worker-agent.ts",
   "src/adapters/agents/leader-conversation.ts",
   "src/commands/serve.ts",
-  "src/core/dag/mutations.ts",
-  "src/core/leader/heuristic/live-commands.ts",
-  "src/core/leader/heuristic/revisions.ts",
   "src/demo.ts",
   "src/host-kit/rules/maintenance-rules.ts",
   "src/host-kit/rules/record-listing-rules.ts",
   "src/host-kit/rules/record-rules.ts",
   "src/host-kit/rules/stream-rules.ts",
-  "src/transcripts/recorder.ts",
   "src/transcripts/replayer.ts",
 ];
 

@@ -8,7 +8,7 @@
  * line per message as it is seen (normalised when asked), and ending when the child ends. It must never alter,
  * delay beyond a pass-through, drop or inject a byte of the proxied streams, and never write to the proxied stdout.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { closeSync, openSync, writeSync } from "node:fs";
 import type { Readable, Writable } from "node:stream";
 import type { Json, TranscriptLine } from "./format.js";
@@ -68,21 +68,8 @@ export async function record(options: RecordOptions): Promise<number> {
   const writeLine = (line: TranscriptLine) => writeSync(fd, `${JSON.stringify(line)}\n`);
   writeLine({ transcript: { version: 1, title: titleFor(options.command) } });
 
-  const lineFor = (dir: "send" | "recv", m: TappedMessage): TranscriptLine => {
-    if (m.parseError !== undefined) {
-      return dir === "send" ? { dir: "send", raw: m.text } : { comment: `agent wrote a non-JSON line: ${m.text}` };
-    }
-    if (normalizer) return normalizer.line(dir, m.value);
-    if (dir === "send") {
-      const msg = m.value as Record<string, Json> | Json[];
-      return typeof msg === "object" && msg !== null ? { dir: "send", msg } : { dir: "send", raw: m.text };
-    }
-    return typeof m.value === "object" && m.value !== null && !Array.isArray(m.value)
-      ? { dir: "recv", msg: m.value as Record<string, Json> }
-      : { comment: `agent wrote a JSON value that is not an object: ${m.text}` };
-  };
-  const sendTap = new MessageTap((m) => writeLine(lineFor("send", m)));
-  const recvTap = new MessageTap((m) => writeLine(lineFor("recv", m)));
+  const sendTap = new MessageTap((m) => writeLine(lineFor("send", m, normalizer)));
+  const recvTap = new MessageTap((m) => writeLine(lineFor("recv", m, normalizer)));
 
   const child = spawn(file, args, {
     cwd: options.cwd ?? process.cwd(),
@@ -122,16 +109,7 @@ export async function record(options: RecordOptions): Promise<number> {
   input.on("data", onInput);
   input.on("end", onInputEnd);
 
-  child.stdout.on("data", (chunk: Buffer) => {
-    recvTap.push(chunk);
-    if (!output.write(chunk)) {
-      child.stdout.pause();
-      output.once("drain", () => child.stdout.resume());
-    }
-  });
-  child.stderr.on("data", (chunk: Buffer) => {
-    errorOutput.write(chunk);
-  });
+  pipeChildOutput(child, recvTap, output, errorOutput);
 
   const code = await new Promise<number>((resolve) => {
     child.once("error", (err) => {
@@ -154,6 +132,40 @@ export async function record(options: RecordOptions): Promise<number> {
   // Everything the child wrote must reach our stdout before the caller may exit.
   await new Promise<void>((resolve) => output.write("", () => resolve()));
   return code;
+}
+
+/** The transcript line of one message the proxy saw (`send`: client → agent, `recv`: agent → client). */
+function lineFor(dir: "send" | "recv", m: TappedMessage, normalizer: Normalizer | undefined): TranscriptLine {
+  if (m.parseError !== undefined) {
+    return dir === "send" ? { dir: "send", raw: m.text } : { comment: `agent wrote a non-JSON line: ${m.text}` };
+  }
+  if (normalizer) return normalizer.line(dir, m.value);
+  if (dir === "send") {
+    const msg = m.value as Record<string, Json> | Json[];
+    return typeof msg === "object" && msg !== null ? { dir: "send", msg } : { dir: "send", raw: m.text };
+  }
+  return typeof m.value === "object" && m.value !== null && !Array.isArray(m.value)
+    ? { dir: "recv", msg: m.value as Record<string, Json> }
+    : { comment: `agent wrote a JSON value that is not an object: ${m.text}` };
+}
+
+/** Child stdout → `recvTap` and `output` (with back-pressure), child stderr → `errorOutput`. */
+function pipeChildOutput(
+  child: ChildProcessWithoutNullStreams,
+  recvTap: MessageTap,
+  output: Writable,
+  errorOutput: Writable,
+): void {
+  child.stdout.on("data", (chunk: Buffer) => {
+    recvTap.push(chunk);
+    if (!output.write(chunk)) {
+      child.stdout.pause();
+      output.once("drain", () => child.stdout.resume());
+    }
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    errorOutput.write(chunk);
+  });
 }
 
 function signalNumber(signal: NodeJS.Signals): number {

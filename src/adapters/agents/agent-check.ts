@@ -54,6 +54,49 @@ function capabilitiesOf(init: InitializeResponse): string[] {
   return out;
 }
 
+type Outcome = { kind: "ok" } | { kind: "error"; error: unknown } | { kind: "timeout" } | { kind: "exited" };
+
+/** What a failed check saw: how the start ended, the process, its launch spec, the stage reached, stderr's tail. */
+interface Failure {
+  outcome: Exclude<Outcome, { kind: "ok" }>;
+  proc: AgentProcess;
+  spec: ReturnType<AgentRegistry["launchSpec"]>;
+  stage: StartStage;
+  authMethods: AdvertisedAuthMethod[];
+  stderr: () => string;
+  timeoutMs: number;
+}
+
+/** Names the stage that failed and the error and fix of a failed check, in `result`. Never rejects. */
+async function explainFailure(result: AgentCheck, f: Failure): Promise<void> {
+  const agentId = result.agentId;
+  // A command that cannot start makes the watchdog report it on its control pipe and exit, while the agent's
+  // stdout closes too: under load the handshake can fail first. Let the report arrive before naming the stage.
+  if (f.outcome.kind !== "timeout") await Promise.race([f.proc.exited, f.proc.spawnFailed, delay(500)]);
+  result.stage = f.proc.spawnFailure !== undefined ? "spawn" : f.stage;
+  let error: unknown = f.outcome.kind === "error" ? f.outcome.error : undefined;
+  if (f.proc.spawnFailure !== undefined) error = spawnConfigurationError(agentId, f.spec.command, f.proc.spawnFailure);
+  const configuration =
+    error instanceof AgentConfigurationError
+      ? error
+      : handshakeConfigurationError(agentId, result.stage, error, f.authMethods);
+  if (configuration !== undefined) {
+    result.error = configuration.message;
+    result.remediation = configuration.remediation;
+  } else if (f.outcome.kind === "timeout") {
+    result.error = `Agent "${agentId}" did not finish ${result.stage} within ${f.timeoutMs} ms.`;
+    result.remediation = `Check that "${f.spec.command}" is an ACP agent (it must speak ACP on stdin/stdout) and that it can reach its model.`;
+  } else {
+    await Promise.race([f.proc.closed, delay(500)]);
+    const tail = f.stderr().trim().split("\n").slice(-3).join(" | ");
+    result.error =
+      f.outcome.kind === "exited"
+        ? `Agent "${agentId}" exited during ${result.stage}${tail ? ` (stderr: ${tail})` : ""}.`
+        : `Agent "${agentId}" failed during ${result.stage}: ${error instanceof RequestError ? `error ${error.code}: ${error.message}` : String(error)}.`;
+    result.remediation = `Run "${f.spec.command}" by hand to see why it stops; check its "args" and "env".`;
+  }
+}
+
 /**
  * Starts `agentId` in a fresh temporary folder, runs `initialize` → `authenticate` (when configured and advertised)
  * → `session/new`, and stops it. Resolves with the finding; never rejects. `timeoutMs` bounds the whole start.
@@ -107,7 +150,6 @@ export async function checkAgent(registry: AgentRegistry, agentId: string, timeo
           await ctx.request(methods.agent.session.new, { cwd: folder, mcpServers: [] });
         },
       );
-    type Outcome = { kind: "ok" } | { kind: "error"; error: unknown } | { kind: "timeout" } | { kind: "exited" };
     const outcome: Outcome = await Promise.race([
       handshake.then(
         (): Outcome => ({ kind: "ok" }),
@@ -122,35 +164,8 @@ export async function checkAgent(registry: AgentRegistry, agentId: string, timeo
       proc.exited.then((): Outcome => ({ kind: "exited" })),
       delay(timeoutMs).then((): Outcome => ({ kind: "timeout" })),
     ]);
-    if (outcome.kind === "ok") {
-      result.ok = true;
-    } else {
-      // A command that cannot start makes the watchdog report it on its control pipe and exit, while the agent's
-      // stdout closes too: under load the handshake can fail first. Let the report arrive before naming the stage.
-      if (outcome.kind !== "timeout") await Promise.race([proc.exited, proc.spawnFailed, delay(500)]);
-      result.stage = proc.spawnFailure !== undefined ? "spawn" : stage;
-      let error: unknown = outcome.kind === "error" ? outcome.error : undefined;
-      if (proc.spawnFailure !== undefined) error = spawnConfigurationError(agentId, spec.command, proc.spawnFailure);
-      const configuration =
-        error instanceof AgentConfigurationError
-          ? error
-          : handshakeConfigurationError(agentId, result.stage, error, authMethods);
-      if (configuration !== undefined) {
-        result.error = configuration.message;
-        result.remediation = configuration.remediation;
-      } else if (outcome.kind === "timeout") {
-        result.error = `Agent "${agentId}" did not finish ${result.stage} within ${timeoutMs} ms.`;
-        result.remediation = `Check that "${spec.command}" is an ACP agent (it must speak ACP on stdin/stdout) and that it can reach its model.`;
-      } else {
-        await Promise.race([proc.closed, delay(500)]);
-        const tail = stderr.trim().split("\n").slice(-3).join(" | ");
-        result.error =
-          outcome.kind === "exited"
-            ? `Agent "${agentId}" exited during ${result.stage}${tail ? ` (stderr: ${tail})` : ""}.`
-            : `Agent "${agentId}" failed during ${result.stage}: ${error instanceof RequestError ? `error ${error.code}: ${error.message}` : String(error)}.`;
-        result.remediation = `Run "${spec.command}" by hand to see why it stops; check its "args" and "env".`;
-      }
-    }
+    if (outcome.kind === "ok") result.ok = true;
+    else await explainFailure(result, { outcome, proc, spec, stage, authMethods, stderr: () => stderr, timeoutMs });
   } catch (error) {
     result.error = error instanceof Error ? error.message : String(error);
     result.remediation = "Fix the agent configuration.";

@@ -188,6 +188,58 @@ async function writeInside(cwd: string, relativePath: string, content: string): 
   return file;
 }
 
+/** How the built-in worker paces a turn: its logger, the note's clock, the delay between steps (ms). */
+interface TurnPace {
+  logger: Logger;
+  now: () => Date;
+  stepDelayMs: number;
+}
+
+/** One prompt turn: says what it works on, writes the task's note inside the session's cwd, reports it. */
+async function runTurn(
+  pace: TurnPace,
+  ctx: AgentContext,
+  sessionId: string,
+  session: Session,
+  request: PromptRequest,
+  signal: AbortSignal,
+): Promise<void> {
+  const { logger, now, stepDelayMs } = pace;
+  const say = async (text: string): Promise<void> => {
+    if (signal.aborted) throw new TurnCancelled();
+    await ctx.notify(methods.client.session.update, {
+      sessionId,
+      update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } },
+    });
+  };
+  const facts = taskFactsOf(request);
+  await say(`Working on task ${facts.taskId}: ${facts.title}.\n`);
+  const relativePath = notePathFor(facts.taskId, facts.title);
+  await pause(stepDelayMs, signal);
+  const file = await writeInside(session.cwd, relativePath, renderNote(facts, now().toISOString()));
+  logger.info({ sessionId, taskId: facts.taskId, file }, "note written");
+  await ctx.notify(methods.client.session.update, {
+    sessionId,
+    update: {
+      sessionUpdate: "tool_call",
+      toolCallId: `write-${safeFileComponent(facts.taskId, 64, "task")}`,
+      title: `Write ${relativePath}`,
+      kind: "edit",
+      status: "completed",
+      locations: [{ path: file }],
+    },
+  });
+  const deps = facts.dependencies.length;
+  await pause(stepDelayMs, signal);
+  await say(
+    `Wrote a note with the task's description${facts.acceptance !== undefined ? ", its acceptance criteria" : ""} and ` +
+      `${deps === 0 ? "no dependency outputs (there are none)" : `a summary of what its ${deps} dependenc${deps === 1 ? "y" : "ies"} produced`} ` +
+      `to ${relativePath} (${file}).\n`,
+  );
+  await pause(stepDelayMs, signal);
+  await say("Done.\n");
+}
+
 /**
  * Builds the built-in worker's ACP agent app (initialize, session/new, session/prompt, session/cancel). Serve it with
  * `connect(stream)`; tests may connect a client app to it in-process. `now` supplies the note's timestamp;
@@ -203,48 +255,6 @@ export function createBuiltinWorkerAgent(options: {
   const stepDelayMs = options.stepDelayMs ?? 0;
   const sessions = new Map<string, Session>();
   let nextSession = 1;
-
-  async function runTurn(
-    ctx: AgentContext,
-    sessionId: string,
-    session: Session,
-    request: PromptRequest,
-    signal: AbortSignal,
-  ) {
-    const say = async (text: string): Promise<void> => {
-      if (signal.aborted) throw new TurnCancelled();
-      await ctx.notify(methods.client.session.update, {
-        sessionId,
-        update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } },
-      });
-    };
-    const facts = taskFactsOf(request);
-    await say(`Working on task ${facts.taskId}: ${facts.title}.\n`);
-    const relativePath = notePathFor(facts.taskId, facts.title);
-    await pause(stepDelayMs, signal);
-    const file = await writeInside(session.cwd, relativePath, renderNote(facts, now().toISOString()));
-    logger.info({ sessionId, taskId: facts.taskId, file }, "note written");
-    await ctx.notify(methods.client.session.update, {
-      sessionId,
-      update: {
-        sessionUpdate: "tool_call",
-        toolCallId: `write-${safeFileComponent(facts.taskId, 64, "task")}`,
-        title: `Write ${relativePath}`,
-        kind: "edit",
-        status: "completed",
-        locations: [{ path: file }],
-      },
-    });
-    const deps = facts.dependencies.length;
-    await pause(stepDelayMs, signal);
-    await say(
-      `Wrote a note with the task's description${facts.acceptance !== undefined ? ", its acceptance criteria" : ""} and ` +
-        `${deps === 0 ? "no dependency outputs (there are none)" : `a summary of what its ${deps} dependenc${deps === 1 ? "y" : "ies"} produced`} ` +
-        `to ${relativePath} (${file}).\n`,
-    );
-    await pause(stepDelayMs, signal);
-    await say("Done.\n");
-  }
 
   return agent({ name: BUILTIN_WORKER_AGENT_NAME })
     .onRequest(methods.agent.initialize, () => ({
@@ -267,7 +277,7 @@ export function createBuiltinWorkerAgent(options: {
       const turn = new AbortController();
       session.turn = turn;
       try {
-        await runTurn(ctx, params.sessionId, session, params, turn.signal);
+        await runTurn({ logger, now, stepDelayMs }, ctx, params.sessionId, session, params, turn.signal);
         return { stopReason: turn.signal.aborted ? "cancelled" : "end_turn" };
       } catch (error) {
         if (turn.signal.aborted || error instanceof TurnCancelled) return { stopReason: "cancelled" };

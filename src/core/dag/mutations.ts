@@ -55,9 +55,48 @@ interface WorkingTask {
  */
 export function applyMutations(plan: Plan, states: TaskStatuses, mutations: readonly Mutation[]): MutationOutcome {
   if (mutations.length === 0) return { ok: false, index: 0, reason: "The batch contains no mutations." };
+  const b = workingCopy(plan, states);
+  for (const [index, raw] of mutations.entries()) {
+    const parsed = MutationSchema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const where = issue && issue.path.length > 0 ? ` at ${issue.path.join(".")}` : "";
+      return fail(index, `The mutation is malformed${where}: ${issue?.message ?? "it does not match the schema"}.`);
+    }
+    const m = parsed.data;
+    const reason = (OPS[m.op] as (b: Batch, m: Mutation) => string | undefined)(b, m);
+    if (reason !== undefined) return fail(index, reason);
+  }
+  const tasks: Task[] = [];
+  const added: Task[] = [];
+  const changed: string[] = [];
+  for (const entry of b.working.values()) {
+    tasks.push(entry.task);
+    if (!entry.original) added.push(entry.task);
+    else if (entry.touched) changed.push(entry.task.taskId);
+  }
+  return {
+    ok: true,
+    plan: { ...plan, version: plan.version + 1, instances: plan.instances.map((i) => ({ ...i })), tasks },
+    added,
+    removed: b.removedOriginals,
+    changed,
+  };
+}
 
+/** The working copy a batch is applied to: tasks by id, who depends on whom, and what the batch removed. */
+interface Batch {
+  working: Map<string, WorkingTask>;
+  /** dependents.get(x) = ids of tasks whose dependsOn contains x. */
+  dependents: Map<string, Set<string>>;
+  instanceIds: ReadonlySet<string>;
+  removedInBatch: Set<string>;
+  removedOriginals: string[];
+}
+
+/** A working copy of `plan` (its tasks' `dependsOn` owned by the copy); a task absent from `states` is pending. */
+function workingCopy(plan: Plan, states: TaskStatuses): Batch {
   const statusOf = statusLookup(states);
-  const instanceIds = new Set(plan.instances.map((i) => i.instanceId));
   const working = new Map<string, WorkingTask>();
   for (const task of plan.tasks) {
     working.set(task.taskId, {
@@ -67,148 +106,120 @@ export function applyMutations(plan: Plan, states: TaskStatuses, mutations: read
       touched: false,
     });
   }
-  // dependents.get(x) = ids of tasks whose dependsOn contains x.
   const dependents = new Map<string, Set<string>>();
   for (const { task } of working.values()) {
     for (const dep of task.dependsOn) dependentSet(dependents, dep).add(task.taskId);
   }
-  const removedInBatch = new Set<string>();
-  const removedOriginals: string[] = [];
-
-  for (const [index, raw] of mutations.entries()) {
-    const parsed = MutationSchema.safeParse(raw);
-    if (!parsed.success) {
-      const issue = parsed.error.issues[0];
-      const where = issue && issue.path.length > 0 ? ` at ${issue.path.join(".")}` : "";
-      return fail(index, `The mutation is malformed${where}: ${issue?.message ?? "it does not match the schema"}.`);
-    }
-    const m = parsed.data;
-    switch (m.op) {
-      case "addTask": {
-        const { task } = m;
-        if (working.has(task.taskId)) return fail(index, `Task ${task.taskId} already exists.`);
-        if (removedInBatch.has(task.taskId)) {
-          return fail(index, `Task ${task.taskId} was removed earlier in this batch; give the new task another id.`);
-        }
-        if (!instanceIds.has(task.instanceId)) {
-          return fail(index, `Task ${task.taskId} is assigned to unknown instance ${task.instanceId}.`);
-        }
-        if (task.supersedes !== undefined && working.get(task.supersedes)?.status !== "failed") {
-          return fail(index, `Task ${task.taskId} supersedes ${task.supersedes}, which is not a failed task of the plan.`);
-        }
-        const seen = new Set<string>();
-        for (const dep of task.dependsOn) {
-          if (dep === task.taskId) return fail(index, `Task ${task.taskId} cannot depend on itself.`);
-          if (!working.has(dep)) return fail(index, `Task ${task.taskId} depends on unknown task ${dep}.`);
-          if (seen.has(dep)) return fail(index, `Task ${task.taskId} lists dependency ${dep} twice.`);
-          seen.add(dep);
-        }
-        // A new task has no dependents yet, so its edges cannot close a cycle.
-        working.set(task.taskId, {
-          task: { ...task, dependsOn: [...task.dependsOn] },
-          status: "pending",
-          original: false,
-          touched: false,
-        });
-        for (const dep of task.dependsOn) dependentSet(dependents, dep).add(task.taskId);
-        break;
-      }
-      case "removeTask": {
-        const entry = working.get(m.taskId);
-        if (!entry) return fail(index, unknownTask(m.taskId, removedInBatch));
-        if (LOCKED.has(entry.status)) return fail(index, lockedReason(m.taskId, entry.status, "removed"));
-        const still = dependents.get(m.taskId);
-        if (still && still.size > 0) {
-          const names = [...still].sort().slice(0, 5).join(", ");
-          return fail(
-            index,
-            `Task ${m.taskId} cannot be removed while ${names}${still.size > 5 ? " and others" : ""} still depend on it.`,
-          );
-        }
-        for (const dep of entry.task.dependsOn) dependents.get(dep)?.delete(m.taskId);
-        dependents.delete(m.taskId);
-        working.delete(m.taskId);
-        removedInBatch.add(m.taskId);
-        if (entry.original) removedOriginals.push(m.taskId);
-        break;
-      }
-      case "updateTask": {
-        const entry = working.get(m.taskId);
-        if (!entry) return fail(index, unknownTask(m.taskId, removedInBatch));
-        if (LOCKED.has(entry.status)) return fail(index, lockedReason(m.taskId, entry.status, "updated"));
-        const { patch } = m;
-        if (patch.title !== undefined) entry.task.title = patch.title;
-        if (patch.description !== undefined) entry.task.description = patch.description;
-        if (patch.acceptance !== undefined) entry.task.acceptance = patch.acceptance;
-        entry.touched = true;
-        break;
-      }
-      case "reassign": {
-        const entry = working.get(m.taskId);
-        if (!entry) return fail(index, unknownTask(m.taskId, removedInBatch));
-        if (LOCKED.has(entry.status)) return fail(index, lockedReason(m.taskId, entry.status, "reassigned"));
-        if (!instanceIds.has(m.instanceId)) {
-          return fail(index, `Task ${m.taskId} cannot be reassigned to unknown instance ${m.instanceId}.`);
-        }
-        entry.task.instanceId = m.instanceId;
-        entry.touched = true;
-        break;
-      }
-      case "addDependency": {
-        const entry = working.get(m.taskId);
-        if (!entry) return fail(index, unknownTask(m.taskId, removedInBatch));
-        if (!working.has(m.dependsOn)) {
-          return fail(index, `Task ${m.taskId} cannot depend on unknown task ${m.dependsOn}.`);
-        }
-        if (LOCKED.has(entry.status))
-          return fail(index, lockedReason(m.taskId, entry.status, "given a new dependency"));
-        if (m.dependsOn === m.taskId) return fail(index, `Task ${m.taskId} cannot depend on itself.`);
-        if (entry.task.dependsOn.includes(m.dependsOn)) {
-          return fail(index, `Task ${m.taskId} already depends on ${m.dependsOn}.`);
-        }
-        const path = dependencyPath(working, m.dependsOn, m.taskId);
-        if (path) {
-          return fail(
-            index,
-            `Making ${m.taskId} depend on ${m.dependsOn} would create a cycle, because ${m.dependsOn} already ` +
-              `depends on ${m.taskId} (${path.join(" → ")}).`,
-          );
-        }
-        entry.task.dependsOn.push(m.dependsOn);
-        dependentSet(dependents, m.dependsOn).add(m.taskId);
-        entry.touched = true;
-        break;
-      }
-      case "removeDependency": {
-        const entry = working.get(m.taskId);
-        if (!entry) return fail(index, unknownTask(m.taskId, removedInBatch));
-        if (LOCKED.has(entry.status)) return fail(index, lockedReason(m.taskId, entry.status, "changed"));
-        const at = entry.task.dependsOn.indexOf(m.dependsOn);
-        if (at < 0) return fail(index, `Task ${m.taskId} does not depend on ${m.dependsOn}.`);
-        entry.task.dependsOn.splice(at, 1);
-        dependents.get(m.dependsOn)?.delete(m.taskId);
-        entry.touched = true;
-        break;
-      }
-    }
-  }
-
-  const tasks: Task[] = [];
-  const added: Task[] = [];
-  const changed: string[] = [];
-  for (const entry of working.values()) {
-    tasks.push(entry.task);
-    if (!entry.original) added.push(entry.task);
-    else if (entry.touched) changed.push(entry.task.taskId);
-  }
-  return {
-    ok: true,
-    plan: { ...plan, version: plan.version + 1, instances: plan.instances.map((i) => ({ ...i })), tasks },
-    added,
-    removed: removedOriginals,
-    changed,
-  };
+  const instanceIds = new Set(plan.instances.map((i) => i.instanceId));
+  return { working, dependents, instanceIds, removedInBatch: new Set(), removedOriginals: [] };
 }
+
+type MutationOf<K extends Mutation["op"]> = Extract<Mutation, { op: K }>;
+
+/** One rule per mutation op: applies it to the batch, or returns why it is rejected (one sentence). */
+const OPS: { [K in Mutation["op"]]: (b: Batch, m: MutationOf<K>) => string | undefined } = {
+  addTask: (b, m) => {
+    const { task } = m;
+    if (b.working.has(task.taskId)) return `Task ${task.taskId} already exists.`;
+    if (b.removedInBatch.has(task.taskId)) {
+      return `Task ${task.taskId} was removed earlier in this batch; give the new task another id.`;
+    }
+    if (!b.instanceIds.has(task.instanceId)) {
+      return `Task ${task.taskId} is assigned to unknown instance ${task.instanceId}.`;
+    }
+    if (task.supersedes !== undefined && b.working.get(task.supersedes)?.status !== "failed") {
+      return `Task ${task.taskId} supersedes ${task.supersedes}, which is not a failed task of the plan.`;
+    }
+    const seen = new Set<string>();
+    for (const dep of task.dependsOn) {
+      if (dep === task.taskId) return `Task ${task.taskId} cannot depend on itself.`;
+      if (!b.working.has(dep)) return `Task ${task.taskId} depends on unknown task ${dep}.`;
+      if (seen.has(dep)) return `Task ${task.taskId} lists dependency ${dep} twice.`;
+      seen.add(dep);
+    }
+    // A new task has no dependents yet, so its edges cannot close a cycle.
+    b.working.set(task.taskId, {
+      task: { ...task, dependsOn: [...task.dependsOn] },
+      status: "pending",
+      original: false,
+      touched: false,
+    });
+    for (const dep of task.dependsOn) dependentSet(b.dependents, dep).add(task.taskId);
+    return undefined;
+  },
+  removeTask: (b, m) => {
+    const entry = b.working.get(m.taskId);
+    if (!entry) return unknownTask(m.taskId, b.removedInBatch);
+    if (LOCKED.has(entry.status)) return lockedReason(m.taskId, entry.status, "removed");
+    const still = b.dependents.get(m.taskId);
+    if (still && still.size > 0) {
+      const names = [...still].sort().slice(0, 5).join(", ");
+      return `Task ${m.taskId} cannot be removed while ${names}${still.size > 5 ? " and others" : ""} still depend on it.`;
+    }
+    for (const dep of entry.task.dependsOn) b.dependents.get(dep)?.delete(m.taskId);
+    b.dependents.delete(m.taskId);
+    b.working.delete(m.taskId);
+    b.removedInBatch.add(m.taskId);
+    if (entry.original) b.removedOriginals.push(m.taskId);
+    return undefined;
+  },
+  updateTask: (b, m) => {
+    const entry = b.working.get(m.taskId);
+    if (!entry) return unknownTask(m.taskId, b.removedInBatch);
+    if (LOCKED.has(entry.status)) return lockedReason(m.taskId, entry.status, "updated");
+    const { patch } = m;
+    if (patch.title !== undefined) entry.task.title = patch.title;
+    if (patch.description !== undefined) entry.task.description = patch.description;
+    if (patch.acceptance !== undefined) entry.task.acceptance = patch.acceptance;
+    entry.touched = true;
+    return undefined;
+  },
+  reassign: (b, m) => {
+    const entry = b.working.get(m.taskId);
+    if (!entry) return unknownTask(m.taskId, b.removedInBatch);
+    if (LOCKED.has(entry.status)) return lockedReason(m.taskId, entry.status, "reassigned");
+    if (!b.instanceIds.has(m.instanceId)) {
+      return `Task ${m.taskId} cannot be reassigned to unknown instance ${m.instanceId}.`;
+    }
+    entry.task.instanceId = m.instanceId;
+    entry.touched = true;
+    return undefined;
+  },
+  addDependency: (b, m) => {
+    const entry = b.working.get(m.taskId);
+    if (!entry) return unknownTask(m.taskId, b.removedInBatch);
+    if (!b.working.has(m.dependsOn)) {
+      return `Task ${m.taskId} cannot depend on unknown task ${m.dependsOn}.`;
+    }
+    if (LOCKED.has(entry.status)) return lockedReason(m.taskId, entry.status, "given a new dependency");
+    if (m.dependsOn === m.taskId) return `Task ${m.taskId} cannot depend on itself.`;
+    if (entry.task.dependsOn.includes(m.dependsOn)) {
+      return `Task ${m.taskId} already depends on ${m.dependsOn}.`;
+    }
+    const path = dependencyPath(b.working, m.dependsOn, m.taskId);
+    if (path) {
+      return (
+        `Making ${m.taskId} depend on ${m.dependsOn} would create a cycle, because ${m.dependsOn} already ` +
+        `depends on ${m.taskId} (${path.join(" → ")}).`
+      );
+    }
+    entry.task.dependsOn.push(m.dependsOn);
+    dependentSet(b.dependents, m.dependsOn).add(m.taskId);
+    entry.touched = true;
+    return undefined;
+  },
+  removeDependency: (b, m) => {
+    const entry = b.working.get(m.taskId);
+    if (!entry) return unknownTask(m.taskId, b.removedInBatch);
+    if (LOCKED.has(entry.status)) return lockedReason(m.taskId, entry.status, "changed");
+    const at = entry.task.dependsOn.indexOf(m.dependsOn);
+    if (at < 0) return `Task ${m.taskId} does not depend on ${m.dependsOn}.`;
+    entry.task.dependsOn.splice(at, 1);
+    b.dependents.get(m.dependsOn)?.delete(m.taskId);
+    entry.touched = true;
+    return undefined;
+  },
+};
 
 // ---------------------------------------------------------------------------------------------------------------
 // Internals

@@ -25,12 +25,19 @@ export function mutationsFor(
   roster: readonly AgentInfo[],
 ): Proposal {
   const view = plan.tasks.map((t) => ({ id: t.taskId, title: t.title, text: t.description }));
-  const find = (ref: Ref): Task | undefined => {
-    const i = resolveRef(ref, view);
-    return i === undefined ? undefined : plan.tasks[i];
+  const v: LiveView = {
+    plan,
+    states,
+    goal,
+    roster,
+    find: (ref) => {
+      const i = resolveRef(ref, view);
+      return i === undefined ? undefined : plan.tasks[i];
+    },
+    label: (t) => `${t.taskId} "${t.title}"`,
+    notFound: (ref) => ({ kind: "text", text: `I found no task matching ${describeRef(ref)}.` }),
   };
-  const label = (t: Task): string => `${t.taskId} "${t.title}"`;
-  const notFound = (ref: Ref): Proposal => ({ kind: "text", text: `I found no task matching ${describeRef(ref)}.` });
+  const { find, label, notFound } = v;
 
   switch (command.kind) {
     case "constraint":
@@ -44,67 +51,10 @@ export function mutationsFor(
           `I do not restructure a running plan for "${oneLine(command.source, 120)}"; ` +
           "send explicit changes (add, remove, make N depend on M) or use product.mutate.",
       };
-    case "add": {
-      if (plan.instances.length === 0) return { kind: "text", text: "The plan has no instance to run a new task on." };
-      const taskId = nextTaskId(plan);
-      const deps: string[] = [];
-      const unresolved: string[] = [];
-      for (const ref of command.after) {
-        const t = find(ref);
-        if (t) deps.push(t.taskId);
-        else unresolved.push(describeRef(ref));
-      }
-      if (command.atEnd) {
-        const dead = new Set(
-          states.filter((s) => ["failed", "skipped", "cancelled"].includes(s.status)).map((s) => s.taskId),
-        );
-        deps.push(...plan.tasks.filter((t) => !dead.has(t.taskId)).map((t) => t.taskId));
-      }
-      const instance = plan.instances[plan.tasks.length % plan.instances.length] as Instance;
-      const task: Task = {
-        taskId,
-        title: makeTitle(command.text, `Task ${taskId}`),
-        description: clip(`${command.full.trim()}${goalContext(goal, [])}`, MAX_DESCRIPTION),
-        instanceId: instance.instanceId,
-        dependsOn: [...new Set(deps)],
-      };
-      const after = task.dependsOn.length > 0 ? ` after ${joinList(task.dependsOn)}` : "";
-      const missing = unresolved.length > 0 ? ` (I found no task matching ${unresolved.join(", ")} to wait for)` : "";
-      return {
-        kind: "mutations",
-        mutations: [{ op: "addTask", task }],
-        summary: `add "${task.title}"`,
-        done: `added ${label(task)}${after}${missing}`,
-      };
-    }
-    case "remove": {
-      const targets: Task[] = [];
-      for (const ref of command.refs) {
-        const target = find(ref);
-        if (!target) return notFound(ref);
-        if (!targets.includes(target)) targets.push(target);
-      }
-      // Work on a scratch copy of the edges so several removals in one command bridge correctly.
-      const deps = new Map(plan.tasks.map((t) => [t.taskId, [...t.dependsOn]]));
-      const mutations: Mutation[] = [];
-      for (const target of targets) {
-        const inherited = deps.get(target.taskId) ?? [];
-        for (const [id, list] of deps) {
-          if (!list.includes(target.taskId)) continue;
-          mutations.push({ op: "removeDependency", taskId: id, dependsOn: target.taskId });
-          list.splice(list.indexOf(target.taskId), 1);
-          for (const d of inherited) {
-            if (d === id || list.includes(d)) continue;
-            mutations.push({ op: "addDependency", taskId: id, dependsOn: d });
-            list.push(d);
-          }
-        }
-        mutations.push({ op: "removeTask", taskId: target.taskId });
-        deps.delete(target.taskId);
-      }
-      const names = joinList(targets.map(label));
-      return { kind: "mutations", mutations, summary: `remove ${names}`, done: `removed ${names}` };
-    }
+    case "add":
+      return addProposal(v, command);
+    case "remove":
+      return removeProposal(v, command);
     case "rename": {
       const target = find(command.ref);
       if (!target) return notFound(command.ref);
@@ -116,45 +66,10 @@ export function mutationsFor(
         done: `renamed ${target.taskId} to "${title}"`,
       };
     }
-    case "depend": {
-      const target = find(command.ref);
-      if (!target) return notFound(command.ref);
-      const ons: Task[] = [];
-      for (const ref of command.on) {
-        const on = find(ref);
-        if (!on) return notFound(ref);
-        if (!target.dependsOn.includes(on.taskId) && !ons.includes(on)) ons.push(on);
-      }
-      if (ons.length === 0) return { kind: "text", text: `Task ${label(target)} already has those dependencies.` };
-      const names = joinList(ons.map((o) => o.taskId));
-      return {
-        kind: "mutations",
-        mutations: ons.map((o) => ({ op: "addDependency", taskId: target.taskId, dependsOn: o.taskId })),
-        summary: `make ${target.taskId} depend on ${names}`,
-        done: `task ${target.taskId} now depends on ${names}`,
-      };
-    }
-    case "undepend": {
-      const target = find(command.ref);
-      if (!target) return notFound(command.ref);
-      let ons: string[];
-      if (command.on === "all") ons = [...target.dependsOn];
-      else {
-        ons = [];
-        for (const ref of command.on) {
-          const on = find(ref);
-          if (!on) return notFound(ref);
-          if (target.dependsOn.includes(on.taskId)) ons.push(on.taskId);
-        }
-      }
-      if (ons.length === 0) return { kind: "text", text: `Task ${label(target)} has no such dependency.` };
-      return {
-        kind: "mutations",
-        mutations: ons.map((d) => ({ op: "removeDependency", taskId: target.taskId, dependsOn: d })),
-        summary: `remove dependencies of ${target.taskId}`,
-        done: `task ${target.taskId} no longer depends on ${joinList(ons)}`,
-      };
-    }
+    case "depend":
+      return dependProposal(v, command);
+    case "undepend":
+      return undependProposal(v, command);
     case "assign": {
       const target = find(command.ref);
       if (!target) return notFound(command.ref);
@@ -168,6 +83,129 @@ export function mutationsFor(
       };
     }
   }
+}
+
+/** What a command is translated against: the live plan, its tasks' states, the goal, the team, and task lookup. */
+interface LiveView {
+  plan: Plan;
+  states: readonly TaskState[];
+  goal: string;
+  roster: readonly AgentInfo[];
+  find(ref: Ref): Task | undefined;
+  label(t: Task): string;
+  notFound(ref: Ref): Proposal;
+}
+
+/** A new task on the next instance in turn, after the tasks named (all live ones for "at the end"). */
+function addProposal(v: LiveView, command: Extract<Command, { kind: "add" }>): Proposal {
+  const { plan, states, goal, find, label } = v;
+  if (plan.instances.length === 0) return { kind: "text", text: "The plan has no instance to run a new task on." };
+  const taskId = nextTaskId(plan);
+  const deps: string[] = [];
+  const unresolved: string[] = [];
+  for (const ref of command.after) {
+    const t = find(ref);
+    if (t) deps.push(t.taskId);
+    else unresolved.push(describeRef(ref));
+  }
+  if (command.atEnd) {
+    const dead = new Set(
+      states.filter((s) => ["failed", "skipped", "cancelled"].includes(s.status)).map((s) => s.taskId),
+    );
+    deps.push(...plan.tasks.filter((t) => !dead.has(t.taskId)).map((t) => t.taskId));
+  }
+  const instance = plan.instances[plan.tasks.length % plan.instances.length] as Instance;
+  const task: Task = {
+    taskId,
+    title: makeTitle(command.text, `Task ${taskId}`),
+    description: clip(`${command.full.trim()}${goalContext(goal, [])}`, MAX_DESCRIPTION),
+    instanceId: instance.instanceId,
+    dependsOn: [...new Set(deps)],
+  };
+  const after = task.dependsOn.length > 0 ? ` after ${joinList(task.dependsOn)}` : "";
+  const missing = unresolved.length > 0 ? ` (I found no task matching ${unresolved.join(", ")} to wait for)` : "";
+  return {
+    kind: "mutations",
+    mutations: [{ op: "addTask", task }],
+    summary: `add "${task.title}"`,
+    done: `added ${label(task)}${after}${missing}`,
+  };
+}
+
+/** Removes tasks; their dependents inherit their dependencies, so the order around them is kept. */
+function removeProposal(v: LiveView, command: Extract<Command, { kind: "remove" }>): Proposal {
+  const { plan, find, label, notFound } = v;
+  const targets: Task[] = [];
+  for (const ref of command.refs) {
+    const target = find(ref);
+    if (!target) return notFound(ref);
+    if (!targets.includes(target)) targets.push(target);
+  }
+  // Work on a scratch copy of the edges so several removals in one command bridge correctly.
+  const deps = new Map(plan.tasks.map((t) => [t.taskId, [...t.dependsOn]]));
+  const mutations: Mutation[] = [];
+  for (const target of targets) {
+    const inherited = deps.get(target.taskId) ?? [];
+    for (const [id, list] of deps) {
+      if (!list.includes(target.taskId)) continue;
+      mutations.push({ op: "removeDependency", taskId: id, dependsOn: target.taskId });
+      list.splice(list.indexOf(target.taskId), 1);
+      for (const d of inherited) {
+        if (d === id || list.includes(d)) continue;
+        mutations.push({ op: "addDependency", taskId: id, dependsOn: d });
+        list.push(d);
+      }
+    }
+    mutations.push({ op: "removeTask", taskId: target.taskId });
+    deps.delete(target.taskId);
+  }
+  const names = joinList(targets.map(label));
+  return { kind: "mutations", mutations, summary: `remove ${names}`, done: `removed ${names}` };
+}
+
+/** New dependencies of one task (those it has already are left out). */
+function dependProposal(v: LiveView, command: Extract<Command, { kind: "depend" }>): Proposal {
+  const { find, label, notFound } = v;
+  const target = find(command.ref);
+  if (!target) return notFound(command.ref);
+  const ons: Task[] = [];
+  for (const ref of command.on) {
+    const on = find(ref);
+    if (!on) return notFound(ref);
+    if (!target.dependsOn.includes(on.taskId) && !ons.includes(on)) ons.push(on);
+  }
+  if (ons.length === 0) return { kind: "text", text: `Task ${label(target)} already has those dependencies.` };
+  const names = joinList(ons.map((o) => o.taskId));
+  return {
+    kind: "mutations",
+    mutations: ons.map((o) => ({ op: "addDependency", taskId: target.taskId, dependsOn: o.taskId })),
+    summary: `make ${target.taskId} depend on ${names}`,
+    done: `task ${target.taskId} now depends on ${names}`,
+  };
+}
+
+/** Dependencies of one task removed (all of them for "on its own"). */
+function undependProposal(v: LiveView, command: Extract<Command, { kind: "undepend" }>): Proposal {
+  const { find, label, notFound } = v;
+  const target = find(command.ref);
+  if (!target) return notFound(command.ref);
+  let ons: string[];
+  if (command.on === "all") ons = [...target.dependsOn];
+  else {
+    ons = [];
+    for (const ref of command.on) {
+      const on = find(ref);
+      if (!on) return notFound(ref);
+      if (target.dependsOn.includes(on.taskId)) ons.push(on.taskId);
+    }
+  }
+  if (ons.length === 0) return { kind: "text", text: `Task ${label(target)} has no such dependency.` };
+  return {
+    kind: "mutations",
+    mutations: ons.map((d) => ({ op: "removeDependency", taskId: target.taskId, dependsOn: d })),
+    summary: `remove dependencies of ${target.taskId}`,
+    done: `task ${target.taskId} no longer depends on ${joinList(ons)}`,
+  };
 }
 
 export function matchInstance(

@@ -53,8 +53,14 @@ export function parseCommand(clause: string): Command {
   let c = clause.replace(/[\s.!?]+$/u, "");
   for (let k = 0; k < 3 && POLITE.test(c); k += 1) c = c.replace(POLITE, "");
   c = c.replace(/,?\s+please$/iu, "").trim();
-  let m: RegExpExecArray | null;
+  return (
+    parseOrdering(c, source) ?? parseEdit(c, source) ?? parseParallel(c, source) ?? { kind: "constraint", text: source }
+  );
+}
 
+/** A command about the order of tasks: "make X depend on Y", "X should not wait for Y", "run X before Y". */
+function parseOrdering(c: string, source: string): Command | undefined {
+  let m: RegExpExecArray | null;
   if ((m = new RegExp(`^(?:make|let|have)\\s+(.+?)\\s+${DEPEND_VERBS}\\s+(.+)$`, "iu").exec(c))) {
     return { kind: "depend", ref: parseRef(m[1] ?? ""), on: parseRefList(m[2] ?? ""), source };
   }
@@ -96,6 +102,12 @@ export function parseCommand(clause: string): Command {
   ) {
     return { kind: "depend", ref: parseRef(m[2] ?? ""), on: [parseRef(m[1] ?? "")], source };
   }
+  return undefined;
+}
+
+/** A command that edits tasks: rename, split, assign, remove, add. */
+function parseEdit(c: string, source: string): Command | undefined {
+  let m: RegExpExecArray | null;
   if (
     (m = /^(?:rename|retitle)\s+(.+?)\s+(?:to|as|into)\s+(.+)$/iu.exec(c)) ||
     (m = /^change the (?:title|name) of (.+?) to (.+)$/iu.exec(c))
@@ -132,6 +144,12 @@ export function parseCommand(clause: string): Command {
     const add = parseAdd(m[1] ?? "", source);
     if (add) return add;
   }
+  return undefined;
+}
+
+/** A command about running in parallel or in sequence: one task on its own, or the whole plan. */
+function parseParallel(c: string, source: string): Command | undefined {
+  let m: RegExpExecArray | null;
   if (
     (m =
       /^(?:make\s+|let\s+)?((?:task|step|item)\s*#?\d+|t\d+|#\d+)\s+(?:can\s+|should\s+)?(?:run\s+|be\s+)?(?:in parallel|independent(?:ly)?|parallel|without dependencies|on its own)\b/iu.exec(
@@ -142,7 +160,7 @@ export function parseCommand(clause: string): Command {
   }
   if (SEQUENTIAL_WORDS.test(c) && !TASK_MENTION.test(c)) return { kind: "sequential", source };
   if (PARALLEL_WORDS.test(c) && !TASK_MENTION.test(c)) return { kind: "parallel", source };
-  return { kind: "constraint", text: source };
+  return undefined;
 }
 
 /** "a task to write docs after task 2" → add "Write docs" depending on task 2. Returns undefined for an empty add. */
@@ -254,174 +272,193 @@ export function applyToDraft(
   constraints: string[],
 ): DraftTask[] {
   const view = () => draft.map((t, i) => ({ id: `t${i + 1}`, title: t.title, text: t.text }));
-  const find = (ref: Ref): DraftTask | undefined => {
-    const i = resolveRef(ref, view());
-    return i === undefined ? undefined : draft[i];
+  const edit: DraftEdit = {
+    draft,
+    roster,
+    notes,
+    find: (ref) => {
+      const i = resolveRef(ref, view());
+      return i === undefined ? undefined : draft[i];
+    },
+    name: (t) => `t${draft.indexOf(t) + 1} "${t.title}"`,
+    asConstraint: (text, why) => {
+      constraints.push(text);
+      notes.push(`${why}, so I added "${oneLine(text, 200)}" as a constraint to every task.`);
+      return draft;
+    },
   };
-  const name = (t: DraftTask): string => `t${draft.indexOf(t) + 1} "${t.title}"`;
-  const asConstraint = (text: string, why: string): DraftTask[] => {
-    constraints.push(text);
-    notes.push(`${why}, so I added "${oneLine(text, 200)}" as a constraint to every task.`);
-    return draft;
-  };
-
-  switch (command.kind) {
-    case "constraint":
-      return asConstraint(command.text, "I did not read that as a change to the plan");
-    case "sequential": {
-      draft.forEach((t, i) => (t.deps = i === 0 ? [] : [draft[i - 1] as DraftTask]));
-      notes.push("Made the tasks run one after another, in order.");
-      return draft;
-    }
-    case "parallel": {
-      for (const t of draft) t.deps = [];
-      notes.push("Removed every dependency, so the tasks can run in parallel.");
-      return draft;
-    }
-    case "add": {
-      const task: DraftTask = {
-        title: makeTitle(command.text, `Step ${draft.length + 1}`),
-        text: command.full,
-        deps: [],
-      };
-      const unresolved: string[] = [];
-      for (const ref of command.after) {
-        const target = find(ref);
-        if (target) task.deps.push(target);
-        else unresolved.push(describeRef(ref));
-      }
-      if (command.atEnd) task.deps = [...draft];
-      task.deps = [...new Set(task.deps)];
-      let next: DraftTask[];
-      if (command.atStart) {
-        for (const t of draft) if (t.deps.length === 0) t.deps = [task];
-        next = [task, ...draft];
-      } else {
-        next = [...draft, task];
-      }
-      const where = command.atStart
-        ? " first"
-        : task.deps.length > 0
-          ? ` after ${task.deps.map((d) => `t${next.indexOf(d) + 1}`).join(", ")}`
-          : "";
-      notes.push(
-        `Added t${next.indexOf(task) + 1} "${task.title}"${where}.` +
-          (unresolved.length > 0 ? ` I could not find ${unresolved.join(", ")}, so it does not wait for them.` : ""),
-      );
-      return next;
-    }
-    case "remove": {
-      const targets: DraftTask[] = [];
-      for (const ref of command.refs) {
-        const target = find(ref);
-        if (!target) return asConstraint(command.source, `I found no task matching ${describeRef(ref)}`);
-        if (!targets.includes(target)) targets.push(target);
-      }
-      if (targets.length >= draft.length) {
-        return asConstraint(command.source, "I kept the tasks because a plan needs at least one");
-      }
-      let next = draft;
-      for (const target of targets) {
-        notes.push(`Removed ${name(target)}.`);
-        next = next.filter((t) => t !== target);
-        for (const t of next) {
-          // Dependents inherit the removed task's dependencies, so the order around it is kept.
-          if (t.deps.includes(target)) t.deps = [...new Set([...t.deps.filter((d) => d !== target), ...target.deps])];
-        }
-      }
-      return next;
-    }
-    case "rename": {
-      const target = find(command.ref);
-      if (!target || !hasWords(command.title)) {
-        return asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
-      }
-      const before = name(target);
-      target.title = makeTitle(command.title, target.title);
-      notes.push(`Renamed ${before} to "${target.title}".`);
-      return draft;
-    }
-    case "split": {
-      const target = find(command.ref);
-      if (!target) return asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
-      let parts = command.parts;
-      if (parts.length < 2) {
-        const own = target.text.split(/\s*;\s*|\s*,\s*(?:and\s+)?|\s+and\s+(?:then\s+)?/u).filter(hasWords);
-        parts = own.length >= 2 && own.length <= 6 ? own : [`Implement: ${target.title}`, `Verify: ${target.title}`];
-      }
-      const before = name(target);
-      const pieces: DraftTask[] = [];
-      for (const [k, part] of parts.entries()) {
-        pieces.push({
-          title: makeTitle(part, `${target.title} (part ${k + 1})`),
-          text: `${part}\n\n(Part ${k + 1} of ${parts.length} of: ${target.text})`,
-          deps: k === 0 ? [...target.deps] : [pieces[k - 1] as DraftTask],
-          ...(target.agent !== undefined ? { agent: target.agent } : {}),
-        });
-      }
-      const lastPiece = pieces[pieces.length - 1] as DraftTask;
-      const at = draft.indexOf(target);
-      const next = [...draft.slice(0, at), ...pieces, ...draft.slice(at + 1)];
-      for (const t of next) if (t.deps.includes(target)) t.deps = t.deps.map((d) => (d === target ? lastPiece : d));
-      notes.push(`Split ${before} into ${pieces.map((p) => `"${p.title}"`).join(", ")}, one after another.`);
-      return next;
-    }
-    case "depend": {
-      const target = find(command.ref);
-      if (!target) return asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
-      for (const ref of command.on) {
-        const on = find(ref);
-        if (!on) notes.push(`I found no task matching ${describeRef(ref)} for ${name(target)} to depend on.`);
-        else if (on === target) notes.push(`Task ${name(target)} cannot depend on itself.`);
-        else if (target.deps.includes(on)) notes.push(`Task ${name(target)} already depends on ${name(on)}.`);
-        else if (draftReaches(on, target)) {
-          notes.push(
-            `I did not make ${name(target)} depend on ${name(on)}: ${name(on)} already depends on it, which would be a cycle.`,
-          );
-        } else {
-          target.deps.push(on);
-          notes.push(`Task ${name(target)} now depends on ${name(on)}.`);
-        }
-      }
-      return draft;
-    }
-    case "undepend": {
-      const target = find(command.ref);
-      if (!target) return asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
-      if (command.on === "all") {
-        target.deps = [];
-        notes.push(`Task ${name(target)} no longer depends on anything.`);
-        return draft;
-      }
-      for (const ref of command.on) {
-        const on = find(ref);
-        if (on && target.deps.includes(on)) {
-          target.deps = target.deps.filter((d) => d !== on);
-          notes.push(`Task ${name(target)} no longer depends on ${name(on)}.`);
-        } else {
-          notes.push(`Task ${name(target)} did not depend on ${on ? name(on) : describeRef(ref)}.`);
-        }
-      }
-      return draft;
-    }
-    case "assign": {
-      const target = find(command.ref);
-      const agent = matchAgent(command.agent, roster);
-      if (!target || agent === undefined) {
-        return asConstraint(
-          command.source,
-          target
-            ? `No agent in the team matches "${command.agent}"`
-            : `I found no task matching ${describeRef(command.ref)}`,
-        );
-      }
-      target.agent = agent;
-      const info = roster[agent] as AgentInfo;
-      notes.push(`Assigned ${name(target)} to ${info.name || info.agentId} (${info.role}).`);
-      return draft;
-    }
-  }
+  return (DRAFT_EDITS[command.kind] as (e: DraftEdit, c: Command) => DraftTask[])(edit, command);
 }
+
+/** What one command's edit works on: the draft, the team, the notes for the user, and how to find and name tasks. */
+interface DraftEdit {
+  draft: DraftTask[];
+  roster: readonly AgentInfo[];
+  notes: string[];
+  find(ref: Ref): DraftTask | undefined;
+  name(t: DraftTask): string;
+  /** Keeps `text` as a constraint on every task instead, saying why; returns the draft unchanged. */
+  asConstraint(text: string, why: string): DraftTask[];
+}
+
+type CommandOf<K extends Command["kind"]> = Extract<Command, { kind: K }>;
+
+/** One edit per command kind; each returns the new draft. */
+const DRAFT_EDITS: { [K in Command["kind"]]: (e: DraftEdit, command: CommandOf<K>) => DraftTask[] } = {
+  constraint: (e, command) => e.asConstraint(command.text, "I did not read that as a change to the plan"),
+  sequential: (e) => {
+    e.draft.forEach((t, i) => (t.deps = i === 0 ? [] : [e.draft[i - 1] as DraftTask]));
+    e.notes.push("Made the tasks run one after another, in order.");
+    return e.draft;
+  },
+  parallel: (e) => {
+    for (const t of e.draft) t.deps = [];
+    e.notes.push("Removed every dependency, so the tasks can run in parallel.");
+    return e.draft;
+  },
+  add: (e, command) => {
+    const task: DraftTask = {
+      title: makeTitle(command.text, `Step ${e.draft.length + 1}`),
+      text: command.full,
+      deps: [],
+    };
+    const unresolved: string[] = [];
+    for (const ref of command.after) {
+      const target = e.find(ref);
+      if (target) task.deps.push(target);
+      else unresolved.push(describeRef(ref));
+    }
+    if (command.atEnd) task.deps = [...e.draft];
+    task.deps = [...new Set(task.deps)];
+    let next: DraftTask[];
+    if (command.atStart) {
+      for (const t of e.draft) if (t.deps.length === 0) t.deps = [task];
+      next = [task, ...e.draft];
+    } else {
+      next = [...e.draft, task];
+    }
+    const where = command.atStart
+      ? " first"
+      : task.deps.length > 0
+        ? ` after ${task.deps.map((d) => `t${next.indexOf(d) + 1}`).join(", ")}`
+        : "";
+    e.notes.push(
+      `Added t${next.indexOf(task) + 1} "${task.title}"${where}.` +
+        (unresolved.length > 0 ? ` I could not e.find ${unresolved.join(", ")}, so it does not wait for them.` : ""),
+    );
+    return next;
+  },
+  remove: (e, command) => {
+    const targets: DraftTask[] = [];
+    for (const ref of command.refs) {
+      const target = e.find(ref);
+      if (!target) return e.asConstraint(command.source, `I found no task matching ${describeRef(ref)}`);
+      if (!targets.includes(target)) targets.push(target);
+    }
+    if (targets.length >= e.draft.length) {
+      return e.asConstraint(command.source, "I kept the tasks because a plan needs at least one");
+    }
+    let next = e.draft;
+    for (const target of targets) {
+      e.notes.push(`Removed ${e.name(target)}.`);
+      next = next.filter((t) => t !== target);
+      for (const t of next) {
+        // Dependents inherit the removed task's dependencies, so the order around it is kept.
+        if (t.deps.includes(target)) t.deps = [...new Set([...t.deps.filter((d) => d !== target), ...target.deps])];
+      }
+    }
+    return next;
+  },
+  rename: (e, command) => {
+    const target = e.find(command.ref);
+    if (!target || !hasWords(command.title)) {
+      return e.asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
+    }
+    const before = e.name(target);
+    target.title = makeTitle(command.title, target.title);
+    e.notes.push(`Renamed ${before} to "${target.title}".`);
+    return e.draft;
+  },
+  split: (e, command) => {
+    const target = e.find(command.ref);
+    if (!target) return e.asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
+    let parts = command.parts;
+    if (parts.length < 2) {
+      const own = target.text.split(/\s*;\s*|\s*,\s*(?:and\s+)?|\s+and\s+(?:then\s+)?/u).filter(hasWords);
+      parts = own.length >= 2 && own.length <= 6 ? own : [`Implement: ${target.title}`, `Verify: ${target.title}`];
+    }
+    const before = e.name(target);
+    const pieces: DraftTask[] = [];
+    for (const [k, part] of parts.entries()) {
+      pieces.push({
+        title: makeTitle(part, `${target.title} (part ${k + 1})`),
+        text: `${part}\n\n(Part ${k + 1} of ${parts.length} of: ${target.text})`,
+        deps: k === 0 ? [...target.deps] : [pieces[k - 1] as DraftTask],
+        ...(target.agent !== undefined ? { agent: target.agent } : {}),
+      });
+    }
+    const lastPiece = pieces[pieces.length - 1] as DraftTask;
+    const at = e.draft.indexOf(target);
+    const next = [...e.draft.slice(0, at), ...pieces, ...e.draft.slice(at + 1)];
+    for (const t of next) if (t.deps.includes(target)) t.deps = t.deps.map((d) => (d === target ? lastPiece : d));
+    e.notes.push(`Split ${before} into ${pieces.map((p) => `"${p.title}"`).join(", ")}, one after another.`);
+    return next;
+  },
+  depend: (e, command) => {
+    const target = e.find(command.ref);
+    if (!target) return e.asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
+    for (const ref of command.on) {
+      const on = e.find(ref);
+      if (!on) e.notes.push(`I found no task matching ${describeRef(ref)} for ${e.name(target)} to depend on.`);
+      else if (on === target) e.notes.push(`Task ${e.name(target)} cannot depend on itself.`);
+      else if (target.deps.includes(on)) e.notes.push(`Task ${e.name(target)} already depends on ${e.name(on)}.`);
+      else if (draftReaches(on, target)) {
+        e.notes.push(
+          `I did not make ${e.name(target)} depend on ${e.name(on)}: ${e.name(on)} already depends on it, which would be a cycle.`,
+        );
+      } else {
+        target.deps.push(on);
+        e.notes.push(`Task ${e.name(target)} now depends on ${e.name(on)}.`);
+      }
+    }
+    return e.draft;
+  },
+  undepend: (e, command) => {
+    const target = e.find(command.ref);
+    if (!target) return e.asConstraint(command.source, `I found no task matching ${describeRef(command.ref)}`);
+    if (command.on === "all") {
+      target.deps = [];
+      e.notes.push(`Task ${e.name(target)} no longer depends on anything.`);
+      return e.draft;
+    }
+    for (const ref of command.on) {
+      const on = e.find(ref);
+      if (on && target.deps.includes(on)) {
+        target.deps = target.deps.filter((d) => d !== on);
+        e.notes.push(`Task ${e.name(target)} no longer depends on ${e.name(on)}.`);
+      } else {
+        e.notes.push(`Task ${e.name(target)} did not depend on ${on ? e.name(on) : describeRef(ref)}.`);
+      }
+    }
+    return e.draft;
+  },
+  assign: (e, command) => {
+    const target = e.find(command.ref);
+    const agent = matchAgent(command.agent, e.roster);
+    if (!target || agent === undefined) {
+      return e.asConstraint(
+        command.source,
+        target
+          ? `No agent in the team matches "${command.agent}"`
+          : `I found no task matching ${describeRef(command.ref)}`,
+      );
+    }
+    target.agent = agent;
+    const info = e.roster[agent] as AgentInfo;
+    e.notes.push(`Assigned ${e.name(target)} to ${info.name || info.agentId} (${info.role}).`);
+    return e.draft;
+  },
+};
 
 /** True when `from` depends (transitively) on `to` in the draft. */
 export function draftReaches(from: DraftTask, to: DraftTask): boolean {
