@@ -8,5 +8,6 @@ export * from "./method-spec.js";
 export * from "./errors.js";
 export * from "./acp.js";
 export * from "./product.js";
+export * from "./workspace-remote.js";
 export * from "./host.js";
 export * from "./methods.js";

@@ -31,6 +31,7 @@ import {
 } from "./common.js";
 import { lazySchema } from "./lazy-schema.js";
 import { VerificationView, VerifyConfig } from "./verify.js";
+import { WorkspaceRemote } from "./workspace-remote.js";
 
 /** The optional `_meta` object every request params object may carry. */
 export const RequestMeta = lazySchema(() => z.record(z.string(), z.unknown()), "RequestMeta");
@@ -106,6 +107,12 @@ export const PlanParams = lazySchema(
         .optional(),
       /** Green-only integration (docs/VERIFY.md): the commands a candidate must pass; default: the config file's. */
       verify: VerifyConfig.optional(),
+      /**
+       * A remote-backed product: its code travels through this git remote (worktrees from a local mirror, the
+       * integration branch and attempt refs pushed; PROTOCOL.md section 5, "Code through a git remote"). Absent: the
+       * repository at `cwd`.
+       */
+      workspace: WorkspaceRemote.optional(),
     }),
   "PlanParams",
 );

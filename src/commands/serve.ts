@@ -7,18 +7,19 @@
  * domain logic.
  */
 import { randomUUID } from "node:crypto";
-import { resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
 import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
 import { McpSecrets } from "../adapters/agents/mcp-servers.js";
 import { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
 import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
-import { defaultProjectId } from "../adapters/persistence/state-path.js";
+import { defaultProjectId, defaultStatePath, STATE_PATH_ENV } from "../adapters/persistence/state-path.js";
 import { SERVER_LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
 import { GitVerifier } from "../adapters/workspace/verify-worktrees.js";
+import { RemoteWorkspace } from "../adapters/workspace/remote-mirror.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../adapters/system/heap-growth.js";
@@ -50,6 +51,7 @@ const OPTIONS = {
   "host-timeout-ms": { type: "string" },
   "heap-growth-percent": { type: "string" },
   recover: { type: "boolean" },
+  "workspace-root": { type: "string" },
   ...FLEET_OPTIONS,
 } as const;
 
@@ -70,6 +72,8 @@ Options:
                        how far the JavaScript heap may grow past what the last full garbage collection kept, in %:
                        lower keeps long runs' peak memory near what they hold (default:
                        $ACP_ORCHESTRATOR_HEAP_GROWTH_PERCENT, else ${DEFAULT_HEAP_GROWTH_PERCENT}; 0 leaves V8's rule, up to 300 %)
+  --workspace-root DIR where this server keeps its mirror clone of each git remote of products with a workspace
+                       remote, and their worktrees (default: workspaces/ in the user's state directory)
   --recover            also resume products left executing, and goal runs left running, by a server that is gone
                        (its lease expired, or its process on this host died), each by exactly one server: for a
                        fleet on one PostgreSQL store
@@ -139,6 +143,15 @@ async function serve(argv: readonly string[]): Promise<number> {
     throw err;
   }
   const config = registry.config;
+  const remoteProblem = configWorkspaceProblem(config);
+  if (remoteProblem !== undefined) {
+    process.stderr.write(`acp-orchestrator: ${remoteProblem}\n`);
+    return 2;
+  }
+  // The user's state directory, not $ACP_ORCHESTRATOR_STATE's (that may be a postgres:// URL).
+  const workspaceRoot = resolve(
+    values["workspace-root"] ?? join(dirname(defaultStatePath({ ...process.env, [STATE_PATH_ENV]: "" })), "workspaces"),
+  );
   const leaderProblem = configuredLeaderProblem(registry);
   if (leaderProblem !== undefined) {
     process.stderr.write(`acp-orchestrator: ${leaderProblem}\n`);
@@ -199,6 +212,7 @@ async function serve(argv: readonly string[]): Promise<number> {
       ...(config.isolation !== undefined ? { isolation: config.isolation } : {}),
       ...(config.integration !== undefined ? { integration: config.integration } : {}),
       ...(config.verify !== undefined ? { verify: config.verify } : {}),
+      ...(config.workspace !== undefined ? { workspace: config.workspace } : {}),
       ownerId,
       leaseTtlMs,
       leaseRenewMs,
@@ -215,6 +229,10 @@ async function serve(argv: readonly string[]): Promise<number> {
       process.env[WORKSPACE_FAULT_ENV],
     ),
     verifier: new GitVerifier(),
+    remoteWorkspaces: new RemoteWorkspace(
+      workspaceRoot,
+      new GitWorkspace({ logger: logger.child({ component: "remote-workspace" }) }),
+    ),
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     projectIdFor: (cwd) => defaultProjectId(cwd),
     hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
@@ -262,10 +280,20 @@ function withoutUndefined<T extends object>(value: T): { [K in keyof T]?: Exclud
   return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as never;
 }
 
+/** Why the config's default `workspace` cannot be used with its other defaults (issue 33), or `undefined`. */
+function configWorkspaceProblem(config: AgentRegistry["config"]): string | undefined {
+  if (config.workspace === undefined) return undefined;
+  if (config.integration?.mode === "merge")
+    return "the config's workspace remote cannot be combined with integration mode merge (it is for products in a local cwd only).";
+  if (config.isolation === "shared")
+    return "the config's workspace remote cannot be combined with isolation shared (remote products run in worktrees).";
+  return undefined;
+}
+
 export const serveCommand: Command = {
   name: "serve",
   synopsis:
-    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
+    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--workspace-root DIR] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,

@@ -570,6 +570,8 @@ export interface WorkspacePort {
    * (nothing changed). Returns the target's new head otherwise.
    */
   integrateInto(cwd: string, target: string, head: string, message: string): Promise<TargetOutcome>;
+  /** A remote-backed port (`cwd` = the remote URL) fetches the remote into its mirror; throws naming the remote. */
+  refresh?(cwd: string): Promise<void>;
 }
 
 /** What `WorkspacePort.capture` gives: the task commit, a bounded sample of the changed paths, and their number. */

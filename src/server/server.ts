@@ -69,6 +69,8 @@ export interface ServerOptions {
   workspaces?: WorkspacePort;
   /** Runs verification commands in verify worktrees (guarantee 17); without it `verify` settings are not run. */
   verifier?: VerifyPort;
+  /** Worktrees and integration of products with a workspace remote (issue 33); without it such plans are refused. */
+  remoteWorkspaces?: WorkspacePort;
   /**
    * The configured default leader agent (config `leader`), offered as the current value of an ACP session's `leader`
    * config option (PROTOCOL.md section 4); without it the built-in `heuristic` leader is the default.
@@ -200,6 +202,7 @@ export class OrchestratorServer {
       ...(options.workspace ? { workspace: options.workspace } : {}),
       ...(options.workspaces ? { workspaces: options.workspaces } : {}),
       ...(options.verifier ? { verifier: options.verifier } : {}),
+      ...(options.remoteWorkspaces ? { remoteWorkspaces: options.remoteWorkspaces } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),
       digest: nodeSha256Hex,
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
@@ -372,6 +375,7 @@ export class OrchestratorServer {
         ...(params.isolation !== undefined ? { isolation: params.isolation } : {}),
         ...(params.integration !== undefined ? { integration: params.integration } : {}),
         ...(params.verify !== undefined ? { verify: params.verify } : {}),
+        ...(params.workspace !== undefined ? { workspace: params.workspace } : {}),
       });
     });
     this.on("product.message", (params) => p.message(params.productId, params.content, params.askId));

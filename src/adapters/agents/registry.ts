@@ -15,6 +15,7 @@ import * as z from "zod";
 import { McpServer } from "../../../protocol/acp.js";
 import { Id } from "../../../protocol/common.js";
 import { VerifyConfig } from "../../../protocol/verify.js";
+import { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
 import type { AgentDirectory, AgentInfo } from "../../core/ports.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import { packageLayout, packageModulePath } from "../../package-files.js";
@@ -229,6 +230,8 @@ export const AgentConfigFile = lazySchema(
           .optional(),
         /** Verification commands of products whose `product.plan` does not say (guarantee 17; docs/VERIFY.md). */
         verify: VerifyConfig.optional(),
+        /** Default git remote of products whose `product.plan` names none (issue 33; docs/FLEET.md). */
+        workspace: WorkspaceRemote.optional(),
       })
       .strict()
       .superRefine(checkTeamReferences),

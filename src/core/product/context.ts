@@ -3,6 +3,7 @@
  * This file holds only types and small defaults; it must never perform I/O.
  */
 import type { Phase } from "../../../protocol/common.js";
+import type { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
 import type {
   AgentDirectory,
   Clock,
@@ -61,6 +62,8 @@ export interface ProductOptions {
   integration?: { mode?: "branch" | "merge"; targetBranch?: string };
   /** Verification commands of products whose `product.plan` does not say (config file `verify`; guarantee 17). */
   verify?: VerifyConfig;
+  /** The git remote of products whose `product.plan` names none (config file `workspace`); default: their `cwd`. */
+  workspace?: WorkspaceRemote;
 }
 
 export const DEFAULT_PRODUCT_OPTIONS: ProductOptions = {
@@ -111,6 +114,12 @@ export interface ProductContext {
   workspaces?: WorkspacePort;
   /** Runs verification commands (guarantee 17). When absent, configured checks cannot run: candidates stay unverified. */
   verifier?: VerifyPort;
+  /**
+   * Worktrees and integration of remote-backed products (issue 33): the same port, where `cwd` is the product's
+   * remote URL; the adapter keeps a mirror per remote and makes every ref move a push with an expected old value.
+   * When absent, `product.plan` with a `workspace` is refused.
+   */
+  remoteWorkspaces?: WorkspacePort;
   /**
    * Called after a product's phase changed (persisted, or in memory after a persistence failure). Used by goal runs
    * to follow their phase's product. Must not throw and must not call back into the product synchronously.

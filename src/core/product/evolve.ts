@@ -96,6 +96,7 @@ function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
   if (e.allowedAgents !== undefined) s.allowedAgents = e.allowedAgents;
   if (e.mcpServers !== undefined) s.mcpServers = e.mcpServers;
   s.budget = { ...(e.budget ?? {}) };
+  if (e.workspace !== undefined) s.workspace = { ...e.workspace };
   if (e.isolation !== undefined || e.integration !== undefined) {
     s.isolationRequest = {
       ...(e.isolation !== undefined ? { isolation: e.isolation } : {}),

@@ -31,6 +31,7 @@ import {
 import { IntegrationRecord, IsolationRequest, WorkspaceEvents } from "../workspace/records.js";
 import { VerificationState, VerifiedEvent, VerifyFixupEvent } from "../workspace/verification.js";
 import { VerifyConfig } from "../../../protocol/verify.js";
+import { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import { StoredMcpServers } from "./mcp-servers.js";
 
@@ -149,6 +150,8 @@ export const ProductCreatedEvent = lazySchema(
       integration: IsolationRequest.shape.integration,
       /** The product's verification commands (guarantee 17): `product.plan`'s `verify`, else the config file's. */
       verify: VerifyConfig.optional(),
+      /** A remote-backed product's git remote (no credentials) and base ref; absent: the repository at `cwd`. */
+      workspace: WorkspaceRemote.optional(),
     }),
   "ProductCreatedEvent",
 );
@@ -266,6 +269,8 @@ export const ProductStateSchema = lazySchema(
       fingerprint: Fingerprint.optional(),
       /** Isolation asked for by `product.plan` (until confirmation decides). */
       isolationRequest: IsolationRequest.optional(),
+      /** A remote-backed product's git remote and base ref (issue 33); absent: the repository at `cwd`. */
+      workspace: WorkspaceRemote.optional(),
       /** Isolation decided at confirmation, and why `shared` when it is. */
       isolation: Isolation.optional(),
       isolationReason: z.string().optional(),

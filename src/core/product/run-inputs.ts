@@ -40,7 +40,8 @@ export class RunInputs {
 
   private async gitHead(): Promise<string | null> {
     const probe = this.p.ctx.workspace;
-    if (!probe) return null;
+    // A remote-backed product's code is not at cwd (issue 33): its refs are verified against the remote instead.
+    if (!probe || this.p.model.state.workspace) return null;
     try {
       return await probe.gitHead(this.p.model.state.cwd);
     } catch {

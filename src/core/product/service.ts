@@ -8,7 +8,8 @@
 import type { Budget, Instance, Mutation, Phase, Plan, Task } from "../../../protocol/common.js";
 import type { VerifyConfig } from "../../../protocol/verify.js";
 import type { DraftPlan } from "../ports.js";
-import { isDomainError, type DomainError } from "../errors.js";
+import type { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
+import { invalidInput, isDomainError, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { describeLease } from "./lease.js";
 import { ProductOrchestrator } from "./orchestrator.js";
@@ -35,6 +36,8 @@ export interface PlanParams {
   integration?: { mode?: "branch" | "merge"; targetBranch?: string };
   /** Verification commands (guarantee 17); default: the server's `verify` option (config file). */
   verify?: VerifyConfig;
+  /** A remote-backed product's git remote (validated: no credentials) and base ref (issue 33). */
+  workspace?: WorkspaceRemote;
 }
 
 /** `forward: false` answers locally only (the owner applying a forwarded request must never forward it again). */
@@ -230,6 +233,7 @@ export class ProductService {
       ...((params.verify ?? this.ctx.options.verify) !== undefined
         ? { verify: params.verify ?? this.ctx.options.verify }
         : {}),
+      ...remoteWorkspace(params, this.ctx),
     };
     const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal };
     const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);
@@ -509,6 +513,35 @@ export class ProductService {
   async shutdown(): Promise<void> {
     await Promise.all([...this.live.values()].map((o) => o.shutdown().catch(() => undefined)));
   }
+}
+
+/**
+ * The `workspace` field of a new product's `created` event: `product.plan`'s, else the server's default (config
+ * `workspace`), else none. Throws `invalid_input` (-32602) when a remote-backed product asks for what it cannot have:
+ * `shared` isolation or integration mode `merge` (a remote product's result is its pushed branch), verification (not
+ * wired to the mirror yet), or a server without a workspace root for remote products.
+ */
+function remoteWorkspace(
+  params: PlanParams,
+  ctx: Pick<ProductContext, "options" | "remoteWorkspaces">,
+): { workspace?: WorkspaceRemote } {
+  const workspace = params.workspace ?? ctx.options.workspace;
+  if (!workspace) return {};
+  if (params.isolation === "shared")
+    throw invalidInput(
+      "A product with a workspace remote runs in worktrees of its mirror; isolation shared is refused",
+    );
+  if (params.integration?.mode === "merge")
+    throw invalidInput(
+      "Integration mode merge applies to products in a local cwd only; a product with a workspace remote ends on its pushed branch",
+    );
+  if ((params.verify ?? ctx.options.verify) !== undefined)
+    throw invalidInput(
+      "Verification (verify) is not available yet for a product with a workspace remote; omit one of them",
+    );
+  if (!ctx.remoteWorkspaces)
+    throw invalidInput("This server has no workspace root for products with a workspace remote");
+  return { workspace: { ...workspace } };
 }
 
 /** A short product name from the goal's first line (at most 80 characters). */

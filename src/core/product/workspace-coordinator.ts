@@ -30,6 +30,7 @@ import { VerificationGate } from "../workspace/verification-gate.js";
 import { verifyWhen, type Verdict } from "../workspace/verification.js";
 import { decide, taskOf, type Effect, type NewEvent } from "./decide.js";
 import type { ProductParts } from "./parts.js";
+import { REMOTE_REMEDIATION, refreshForResume, refreshProblem, remoteWorkspaceChosen } from "./remote-workspace.js";
 import type { CheckpointRef } from "./records.js";
 import type { SettledResult } from "./worker-pool.js";
 
@@ -168,19 +169,28 @@ export class WorkspaceCoordinator {
     }
   }
 
-  /** The port and the integration record when this product runs with worktree isolation, else `null`. */
-  isolated(): { port: WorkspacePort; integration: IntegrationRecord } | null {
+  /** The port and repository of the product's worktrees: remote port and URL (issue 33), or local port and `cwd`. */
+  private target(): { port: WorkspacePort; repo: string } | null {
     const s = this.p.model.state;
-    const port = this.p.ctx.workspaces;
-    if (!port || s.isolation !== "worktree" || !s.integration) return null;
-    return { port, integration: s.integration };
+    const port = s.workspace ? this.p.ctx.remoteWorkspaces : this.p.ctx.workspaces;
+    return port ? { port, repo: s.workspace?.remote ?? s.cwd } : null;
+  }
+
+  /** The port, repository and integration record when this product runs with worktree isolation, else `null`. */
+  isolated(): { port: WorkspacePort; integration: IntegrationRecord; repo: string } | null {
+    const s = this.p.model.state;
+    const t = this.target();
+    if (!t || s.isolation !== "worktree" || !s.integration) return null;
+    return { ...t, integration: s.integration };
   }
 
   /** The `workspaceChosen` event for confirmation: inspects `cwd` (reads only). */
   async chooseWorkspace(): Promise<NewEvent> {
     const s = this.p.model.state;
-    const info = this.p.ctx.workspaces
-      ? await this.p.ctx.workspaces.inspect(s.cwd)
+    const t = this.target();
+    if (s.workspace && t) return remoteWorkspaceChosen(this.productId, s.workspace, t.port);
+    const info = t
+      ? await t.port.inspect(t.repo)
       : { kind: "none" as const, reason: "This server has no git workspace adapter, so tasks share cwd." };
     const o = this.p.ctx.options;
     const requested = s.isolationRequest;
@@ -206,8 +216,9 @@ export class WorkspaceCoordinator {
   async verifyBranch(): Promise<string | null> {
     const iso = this.isolated();
     if (!iso) return null;
-    const { port, integration } = iso;
-    const cwd = this.p.model.state.cwd;
+    const { port, integration, repo: cwd } = iso;
+    const unreachable = await refreshProblem(port, cwd);
+    if (unreachable !== null) return unreachable;
     const ref = integrationRef(this.productId);
     const current = await port.readRef(cwd, ref);
     if (current === integration.head) return null;
@@ -229,7 +240,7 @@ export class WorkspaceCoordinator {
   async branchProblem(): Promise<string | null> {
     const iso = this.isolated();
     if (!iso) return null;
-    const found = await iso.port.readRef(this.p.model.state.cwd, integrationRef(this.productId));
+    const found = await iso.port.readRef(iso.repo, integrationRef(this.productId));
     return branchMovedProblem(iso.integration.branch, iso.integration.head, found);
   }
 
@@ -242,7 +253,8 @@ export class WorkspaceCoordinator {
     const iso = this.isolated();
     const pending = iso?.integration.pending;
     if (!iso || !pending) return [];
-    const cwd = this.p.model.state.cwd;
+    const cwd = iso.repo;
+    await refreshForResume(iso.port, cwd, this.productId, this.p.model.state.phase);
     await iso.port.moveRef(cwd, pending.ref, pending.commit, null);
     let outcome = pendingOutcome(pending, await iso.port.readRef(cwd, integrationRef(this.productId)));
     if (
@@ -265,7 +277,8 @@ export class WorkspaceCoordinator {
     }
     const events: NewEvent[] = [this.integratedEvent(pending)];
     const task = taskOf(this.p.model, pending.taskId);
-    if (task && task.status === "running" && task.attempts === pending.attempt) {
+    // `pending`: a remote push that failed (unreachable, refused) paused the product with the merge still recorded.
+    if (task && (task.status === "running" || task.status === "pending") && task.attempts === pending.attempt) {
       const done: TaskState = { ...task, status: "completed", output: pending.output, endedAt: this.p.journal.now() };
       delete done.error;
       delete done.interruption;
@@ -302,7 +315,7 @@ export class WorkspaceCoordinator {
     const iso = this.isolated();
     if (!iso) return undefined;
     return {
-      path: await iso.port.attemptPath(this.p.model.state.cwd, this.productId, taskId, attempt),
+      path: await iso.port.attemptPath(iso.repo, this.productId, taskId, attempt),
       branch: attemptRef(this.productId, taskId, attempt),
       baseCommit: attemptBase(iso.integration),
     };
@@ -310,9 +323,9 @@ export class WorkspaceCoordinator {
 
   /** Creates the attempt's worktree (after its `running` state was recorded). Throws with a plain message. */
   async prepareWorkspace(ws: TaskWorkspace): Promise<void> {
-    const port = this.p.ctx.workspaces;
-    if (!port) throw new Error("No workspace adapter is configured.");
-    await port.prepare(this.p.model.state.cwd, ws.path, ws.baseCommit);
+    const t = this.target();
+    if (!t) throw new Error("No workspace adapter is configured.");
+    await t.port.prepare(t.repo, ws.path, ws.baseCommit);
   }
 
   /**
@@ -325,8 +338,7 @@ export class WorkspaceCoordinator {
     const iso = this.isolated();
     const ws = task.workspace;
     if (!iso || !ws) return { ok: true, events: [] };
-    const { port, integration } = iso;
-    const cwd = this.p.model.state.cwd;
+    const { port, integration, repo: cwd } = iso;
     let captured;
     try {
       captured = await port.capture(ws.path, attemptMessage(this.productId, task, task.attempts), ws.baseCommit);
@@ -358,7 +370,9 @@ export class WorkspaceCoordinator {
     }
     if (merge.kind === "conflict" || merge.kind === "error") {
       await this.keepAttempt(task, captured.commit, ws.branch, merge.kind === "conflict" ? merge.files : []);
-      await port.moveRef(cwd, ws.branch, captured.commit, null);
+      await port.moveRef(cwd, ws.branch, captured.commit, null).catch((err: unknown) => {
+        this.p.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not keep an attempt's commit");
+      });
       const error =
         merge.kind === "conflict"
           ? conflictError(merge.files)
@@ -404,11 +418,21 @@ export class WorkspaceCoordinator {
    * compare-and-swap from the head the merge was made on; a branch that moved meanwhile fails the attempt (kept).
    */
   private async moveBranch(pending: PendingIntegration, withCommit: TaskWorkspace): Promise<IntegrationResult> {
-    const { port, integration } = this.isolated() as { port: WorkspacePort; integration: IntegrationRecord };
-    const cwd = this.p.model.state.cwd;
+    const {
+      port,
+      integration,
+      repo: cwd,
+    } = this.isolated() as NonNullable<ReturnType<WorkspaceCoordinator["isolated"]>>;
     await this.p.journal.commit([{ type: "integrating", pending }]);
-    await port.moveRef(cwd, pending.ref, pending.commit, null);
-    if (!(await port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from))) {
+    let moved: boolean;
+    try {
+      await port.moveRef(cwd, pending.ref, pending.commit, null);
+      moved = await port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from);
+    } catch (err) {
+      // A remote away or refusing (issue 33): the merge stays recorded, the product pauses, the resume settles it.
+      return { ok: false, error: message(err), workspace: withCommit, halt: { remediation: REMOTE_REMEDIATION } };
+    }
+    if (!moved) {
       await this.keepAttempt({ taskId: pending.taskId, attempts: pending.attempt }, pending.commit, pending.ref, []);
       const found = await port.readRef(cwd, integrationRef(this.productId));
       return {
@@ -450,10 +474,10 @@ export class WorkspaceCoordinator {
    * what is parked once the product stops.
    */
   async releaseWorkspace(ws: TaskWorkspace | undefined, reuse = false): Promise<void> {
-    const port = this.p.ctx.workspaces;
-    if (!port || !ws) return;
+    const t = this.target();
+    if (!t || !ws) return;
     try {
-      await port.release(this.p.model.state.cwd, ws.path, reuse ? { reuse: true } : undefined);
+      await t.port.release(t.repo, ws.path, reuse ? { reuse: true } : undefined);
       if (reuse) this.parkedWorkspaces = true;
     } catch (err) {
       this.p.ctx.logger.warn(
@@ -477,11 +501,11 @@ export class WorkspaceCoordinator {
 
   /** Removes worktrees of this product that no running attempt of this process uses (a dead owner's leftovers). */
   async pruneWorkspaces(inUse: ReadonlySet<string>): Promise<void> {
-    const port = this.p.ctx.workspaces;
-    if (!port || this.p.model.state.isolation !== "worktree") return;
+    const t = this.target();
+    if (!t || this.p.model.state.isolation !== "worktree") return;
     try {
-      for (const path of await port.leftovers(this.p.model.state.cwd, this.productId)) {
-        if (!inUse.has(path)) await port.release(this.p.model.state.cwd, path);
+      for (const path of await t.port.leftovers(t.repo, this.productId)) {
+        if (!inUse.has(path)) await t.port.release(t.repo, path);
       }
     } catch (err) {
       this.p.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not prune worktrees");
@@ -498,7 +522,7 @@ export class WorkspaceCoordinator {
     if (!iso) return [];
     const { port, integration } = iso;
     // Guarantee 16: nothing is called integrated that is not on the branch (checked once more, against the ref).
-    const found = await port.readRef(this.p.model.state.cwd, integrationRef(this.productId));
+    const found = await port.readRef(iso.repo, integrationRef(this.productId));
     const moved = branchMovedProblem(integration.branch, integration.head, found);
     if (moved) return [{ type: "integrationEnded", state: "pending", reason: moved }];
     if (integration.mode === "branch") return [{ type: "integrationEnded", state: "integrated" }];
@@ -554,13 +578,13 @@ export class WorkspaceCoordinator {
 
   /** Removes every worktree, the integration branch and the product's refs (`product.delete`). Best effort, logged. */
   async removeWorkspaces(): Promise<void> {
-    const port = this.p.ctx.workspaces;
+    const t = this.target();
     const s = this.p.model.state;
-    if (!port || s.isolation !== "worktree") return;
+    if (!t || s.isolation !== "worktree") return;
     try {
       await this.pruneWorkspaces(new Set());
       if (this.p.ctx.verifier) await this.p.ctx.verifier.release(s.cwd, this.productId);
-      await port.deleteRefs(s.cwd, [integrationRef(this.productId)], productRefPrefix(this.productId));
+      await t.port.deleteRefs(t.repo, [integrationRef(this.productId)], productRefPrefix(this.productId));
     } catch (err) {
       this.p.ctx.logger.warn(
         { productId: this.productId, err: message(err) },
