@@ -18,6 +18,27 @@ const EXPECTED = JSON.parse(
   readFileSync(new URL("../../fixtures/stores/products-v1.expected.json", import.meta.url), "utf8"),
 ) as { ids: FixtureIds; answers: Record<string, unknown> };
 
+/**
+ * Fields that later issues added to the answers as strict-superset extensions (docs/PROTOCOL.md): the code that wrote
+ * the fixture did not send them, so they are taken out of today's answers before comparing. Every field that code
+ * sent must still be there with the same value.
+ */
+const ADDED_SINCE_FIXTURE: Record<string, string> = {
+  waitingFor: "issue 28: what a pending task waits for",
+  waiting: "issue 28: the wait's text",
+  supersededBy: "issue 28: the fix-up that replaced a failed task",
+  supersedes: "issue 28: the failed task a fix-up replaces",
+  verification: "issue 30: the task's checks",
+};
+
+function withoutAddedFields(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutAddedFields);
+  if (value === null || typeof value !== "object") return value;
+  const out: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(value)) if (!(key in ADDED_SINCE_FIXTURE)) out[key] = withoutAddedFields(v);
+  return out;
+}
+
 const dirs: string[] = [];
 afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
@@ -46,7 +67,7 @@ describe("the committed fixture store (written before the core was restructured)
 
   it("reads, resumes, rolls back and replays as the code that wrote it did", async () => {
     const answers = await actOnFixture(copyOfFixture(), EXPECTED.ids);
-    for (const key of Object.keys(EXPECTED.answers)) expect(answers[key], key).toEqual(EXPECTED.answers[key]);
+    for (const key of Object.keys(EXPECTED.answers)) expect(withoutAddedFields(answers[key]), key).toEqual(EXPECTED.answers[key]);
     expect(Object.keys(answers).sort()).toEqual(Object.keys(EXPECTED.answers).sort());
   });
 });
