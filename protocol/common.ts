@@ -285,7 +285,14 @@ export type Recovery = z.infer<typeof Recovery>;
  * on this host and its process is gone (pid and process start time no longer match).
  */
 export const Owner = lazySchema(
-  () => z.object({ ownerId: z.string(), expiresAt: Timestamp, live: z.boolean() }),
+  () =>
+    z.object({
+      ownerId: z.string(),
+      expiresAt: Timestamp,
+      live: z.boolean(),
+      /** When the owner last renewed its lease, by its clock (issue 28); absent for leases recorded without a TTL. */
+      renewedAt: Timestamp.optional(),
+    }),
   "Owner",
 );
 export type Owner = z.infer<typeof Owner>;

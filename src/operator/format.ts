@@ -198,10 +198,14 @@ export function formatProductStatus(
 /** Owner, isolation and integration of a product in words (`status` lines; absent fields give no line). */
 function describeWhereItRuns(s: StatusLike, now: number): string[] {
   const out: string[] = [];
-  const owner = s.owner as { ownerId: string; expiresAt: string; live: boolean } | undefined;
-  if (owner)
+  const owner = s.owner as { ownerId: string; expiresAt: string; live: boolean; renewedAt?: string } | undefined;
+  if (owner && owner.live) {
+    // A live owner drives the product (issue 28): who, and how fresh its renewal is; no recovery to show.
+    const renewed = owner.renewedAt ? ` (renewed ${ago(owner.renewedAt, now)})` : "";
+    out.push(`owner:       driven by server ${owner.ownerId}${renewed}, lease until ${owner.expiresAt}`);
+  } else if (owner)
     out.push(
-      `owner:       ${owner.ownerId} (${owner.live ? "live" : ownerState(owner, now) === "gone" ? "process gone" : "lease expired"}, lease until ${owner.expiresAt})`,
+      `owner:       ${owner.ownerId} (${ownerState(owner, now) === "gone" ? "process gone" : "lease expired"}, lease until ${owner.expiresAt})`,
     );
   if (typeof s.isolation === "string") {
     const what =

@@ -338,7 +338,7 @@ export const MAIN_SCRIPT = String.raw`"use strict";
       ["product", s.productId], ["phase", s.phase],
       ["progress", s.progress.completed + "/" + s.progress.total + " completed, " + s.progress.running + " running, " + s.progress.failed + " failed, " + s.progress.pending + " pending"],
       ["budget", b.usedTokens + (b.maxTotalTokens ? " of " + b.maxTotalTokens : "") + " tokens (" + (b.tokenSource || "none") + "), " + duration(b.elapsedMs) + (b.maxDurationMs ? " of " + duration(b.maxDurationMs) : "")],
-      ["owner", s.owner ? (s.owner.live ? "live " : "expired ") + s.owner.ownerId + ", lease until " + s.owner.expiresAt : undefined],
+      ["owner", s.owner ? (s.owner.live ? "driven by server " + s.owner.ownerId + (s.owner.renewedAt ? " (renewed " + duration(Math.max(0, Date.now() - Date.parse(s.owner.renewedAt))) + " ago)" : "") : "expired " + s.owner.ownerId) + ", lease until " + s.owner.expiresAt : undefined],
       ["recovery", s.recovery ? s.recovery.cause + "\n" + (s.recovery.resumable ? "resumable: " : "not resumable: ") + s.recovery.remediation : undefined],
       ["isolation", s.isolation ? s.isolation + (s.isolationNote ? " (" + s.isolationNote + ")" : "") : undefined],
       ["integration", integration],

@@ -106,7 +106,9 @@ describePostgres("operator commands on a PostgreSQL store written by real server
     const status = await cli(["status", drivenId]);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/t2 +running +1 /);
-    expect(status.stdout).toMatch(/recovery: +Another server process \(owner .+\) is executing this product/);
+    // Issue 28 case 6: a renewing owner drives it; no recovery block.
+    expect(status.stdout).toMatch(/owner: +driven by server \S+ \(renewed \d+(\.\d)? m?s ago\), lease until /);
+    expect(status.stdout).not.toContain("recovery:");
     const events = await cli(["events", drivenId]);
     expect(events.code, events.stderr).toBe(0);
     expect(events.stdout).toMatch(/plan v1 confirmed: 3 tasks/);

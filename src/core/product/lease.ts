@@ -58,6 +58,11 @@ export interface LeaseHolder {
   mine: boolean;
   /** What the liveness port proved about the owner's process. */
   process: "alive" | "dead" | "unknown";
+  /**
+   * ISO-8601 UTC, by the owner's clock: when the owner last renewed (the record's `expiresAt` less its `ttlMs`);
+   * absent for records without `ttlMs` (issue 28: "driven by server X (renewed 2 s ago)").
+   */
+  renewedAt?: string;
 }
 
 /** The conflict details of a refusal by a live holder (PROTOCOL.md section 3, `-32012` data). */
@@ -79,12 +84,14 @@ export function describeLease(
   const expiresAtMs = Math.min(Date.parse(lease.expiresAt), view.seenAtMs + ttlMs);
   const mine = lease.owner === view.owner;
   const process = mine ? "alive" : (view.liveness?.check(lease.owner) ?? "unknown");
+  const renewedAtMs = lease.ttlMs === undefined ? NaN : Date.parse(lease.expiresAt) - lease.ttlMs;
   return {
     owner: lease.owner,
     expiresAt: new Date(expiresAtMs).toISOString(),
     live: expiresAtMs > view.nowMs && process !== "dead",
     mine,
     process,
+    ...(Number.isFinite(renewedAtMs) ? { renewedAt: new Date(renewedAtMs).toISOString() } : {}),
   };
 }
 

@@ -197,9 +197,11 @@ export class ProductOrchestrator {
   }
 
   /** The lease's holder as `product.status` and `product.list` show it (`Owner`, PROTOCOL.md section 5). Read-only. */
-  async owner(): Promise<{ ownerId: string; expiresAt: string; live: boolean } | undefined> {
+  async owner(): Promise<{ ownerId: string; expiresAt: string; live: boolean; renewedAt?: string } | undefined> {
     const holder = await this.#p.ownership.holder();
-    return holder ? { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live } : undefined;
+    if (!holder) return undefined;
+    const { owner: ownerId, expiresAt, live, renewedAt } = holder;
+    return { ownerId, expiresAt, live, ...(renewedAt !== undefined ? { renewedAt } : {}) };
   }
 
   /** Refuses with `conflict` when another process drives the product (e.g. before `product.delete`). Read-only. */

@@ -146,7 +146,14 @@ export class StatusView {
     const phase = state.phase;
     // Guarantee 13: who holds the lease, until when, and whether that owner is live (PROTOCOL.md section 5, Owner).
     const holder = await this.p.ownership.holder(mark);
-    if (holder) status.owner = { ownerId: holder.owner, expiresAt: holder.expiresAt, live: holder.live };
+    if (holder) {
+      status.owner = {
+        ownerId: holder.owner,
+        expiresAt: holder.expiresAt,
+        live: holder.live,
+        ...(holder.renewedAt !== undefined ? { renewedAt: holder.renewedAt } : {}),
+      };
+    }
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
     if (
       this.p.health.lost > 0 ||
@@ -220,13 +227,10 @@ export class StatusView {
     holder: LeaseHolder | null,
   ): Promise<Record<string, unknown>> {
     const phase = this.p.model.state.phase;
+    // Driven by a live server elsewhere (issue 28): nothing to recover (not "no process is driving"); `owner` says
+    // who drives it and when it last renewed. Its inputs are that server's to judge.
     if (holder && holder.live && !holder.mine) {
-      status.recovery = {
-        cause: `Another server process (owner ${holder.owner}) is executing this product; its lease runs until ${holder.expiresAt}.`,
-        resumable: false,
-        remediation:
-          "Use that process, or wait until its lease expires (it stopped renewing) and then call product.resume.",
-      };
+      if (phase === "executing") delete status.recovery;
       return status;
     }
     if (holder && !holder.mine && holder.process === "dead" && phase === "executing") {

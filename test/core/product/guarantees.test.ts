@@ -505,18 +505,6 @@ describe("guarantee 10: recovery explains cause and remedy in plain words", () =
       /No process is driving this product/,
       /product\.resume/,
     ],
-    [
-      "a server that is still alive elsewhere",
-      async () => {
-        const first = processOf("A", CHAIN);
-        first.worker.script("a", { kind: "hang" });
-        const id = await first.started();
-        await waitUntil(() => first.worker.hasStarted("a"));
-        return { h: processOf("B", CHAIN, first, 0), id };
-      },
-      /Another server process \(owner A\) is executing this product/,
-      /wait until its lease expires.*product\.resume/,
-    ],
   ])("after %s", async (_what, setup, cause, remedy) => {
     const { h, id } = await setup();
     const recovery = (await h.service.status(id)).recovery as {

@@ -158,15 +158,18 @@ describe("a second process while the lease is live", () => {
     expect((await a.service.status(productId)).phase).toBe("executing");
   });
 
-  it("sees in product.status who executes the product and until when", async () => {
+  it("sees in product.status who executes the product, until when and when it renewed, with no recovery", async () => {
     const { a, productId } = await drivenByA();
     const b = processOf("B", a);
     const status = await b.service.status(productId);
 
-    expect(status.recovery).toEqual({
-      cause: `Another server process (owner A) is executing this product; its lease runs until ${new Date(T0 + 3_000).toISOString()}.`,
-      resumable: false,
-      remediation: expect.stringContaining("wait until its lease expires"),
+    // Issue 28: a product driven by a live, renewing server has nothing to recover.
+    expect(status.recovery).toBeUndefined();
+    expect(status.owner).toEqual({
+      ownerId: "A",
+      expiresAt: new Date(T0 + 3_000).toISOString(),
+      live: true,
+      renewedAt: new Date(T0).toISOString(),
     });
   });
 });
@@ -271,7 +274,12 @@ describe("dead owners do not block (guarantee 13, issue 10 finding 9)", () => {
   it("shows the dead owner in product.status and product.list with live: false, and says resume continues at once", async () => {
     const { a, productId } = await drivenByA();
     const b = processOf("B", a, { liveness: livenessOf({ A: "dead" }) });
-    const owner = { ownerId: "A", expiresAt: new Date(T0 + 3_000).toISOString(), live: false };
+    const owner = {
+      ownerId: "A",
+      expiresAt: new Date(T0 + 3_000).toISOString(),
+      live: false,
+      renewedAt: new Date(T0).toISOString(),
+    };
 
     const status = await b.service.status(productId);
     const list = await b.service.list("proj");
@@ -304,6 +312,7 @@ describe("dead owners do not block (guarantee 13, issue 10 finding 9)", () => {
       ownerId: "A",
       expiresAt: new Date(T0 + 3_000).toISOString(),
       live: true,
+      renewedAt: new Date(T0).toISOString(),
     });
   });
 });
