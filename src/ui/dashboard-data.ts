@@ -30,9 +30,6 @@ export interface TaskView {
   title: string;
   /** The task's status as views show it: `superseded` for a failed task a fix-up replaces (issue 28). */
   status: string;
-  /** A superseded task's fix-up; a fix-up's failed task (issue 28). */
-  supersededBy?: string;
-  supersedes?: string;
   /** true when the task comes from a proposed, not yet confirmed plan. */
   proposed: boolean;
   agent: string;
@@ -92,8 +89,6 @@ export async function productView(reader: RunStateReader, productId: string, now
       taskId: t.taskId,
       title: t.title,
       status: shown,
-      ...(t.supersededBy ? { supersededBy: t.supersededBy } : {}),
-      ...(t.supersedes ? { supersedes: t.supersedes } : {}),
       proposed,
       agent: agents.get(t.instanceId) ?? t.instanceId,
       dependsOn: [...t.dependsOn],
