@@ -6,7 +6,7 @@
  * (guarantee 4). This file must never perform I/O except through the authority port.
  */
 import type { z } from "zod";
-import type { RunStateAuthority } from "./ports.js";
+import type { ListedRecord, RunStateAuthority } from "./ports.js";
 import { INDEX_PROJECT, ProductIndexRecord } from "./product/records.js";
 
 /**
@@ -21,11 +21,10 @@ export async function listIndexedRecords<T>(
   let dropped = 0;
   if (options.projectId !== undefined) projects.add(options.projectId);
   else {
-    for (const info of await authority.list(INDEX_PROJECT, options.indexKind)) {
-      const rec = await authority.get(INDEX_PROJECT, options.indexKind, info.id);
-      const parsed = rec ? ProductIndexRecord.safeParse(rec.value) : undefined;
-      if (parsed?.success) projects.add(parsed.data.projectId);
-      else if (rec) dropped++; // an index record that does not parse is counted (guarantee 4)
+    for (const rec of await readAll(authority, INDEX_PROJECT, options.indexKind)) {
+      const parsed = ProductIndexRecord.safeParse(rec.value);
+      if (parsed.success) projects.add(parsed.data.projectId);
+      else dropped++; // an index record that does not parse is counted (guarantee 4)
     }
     // A bad index record must not hide its product: every project the authority knows is listed too.
     if (authority.listProjects) {
@@ -34,13 +33,22 @@ export async function listIndexedRecords<T>(
   }
   const records: T[] = [];
   for (const p of [...projects].sort()) {
-    for (const info of await authority.list(p, options.kind)) {
-      const rec = await authority.get(p, options.kind, info.id);
-      if (!rec) continue;
+    for (const rec of await readAll(authority, p, options.kind)) {
       const parsed = options.schema.safeParse(rec.value);
       if (parsed.success) records.push(parsed.data);
       else dropped++;
     }
   }
   return { records, dropped };
+}
+
+/** Every record of `kind` in `projectId` with its value: `listValues` when the authority has it (one read). */
+async function readAll(authority: RunStateAuthority, projectId: string, kind: string): Promise<ListedRecord[]> {
+  if (authority.listValues) return authority.listValues(projectId, kind);
+  const out: ListedRecord[] = [];
+  for (const info of await authority.list(projectId, kind)) {
+    const rec = await authority.get(projectId, kind, info.id);
+    if (rec) out.push({ id: info.id, ...rec });
+  }
+  return out;
 }

@@ -4,7 +4,8 @@
  * a private cluster it starts with scripts/pg-test-cluster.sh: `withPostgres`); `npm run bench:postgres` runs them
  * alone:
  *
- *   node dist/bench/test/bench/postgres.js [--tasks 10000] [--fleet-tasks 4000]   (needs ACP_ORCHESTRATOR_TEST_PG)
+ *   node dist/bench/test/bench/postgres.js [--tasks 10000] [--fleet-products 2000] [--product-tasks 10]
+ *       [--stored-products 100000] [--skip-stores]   (needs ACP_ORCHESTRATOR_TEST_PG)
  *   node dist/bench/test/bench/postgres.js --server <json>   (one "server" of the fleet figure; internal)
  *
  * Part 1: one product of `tasks` tasks (random DAG, width 100, instant workers) run in-process on memory, SQLite (a
@@ -16,9 +17,13 @@
  * `Client.query`), transactions committed (`pg_stat_database.xact_commit`), WAL flushes to disk (`pg_stat_wal.wal_sync`)
  * and WAL bytes (`pg_stat_wal.wal_bytes`). The database counters are cluster-wide: nothing else may use the cluster
  * while it runs.
- * Part 2: 1, 2 and 4 server processes on one database, each driving its share of `fleetTasks` tasks (products of
- * 500 tasks): tasks per second overall, the ratio to one server, and each server's share of time inside authority
- * calls (the database's share of the time).
+ * Part 2 (issue 32, "Scale"): 1, 2, 4 and 8 server processes on one database, each driving its share of
+ * `fleetProducts` products of `productTasks` instant tasks (default 2,000 × 10): tasks per second overall, the ratio
+ * to one server (no contention collapse: 8 servers ≥ 1 server), statements per task (client round trips of every
+ * server, counted on `Client.query`) and each server's share of time inside authority calls.
+ * Part 3 (issue 32): `storedProducts` completed products stored in a schema of their own (one real product, cloned in
+ * SQL), then `serve --recover` on it: spawn → `initialize` answered and the first recovery pass done (its debug log
+ * line), and one `product.list` round trip; both must stay under 1 s.
  * Never touches the user's state directory; drops its schemas at the end.
  */
 import { execFile, spawn } from "node:child_process";
@@ -36,6 +41,7 @@ import { fleetWatches } from "../../src/core/product/fleet.js";
 import { randomDag } from "./support/dag.js";
 import { benchService, type MeterReading } from "./support/in-process.js";
 import { REPO_ROOT } from "./support/paths.js";
+import { storedFigure, storedMarkdown, type StoredFigure } from "./postgres-stored.js";
 
 /** Statements this process sent to PostgreSQL (every `Client.query`, pooled or not): one round trip each. */
 let statementsSent = 0;
@@ -98,7 +104,13 @@ interface FleetServerOptions {
 /** One fleet server: runs its products on the shared schema and prints its result as one JSON line. */
 async function fleetServer(options: FleetServerOptions): Promise<void> {
   const authority = await PostgresAuthority.open(options.url, { maxConnections: 4, announce: fleetWatches });
-  const result = await runProducts(authority, options.tasks, options.products, `bench-server-${options.id}`, 4);
+  const result = await runProducts(
+    authority,
+    options.tasks,
+    options.products,
+    `bench-server-${options.id}`,
+    Math.min(4, options.tasks),
+  );
   await authority.close();
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
@@ -169,11 +181,14 @@ export interface FleetFigure {
   vsOne: number;
   /** Mean share of each server's run spent inside authority calls (0-1). */
   storeShare: number;
+  /** Statements (client round trips) of every server per task. */
+  statementsPerTask: number;
 }
 
 export interface PostgresFigures {
   stores: StoreFigure[];
   fleet: FleetFigure[];
+  stored?: StoredFigure;
   /** Both tables in Markdown, with their headings. */
   markdown: string;
 }
@@ -187,9 +202,17 @@ const fmt = (n: number, digits = 0): string =>
  */
 export async function postgresFigures(
   url: string,
-  options: { tasks: number; fleetTasks: number; log: (line: string) => void },
+  options: {
+    tasks: number;
+    fleetProducts: number;
+    productTasks: number;
+    storedProducts: number;
+    skipStores?: boolean;
+    log: (line: string) => void;
+  },
 ): Promise<PostgresFigures> {
-  const { tasks, fleetTasks, log } = options;
+  const { tasks, fleetProducts, productTasks, log } = options;
+  let stored: StoredFigure | undefined;
   const schemas: string[] = [];
   const stores: StoreFigure[] = [];
   const fleet: FleetFigure[] = [];
@@ -197,7 +220,7 @@ export async function postgresFigures(
   const admin = new pg.Client({ connectionString: url });
   await admin.connect();
   try {
-    for (const [kind, parallel] of [100, 4].flatMap((n) =>
+    for (const [kind, parallel] of (options.skipStores ? [] : [100, 4]).flatMap((n) =>
       (["memory", "sqlite", "postgres"] as const).map((k) => [k, n] as const),
     )) {
       const schema = `bench_${kind}${parallel}_${process.pid}`;
@@ -242,13 +265,12 @@ export async function postgresFigures(
       );
     }
     let one = 0;
-    for (const servers of [1, 2, 4]) {
+    for (const servers of [1, 2, 4, 8]) {
       const schema = `bench_fleet${servers}_${process.pid}`;
       schemas.push(schema);
       const schemaUrl = withSchema(url, schema);
       await (await PostgresAuthority.open(schemaUrl)).close(); // migrate once before the clock starts
-      const productTasks = Math.min(500, fleetTasks);
-      const products = Math.max(1, Math.round(fleetTasks / productTasks / servers));
+      const products = Math.max(1, Math.round(fleetProducts / servers));
       const t0 = performance.now();
       const results = await Promise.all(
         Array.from({ length: servers }, (_, id) => spawnServer({ url: schemaUrl, tasks: productTasks, products, id })),
@@ -258,28 +280,48 @@ export async function postgresFigures(
       const rate = total / (wallMs / 1000);
       if (servers === 1) one = rate;
       const share = results.reduce((n, r) => n + (r.meter.writeMs + r.meter.readMs) / r.runMs, 0) / results.length;
-      fleet.push({ servers, tasks: total, wallMs, tasksPerSecond: rate, vsOne: rate / one, storeShare: share });
+      const statementsPerTask = results.reduce((n, r) => n + r.statements, 0) / total;
+      fleet.push({
+        servers,
+        tasks: total,
+        wallMs,
+        tasksPerSecond: rate,
+        vsOne: rate / one,
+        storeShare: share,
+        statementsPerTask,
+      });
       log(
         `  ${servers} server(s): ${fmt(rate)} tasks/s (${fmt(rate / one, 2)}× one server), ` +
-          `${fmt(share * 100)} % in store calls`,
+          `${fmt(statementsPerTask, 2)} statements/task, ${fmt(share * 100)} % in store calls`,
       );
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    }
+    const eight = fleet.find((f) => f.servers === 8);
+    if (eight) log(`  8 servers ≥ 1 server's throughput: ${eight.vsOne >= 1 ? "yes" : "NO"} (${fmt(eight.vsOne, 2)}×)`);
+    if (options.storedProducts > 0) {
+      const schema = `bench_stored_${process.pid}`;
+      schemas.push(schema);
+      stored = await storedFigure(withSchema(url, schema), admin, schema, options.storedProducts, log);
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
     for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
     await admin.end();
   }
-  return { stores, fleet, markdown: markdown(stores, fleet) };
+  return { stores, fleet, ...(stored ? { stored } : {}), markdown: markdown(stores, fleet, stored) };
 }
 
-function markdown(stores: StoreFigure[], fleet: FleetFigure[]): string {
+function markdown(stores: StoreFigure[], fleet: FleetFigure[], stored?: StoredFigure): string {
   const lines: string[] = [];
   const tasks = stores[0]?.tasks ?? 0;
-  lines.push(`#### ${fmt(tasks)} tasks, one product, one server (in-process, instant workers)`, "");
-  lines.push(
-    "| store | in parallel | run (s) | tasks/s | writes/task | bytes/task | time in store calls |",
-    "|---|---|---|---|---|---|---|",
-  );
+  if (stores.length > 0)
+    lines.push(`#### ${fmt(tasks)} tasks, one product, one server (in-process, instant workers)`, "");
+  if (stores.length > 0) {
+    lines.push(
+      "| store | in parallel | run (s) | tasks/s | writes/task | bytes/task | time in store calls |",
+      "|---|---|---|---|---|---|---|",
+    );
+  }
   for (const f of stores) {
     lines.push(
       `| ${f.store} | ${f.parallel} | ${fmt(f.runMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} | ` +
@@ -298,17 +340,20 @@ function markdown(stores: StoreFigure[], fleet: FleetFigure[]): string {
   const fleetTasks = fleet[0]?.tasks ?? 0;
   lines.push(
     "",
-    `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2 and 4 server processes`,
+    `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2, 4 and 8 server processes`,
     "",
-    "| servers | wall (s) | tasks/s | vs 1 server | time in store calls (mean per server) |",
-    "|---|---|---|---|---|",
+    "| servers | wall (s) | tasks/s | vs 1 server | statements/task | time in store calls (mean per server) |",
+    "|---|---|---|---|---|---|",
   );
   for (const f of fleet) {
     lines.push(
       `| ${f.servers} | ${fmt(f.wallMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} | ${fmt(f.vsOne, 2)}× | ` +
-        `${fmt(f.storeShare * 100)} % |`,
+        `${fmt(f.statementsPerTask, 2)} | ${fmt(f.storeShare * 100)} % |`,
     );
   }
+  const eight = fleet.find((f) => f.servers === 8);
+  if (eight) lines.push("", `8 servers ≥ 1 server's throughput: ${eight.vsOne >= 1 ? "yes" : "**no**"}.`);
+  if (stored) lines.push("", storedMarkdown(stored));
   return lines.join("\n");
 }
 
@@ -355,7 +400,10 @@ async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       tasks: { type: "string", default: "10000" },
-      "fleet-tasks": { type: "string", default: "4000" },
+      "fleet-products": { type: "string", default: "2000" },
+      "product-tasks": { type: "string", default: "10" },
+      "stored-products": { type: "string", default: "100000" },
+      "skip-stores": { type: "boolean", default: false },
       server: { type: "string" },
     },
   });
@@ -367,7 +415,10 @@ async function main(): Promise<void> {
   if (!url) throw new Error("set ACP_ORCHESTRATOR_TEST_PG (npm run bench:postgres starts a private cluster)");
   const figures = await postgresFigures(url, {
     tasks: Number(values.tasks),
-    fleetTasks: Number(values["fleet-tasks"]),
+    fleetProducts: Number(values["fleet-products"]),
+    productTasks: Number(values["product-tasks"]),
+    storedProducts: Number(values["stored-products"]),
+    skipStores: values["skip-stores"],
     log: (line) => process.stderr.write(`${line}\n`),
   });
   process.stdout.write(`${figures.markdown}\n`);

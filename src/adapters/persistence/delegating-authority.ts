@@ -9,6 +9,7 @@
 import {
   AuthorityFailure,
   type AuthorityChange,
+  type ListedRecord,
   type RecordInfo,
   type RunStateAuthority,
   type StoredEvent,
@@ -85,6 +86,18 @@ export class DelegatingAuthority implements RunStateAuthority {
   /** Forwards to the current backend's `list`. */
   async list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]> {
     return this.#target("list").list(projectId, kind, prefix);
+  }
+
+  /** The current backend's `listValues`, or its `list` then a `get` of each id when it has none. */
+  async listValues(projectId: string, kind: string, prefix?: string): Promise<ListedRecord[]> {
+    const target = this.#target("list");
+    if (target.listValues) return target.listValues(projectId, kind, prefix);
+    const out: ListedRecord[] = [];
+    for (const info of await target.list(projectId, kind, prefix)) {
+      const rec = await target.get(projectId, kind, info.id);
+      if (rec) out.push({ id: info.id, ...rec });
+    }
+    return out;
   }
 
   /** Forwards to the current backend's `appendEvents` (compare-and-swap on the sequence number). */

@@ -20,6 +20,7 @@ import {
   AuthorityFailure,
   type AuthorityChange,
   type Clock,
+  type ListedRecord,
   type RecordInfo,
   type RunStateAuthority,
   type StoredEvent,
@@ -125,7 +126,11 @@ export class PostgresAuthority implements RunStateAuthority {
       application_name: "acp-orchestrator",
       options: `-c search_path=${quoteIdent(schema)}`,
       // Awaited by the pool before the connection serves its first query (issue 34: one query at a time per client).
-      onConnect: (client) => client.query(PREFER_LZ4).then(() => undefined, () => undefined),
+      onConnect: (client) =>
+        client.query(PREFER_LZ4).then(
+          () => undefined,
+          () => undefined,
+        ),
     });
     // An idle client that loses its connection must not crash the process: the next query fails instead.
     pool.on("error", () => undefined);
@@ -262,6 +267,31 @@ export class PostgresAuthority implements RunStateAuthority {
         upper === null ? [projectId, kind, prefix] : [projectId, kind, prefix, upper],
       );
       return result.rows.map((row) => ({ id: row.id, revision: Number(row.revision), updatedAt: row.updated_at }));
+    });
+  }
+
+  /**
+   * `list` with each record's value, in one statement (the same index range and order). Values are parsed as `get`
+   * parses them. Never writes.
+   */
+  async listValues(projectId: string, kind: string, prefix = ""): Promise<ListedRecord[]> {
+    return this.#run("list", async () => {
+      checkNameText(projectId, "projectId");
+      checkNameText(kind, "kind");
+      checkPrefix(prefix);
+      if (prefix.includes("\u0000")) return [];
+      const upper = successor(prefix);
+      const result = await this.#pool.query<RecordRow & { id: string }>(
+        `SELECT id, value, revision, updated_at FROM records
+         WHERE project_id = $1 AND kind = $2 AND id >= $3 ${upper === null ? "" : "AND id < $4"} ORDER BY id`,
+        upper === null ? [projectId, kind, prefix] : [projectId, kind, prefix, upper],
+      );
+      return result.rows.map((row) => ({
+        id: row.id,
+        value: parseStored(row.value),
+        revision: Number(row.revision),
+        updatedAt: row.updated_at,
+      }));
     });
   }
 

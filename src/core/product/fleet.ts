@@ -341,8 +341,11 @@ export class Fleet {
     try {
       if (this.canForward) await this.#applyPending();
       if (this.#o.recover) {
-        await this.recoverOrphans();
+        const t0 = this.#o.clock.now();
+        const taken = await this.recoverOrphans();
         if (!this.#stopped) await this.#o.recoverGoals?.();
+        // Read by the bench (test/bench/postgres.ts: start-up with 100,000 stored products) at log level debug.
+        this.#o.logger.debug({ taken: taken.length, ms: this.#o.clock.now() - t0 }, "recovery pass done");
       }
     } catch (err) {
       this.#o.logger.warn({ err }, "fleet check failed; retrying at the next period");
