@@ -6,6 +6,7 @@ import { checkAgentsCommand } from "./check-agents.js";
 import { checkHostCommand } from "./check-host.js";
 import { controlCommands } from "./control.js";
 import { diffCommand, mergeCommand } from "./diff.js";
+import { verifyCommand } from "./verify.js";
 import type { Command } from "./command.js";
 import { demoCommand } from "./demo.js";
 import { eventsCommand } from "./events.js";
@@ -27,6 +28,7 @@ export const COMMANDS: readonly Command[] = [
   ...controlCommands,
   diffCommand,
   mergeCommand,
+  verifyCommand,
   listCommand,
   statusCommand,
   eventsCommand,

@@ -228,7 +228,37 @@ function describeWhereItRuns(s: StatusLike, now: number): string[] {
       out.push(`             conflict${by} in ${integration.conflict.files.join(", ") || "unknown files"}`);
     }
   }
+  out.push(...describeVerification(s));
   return out;
+}
+
+/** The verification of a product (guarantee 17): its commands, then one line per check of its newest 10 results. */
+function describeVerification(s: StatusLike): string[] {
+  const v = s.verification as
+    | { when: string; commands: string[]; note?: string; results: VerificationLike[] }
+    | undefined;
+  if (!v) return [];
+  const out = [`verify:      ${v.when}: ${v.commands.join(", ")}`];
+  if (v.note) out.push(`             ${v.note}`);
+  for (const r of v.results.slice(-10)) {
+    const who = r.taskId !== undefined ? `task ${r.taskId}` : r.scope;
+    out.push(`             ${r.ok ? "green" : "red  "} ${who} tree ${r.tree.slice(0, 12)}: ${checksLine(r.checks)}`);
+  }
+  return out;
+}
+
+interface VerificationLike {
+  tree: string;
+  taskId?: string;
+  scope: string;
+  ok: boolean;
+  checks: { name: string; ok: boolean; exitCode: number | null; timedOut?: boolean; durationMs: number }[];
+}
+
+function checksLine(checks: VerificationLike["checks"]): string {
+  return checks
+    .map((c) => `${c.name} ${c.ok ? "ok" : c.timedOut ? "timed out" : `exit ${String(c.exitCode)}`} ${c.durationMs} ms`)
+    .join("; ");
 }
 
 /** The `status` view of a goal run (`x/goal.status`). */
@@ -298,6 +328,8 @@ function describeEvent(e: ProductEvent): string {
       return `checkpoint ${e.checkpointId} (${e.completed}/${e.total} completed)`;
     case "mutated":
       return `plan v${e.plan.version} changed by the ${e.by}: ${clip(e.mutations.map(describeMutation).join("; "), 200)}`;
+    case "verified":
+      return `verified ${e.ok ? "green" : "red"} tree ${e.tree.slice(0, 12)}${e.taskId !== undefined ? ` (task ${e.taskId})` : ` (${e.scope})`}: ${checksLine(e.checks)}`;
     default: {
       const rest = { ...(e as Record<string, unknown>) };
       delete rest.v;

@@ -6,6 +6,7 @@
  * commit the branch ever pointed at green (each is checked out again and its tests re-run here).
  */
 import { describe, expect, it } from "vitest";
+import { runCli } from "../support/cli-run.js";
 import { git, worktreePaths } from "../support/git-repo.js";
 import { startServer, tempDir } from "../support/server-process.js";
 import {
@@ -117,6 +118,21 @@ describe("verify: each (green-only integration)", () => {
       expect(status.verification?.results[0]?.checks[0]).toMatchObject({ name: "unit tests", exitCode: 1 });
       expect(git(repo, "rev-parse", "main")).toBe(headBefore);
       expect(git(repo, "status", "--porcelain")).toBe("");
+      expect(worktreePaths(repo)).toEqual([repo]);
+
+      // The operator's view: status and events show each check; `verify` re-runs them on demand.
+      const state = server.statePath;
+      const shown = await runCli(["status", productId, "--state", state], base);
+      expect(shown.stdout).toMatch(/verify: +each: unit tests/);
+      expect(shown.stdout).toMatch(/red +task broken tree [0-9a-f]{12}: unit tests exit 1/);
+      const events = await runCli(["events", productId, "--state", state], base);
+      expect(events.stdout).toMatch(/verified red tree [0-9a-f]{12} \(task broken\): unit tests exit 1/);
+      const again = await runCli(["verify", productId, "--state", state], base);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toMatch(/ok +unit tests +\(exit 0/);
+      const redAgain = await runCli(["verify", productId, "--task", "broken", "--state", state], base);
+      expect(redAgain.code).toBe(1);
+      expect(redAgain.stdout).toMatch(/FAIL +unit tests +\(exit 1[\s\S]*add sums two numbers/);
       expect(worktreePaths(repo)).toEqual([repo]);
     } finally {
       await server.close();

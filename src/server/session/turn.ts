@@ -11,7 +11,7 @@ import type { TaskState, TaskStatus } from "../../../protocol/common.js";
 import type { ProductOrchestrator } from "../../core/product/orchestrator.js";
 import type { IdGenerator } from "../../core/ports.js";
 import type { LiveSession } from "./store.js";
-import { asMessage, planEntries, taskOf, taskToolCallId, toolStatus, toolText } from "./view.js";
+import { asMessage, planEntries, taskOf, taskToolCallId, toolStatus, toolText, verificationText } from "./view.js";
 
 /** Product notifications that mean the leader finished something (a busy leader may be free again). */
 const LEADER_EVENTS = new Set([
@@ -189,6 +189,22 @@ export class Turn {
         trackProduct(s, product.productId);
         this.taskUpdate(s, product.productId, { ...task, status: String(params.status) as TaskStatus });
         this.queuePlan(product, () => this.product === product);
+        break;
+      }
+      case "product.taskVerified": {
+        // Guarantee 17 in ACP terms: the task's tool call gets the checks; the final head's are an agent message.
+        const text = verificationText(params);
+        const taskId = typeof params.taskId === "string" ? params.taskId : undefined;
+        const task = taskId === undefined ? undefined : taskOf(product, taskId);
+        if (!task || !s.announced.has(task.taskId)) {
+          this.say(text);
+          break;
+        }
+        this.emit({
+          sessionUpdate: "tool_call_update",
+          toolCallId: taskToolCallId(product.productId, task.taskId),
+          content: [{ type: "content", content: { type: "text", text } }],
+        });
         break;
       }
       case "product.budgetUpdate": {

@@ -191,3 +191,30 @@ export function promptText(blocks: ContentBlock[]): string {
   }
   return parts.join("\n").trim();
 }
+
+/**
+ * The text a plain ACP client sees for `product.taskVerified` (guarantee 17; PROTOCOL.md Verification): one line per
+ * check (`✓`/`✗`, name, exit code or timeout, duration), and the failing check's output tail (its last 2,000
+ * characters). Sent as the task's `tool_call_update` content, or as an agent message for the final head.
+ */
+export function verificationText(params: Record<string, unknown>): string {
+  const checks = Array.isArray(params.checks)
+    ? (params.checks as {
+        name?: string;
+        ok?: boolean;
+        exitCode?: number | null;
+        timedOut?: boolean;
+        durationMs?: number;
+        outputTail?: string;
+      }[])
+    : [];
+  const tree = String(params.tree ?? "").slice(0, 12);
+  const head = `Verification of tree ${tree}: ${params.ok === true ? "passed" : "failed"}.`;
+  const lines = checks.map((c) => {
+    const how = c.timedOut ? "timed out" : c.exitCode === null ? "ended by a signal" : `exit ${String(c.exitCode)}`;
+    return `${c.ok ? "✓" : "✗"} ${String(c.name)} (${how}, ${Math.round(Number(c.durationMs ?? 0))} ms)`;
+  });
+  const failed = checks.find((c) => !c.ok);
+  const tail = failed?.outputTail?.trimEnd().slice(-2_000);
+  return [head, ...lines, ...(tail ? ["", tail] : [])].join("\n");
+}

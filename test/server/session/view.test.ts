@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { TaskState } from "../../../protocol/common.js";
-import { cleanTitle, toolText } from "../../../src/server/session/view.js";
+import { cleanTitle, toolText, verificationText } from "../../../src/server/session/view.js";
 
 function task(patch: Partial<TaskState>): TaskState {
   return {
@@ -70,5 +70,21 @@ describe("cleanTitle", () => {
     expect(long.length).toBeLessThanOrEqual(80);
     expect(long.endsWith("…")).toBe(true);
     expect(cleanTitle(" \n - \n")).toBe("Product");
+  });
+});
+
+describe("verificationText (product.taskVerified for a plain ACP client)", () => {
+  it("names each check with its exit code and duration, then the failing check's output tail", () => {
+    const text = verificationText({
+      tree: "a".repeat(40),
+      ok: false,
+      checks: [
+        { name: "build", ok: true, exitCode: 0, durationMs: 120, outputTail: "built" },
+        { name: "unit tests", ok: false, exitCode: 1, durationMs: 812.4, outputTail: "not ok 1 - add sums\n" },
+      ],
+    });
+    expect(text).toBe(
+      `Verification of tree ${"a".repeat(12)}: failed.\n✓ build (exit 0, 120 ms)\n✗ unit tests (exit 1, 812 ms)\n\nnot ok 1 - add sums`,
+    );
   });
 });
