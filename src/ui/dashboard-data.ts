@@ -50,9 +50,6 @@ export interface TaskView {
   refusedPermissions?: { kind: string; title: string; by: string }[];
   /** What a pending task waits for (dependencies, seat, budget, leader, workspace). */
   waitingFor?: string;
-  /** A superseded task's fix-up and the task a fix-up supersedes, when the store has them (issue 28). */
-  supersededBy?: string;
-  supersedes?: string;
   fill: string;
   stroke: string;
 }
