@@ -52,7 +52,7 @@ function freshClone(scratch: string): string {
 
 /** A block's script with `npm ci` taken as done (see the header). */
 function scriptOf(block: DocsBlock): string {
-  return block.script.replace(/^npm ci\s*&&\s*/gm, "").replace(/^npm ci\s*$/gm, ":");
+  return block.script.replace(/^npm ci\s*&&\s*/gm, "").replace(/^npm ci\s*(#.*)?$/gm, ":");
 }
 
 /** Runs one block in `repo`; resolves with its exit code (null: timed out) and its output (stdout + stderr). */

@@ -1,7 +1,7 @@
 /**
- * The README's "A host on the official SDK" example, extracted from README.md and run as written (issue 15): it
- * drives a product to completion and exits 0 on its own (it ends the server's stdin; SDK 2.4.0's `connectWith` does
- * not). Its server keeps its state in a temporary file (ACP_ORCHESTRATOR_STATE), not the user's.
+ * The "A host on the official SDK" example of docs/HOSTS.md (it was the README's), extracted and run as written
+ * (issue 15): it drives a product to completion and exits 0 on its own (it ends the server's stdin; SDK 2.4.0's
+ * `connectWith` does not). Its server keeps its state in a temporary file (ACP_ORCHESTRATOR_STATE), not the user's.
  */
 import { spawnSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -11,8 +11,8 @@ import { pathToFileURL } from "node:url";
 import { expect, it } from "vitest";
 import { REPO_ROOT, tempDir } from "../support/server-process.js";
 
-it("the README's host example exits 0 after the product completed", () => {
-  const readme = readFileSync(join(REPO_ROOT, "README.md"), "utf8");
+it("the host example of docs/HOSTS.md exits 0 after the product completed", () => {
+  const readme = readFileSync(join(REPO_ROOT, "docs", "HOSTS.md"), "utf8");
   const section = readme.indexOf("**A host on the official SDK**");
   expect(section).toBeGreaterThan(0);
   const block = /```ts\n([\s\S]*?)```/.exec(readme.slice(section));
