@@ -1,7 +1,8 @@
 /**
  * The docs test (`npm run test:docs`, issue 35; the convention is in docs/DEVELOPING.md): runs every block of
  * README.md and docs/*.md marked `sh test` in a scratch copy of a fresh clone, in page order, each with a time limit,
- * checks the expected output a block states, and fails when the clone is left with a file no block says it creates.
+ * checks the expected output a block states, fails when the clone is left with a file no block says it creates, and
+ * checks that every relative link of those pages names a file of the clone.
  *
  * The clone is of what git knows here: HEAD plus tracked changes (`git stash create`; staged new files included,
  * untracked ones not). Its node_modules is a hard-linked copy of this checkout's (CI ran `npm ci` here), so a block's
@@ -11,7 +12,7 @@
  * Prints one line per block and the counts run / skipped / failed; exits 1 on any failure. Removes the scratch copy.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -93,6 +94,22 @@ function strayFiles(repo: string, created: readonly string[]): string[] {
     .filter((path) => !allowed.some((a) => path === a || (a.endsWith("/") && path.startsWith(a))));
 }
 
+/** Relative links of the pages (`[text](path)`, `#anchor` ignored) whose file is not in the clone: "page: target". */
+function brokenLinks(repo: string, pages: readonly string[]): { checked: number; broken: string[] } {
+  let checked = 0;
+  const broken: string[] = [];
+  for (const page of pages) {
+    const text = readFileSync(join(repo, page), "utf8").replace(/```[\s\S]*?```/g, "");
+    for (const match of text.matchAll(/\]\(([^)\s#]+)(?:#[^)\s]*)?\)/g)) {
+      const target = match[1] ?? "";
+      if (/^[a-z]+:/i.test(target)) continue;
+      checked += 1;
+      if (!existsSync(join(repo, dirname(page), target))) broken.push(`${page}: ${target}`);
+    }
+  }
+  return { checked, broken };
+}
+
 async function main(): Promise<number> {
   const pages = [
     "README.md",
@@ -150,6 +167,12 @@ async function main(): Promise<number> {
           `FAIL ${where}: ${why}\n${block.script.replace(/^/gm, "  $ ")}\n${out.replace(/^/gm, "  | ")}\n`,
         );
       }
+    }
+    const links = brokenLinks(repo, pages);
+    process.stdout.write(`links: ${links.checked} relative links checked, ${links.broken.length} broken\n`);
+    if (links.broken.length > 0) {
+      counts.failed += 1;
+      process.stdout.write(`FAIL links to files that do not exist: ${links.broken.join(", ")}\n`);
     }
     const stray = strayFiles(repo, created);
     if (stray.length > 0) {

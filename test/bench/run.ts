@@ -1,22 +1,23 @@
 /**
  * `npm run bench` (issue 7): measures the server's overhead, scale and cost against their floors, prints one table
  * and writes BENCHMARKS.md at the repository root (machine, Node version, date, every figure beside its baseline,
- * each target met or not with its ratio, then the findings in test/bench/findings.md).
+ * each target met or not with its ratio; the format is test/bench/support/results-doc.ts).
  *
  *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,postgres]
- *     [--no-write]
+ *     [--no-write | --write FILE]
  *
  * Figure 8 (PostgreSQL, test/bench/postgres.ts) runs on the database ACP_ORCHESTRATOR_TEST_PG names, else on a
  * private cluster started and stopped by scripts/pg-test-cluster.sh; when none can be started it says why and the
  * figure is "not measured".
  *
  * `--quick` runs small sizes (a smoke test of the benchmark itself; its numbers are not the published ones and it
- * never writes BENCHMARKS.md). Not part of `npm test`. It starts processes with plain `node` on compiled code and
- * removes its temporary folder at the end; it never touches the user's state directory.
+ * never writes BENCHMARKS.md; `--write FILE` writes its page elsewhere). Not part of `npm test`. It starts processes
+ * with plain `node` on compiled code and removes its temporary folder at the end; it never touches the user's state
+ * directory.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import { coldStart, echoTarget, requestOverhead, serverTarget, type OverheadResult } from "./overhead.js";
 import { peerComparison, timedOut, type PeerCell, type PeerOutcome, type PeerResume } from "./peer.js";
@@ -28,15 +29,24 @@ import { worktreeCost, type WorktreeCost } from "./worktrees.js";
 import { postgresFigures, withPostgres, type PostgresFigures } from "./postgres.js";
 import { COMPILED, REPO_ROOT } from "./support/paths.js";
 import { describeMachine, fmt, markdownTable, median, percentile, type Machine } from "./support/stats.js";
+import {
+  BENCH_SECTIONS,
+  benchmarksDocument,
+  resultsTable,
+  type BenchSection,
+  type ResultRow,
+  type SectionResult,
+} from "./support/results-doc.js";
 
-const SECTIONS = ["overhead", "streaming", "scale", "durability", "resume", "peer", "worktrees", "postgres"] as const;
-type Section = (typeof SECTIONS)[number];
+const SECTIONS = BENCH_SECTIONS;
+type Section = BenchSection;
 
 const { values } = parseArgs({
   options: {
     quick: { type: "boolean", default: false },
     only: { type: "string" },
     "no-write": { type: "boolean", default: false },
+    write: { type: "string" },
   },
 });
 const quick = values.quick ?? false;
@@ -96,16 +106,8 @@ const WIDTH = 100;
 /** The slow reader of figure 3: 32 KiB every 10 ms (about 3 MB/s, well below what the server can produce). */
 const SLOW = { bytesPerTick: 32 * 1024, tickMs: 10 };
 
-/** One line of the summary table. */
-interface Row {
-  figure: string;
-  measure: string;
-  value: string;
-  baseline: string;
-  ratio: string;
-  target: string;
-  met: "yes" | "no" | "—";
-}
+/** One line of a figure's table. */
+type Row = ResultRow;
 
 const log = (line: string): void => {
   process.stderr.write(`${line}\n`);
@@ -124,8 +126,14 @@ async function main(): Promise<void> {
   const details: string[] = [];
   const raw: Record<string, unknown> = { machine, plan: PLAN, quick };
   const started = performance.now();
+  // Each section's rows and details, with the load average when it started (BENCHMARKS.md shows it per figure).
+  const spans: { section: Section; loadAverage: string; row: number; detail: number }[] = [];
+  const begin = (section: Section): void => {
+    spans.push({ section, loadAverage: describeMachine().loadAverage, row: rows.length, detail: details.length });
+  };
   try {
     if (only.has("overhead")) {
+      begin("overhead");
       log("figures 1-2: cold start and request overhead");
       const server = serverTarget(dir);
       const echo = echoTarget(dir);
@@ -140,6 +148,7 @@ async function main(): Promise<void> {
       overheadRows(rows, details, cold, over);
     }
     if (only.has("streaming")) {
+      begin("streaming");
       log("figure 3: notification streaming");
       const fast = await streaming(mkdtempSync(join(dir, "stream-fast-")), PLAN.chunks);
       log(`  fast reader: ${fast.perSecond.toFixed(0)}/s, server peak ${fast.serverPeakMb.toFixed(0)} MB`);
@@ -150,6 +159,7 @@ async function main(): Promise<void> {
     }
     let cells: ScaleCell[] | undefined;
     if (only.has("scale")) {
+      begin("scale");
       log("figure 4: scheduler scale");
       cells = await scaleMatrix(dir, PLAN.sizes, PLAN.repeats, WIDTH, log);
       const io = await ioCompletions(dir, PLAN.ioTasks, WIDTH, log);
@@ -158,24 +168,28 @@ async function main(): Promise<void> {
       scaleRows(rows, details, cells, io);
     }
     if (only.has("durability")) {
+      begin("durability");
       log("figure 5: durability cost");
       const bytes = await durabilityCost(dir, PLAN.sizes, WIDTH, log);
       raw.durability = bytes;
       durabilityRows(rows, details, bytes, cells);
     }
     if (only.has("resume")) {
+      begin("resume");
       log("figure 5: resume from disk");
       const resumes = await crashAndResume(dir, PLAN.resumeTasks, PLAN.resumeRepeats, WIDTH, log);
       raw.resume = resumes;
       resumeRows(rows, details, resumes);
     }
     if (only.has("peer")) {
+      begin("peer");
       log("figure 6: LangGraph.js on the identical DAG");
       const peer = await peerComparison(dir, PLAN.peer, WIDTH, log);
       raw.peer = peer;
       peerRows(rows, details, peer.cells, peer.resume, PLAN.peer.timeoutMs);
     }
     if (only.has("worktrees")) {
+      begin("worktrees");
       log("figure 7: worktree isolation cost per task");
       const costs: WorktreeCost[] = [];
       for (const files of quick ? [100, 1_000] : [100, 10_000]) {
@@ -191,6 +205,7 @@ async function main(): Promise<void> {
       worktreeRows(rows, details, costs);
     }
     if (only.has("postgres")) {
+      begin("postgres");
       log("figure 8: PostgreSQL store beside SQLite and memory; 1, 2 and 4 servers on one database");
       const outcome = await withPostgres(log, (url) => postgresFigures(url, { ...PLAN.postgres, log }));
       if ("skipped" in outcome) log(`  ${outcome.skipped}`);
@@ -201,17 +216,32 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
   const seconds = (performance.now() - started) / 1000;
-  const table = markdownTable(
-    ["figure", "measure", "acp-orchestrator", "baseline", "ratio", "target", "met"],
-    rows.map((r) => [r.figure, r.measure, r.value, r.baseline, r.ratio, r.target, r.met]),
+  const sections: SectionResult[] = spans.map((span, i) => ({
+    section: span.section,
+    loadAverage: span.loadAverage,
+    rows: rows.slice(span.row, spans[i + 1]?.row ?? rows.length),
+    details: details.slice(span.detail, spans[i + 1]?.detail ?? details.length),
+  }));
+  process.stdout.write(
+    `\n${machineLine(machine)}\n\n${resultsTable(rows)}\n\n(benchmark took ${seconds.toFixed(0)} s)\n`,
   );
-  process.stdout.write(`\n${machineLine(machine)}\n\n${table}\n\n(benchmark took ${seconds.toFixed(0)} s)\n`);
-  if (!quick && !values["no-write"] && only.size === SECTIONS.length) {
-    const file = join(REPO_ROOT, "BENCHMARKS.md");
-    writeFileSync(file, document(machine, table, details, seconds, raw));
+  // The raw figures, for whoever wants more than the page shows (not committed: dist/ is the build's).
+  const rawFile = join(REPO_ROOT, "dist", "bench", "results.json");
+  mkdirSync(dirname(rawFile), { recursive: true });
+  writeFileSync(
+    rawFile,
+    JSON.stringify(raw, (key, value: unknown) => (key === "runs" ? undefined : value), 1),
+  );
+  log(`raw results: ${rawFile}`);
+  // `--write FILE` writes the page of whatever ran (a quick or partial run included) to FILE; a full run rewrites
+  // BENCHMARKS.md unless `--no-write`.
+  const full = !quick && only.size === SECTIONS.length;
+  const file = values.write ?? (full && !values["no-write"] ? join(REPO_ROOT, "BENCHMARKS.md") : undefined);
+  if (file !== undefined) {
+    writeFileSync(file, benchmarksDocument({ machine, seconds, sections }));
     log(`wrote ${file}`);
   } else {
-    log("BENCHMARKS.md not written (quick, --only or --no-write run)");
+    log("BENCHMARKS.md not written (quick, --only or --no-write run; --write FILE writes one anyway)");
   }
 }
 
@@ -879,53 +909,6 @@ function peerRows(rows: Row[], details: string[], cells: PeerCell[], resume: Pee
       }.`,
     "",
   );
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// BENCHMARKS.md
-
-function document(
-  machine: Machine,
-  table: string,
-  details: string[],
-  seconds: number,
-  raw: Record<string, unknown>,
-): string {
-  let findings = "";
-  try {
-    findings = readFileSync(join(REPO_ROOT, "test", "bench", "findings.md"), "utf8").trim();
-  } catch {
-    findings = "(test/bench/findings.md is missing)";
-  }
-  return [
-    "# Benchmarks",
-    "",
-    "Written by `npm run bench` (test/bench/run.ts; issue 7). Every figure is measured in the same run as its baseline.",
-    "Do not edit by hand: change test/bench/findings.md (included below) or the benchmark, and run it again.",
-    "",
-    `Machine: ${machine.cpuModel}, ${machine.cores} cores, ${machine.memoryGb} GB memory, ${machine.platform}, ` +
-      `Node ${machine.node}. Date: ${machine.date}. Load average at start: ${machine.loadAverage} (a shared machine: ` +
-      `other work ran at the same time, so absolute times are noisy; ratios taken in one run are what count). ` +
-      `The benchmark took ${seconds.toFixed(0)} s.`,
-    "",
-    "## Summary",
-    "",
-    table,
-    "",
-    "## Details",
-    "",
-    ...details,
-    findings,
-    "",
-    "<details><summary>Raw results (JSON)</summary>",
-    "",
-    "```json",
-    JSON.stringify(raw, (key, value: unknown) => (key === "runs" ? undefined : value), 1).slice(0, 200_000),
-    "```",
-    "",
-    "</details>",
-    "",
-  ].join("\n");
 }
 
 main().then(

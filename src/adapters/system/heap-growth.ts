@@ -12,9 +12,9 @@ import { setFlagsFromString } from "node:v8";
 
 /**
  * What `serve` uses unless told otherwise: the old generation may grow by 30 % of what survived the last full
- * collection, the factor V8 itself uses when it saves memory. Measured at 50,000 tasks (test/bench/findings.md,
- * change 22): peak RSS 355/323 MB (memory/SQLite store) with V8's own rule, 295/263 MB at 100, 269-282/234-240 MB
- * at 50, 250-255/226-228 MB at 30; run times within the machine's noise.
+ * collection, the factor V8 itself uses when it saves memory. Measured at 50,000 tasks (findings.md,
+ * change 22, in test/bench's git history): peak RSS 355/323 MB (memory/SQLite store) with V8's own rule, 295/263 MB
+ * at 100, 269-282/234-240 MB at 50, 250-255/226-228 MB at 30; run times within the machine's noise.
  */
 export const DEFAULT_HEAP_GROWTH_PERCENT = 30;
 

@@ -1,0 +1,109 @@
+/**
+ * BENCHMARKS.md as `npm run bench` writes it (issue 27: the current results and how to reproduce them; earlier
+ * results live in git, `git log -p BENCHMARKS.md`): the machine, then one section per figure with the load average
+ * when that figure started, the command that measures it alone, one table of every measure beside its floor or peer
+ * with the ratio, target and verdict, and how it is measured. Owns the page's format only; it measures nothing.
+ */
+import type { Machine } from "./stats.js";
+import { markdownTable } from "./stats.js";
+
+/** The sections `npm run bench -- --only …` takes, in the order they run. */
+export const BENCH_SECTIONS = [
+  "overhead",
+  "streaming",
+  "scale",
+  "durability",
+  "resume",
+  "peer",
+  "worktrees",
+  "postgres",
+] as const;
+export type BenchSection = (typeof BENCH_SECTIONS)[number];
+
+/** Each section's heading in BENCHMARKS.md. */
+export const SECTION_TITLES: Readonly<Record<BenchSection, string>> = {
+  overhead: "Figures 1–2: cold start and request overhead",
+  streaming: "Figure 3: notification streaming",
+  scale: "Figure 4: scheduler scale",
+  durability: "Figure 5: durability cost",
+  resume: "Figure 5: resume from disk",
+  peer: "Figure 6: LangGraph.js on the identical DAG",
+  worktrees: "Figure 7: worktree isolation cost per task",
+  postgres: "Figure 8: PostgreSQL store and many servers on one database",
+};
+
+/** One measure of a figure: the row of its table. */
+export interface ResultRow {
+  figure: string;
+  measure: string;
+  value: string;
+  baseline: string;
+  ratio: string;
+  target: string;
+  met: "yes" | "no" | "—";
+}
+
+/** What one section measured: its rows, how it is measured (markdown), and the load average when it started. */
+export interface SectionResult {
+  section: BenchSection;
+  loadAverage: string;
+  rows: ResultRow[];
+  details: string[];
+}
+
+/** The whole page: the machine, how long the run took, every section that ran (in run order). */
+export interface BenchResults {
+  machine: Machine;
+  seconds: number;
+  sections: SectionResult[];
+}
+
+/** The table of some rows, in the page's columns. */
+export function resultsTable(rows: readonly ResultRow[]): string {
+  return markdownTable(
+    ["figure", "measure", "acp-orchestrator", "floor / peer", "ratio", "target", "met"],
+    rows.map((r) => [r.figure, r.measure, r.value, r.baseline, r.ratio, r.target, r.met]),
+  );
+}
+
+function sectionText(s: SectionResult): string {
+  const met = s.rows.filter((r) => r.met === "yes").length;
+  const judged = s.rows.filter((r) => r.met !== "—").length;
+  return [
+    `## ${SECTION_TITLES[s.section]}`,
+    "",
+    `Reproduce: \`npm run bench -- --only ${s.section}\` (prints the table, does not rewrite this file). ` +
+      `Load average when it started: ${s.loadAverage}. Targets met: ${met} of ${judged}.`,
+    "",
+    resultsTable(s.rows),
+    "",
+    "<details><summary>How it is measured, and the detailed figures</summary>",
+    "",
+    ...s.details.map((d) => d.replace(/^#{2,4} .*\n+/, "").trim()).flatMap((d) => [d, ""]),
+    "</details>",
+    "",
+  ].join("\n");
+}
+
+/** BENCHMARKS.md for `results`. */
+export function benchmarksDocument(results: BenchResults): string {
+  const m = results.machine;
+  const rows = results.sections.flatMap((s) => s.rows);
+  const misses = rows.filter((r) => r.met === "no");
+  return [
+    "# Benchmarks",
+    "",
+    "Written by `npm run bench` (test/bench/run.ts, test/bench/support/results-doc.ts): the current results only;",
+    "earlier ones are in git (`git log -p BENCHMARKS.md`). Every figure is measured in the same run as its floor (an",
+    "echo server, an idle server, the in-memory store) or its peer (LangGraph.js), so the ratios are what count on this",
+    "shared machine; absolute times move with its load. Do not edit by hand: run `npm run bench` on an idle machine.",
+    "How to run and profile it: docs/DEVELOPING.md, Benchmarks.",
+    "",
+    `Machine: ${m.cpuModel}, ${m.cores} cores, ${m.memoryGb} GB memory, ${m.platform}, Node ${m.node}. ` +
+      `Date: ${m.date}. Load average at start: ${m.loadAverage}. The run took ${results.seconds.toFixed(0)} s. ` +
+      `Targets met: ${rows.filter((r) => r.met === "yes").length} of ${rows.filter((r) => r.met !== "—").length}` +
+      (misses.length > 0 ? ` (missed: ${misses.map((r) => `${r.figure}, ${r.measure}`).join("; ")}).` : "."),
+    "",
+    ...results.sections.map(sectionText),
+  ].join("\n");
+}
