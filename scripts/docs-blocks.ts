@@ -6,7 +6,8 @@
  * (run only where CI provides them), `creates=PATH[,PATH]` (files it leaves in the checkout on purpose) and
  * `timeout=SECONDS` (default 60). A ```text block right after it (only blank lines between) is its expected output:
  * every non-empty line of it must appear, in order, among the output's lines once both are normalised (ids, times,
- * durations, paths), where `...` inside an expected line matches anything. Owns parsing and matching only.
+ * durations, paths), where `...` inside an expected line matches anything. It also lists a page's relative links (the
+ * docs test checks that each names a file). Owns parsing and matching only.
  */
 
 /** One runnable block of a page. */
@@ -93,4 +94,12 @@ export function missingExpectedLine(actual: readonly string[], expected: readonl
 
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** The relative link targets of `markdown` (`[text](path)` outside fenced blocks; `#anchor` cut, URLs skipped). */
+export function relativeLinks(markdown: string): string[] {
+  const prose = markdown.replace(/^```[\s\S]*?^```/gm, "");
+  return [...prose.matchAll(/\]\(([^)\s#]+)(?:#[^)\s]*)?\)/g)]
+    .map((m) => m[1] ?? "")
+    .filter((target) => !/^[a-z][a-z0-9+.-]*:/i.test(target));
 }

@@ -16,7 +16,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { missingExpectedLine, normalizeOutput, parseDocsBlocks, type DocsBlock } from "./docs-blocks.js";
+import { missingExpectedLine, normalizeOutput, parseDocsBlocks, relativeLinks, type DocsBlock } from "./docs-blocks.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 
@@ -94,15 +94,12 @@ function strayFiles(repo: string, created: readonly string[]): string[] {
     .filter((path) => !allowed.some((a) => path === a || (a.endsWith("/") && path.startsWith(a))));
 }
 
-/** Relative links of the pages (`[text](path)`, `#anchor` ignored) whose file is not in the clone: "page: target". */
+/** Relative links of the pages whose file is not in the clone, as "page: target". */
 function brokenLinks(repo: string, pages: readonly string[]): { checked: number; broken: string[] } {
   let checked = 0;
   const broken: string[] = [];
   for (const page of pages) {
-    const text = readFileSync(join(repo, page), "utf8").replace(/```[\s\S]*?```/g, "");
-    for (const match of text.matchAll(/\]\(([^)\s#]+)(?:#[^)\s]*)?\)/g)) {
-      const target = match[1] ?? "";
-      if (/^[a-z]+:/i.test(target)) continue;
+    for (const target of relativeLinks(readFileSync(join(repo, page), "utf8"))) {
       checked += 1;
       if (!existsSync(join(repo, dirname(page), target))) broken.push(`${page}: ${target}`);
     }

@@ -238,7 +238,7 @@ async function main(): Promise<void> {
   const full = !quick && only.size === SECTIONS.length;
   const file = values.write ?? (full && !values["no-write"] ? join(REPO_ROOT, "BENCHMARKS.md") : undefined);
   if (file !== undefined) {
-    writeFileSync(file, benchmarksDocument({ machine, seconds, sections }));
+    writeFileSync(file, benchmarksDocument({ machine, seconds, sections, quick }));
     log(`wrote ${file}`);
   } else {
     log("BENCHMARKS.md not written (quick, --only or --no-write run; --write FILE writes one anyway)");

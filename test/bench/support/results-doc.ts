@@ -56,6 +56,8 @@ export interface BenchResults {
   machine: Machine;
   seconds: number;
   sections: SectionResult[];
+  /** A `--quick` run (small sizes): its page says so, since its numbers are not the published ones. */
+  quick?: boolean;
 }
 
 /** The table of some rows, in the page's columns. */
@@ -103,6 +105,7 @@ export function benchmarksDocument(results: BenchResults): string {
       `Date: ${m.date}. Load average at start: ${m.loadAverage}. The run took ${results.seconds.toFixed(0)} s. ` +
       `Targets met: ${rows.filter((r) => r.met === "yes").length} of ${rows.filter((r) => r.met !== "—").length}` +
       (misses.length > 0 ? ` (missed: ${misses.map((r) => `${r.figure}, ${r.measure}`).join("; ")}).` : "."),
+    ...(results.quick ? ["", "**A `--quick` run: small sizes, a smoke test of the benchmark, not its figures.**"] : []),
     "",
     ...results.sections.map(sectionText),
   ].join("\n");
