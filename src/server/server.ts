@@ -15,6 +15,7 @@ import type { ProductContext, ProductOptions } from "../core/product/context.js"
 import { GoalService } from "../core/goal/service.js";
 import { Fleet } from "../core/product/fleet.js";
 import { ControlRequestPickup } from "../core/product/control-requests.js";
+import { LiveOutputRecorder } from "../core/product/live-output.js";
 import { ProductService } from "../core/product/service.js";
 import type { VersionedStatus } from "../core/product/status.js";
 import { ProductStore } from "../core/product/store.js";
@@ -205,6 +206,7 @@ export class OrchestratorServer {
       ...(options.remoteWorkspaces ? { remoteWorkspaces: options.remoteWorkspaces } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),
       digest: nodeSha256Hex,
+      liveOutput: new LiveOutputRecorder(authority, options.clock, options.logger),
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
   }

@@ -11,6 +11,7 @@
  * (a new user's first look at a product is before confirming it).
  */
 import type { TaskState } from "../../protocol/common.js";
+import { readLiveOutput } from "../core/product/live-output.js";
 import { shownStatus, statusStyle, taskDurationMs } from "../operator/format.js";
 import type { GoalRow, ProductRow, RunStateReader } from "../operator/run-state-reader.js";
 import { layoutDag, type DagLayout } from "./graph-layout.js";
@@ -43,6 +44,11 @@ export interface TaskView {
   question?: string;
   /** The last OUTPUT_TAIL_CHARS characters of the output, and the output's full length. */
   outputTail: string;
+  /**
+   * A running attempt's output so far, as its owner persisted it (core/product/live-output.ts: the last 16 Ki
+   * characters, written at most every 500 ms); `length` counts every character of the attempt. Only while it runs.
+   */
+  liveOutput?: { text: string; length: number; attempt: number; at: string };
   outputLength: number;
   commit?: string;
   branch?: string;
@@ -74,6 +80,9 @@ export async function productView(reader: RunStateReader, productId: string, now
   const agents = new Map((plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
   const states = status.tasks as TaskState[];
   const proposed = states.length === 0 && plan !== undefined;
+  const projectId = typeof status.projectId === "string" ? status.projectId : undefined;
+  const running = states.some((t) => t.status === "running" || t.status === "waiting");
+  const live = projectId && running ? await readLiveOutput(reader.authority, projectId, productId) : new Map();
   const source: TaskState[] = proposed
     ? (plan?.tasks ?? []).map((t) => ({ ...t, status: "pending", attempts: 0 }))
     : states;
@@ -82,6 +91,8 @@ export async function productView(reader: RunStateReader, productId: string, now
     const style = statusStyle(shown);
     const output = t.output ?? "";
     const duration = taskDurationMs(t, now);
+    const chunk = live.get(t.taskId);
+    const liveNow = chunk && chunk.attempt === t.attempts && (t.status === "running" || t.status === "waiting");
     return {
       taskId: t.taskId,
       title: t.title,
@@ -98,13 +109,14 @@ export async function productView(reader: RunStateReader, productId: string, now
       ...(t.question ? { question: t.question } : {}),
       outputTail: output.length > OUTPUT_TAIL_CHARS ? output.slice(-OUTPUT_TAIL_CHARS) : output,
       outputLength: output.length,
+      ...(liveNow
+        ? { liveOutput: { text: chunk.text, length: chunk.length, attempt: chunk.attempt, at: chunk.at } }
+        : {}),
       ...(t.workspace?.commit ? { commit: t.workspace.commit } : {}),
       ...(t.workspace?.branch ? { branch: t.workspace.branch } : {}),
       ...(t.workspace?.changedFiles ? { changedFiles: [...t.workspace.changedFiles] } : {}),
       ...(t.refusedPermissions ? { refusedPermissions: t.refusedPermissions.map((r) => ({ ...r })) } : {}),
       ...optionalText(t, "waitingFor"),
-      ...optionalText(t, "supersededBy"),
-      ...optionalText(t, "supersedes"),
       fill: style.fill,
       stroke: style.stroke,
     };

@@ -182,10 +182,9 @@ export async function dashboardScenario(state: string): Promise<void> {
       new Map(ids.map((id) => [id, roots.includes(id) ? "running" : "pending"])),
       join(dir, "2-roots-running.png"),
     );
-    // A running task's output panel is there while it runs.
-    await page.waitForFunction(`document.querySelector("#task-output") !== null`, undefined, {
-      timeout: 30_000,
-    });
+    // A running task's output is shown live while it runs (the owner persists it in bounded chunks, issue 29).
+    await showsOutput(page, roots[0] as string, [`${roots[0]}: started`]);
+    expect(await page.getAttribute("#task-output", "data-live")).toBe("true");
 
     // The roots finish: their nodes turn green, their dependents start.
     open(roots);

@@ -19,6 +19,7 @@ import type {
 } from "../ports.js";
 import type { VerifyConfig } from "../../../protocol/verify.js";
 import type { VerifyPort } from "../workspace/verify-port.js";
+import type { LiveOutputRecorder } from "./live-output.js";
 import type { ProductStore } from "./store.js";
 
 export interface ProductOptions {
@@ -114,6 +115,8 @@ export interface ProductContext {
   workspaces?: WorkspacePort;
   /** Runs verification commands (guarantee 17). When absent, configured checks cannot run: candidates stay unverified. */
   verifier?: VerifyPort;
+  /** Persists running attempts' output tails for readers in other processes (issue 29); none when absent. */
+  liveOutput?: LiveOutputRecorder;
   /**
    * Worktrees and integration of remote-backed products (issue 33): the same port, where `cwd` is the product's
    * remote URL; the adapter keeps a mirror per remote and makes every ref move a push with an expected old value.

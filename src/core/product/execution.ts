@@ -443,17 +443,24 @@ export class ExecutionLoop {
   private hooksFor(task: TaskState): LaunchHooks {
     const p = this.p;
     const taskId = task.taskId;
+    const live = p.ctx.liveOutput?.forTask(p.model.state.projectId, this.productId, taskId, task.attempts);
     return {
       onText: (text: string, signal: AbortSignal) => {
         if (!signal.aborted || p.pool.stopReason !== "reset") {
           p.ctx.notifier.notify("product.taskOutputDelta", { productId: this.productId, taskId, text });
+          live?.note(text);
         }
       },
-      onActivity: (toolName: string) =>
-        p.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId, toolName }),
+      onActivity: (toolName: string) => {
+        p.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId, toolName });
+        live?.note(`\n[tool] ${toolName}\n`);
+      },
       onUsage: (inputTokens: number, outputTokens: number) => this.recordUsage(taskId, inputTokens, outputTokens),
       onOverloaded: (entry, wait) => noteOverload(p.ctx, this.productId, task, entry, wait),
-      onSettled: () => this.pump(),
+      onSettled: () => {
+        live?.end();
+        this.pump();
+      },
     };
   }
 

@@ -22,6 +22,7 @@ import {
   productStream,
 } from "./records.js";
 import { compactStream, hasGap, missingBefore, snapshotId } from "./compaction.js";
+import { LIVE_OUTPUT_KIND } from "./live-output.js";
 import { evolve } from "./evolve.js";
 import { foldStored } from "./event-journal.js";
 import { emptyState, modelOf, progressOfModel, resetModel, type ProductModel } from "./state.js";
@@ -560,6 +561,9 @@ export class ProductStore {
       had = (await this.authority.delete(projectId, "snapshot", info.id)) || had;
     }
     await this.authority.delete(projectId, "lease", productId);
+    for (const info of await this.authority.list(projectId, LIVE_OUTPUT_KIND, `${productId}/`)) {
+      await this.authority.delete(projectId, LIVE_OUTPUT_KIND, info.id);
+    }
     had = (await this.authority.delete(INDEX_PROJECT, "product-index", productId)) || had;
     this.forget(productId);
     return had;
