@@ -3,7 +3,7 @@
  * and writes BENCHMARKS.md at the repository root (machine, Node version, date, every figure beside its baseline,
  * each target met or not with its ratio; the format is test/bench/support/results-doc.ts).
  *
- *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,postgres]
+ *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,postgres,pickup]
  *     [--no-write | --write FILE]
  *
  * Figure 8 (PostgreSQL, test/bench/postgres.ts) runs on the database ACP_ORCHESTRATOR_TEST_PG names, else on a
@@ -27,6 +27,7 @@ import type { ScaleResult } from "./scale-case.js";
 import { streaming, type StreamingResult } from "./streaming.js";
 import { worktreeCost, type WorktreeCost } from "./worktrees.js";
 import { postgresFigures, withPostgres, type PostgresFigures } from "./postgres.js";
+import { controlPickup } from "./pickup.js";
 import { COMPILED, REPO_ROOT } from "./support/paths.js";
 import { describeMachine, fmt, markdownTable, median, percentile, type Machine } from "./support/stats.js";
 import {
@@ -203,6 +204,17 @@ async function main(): Promise<void> {
       }
       raw.worktrees = costs;
       worktreeRows(rows, details, costs);
+    }
+    if (only.has("pickup")) {
+      begin("pickup");
+      log("control request pickup: checkpoint from a second process, owner a running server on SQLite");
+      const r = await controlPickup(quick ? 5 : 20);
+      log(
+        `  ${r.samples} samples: owner saw it after median ${fmt(r.medianAcceptedMs)} ms (max ${fmt(r.maxAcceptedMs)}),` +
+          ` answered after median ${fmt(r.medianAnsweredMs)} ms (max ${fmt(r.maxAnsweredMs)});` +
+          ` ${r.withinOneSecond ? "PASS" : "FAIL"}: every answer <= 1 s after filing`,
+      );
+      raw.pickup = r;
     }
     if (only.has("postgres")) {
       begin("postgres");

@@ -17,6 +17,7 @@ export const BENCH_SECTIONS = [
   "peer",
   "worktrees",
   "postgres",
+  "pickup",
 ] as const;
 export type BenchSection = (typeof BENCH_SECTIONS)[number];
 
@@ -30,6 +31,7 @@ export const SECTION_TITLES: Readonly<Record<BenchSection, string>> = {
   peer: "Figure 6: LangGraph.js on the identical DAG",
   worktrees: "Figure 7: worktree isolation cost per task",
   postgres: "Figure 8: PostgreSQL store and many servers on one database",
+  pickup: "Control request pickup from a second process (SQLite)",
 };
 
 /** One measure of a figure: the row of its table. */
