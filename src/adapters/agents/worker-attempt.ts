@@ -11,20 +11,10 @@
  * `fs/*` requests inside the task's workspace. Never throws from `run`, never writes to stdout, never advertises
  * client capabilities it does not serve (fs yes, terminal no), never leaves a process behind.
  */
-import { Readable, Writable } from "node:stream";
+import { Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
-import type {
-  ClientContext,
-  PromptResponse,
-  ReadTextFileRequest,
-  ReadTextFileResponse,
-  RequestPermissionRequest,
-  RequestPermissionResponse,
-  SessionNotification,
-  WriteTextFileRequest,
-  WriteTextFileResponse,
-} from "@agentclientprotocol/sdk";
-import type { Logger, RefusedPermission, WorkerEvents, WorkerRequest, WorkerResult } from "../../core/ports.js";
+import type { ClientContext, PromptResponse, SessionNotification } from "@agentclientprotocol/sdk";
+import type { Logger, WorkerEvents, WorkerRequest, WorkerResult } from "../../core/ports.js";
 import { AgentProcess, delay } from "./agent-process.js";
 import type { AgentExit } from "./agent-process.js";
 import {
@@ -38,15 +28,19 @@ import type { AdvertisedAuthMethod, StartStage, AgentConfigurationError } from "
 import { describePolicy } from "./registry.js";
 import type { AgentRegistry, LaunchSpec, PermissionPolicy } from "./registry.js";
 import { formatTaskBrief, MAX_OUTPUT_CHARS, META_KEY, STDERR_TAIL_CHARS } from "./task-brief.js";
-import { MessageJoiner, oneLine, OutputBuffer, ToolCallLedger } from "./worker-output.js";
+import { MessageJoiner, OutputBuffer, ToolCallLedger } from "./worker-output.js";
 import { divertTextChunks } from "./session-updates.js";
 import type { TextChunk } from "./session-updates.js";
-import { choosePermission, isRefusal } from "./worker-permissions.js";
 import type { PermissionForwarder } from "./worker-permissions.js";
-import { WorkspaceFs, WorkspaceFsError } from "./workspace-fs.js";
 import { overloadOf } from "./overload.js";
 import { McpSecrets, mcpServersFor, skippedMcpLines } from "./mcp-servers.js";
 import type { Overload } from "./overload.js";
+import { WorkerClientRequests } from "./worker-client-requests.js";
+import { describeError, describeExit, gatedReadable, turnOutcome, usageOf } from "./worker-turn.js";
+import type { Draft, OutputGate } from "./worker-turn.js";
+
+export type { OutputGate } from "./worker-turn.js";
+export { describeExit, gatedReadable, usageOf } from "./worker-turn.js";
 
 type StopKind = "cancel" | "timeout" | "startTimeout" | "shutdown";
 
@@ -56,9 +50,6 @@ type Settled =
   | { kind: "spawnError"; error: AgentConfigurationError }
   | { kind: "exited"; exit: AgentExit }
   | { kind: "stopped"; stop: StopKind };
-
-/** Resolves when the consumer of worker output can take more (see `AcpWorkerPool.setOutputGate`). Never rejects. */
-export type OutputGate = () => Promise<void>;
 
 /** What every attempt of a pool shares. Durations are milliseconds. */
 export interface AttemptOptions {
@@ -83,76 +74,6 @@ export interface AttemptOptions {
   mcpSecrets?: McpSecrets;
 }
 
-function describeError(error: unknown): string {
-  if (error instanceof RequestError) return `error ${error.code}: ${error.message}`;
-  if (error instanceof Error) return error.message;
-  return String(error);
-}
-
-function nonNegativeInt(value: unknown): number | undefined {
-  return typeof value === "number" && Number.isFinite(value) && value >= 0 ? Math.floor(value) : undefined;
-}
-
-function isRecord(value: unknown): value is Record<string, unknown> {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-/**
- * Token usage of the turn a prompt response ends: ACP's `usage` (`inputTokens`, `outputTokens`), or the same shape in
- * `_meta.usage` / `_meta["acp-orchestrator"].usage`. `usage_update` notifications are NOT usage (their `used` is the
- * size of the context window in use), so they are never read here.
- */
-export function usageOf(response: PromptResponse): { inputTokens: number; outputTokens: number } | undefined {
-  const meta = isRecord(response._meta) ? response._meta : {};
-  const ours = isRecord(meta[META_KEY]) ? meta[META_KEY] : {};
-  const candidates = [(response as Record<string, unknown>)["usage"], ours["usage"], meta["usage"]];
-  for (const candidate of candidates) {
-    if (!isRecord(candidate)) continue;
-    const inputTokens = nonNegativeInt(candidate["inputTokens"]);
-    const outputTokens = nonNegativeInt(candidate["outputTokens"]);
-    if (inputTokens !== undefined || outputTokens !== undefined) {
-      return { inputTokens: inputTokens ?? 0, outputTokens: outputTokens ?? 0 };
-    }
-  }
-  return undefined;
-}
-
-/** A question the agent needs answered, carried as `_meta["acp-orchestrator"].question` of the prompt response. */
-function questionOf(response: PromptResponse): string | undefined {
-  const meta = isRecord(response._meta) ? response._meta : {};
-  const ours = meta[META_KEY];
-  if (!isRecord(ours)) return undefined;
-  const question = ours["question"];
-  return typeof question === "string" && question.trim() !== "" ? question : undefined;
-}
-
-/**
- * A worker's stdout as a web stream that reads on only once `gate()` (read anew before every read; none = open)
- * resolved. While the gate is closed nothing is read, so the child's pipe fills and its own writes wait: end-to-end
- * backpressure, with at most one chunk (the pipe's size) read ahead. Cancelling the stream cancels the source.
- */
-export function gatedReadable(source: Readable, gate: () => OutputGate | undefined): ReadableStream<Uint8Array> {
-  const reader = (Readable.toWeb(source) as ReadableStream<Uint8Array>).getReader();
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        const wait = gate();
-        if (wait !== undefined) await wait();
-        const { value, done } = await reader.read();
-        if (done) controller.close();
-        else controller.enqueue(value);
-      },
-      cancel(reason) {
-        return reader.cancel(reason);
-      },
-    },
-    { highWaterMark: 0 },
-  );
-}
-
-/** An attempt's result before the child has exited: failures get their stderr tail only at the very end. */
-type Draft = WorkerResult | { outcome: "failedWithTail"; what: string };
-
 /** One task attempt: construct, then `run()` once. */
 export class TaskAttempt {
   private agent: AgentProcess | undefined;
@@ -172,11 +93,11 @@ export class TaskAttempt {
   private authMethods: AdvertisedAuthMethod[] = [];
   private readonly joiner = new MessageJoiner();
   private readonly toolCalls = new ToolCallLedger();
-  private readonly refusals: RefusedPermission[] = [];
   private readonly log: Logger;
   /** Aborted on stop: withdraws permission questions forwarded to the IDE. */
   private readonly stopController = new AbortController();
-  private workspace: WorkspaceFs | undefined;
+  /** Serves the agent's permission and file requests (worker-client-requests.ts). */
+  private readonly client: WorkerClientRequests;
   private timer: NodeJS.Timeout | undefined;
   /** The text of a prompt-time error response, searched for an overload once the attempt failed. */
   private promptErrorText = "";
@@ -195,6 +116,17 @@ export class TaskAttempt {
       productId: request.productId,
       taskId: request.task.taskId,
       attempt: request.attempt,
+    });
+    this.client = new WorkerClientRequests({
+      request,
+      agentId: request.instance.agentId,
+      options,
+      log: this.log,
+      events,
+      toolCalls: this.toolCalls,
+      stopped: () => this.stopKind !== undefined,
+      sessionId: () => this.sessionId,
+      signal: this.stopController.signal,
     });
   }
 
@@ -321,9 +253,9 @@ export class TaskAttempt {
   private converse(agent: AgentProcess, spec: LaunchSpec): Promise<PromptResponse | undefined> {
     const app = client({ name: this.options.clientName })
       .onNotification(methods.client.session.update, ({ params }) => this.onUpdate(params))
-      .onRequest(methods.client.session.requestPermission, ({ params }) => this.onPermission(params))
-      .onRequest(methods.client.fs.readTextFile, ({ params }) => this.onReadTextFile(params))
-      .onRequest(methods.client.fs.writeTextFile, ({ params }) => this.onWriteTextFile(params));
+      .onRequest(methods.client.session.requestPermission, ({ params }) => this.client.onPermission(params))
+      .onRequest(methods.client.fs.readTextFile, ({ params }) => this.client.onReadTextFile(params))
+      .onRequest(methods.client.fs.writeTextFile, ({ params }) => this.client.onWriteTextFile(params));
     const frames = ndJsonStream(
       Writable.toWeb(agent.stdin) as WritableStream<Uint8Array>,
       gatedReadable(agent.stdout, this.options.outputGate),
@@ -431,176 +363,19 @@ export class TaskAttempt {
     }
   }
 
-  /**
-   * A worker's `session/request_permission`, with `kind`/`title` completed from its earlier tool call of the same id:
-   * forwarded to the IDE when the pool's forwarder can reach one for this product; otherwise (or when it says nobody
-   * can answer) the `permissions` policy decides by tool kind. An IDE answer naming an option the worker did not
-   * offer, or an IDE that fails to answer, gets the worker a reject option. Every refusal is reported and kept. A
-   * stopped attempt answers `cancelled`.
-   */
-  private async onPermission(raw: RequestPermissionRequest): Promise<RequestPermissionResponse> {
-    if (this.stopKind !== undefined) return { outcome: { outcome: "cancelled" } };
-    const known = this.toolCalls.get(raw.toolCall.toolCallId);
-    const kind = raw.toolCall.kind ?? known?.kind;
-    const titled = raw.toolCall.title ?? (known?.title !== undefined && known.title !== "" ? known.title : undefined);
-    const title = oneLine(titled ?? raw.toolCall.toolCallId);
-    const params: RequestPermissionRequest = {
-      ...raw,
-      toolCall: { ...raw.toolCall, title, ...(kind !== undefined ? { kind: kind as never } : {}) },
-    };
-    const forwarder = this.options.forwarder();
-    if (forwarder !== undefined) {
-      let forwarded: RequestPermissionResponse | undefined;
-      try {
-        forwarded = await forwarder({
-          productId: this.request.productId,
-          taskId: this.request.task.taskId,
-          taskTitle: this.request.task.title,
-          attempt: this.request.attempt,
-          agentId: this.agentId,
-          params,
-          signal: this.stopController.signal,
-        });
-      } catch (error) {
-        if (this.stopKind !== undefined) return { outcome: { outcome: "cancelled" } };
-        this.log.warn({ err: error, tool: title }, "the IDE did not answer a worker permission request; denied");
-        this.refused(raw.toolCall.toolCallId, kind, title, "client");
-        return choosePermission(params.options, "deny");
-      }
-      if (this.stopKind !== undefined) return { outcome: { outcome: "cancelled" } };
-      if (forwarded !== undefined) {
-        const outcome = forwarded.outcome;
-        if (outcome.outcome === "selected" && !params.options.some((o) => o.optionId === outcome.optionId)) {
-          this.log.warn(
-            { tool: title, answer: outcome.optionId },
-            "the IDE chose an option the worker did not offer; denied",
-          );
-          this.refused(raw.toolCall.toolCallId, kind, title, "client");
-          return choosePermission(params.options, "deny");
-        }
-        this.log.info({ tool: title, answer: outcome }, "worker permission request answered by the IDE");
-        if (isRefusal(forwarded, params.options)) this.refused(raw.toolCall.toolCallId, kind, title, "client");
-        return outcome.outcome === "cancelled"
-          ? { outcome: { outcome: "cancelled" } }
-          : { outcome: { outcome: "selected", optionId: outcome.optionId } };
-      }
-    }
-    const policy = this.policy();
-    const answer = choosePermission(params.options, policy, kind);
-    this.log.info(
-      { tool: title, kind: kind ?? "other", policy, answer: answer.outcome },
-      "answered worker permission request by policy",
-    );
-    if (isRefusal(answer, params.options)) this.refused(raw.toolCall.toolCallId, kind, title, "policy");
-    return answer;
-  }
-
-  /**
-   * The policy that answers this attempt's permission requests when no IDE does: the isolated default for an attempt
-   * in its own worktree when the config file set no `permissions` (issue 12), else the configured one.
-   */
-  private policy(): PermissionPolicy {
-    return (this.request.isolated ? this.options.isolatedPermissions : undefined) ?? this.options.permissions;
-  }
-
-  /** Reports and keeps one refusal; the tool call's activity says it was refused. */
-  private refused(toolCallId: string, kind: string | undefined, title: string, by: "policy" | "client"): void {
-    const refusal: RefusedPermission = { kind: kind ?? "other", title, by };
-    this.refusals.push(refusal);
-    const who = by === "policy" ? `the permission policy ${describePolicy(this.policy())}` : "the client";
-    this.safely(() => this.events.onPermissionRefused?.(refusal));
-    this.safely(() => this.events.onActivity(oneLine(`${title} (${refusal.kind}): refused by ${who}`), toolCallId));
-  }
-
-  /** The workspace view of this attempt (the task's cwd), or a refusal when the request is not for our session. */
-  private workspaceFor(sessionId: string, path: string): WorkspaceFs {
-    if (this.stopKind !== undefined) {
-      throw new RequestError(-32800, "The task was stopped; the file request was not served.", { path });
-    }
-    if (this.sessionId === undefined || sessionId !== this.sessionId) {
-      throw RequestError.invalidParams({ path, sessionId }, `Unknown session "${sessionId}" for this worker.`);
-    }
-    this.workspace ??= new WorkspaceFs(this.request.cwd);
-    return this.workspace;
-  }
-
-  /** `fs/read_text_file`: served inside the task's workspace only (workspace-fs.ts); refusals are JSON-RPC errors. */
-  private async onReadTextFile(params: ReadTextFileRequest): Promise<ReadTextFileResponse> {
-    try {
-      const fs = this.workspaceFor(params.sessionId, params.path);
-      const content = await fs.readTextFile(params.path, { line: params.line ?? null, limit: params.limit ?? null });
-      this.log.debug({ path: params.path, chars: content.length }, "worker read a file");
-      return { content };
-    } catch (error) {
-      throw this.fsRefusal("read", params.path, error);
-    }
-  }
-
-  /** `fs/write_text_file`: served inside the task's workspace only; nothing is written on refusal. */
-  private async onWriteTextFile(params: WriteTextFileRequest): Promise<WriteTextFileResponse> {
-    try {
-      const fs = this.workspaceFor(params.sessionId, params.path);
-      await fs.writeTextFile(params.path, params.content);
-      this.log.debug({ path: params.path, chars: params.content.length }, "worker wrote a file");
-      return {};
-    } catch (error) {
-      throw this.fsRefusal("write", params.path, error);
-    }
-  }
-
-  private fsRefusal(op: "read" | "write", path: string, error: unknown): RequestError {
-    if (error instanceof RequestError) return error;
-    if (error instanceof WorkspaceFsError) {
-      this.log.info({ op, path, reason: error.data.reason }, "worker file request refused");
-      return new RequestError(error.code, error.message, error.data);
-    }
-    this.log.warn({ err: error, op, path }, "worker file request failed");
-    return RequestError.internalError({ path }, `Could not ${op} ${path}.`);
-  }
-
   private answered(response: PromptResponse | undefined): Draft {
-    if (response === undefined) return this.failed("agent session ended without a prompt response");
-    const usage = usageOf(response);
-    if (usage !== undefined && (usage.inputTokens > 0 || usage.outputTokens > 0)) {
-      this.safely(() => this.events.onUsage(usage));
-    }
-    const byPolicy = this.refusals.filter((r) => r.by === "policy");
-    if (byPolicy.length > 0 && response.stopReason !== "max_tokens" && response.stopReason !== "max_turn_requests") {
-      // A refused action leaves the task undone however the agent ends its turn: not a silent success (issue 11).
-      const actions = byPolicy.map((r) => `${r.kind} "${r.title}"`).join(", ");
-      return {
-        outcome: "failed",
-        kind: "permission",
-        agentId: this.agentId,
-        prompted: true,
-        error:
-          `The permission policy ${describePolicy(this.policy())} refused ${actions} to agent ` +
-          `"${this.agentId}", so the task could not be done (the agent ended its turn: ${response.stopReason}). ` +
-          `Allow that kind of action in "permissions" of the agent configuration, or run the product from an ACP ` +
-          `session to answer permission requests yourself.`,
-      };
-    }
-    switch (response.stopReason) {
-      case "end_turn": {
-        const question = questionOf(response);
-        if (question !== undefined) return { outcome: "waiting", question };
-        return { outcome: "completed", output: this.output.text };
+    if (response !== undefined) {
+      const usage = usageOf(response);
+      if (usage !== undefined && (usage.inputTokens > 0 || usage.outputTokens > 0)) {
+        this.safely(() => this.events.onUsage(usage));
       }
-      case "cancelled":
-        // The agent cancelled on its own (we never asked): treat it as a failure so the core retries or consults.
-        return { outcome: "failed", error: "agent ended the turn as cancelled without being asked to" };
-      case "refusal":
-        return { outcome: "failed", error: "agent refused the task (stop reason: refusal)" };
-      case "max_tokens":
-        return { outcome: "failed", error: "agent ran out of tokens (stop reason: max_tokens)" };
-      case "max_turn_requests":
-        return { outcome: "failed", error: "agent hit its turn request limit (stop reason: max_turn_requests)" };
-      default:
-        return {
-          outcome: "failed",
-          error: `agent ended the turn with unknown stop reason "${String(response.stopReason)}"`,
-        };
     }
+    return turnOutcome(response, {
+      agentId: this.agentId,
+      output: this.output.text,
+      refusals: this.client.refusals,
+      policy: describePolicy(this.client.policy()),
+    });
   }
 
   private configurationFailure(error: AgentConfigurationError): Draft {
@@ -723,11 +498,4 @@ export class TaskAttempt {
       this.log.warn({ err: error }, "worker event handler threw; ignored");
     }
   }
-}
-
-/** "was killed by SIGKILL" / "crashed (exit code 3)" / "exited (code 0)". Pure. */
-export function describeExit(exit: AgentExit): string {
-  if (exit.signal !== null) return `was killed by ${exit.signal}`;
-  if (exit.code !== 0) return `crashed (exit code ${String(exit.code)})`;
-  return "exited (code 0)";
 }
