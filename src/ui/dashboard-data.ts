@@ -31,6 +31,9 @@ export interface TaskView {
   title: string;
   /** The task's status as views show it: `superseded` for a failed task a fix-up replaces (issue 28). */
   status: string;
+  /** A superseded task's fix-up; a fix-up's failed task (issue 28). */
+  supersededBy?: string;
+  supersedes?: string;
   /** true when the task comes from a proposed, not yet confirmed plan. */
   proposed: boolean;
   agent: string;
@@ -117,6 +120,8 @@ export async function productView(reader: RunStateReader, productId: string, now
       ...(t.workspace?.changedFiles ? { changedFiles: [...t.workspace.changedFiles] } : {}),
       ...(t.refusedPermissions ? { refusedPermissions: t.refusedPermissions.map((r) => ({ ...r })) } : {}),
       ...optionalText(t, "waitingFor"),
+      ...optionalText(t, "supersededBy"),
+      ...optionalText(t, "supersedes"),
       fill: style.fill,
       stroke: style.stroke,
     };

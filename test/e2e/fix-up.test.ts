@@ -20,7 +20,10 @@ afterAll(() => {
   for (const c of children) if (c.exitCode === null) c.kill("SIGKILL");
 });
 
-/** Starts `acp-orchestrator ui` and resolves its URL once it prints it. */
+/**
+ * Starts `acp-orchestrator ui` and resolves the dashboard's base address (origin + "/") once it prints its URL; the
+ * printed URL carries the per-launch key as `?key=…` (issue 29), which read-only pages do not need.
+ */
 function startUi(args: string[]): Promise<string> {
   const child = spawn(process.execPath, [CLI, "ui", ...args], { stdio: ["ignore", "pipe", "pipe"] });
   children.push(child);
@@ -29,7 +32,7 @@ function startUi(args: string[]): Promise<string> {
     child.stdout?.on("data", (d: Buffer) => {
       out += d.toString();
       const m = /dashboard: (http:\/\/\S+)/u.exec(out);
-      if (m) resolve(m[1] as string);
+      if (m) resolve(`${new URL(m[1] as string).origin}/`);
     });
     child.once("exit", (code) => reject(new Error(`ui exited ${String(code)}`)));
   });

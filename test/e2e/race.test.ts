@@ -159,8 +159,13 @@ describe("two servers on one SQLite file", () => {
     // While the winner drives, the loser is refused every time, and it says who drives.
     const again = (await loser.request("product.resume", { productId }).catch((e: unknown) => e)) as RpcError;
     expect(again.code).toBe(-32012);
-    const seen = await loser.request<{ recovery?: { cause: string } }>("product.status", { productId });
-    expect(seen.recovery?.cause).toContain(`owner ${wonAt === 0 ? "server-2" : "server-3"}`);
+    // Issue 28 (true texts): a product whose owner is live and renewing has no recovery block; the owner says who.
+    const seen = await loser.request<{ recovery?: unknown; owner?: { ownerId: string; live: boolean } }>(
+      "product.status",
+      { productId },
+    );
+    expect(seen.recovery).toBeUndefined();
+    expect(seen.owner).toMatchObject({ ownerId: wonAt === 0 ? "server-2" : "server-3", live: true });
 
     const completed = await winner.waitFor(
       (n) => n.method === "product.completed" && n.params.productId === productId,
