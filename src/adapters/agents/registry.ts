@@ -380,13 +380,14 @@ export const BUILTIN_WORKER_INFO: Readonly<AgentInfo> = Object.freeze({
 });
 
 /**
- * Whether the built-in worker is on the team (issue 28): when no agent is configured, when the config's
- * `builtinWorker` is `true`, or when `allowedAgents` names it; `builtinWorker: false` with no agent configured still
- * keeps it (a team cannot be empty). Pure.
+ * Whether the built-in worker is on the team (issue 28): when no agent is configured (agents whose role is `leader`
+ * do not count: a config that only names a model-backed leader still needs a worker), when the config's
+ * `builtinWorker` is `true`, or when `allowedAgents` names it; `builtinWorker: false` with no worker agent configured
+ * still keeps it (a team cannot be empty). Pure.
  */
 export function builtinWorkerOnTeam(config: AgentConfig): boolean {
   if (config.allowedAgents?.includes(BUILTIN_WORKER_AGENT_ID) === true) return true;
-  if (config.agents.length === 0) return true;
+  if (config.agents.every((agent) => agent.role === "leader")) return true;
   return config.builtinWorker === true;
 }
 
