@@ -29,6 +29,7 @@ const ADDED_SINCE_FIXTURE: Record<string, string> = {
   supersededBy: "issue 28: the fix-up that replaced a failed task",
   supersedes: "issue 28: the failed task a fix-up replaces",
   verification: "issue 30: the task's checks",
+  renewedAt: "issue 28: the owner's last lease renewal",
 };
 
 function withoutAddedFields(value: unknown): unknown {
