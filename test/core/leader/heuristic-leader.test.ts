@@ -334,6 +334,11 @@ describe("HeuristicLeader.plan: revision messages", () => {
     expect(plan.message).toContain('Added t4 "Benchmark the parser" after t1.');
   });
 
+  it("says which task it could not find for an add (regression: the note read 'could not e.find')", async () => {
+    const plan = await planOf(base, ["add a task to benchmark the parser after task 9"]);
+    expect(plan.message).toContain("I could not find task 9, so it does not wait for them.");
+  });
+
   it("removes by number or by title words, keeping the order around the removed task", async () => {
     const plan = await planOf(base, ["make 3 depend on 2", "make 2 depend on 1", "remove the tests task"]);
     expect(rows(plan)).toEqual([

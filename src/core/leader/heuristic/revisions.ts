@@ -344,7 +344,7 @@ const DRAFT_EDITS: { [K in Command["kind"]]: (e: DraftEdit, command: CommandOf<K
         : "";
     e.notes.push(
       `Added t${next.indexOf(task) + 1} "${task.title}"${where}.` +
-        (unresolved.length > 0 ? ` I could not e.find ${unresolved.join(", ")}, so it does not wait for them.` : ""),
+        (unresolved.length > 0 ? ` I could not find ${unresolved.join(", ")}, so it does not wait for them.` : ""),
     );
     return next;
   },
