@@ -89,8 +89,9 @@ export function createLeaderResolver(options: LeaderResolverOptions): LeaderSele
       );
     }
     if (options.registry.get(agentId) === undefined) {
+      // Every configured agent, not only the team `list()` gives plans (issue 28): any of them may lead.
       const known = options.registry
-        .list()
+        .all()
         .map((a) => a.agentId)
         .filter((id) => id !== BUILTIN_WORKER_AGENT_ID);
       return new UnavailableLeader(

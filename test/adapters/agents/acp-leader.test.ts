@@ -508,6 +508,26 @@ describe("createLeaderResolver", () => {
     expect(selection.resolve("lead")).toBeInstanceOf(UnavailableLeader);
   });
 
+  it("names every configured agent for an unknown leader, not only the plans' team (allowedAgents)", async () => {
+    const narrowed = new AgentRegistry(
+      parseAgentConfig(
+        {
+          agents: [
+            { agentId: "lead", command: "lead-acp" },
+            { agentId: "coder", command: "coder-acp" },
+          ],
+          allowedAgents: ["coder"],
+        },
+        join(tmpdir(), "acp-orchestrator.json"),
+      ),
+    );
+    const selection = createLeaderResolver({ registry: narrowed, logger: memoryLogger(), fallback });
+    await expect(selection.resolve("ghost").plan(planRequest("/tmp"))).rejects.toThrow(
+      'unknown leader agent "ghost": it is not in the agent registry (configured agents: lead, coder)',
+    );
+    await selection.close();
+  });
+
   it("uses the configured default leader when the product names none", () => {
     const selection = createLeaderResolver({
       registry,
