@@ -21,7 +21,7 @@ export async function listIndexedRecords<T>(
   let dropped = 0;
   if (options.projectId !== undefined) projects.add(options.projectId);
   else {
-    for (const rec of await readAll(authority, INDEX_PROJECT, options.indexKind)) {
+    for (const rec of await listRecordValues(authority, INDEX_PROJECT, options.indexKind)) {
       const parsed = ProductIndexRecord.safeParse(rec.value);
       if (parsed.success) projects.add(parsed.data.projectId);
       else dropped++; // an index record that does not parse is counted (guarantee 4)
@@ -33,7 +33,7 @@ export async function listIndexedRecords<T>(
   }
   const records: T[] = [];
   for (const p of [...projects].sort()) {
-    for (const rec of await readAll(authority, p, options.kind)) {
+    for (const rec of await listRecordValues(authority, p, options.kind)) {
       const parsed = options.schema.safeParse(rec.value);
       if (parsed.success) records.push(parsed.data);
       else dropped++;
@@ -42,11 +42,20 @@ export async function listIndexedRecords<T>(
   return { records, dropped };
 }
 
-/** Every record of `kind` in `projectId` with its value: `listValues` when the authority has it (one read). */
-async function readAll(authority: RunStateAuthority, projectId: string, kind: string): Promise<ListedRecord[]> {
-  if (authority.listValues) return authority.listValues(projectId, kind);
+/**
+ * Every record of `kind` in `projectId` whose id starts with `prefix`, with its value, in id order: the authority's
+ * `listValues` when it has one (one read), else its `list` then a `get` of each id (a record deleted in between is
+ * left out). The one fallback of the optional port method: wrappers of an authority forward through it. Never writes.
+ */
+export async function listRecordValues(
+  authority: RunStateAuthority,
+  projectId: string,
+  kind: string,
+  prefix?: string,
+): Promise<ListedRecord[]> {
+  if (authority.listValues) return authority.listValues(projectId, kind, prefix);
   const out: ListedRecord[] = [];
-  for (const info of await authority.list(projectId, kind)) {
+  for (const info of await authority.list(projectId, kind, prefix)) {
     const rec = await authority.get(projectId, kind, info.id);
     if (rec) out.push({ id: info.id, ...rec });
   }

@@ -15,6 +15,7 @@ import {
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
+import { listRecordValues } from "../../core/indexed-records.js";
 
 /**
  * Forwards every call to the current backend, chosen at call time: a call already running when `use` switches
@@ -90,14 +91,7 @@ export class DelegatingAuthority implements RunStateAuthority {
 
   /** The current backend's `listValues`, or its `list` then a `get` of each id when it has none. */
   async listValues(projectId: string, kind: string, prefix?: string): Promise<ListedRecord[]> {
-    const target = this.#target("list");
-    if (target.listValues) return target.listValues(projectId, kind, prefix);
-    const out: ListedRecord[] = [];
-    for (const info of await target.list(projectId, kind, prefix)) {
-      const rec = await target.get(projectId, kind, info.id);
-      if (rec) out.push({ id: info.id, ...rec });
-    }
-    return out;
+    return listRecordValues(this.#target("list"), projectId, kind, prefix);
   }
 
   /** Forwards to the current backend's `appendEvents` (compare-and-swap on the sequence number). */

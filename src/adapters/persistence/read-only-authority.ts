@@ -8,11 +8,13 @@
 import {
   AuthorityFailure,
   type AuthorityChange,
+  type ListedRecord,
   type RecordInfo,
   type RunStateAuthority,
   type StoredEvent,
   type StoredRecord,
 } from "../../core/ports.js";
+import { listRecordValues } from "../../core/indexed-records.js";
 
 export class ReadOnlyAuthority implements RunStateAuthority {
   readonly name: string;
@@ -27,6 +29,10 @@ export class ReadOnlyAuthority implements RunStateAuthority {
 
   list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]> {
     return this.inner.list(projectId, kind, prefix);
+  }
+
+  listValues(projectId: string, kind: string, prefix?: string): Promise<ListedRecord[]> {
+    return listRecordValues(this.inner, projectId, kind, prefix);
   }
 
   readEvents(projectId: string, stream: string, afterSeq: number, limit?: number): Promise<StoredEvent[]> {

@@ -8,6 +8,7 @@ import { AuthorityFailure, type RunStateAuthority } from "../../../src/core/port
 import { DelegatingAuthority } from "../../../src/adapters/persistence/delegating-authority.js";
 import { withFailureOperations } from "../../../src/adapters/persistence/failure-operation.js";
 import { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
+import { ReadOnlyAuthority } from "../../../src/adapters/persistence/read-only-authority.js";
 
 /** A memory authority with a change mark the test moves by hand. */
 function marked(): { authority: RunStateAuthority; move(): void } {
@@ -32,6 +33,23 @@ describe("withFailureOperations", () => {
       throw new AuthorityFailure("full");
     };
     expect(() => wrapped.put("p", "kind", "id", {}, null)).toThrow(expect.objectContaining({ operation: "write" }));
+  });
+
+  it("marks a failed listValues as a read (regression: it was marked a write)", async () => {
+    const backend = new MemoryAuthority() as RunStateAuthority;
+    backend.listValues = () => Promise.reject(new AuthorityFailure("down"));
+    await expect(withFailureOperations(backend).listValues?.("p", "kind")).rejects.toMatchObject({ operation: "read" });
+  });
+});
+
+describe("ReadOnlyAuthority listValues", () => {
+  it("forwards to the backend's listValues (one read) rather than a get per record", async () => {
+    const backend = new MemoryAuthority() as RunStateAuthority;
+    await backend.put("p", "kind", "a", { n: 1 }, null);
+    const listed = [{ id: "a", value: { n: 1 }, revision: 1, updatedAt: "t" }];
+    backend.listValues = () => Promise.resolve(listed);
+    backend.get = () => Promise.reject(new Error("get must not be called"));
+    expect(await new ReadOnlyAuthority(backend).listValues("p", "kind")).toBe(listed);
   });
 });
 
