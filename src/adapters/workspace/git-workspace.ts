@@ -32,7 +32,15 @@ import type {
 } from "../../core/ports.js";
 import { git, runGit } from "./git-cli.js";
 import { integrateIntoTarget, mergeTree } from "./target-merge.js";
-import { findAdminDir, verifyGitfile, type WorktreeRepo, worktreeGit } from "./worktree-git.js";
+import {
+  clearIndexBits,
+  commonDirLookup,
+  component,
+  findAdminDir,
+  verifyGitfile,
+  type WorktreeRepo,
+  worktreeGit,
+} from "./worktree-git.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
 
 /** Per-worktree operation state a worker's own git commands can leave behind (files and folders in its git dir). */
@@ -71,24 +79,8 @@ async function forgetAttemptState(repo: WorktreeRepo): Promise<void> {
   for (const ref of bisectRefs) await run(["update-ref", "-d", ref]);
 }
 
-/** Clears the skip-worktree and assume-unchanged bits of every index entry (a worker could hide files with them). */
-async function clearIndexBits(run: Awaited<ReturnType<typeof worktreeGit>>): Promise<void> {
-  const entries = (await run(["ls-files", "-v", "-z"])).split("\0").filter((entry) => entry.length > 2);
-  const skipped = entries.filter((entry) => entry[0] === "S").map((entry) => entry.slice(2));
-  const assumed = entries.filter((entry) => /^[a-z]$/.test(entry[0] as string)).map((entry) => entry.slice(2));
-  // One flag per command: git 2.39 applies only one of --no-skip-worktree/--no-assume-unchanged to --stdin paths.
-  if (skipped.length > 0) await run(["update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
-  if (assumed.length > 0)
-    await run(["update-index", "--no-assume-unchanged", "-z", "--stdin"], `${assumed.join("\0")}\0`);
-}
-
 /** Backoff (ms) between the tries of a worktree preparation that failed (issue 26: not the agent's fault). */
 const PREPARE_RETRY_MS = [100, 300, 800, 2_000, 4_000];
-
-/** A path component made of safe characters only (task ids are validated ids already; this is a second fence). */
-function component(text: string): string {
-  return text.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 100) || "_";
-}
 
 function lines(text: string): string[] {
   return text.split("\n").filter((l) => l.length > 0);
@@ -116,7 +108,7 @@ export class GitWorkspace implements WorkspacePort {
   constructor(private readonly options: GitWorkspaceOptions = {}) {}
 
   /** Git common directory per cwd (a repository does not move while the server runs). */
-  private readonly commonDirs = new Map<string, Promise<string>>();
+  private readonly commonDir = commonDirLookup();
   /** Parked worktrees per product folder, ready for that product's next attempt (see the file comment). */
   private readonly spares = new Map<string, string[]>();
   /** Parked worktrees a `prepare` took and is moving: a concurrent `release` of one of them leaves it alone. */
@@ -144,16 +136,6 @@ export class GitWorkspace implements WorkspacePort {
         reason: `git cannot be run here (${err instanceof Error ? err.message : String(err)}), so tasks share ${cwd}.`,
       };
     }
-  }
-
-  private commonDir(cwd: string): Promise<string> {
-    let dir = this.commonDirs.get(cwd);
-    if (!dir) {
-      dir = git(cwd, ["rev-parse", "--path-format=absolute", "--git-common-dir"]).then((out) => resolve(out.trim()));
-      dir.catch(() => this.commonDirs.delete(cwd));
-      this.commonDirs.set(cwd, dir);
-    }
-    return dir;
   }
 
   private async productDir(cwd: string, productId: string): Promise<string> {

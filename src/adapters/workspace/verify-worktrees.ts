@@ -19,22 +19,7 @@ import { join, resolve } from "node:path";
 import type { CheckCommand, VerifyPort, VerifyRun } from "../../core/workspace/verify-port.js";
 import { git, runGit } from "./git-cli.js";
 import { runCheckCommand } from "./verify-process.js";
-
-const SAFE = [
-  "-c",
-  "core.hooksPath=/dev/null",
-  "-c",
-  "core.fsmonitor=false",
-  "-c",
-  "commit.gpgsign=false",
-  "-c",
-  "advice.detachedHead=false",
-];
-
-/** A path component made of safe characters only. */
-function component(text: string): string {
-  return text.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 100) || "_";
-}
+import { clearIndexBits, commonDirLookup, component, type WorktreeRun } from "./worktree-git.js";
 
 interface Slot {
   path: string;
@@ -52,20 +37,10 @@ interface Pool {
 }
 
 export class GitVerifier implements VerifyPort {
-  private readonly commonDirs = new Map<string, Promise<string>>();
+  private readonly commonDir = commonDirLookup();
   private readonly pools = new Map<string, Pool>();
 
   constructor(private readonly options: { env?: Record<string, string> } = {}) {}
-
-  private commonDir(cwd: string): Promise<string> {
-    let dir = this.commonDirs.get(cwd);
-    if (!dir) {
-      dir = git(cwd, ["rev-parse", "--path-format=absolute", "--git-common-dir"]).then((out) => resolve(out.trim()));
-      dir.catch(() => this.commonDirs.delete(cwd));
-      this.commonDirs.set(cwd, dir);
-    }
-    return dir;
-  }
 
   private async productDir(cwd: string, productId: string): Promise<string> {
     return join(await this.commonDir(cwd), "acp-orchestrator", "verify", component(productId));
@@ -172,7 +147,7 @@ export class GitVerifier implements VerifyPort {
     await runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]);
     await mkdir(join(path, ".."), { recursive: true });
     const head = (await git(cwd, [`--git-dir=${common}`, "rev-parse", "--verify", "HEAD^{commit}"])).trim();
-    await git(cwd, [`--git-dir=${common}`, ...SAFE, "worktree", "add", "--detach", "-f", "-q", path, head]);
+    await git(cwd, [`--git-dir=${common}`, "worktree", "add", "--detach", "-f", "-q", path, head]);
     const dotGit = (await readFile(join(path, ".git"), "utf8")).trim();
     const m = /^gitdir: (.+)$/.exec(dotGit);
     if (!m?.[1]) throw new Error(`The verify worktree at ${path} has no git directory.`);
@@ -181,18 +156,13 @@ export class GitVerifier implements VerifyPort {
 
   /** Puts exactly `commit`'s tree in the slot (see the file comment). */
   private async checkout(cwd: string, slot: Slot, commit: string): Promise<void> {
-    const g = [`--git-dir=${slot.gitDir}`, `--work-tree=${slot.path}`, ...SAFE];
+    const run: WorktreeRun = (args, input) =>
+      git(cwd, [`--git-dir=${slot.gitDir}`, `--work-tree=${slot.path}`, ...args], input);
     // A check may have rewritten the `.git` file: put it back so the next check's own git commands see this worktree.
     await writeFile(join(slot.path, ".git"), `gitdir: ${slot.gitDir}\n`);
-    const entries = (await git(cwd, [...g, "ls-files", "-v", "-z"])).split("\0").filter((e) => e.length > 2);
-    const skipped = entries.filter((e) => e[0] === "S").map((e) => e.slice(2));
-    const assumed = entries.filter((e) => /^[a-z]$/.test(e[0] as string)).map((e) => e.slice(2));
-    if (skipped.length > 0)
-      await git(cwd, [...g, "update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
-    if (assumed.length > 0)
-      await git(cwd, [...g, "update-index", "--no-assume-unchanged", "-z", "--stdin"], `${assumed.join("\0")}\0`);
-    await git(cwd, [...g, "checkout", "-q", "-f", "--detach", commit]);
-    await git(cwd, [...g, "clean", "-ffdxq"]);
+    await clearIndexBits(run);
+    await run(["checkout", "-q", "-f", "--detach", commit]);
+    await run(["clean", "-ffdxq"]);
   }
 
   async release(cwd: string, productId: string): Promise<void> {

@@ -7,12 +7,54 @@
  * program at all. Before a worktree's result is captured its gitfile is verified: a `.git` that is not exactly the
  * gitfile git wrote (a folder, a symlink, another target) is tampering, reported as `WorktreeTamperedError`.
  *
- * Owns: finding a worktree's admin folder, the explicit-repository argument list, the filter overrides, the gitfile
- * check. Must never discover a repository from inside a worktree and never write to the worktree's `.git`.
+ * Owns: finding a repository's common dir and a worktree's admin folder, the explicit-repository argument list, the
+ * filter overrides, the gitfile check, clearing the index bits a worker (or a check) set, and the safe path component
+ * of the folders under `<common dir>/acp-orchestrator/`. Must never discover a repository from inside a worktree and
+ * never write to the worktree's `.git`.
  */
 import { lstat, readdir, readFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { git, runGit } from "./git-cli.js";
+
+/** A path component made of safe characters only (ids are validated ids already; this is a second fence). */
+export function component(text: string): string {
+  return text.replace(/[^A-Za-z0-9._-]/g, "_").slice(0, 100) || "_";
+}
+
+/**
+ * A memoised lookup of the git common directory (absolute) of the repository at a cwd: one `git rev-parse` per cwd for
+ * the lookup's lifetime (a repository does not move while the server runs); a failed lookup is forgotten, so the next
+ * call asks git again. Rejects with `GitError` when `cwd` is not in a repository.
+ */
+export function commonDirLookup(): (cwd: string) => Promise<string> {
+  const dirs = new Map<string, Promise<string>>();
+  return (cwd) => {
+    let dir = dirs.get(cwd);
+    if (!dir) {
+      dir = git(cwd, ["rev-parse", "--path-format=absolute", "--git-common-dir"]).then((out) => resolve(out.trim()));
+      dir.catch(() => dirs.delete(cwd));
+      dirs.set(cwd, dir);
+    }
+    return dir;
+  };
+}
+
+/** Runs one git command inside a worktree with its repository named explicitly and returns its stdout. */
+export type WorktreeRun = (args: readonly string[], input?: string, env?: Record<string, string>) => Promise<string>;
+
+/**
+ * Clears the skip-worktree and assume-unchanged bits of every index entry of the worktree `run` works in (a worker or
+ * a check could hide files from `checkout -f`, `clean` and `add -A` with them). Throws when git fails.
+ */
+export async function clearIndexBits(run: WorktreeRun): Promise<void> {
+  const entries = (await run(["ls-files", "-v", "-z"])).split("\0").filter((entry) => entry.length > 2);
+  const skipped = entries.filter((entry) => entry[0] === "S").map((entry) => entry.slice(2));
+  const assumed = entries.filter((entry) => /^[a-z]$/.test(entry[0] as string)).map((entry) => entry.slice(2));
+  // One flag per command: git 2.39 applies only one of --no-skip-worktree/--no-assume-unchanged to --stdin paths.
+  if (skipped.length > 0) await run(["update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
+  if (assumed.length > 0)
+    await run(["update-index", "--no-assume-unchanged", "-z", "--stdin"], `${assumed.join("\0")}\0`);
+}
 
 /** The worktree's `.git` was changed by someone else than git (the worker): its capture must not go on. */
 export class WorktreeTamperedError extends Error {
@@ -115,9 +157,7 @@ async function filterOverrides(repo: WorktreeRepo): Promise<string[]> {
  * A runner of git commands inside one worktree with its repository named explicitly and filters overridden (see the
  * file comment). The overrides are read once per runner: make one per operation (prepare, capture).
  */
-export async function worktreeGit(
-  repo: WorktreeRepo,
-): Promise<(args: readonly string[], input?: string, env?: Record<string, string>) => Promise<string>> {
+export async function worktreeGit(repo: WorktreeRepo): Promise<WorktreeRun> {
   const explicit = [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`, ...(await filterOverrides(repo))];
   return (args, input, env) => git(repo.workTree, [...explicit, ...args], input, env);
 }
