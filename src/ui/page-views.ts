@@ -17,12 +17,11 @@
  * `#diff`, `svg#timeline rect.bar[data-task-id][data-kind]`, `#fit`, `#zoom-reset`, `g#viewport`.
  */
 
-export const VIEWS_SCRIPT = String.raw`"use strict";
-(function () {
-  var V = window.acpVendor || null;
-  var KEY = new URLSearchParams(location.search).get("key");
-  if (KEY) sessionStorage.setItem("acp-dashboard-key", KEY); else KEY = sessionStorage.getItem("acp-dashboard-key");
-  var SVG = "http://www.w3.org/2000/svg";
+/**
+ * The DOM helpers both scripts of the page use, pasted into each one's closure: `el(tag, {text, onclick, disabled,
+ * …attributes}, children)` and `svg(tag, attributes)`.
+ */
+export const DOM_HELPERS = String.raw`  var SVG = "http://www.w3.org/2000/svg";
   function el(tag, attrs, children) {
     var node = document.createElement(tag);
     for (var k in attrs || {}) {
@@ -38,7 +37,14 @@ export const VIEWS_SCRIPT = String.raw`"use strict";
     var node = document.createElementNS(SVG, tag);
     for (var k in attrs) node.setAttribute(k, attrs[k]);
     return node;
-  }
+  }`;
+
+export const VIEWS_SCRIPT = String.raw`"use strict";
+(function () {
+  var V = window.acpVendor || null;
+  var KEY = new URLSearchParams(location.search).get("key");
+  if (KEY) sessionStorage.setItem("acp-dashboard-key", KEY); else KEY = sessionStorage.getItem("acp-dashboard-key");
+${DOM_HELPERS}
   var result = { state: "", text: "" };
   function showResult() {
     var box = document.getElementById("control-result");

@@ -18,7 +18,7 @@
  * `#task-detail`, `#task-output` (`data-live`), `#stream-state` (`live` once the stream delivered a view),
  * `#filter-state`, `#filter-agent`, `#tasks tr[data-task-id]`, `#show-diff`, `#show-product-diff`, and page-views.ts's.
  */
-import { VIEWS_SCRIPT } from "./page-views.js";
+import { DOM_HELPERS, VIEWS_SCRIPT } from "./page-views.js";
 
 export const PAGE_HTML = `<!doctype html>
 <html lang="en">
@@ -106,23 +106,7 @@ export const MAIN_SCRIPT = String.raw`"use strict";
     completed: ["#d1e7dd", "#198754"], failed: ["#f8d7da", "#dc3545"], skipped: ["#e2e3e5", "#6c757d"],
     cancelled: ["#e2e3e5", "#6c757d"], superseded: ["#f1e4e6", "#a66a73"]
   };
-  var SVG = "http://www.w3.org/2000/svg";
-
-  function el(tag, attrs, children) {
-    var node = document.createElement(tag);
-    for (var k in attrs || {}) {
-      if (k === "text") node.textContent = attrs[k];
-      else if (k === "onclick") node.addEventListener("click", attrs[k]);
-      else node.setAttribute(k, attrs[k]);
-    }
-    (children || []).forEach(function (c) { if (c) node.appendChild(typeof c === "string" ? document.createTextNode(c) : c); });
-    return node;
-  }
-  function svg(tag, attrs) {
-    var node = document.createElementNS(SVG, tag);
-    for (var k in attrs) node.setAttribute(k, attrs[k]);
-    return node;
-  }
+${DOM_HELPERS}
   function duration(ms) {
     if (typeof ms !== "number" || !isFinite(ms) || ms < 0) return "-";
     if (ms < 1000) return Math.round(ms) + " ms";
