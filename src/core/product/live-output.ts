@@ -13,6 +13,7 @@
 import * as z from "zod";
 import type { Clock, Logger, RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
+import { listRecordValues } from "../indexed-records.js";
 
 /** The record kind of live output chunks. */
 export const LIVE_OUTPUT_KIND = "taskOutputChunk";
@@ -165,9 +166,8 @@ export async function readLiveOutput(
   productId: string,
 ): Promise<Map<string, LiveOutputRecord>> {
   const out = new Map<string, LiveOutputRecord>();
-  for (const { id } of await authority.list(projectId, LIVE_OUTPUT_KIND, `${productId}/`)) {
-    const stored = await authority.get(projectId, LIVE_OUTPUT_KIND, id);
-    const parsed = LiveOutputRecord.safeParse(stored?.value);
+  for (const stored of await listRecordValues(authority, projectId, LIVE_OUTPUT_KIND, `${productId}/`)) {
+    const parsed = LiveOutputRecord.safeParse(stored.value);
     if (parsed.success && parsed.data.productId === productId) out.set(parsed.data.taskId, parsed.data);
   }
   return out;
