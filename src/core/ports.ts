@@ -440,8 +440,9 @@ export interface WorkerEvents {
   onUsage(usage: { inputTokens: number; outputTokens: number }): void;
   /** A permission request of the worker was refused (by the policy or by the client). Kept on the task. */
   onPermissionRefused?(refusal: RefusedPermission): void;
-  /** The provider is overloaded (issue 28): the worker retries in `retryInMs`, same attempt; `message` in words. */
-  onOverloaded?(wait: { message: string; retryInMs: number; retry: number }): void;
+  /** The provider is overloaded (issue 28): the worker retries in `retryInMs`, same attempt; `message` in words,
+   * `reason` its cause alone (`provider overloaded`), from which `product.status` counts the retry down. */
+  onOverloaded?(wait: { message: string; reason: string; retryInMs: number; retry: number }): void;
 }
 
 /**

@@ -183,7 +183,7 @@ export class AcpWorkerPool implements WorkerPort {
         message,
       );
       try {
-        events.onOverloaded?.({ message, retryInMs: delayMs, retry: retry + 1 });
+        events.onOverloaded?.({ message, reason: overload.reason, retryInMs: delayMs, retry: retry + 1 });
       } catch (error) {
         this.options.logger.warn({ err: error }, "worker event handler threw; ignored");
       }

@@ -5,6 +5,7 @@
  *
  * Owns the classification and the delays only, pure; the retry loop is in acp-worker.ts. Never reads a clock.
  */
+import { overloadWaitNote } from "../../core/product/task-waits.js";
 
 /** How overloaded attempts are retried. Durations are milliseconds. */
 export interface OverloadPolicy {
@@ -66,5 +67,5 @@ export function overloadDelayMs(
 
 /** "waiting: provider overloaded, retry in 20 s" (whole seconds, at least 1). Pure. */
 export function overloadNote(overload: Overload, delayMs: number): string {
-  return `waiting: ${overload.reason}, retry in ${Math.max(1, Math.round(delayMs / 1_000))} s`;
+  return overloadWaitNote(overload.reason, Math.max(1, Math.round(delayMs / 1_000)));
 }

@@ -12,12 +12,23 @@ import type { ProductState } from "./records.js";
 /** Why a pending task has not started (PROTOCOL.md section 5, `TaskState.waitingFor`). */
 export type WaitingFor = "dependencies" | "seat" | "budget" | "leader" | "workspace";
 
+/** A worker waiting for an overloaded provider: the reason in words (`provider overloaded`) and when it retries. */
+export interface OverloadWait {
+  reason: string;
+  retryAtMs: number;
+}
+
+/** "waiting: provider overloaded, retry in 20 s": the note of an overloaded task (`seconds` whole). Pure. */
+export function overloadWaitNote(reason: string, seconds: number): string {
+  return `waiting: ${reason}, retry in ${seconds} s`;
+}
+
 /** What the status needs to know beyond the state: in-memory facts of the process driving the product. */
 export interface WaitFacts {
   /** True while a leader turn (consultation, message) runs. */
   leaderBusy: boolean;
-  /** Running tasks whose worker waits for an overloaded provider: taskId → the note and when it retries (epoch ms). */
-  overloaded: ReadonlyMap<string, { message: string; retryAtMs: number }>;
+  /** Running tasks whose worker waits for an overloaded provider: taskId → why and when it retries (epoch ms). */
+  overloaded: ReadonlyMap<string, OverloadWait>;
   nowMs: number;
 }
 
@@ -35,7 +46,7 @@ export function tasksWithWaits(state: ProductState, facts: WaitFacts): TaskState
       const note = facts.overloaded.get(t.taskId);
       if (note === undefined) return t;
       const seconds = Math.max(0, Math.round((note.retryAtMs - facts.nowMs) / 1_000));
-      return { ...t, waiting: note.message.replace(/retry in \d+ s$/u, `retry in ${seconds} s`) };
+      return { ...t, waiting: overloadWaitNote(note.reason, seconds) };
     }
     if (t.status !== "pending") return t;
     const deps = t.dependsOn.map((d) => byId.get(d));
@@ -66,10 +77,10 @@ export function noteOverload(
   ctx: { notifier: Notifier; clock: Clock },
   productId: string,
   task: TaskState,
-  entry: { attempt: number; overloaded?: { message: string; retryAtMs: number } },
-  wait: { message: string; retryInMs: number; retry: number },
+  entry: { attempt: number; overloaded?: OverloadWait },
+  wait: { message: string; reason: string; retryInMs: number; retry: number },
 ): void {
-  entry.overloaded = { message: wait.message, retryAtMs: ctx.clock.now() + wait.retryInMs };
+  entry.overloaded = { reason: wait.reason, retryAtMs: ctx.clock.now() + wait.retryInMs };
   ctx.notifier.notify("product.taskOverloaded", {
     productId,
     taskId: task.taskId,

@@ -8,6 +8,7 @@
 import type { Instance, Task, TaskWorkspace } from "../../../protocol/common.js";
 import type { RefusedPermission, WorkerPort, WorkerResult } from "../ports.js";
 import type { StoredMcpServer } from "./mcp-servers.js";
+import type { OverloadWait } from "./task-waits.js";
 import { PREPARE_REMEDIATION } from "../workspace/integration.js";
 import { INTERRUPTION, type SettledAttempt, type StopReason } from "./decide.js";
 
@@ -22,8 +23,8 @@ export interface RunningTask {
   inputHash: string;
   /** The attempt's worktree (isolation `worktree`), removed once its result was written. */
   workspace?: TaskWorkspace;
-  /** While the worker waits for an overloaded provider (issue 28): the note and when it retries (epoch ms). */
-  overloaded?: { message: string; retryAtMs: number };
+  /** While the worker waits for an overloaded provider (issue 28): why and when it retries (epoch ms). */
+  overloaded?: OverloadWait;
 }
 
 /** A settled attempt with its launch record (a result counts only if it belongs to the task's latest launch). */
@@ -62,7 +63,7 @@ export interface LaunchHooks {
   onActivity(toolName: string): void;
   onUsage(inputTokens: number, outputTokens: number): void;
   /** The worker waits for an overloaded provider (issue 28); `entry` is the attempt's launch record. */
-  onOverloaded(entry: RunningTask, wait: { message: string; retryInMs: number; retry: number }): void;
+  onOverloaded(entry: RunningTask, wait: { message: string; reason: string; retryInMs: number; retry: number }): void;
   /** A result was queued (`take`): the loop schedules a wave. */
   onSettled(): void;
 }
@@ -79,9 +80,9 @@ export class WorkerPool {
 
   constructor(private readonly workers: WorkerPort) {}
 
-  /** Running tasks whose worker waits for an overloaded provider: taskId → the note and when it retries (epoch ms). */
-  overloaded(): Map<string, { message: string; retryAtMs: number }> {
-    const out = new Map<string, { message: string; retryAtMs: number }>();
+  /** Running tasks whose worker waits for an overloaded provider: taskId → why and when it retries (epoch ms). */
+  overloaded(): Map<string, OverloadWait> {
+    const out = new Map<string, OverloadWait>();
     for (const [taskId, entry] of this.#running) if (entry.overloaded) out.set(taskId, entry.overloaded);
     return out;
   }

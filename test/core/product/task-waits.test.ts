@@ -46,7 +46,7 @@ describe("tasksWithWaits (issue 28: status says what each pending task waits for
   });
 
   it("an overloaded running task counts its retry down", () => {
-    const overloaded = new Map([["a", { message: "waiting: provider overloaded, retry in 20 s", retryAtMs: 20_000 }]]);
+    const overloaded = new Map([["a", { reason: "provider overloaded", retryAtMs: 20_000 }]]);
     expect(waits(state([task("a", "running")]), { leaderBusy: false, overloaded, nowMs: 5_000 })).toEqual([
       "waiting: provider overloaded, retry in 15 s",
     ]);
