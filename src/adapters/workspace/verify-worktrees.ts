@@ -8,8 +8,10 @@
  * the candidate's; untracked and ignored files are gone; skip-worktree and assume-unchanged bits a check set are
  * cleared first). Every git command names the worktree's git directory and work tree explicitly (`--git-dir`,
  * `--work-tree`), with hooks, fsmonitor and signing off, so nothing a check left in the folder (a rewritten `.git`
- * file, a config) redirects the orchestrator's own git commands (guarantee 16). A worktree found at a slot's path when
- * a process first uses the slot (a dead server's) is removed and made anew.
+ * file, a config) redirects the orchestrator's own git commands (guarantee 16). Adding, removing and pruning verify
+ * worktrees is serialised with the task worktrees' administration of the same repository (worktree-lock.ts, issue
+ * 26: a concurrent `worktree add` can fail half done). A worktree found at a slot's path when a process first uses
+ * the slot (a dead server's) is removed and made anew.
  *
  * The commands themselves run the candidate's code with the server's privileges: that is what verification is. The
  * processes are confined in lifetime (watchdog, timeout), not in what they may touch.
@@ -20,6 +22,7 @@ import type { CheckCommand, VerifyPort, VerifyRun } from "../../core/workspace/v
 import { git, runGit } from "./git-cli.js";
 import { runCheckCommand } from "./verify-process.js";
 import { clearIndexBits, commonDirLookup, component, type WorktreeRun } from "./worktree-git.js";
+import { withWorktreeAdmin } from "./worktree-lock.js";
 
 interface Slot {
   path: string;
@@ -142,12 +145,16 @@ export class GitVerifier implements VerifyPort {
   /** Makes a fresh verify worktree at `path` (removing whatever is there) and reads its git directory. */
   private async makeSlot(cwd: string, path: string): Promise<Slot> {
     const common = await this.commonDir(cwd);
-    await runGit(cwd, [`--git-dir=${common}`, "worktree", "remove", "--force", "--force", path]);
+    await withWorktreeAdmin(common, () =>
+      runGit(cwd, [`--git-dir=${common}`, "worktree", "remove", "--force", "--force", path]),
+    );
     await rm(path, { recursive: true, force: true });
-    await runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]);
+    await withWorktreeAdmin(common, () => runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]));
     await mkdir(join(path, ".."), { recursive: true });
     const head = (await git(cwd, [`--git-dir=${common}`, "rev-parse", "--verify", "HEAD^{commit}"])).trim();
-    await git(cwd, [`--git-dir=${common}`, "worktree", "add", "--detach", "-f", "-q", path, head]);
+    await withWorktreeAdmin(common, () =>
+      git(cwd, [`--git-dir=${common}`, "worktree", "add", "--detach", "-f", "-q", path, head]),
+    );
     const dotGit = (await readFile(join(path, ".git"), "utf8")).trim();
     const m = /^gitdir: (.+)$/.exec(dotGit);
     if (!m?.[1]) throw new Error(`The verify worktree at ${path} has no git directory.`);
@@ -172,9 +179,11 @@ export class GitVerifier implements VerifyPort {
     this.pools.delete(key);
     const common = await this.commonDir(cwd);
     for (const slot of pool?.free ?? []) {
-      await runGit(cwd, [`--git-dir=${common}`, "worktree", "remove", "--force", "--force", slot.path]);
+      await withWorktreeAdmin(common, () =>
+        runGit(cwd, [`--git-dir=${common}`, "worktree", "remove", "--force", "--force", slot.path]),
+      );
     }
     await rm(key, { recursive: true, force: true });
-    await runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]);
+    await withWorktreeAdmin(common, () => runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]));
   }
 }
