@@ -256,17 +256,8 @@ export class PostgresAuthority implements RunStateAuthority {
    */
   async list(projectId: string, kind: string, prefix = ""): Promise<RecordInfo[]> {
     return this.#run("list", async () => {
-      checkNameText(projectId, "projectId");
-      checkNameText(kind, "kind");
-      checkPrefix(prefix);
-      if (prefix.includes("\u0000")) return [];
-      const upper = successor(prefix);
-      const result = await this.#pool.query<{ id: string; revision: string; updated_at: string }>(
-        `SELECT id, revision, updated_at FROM records
-         WHERE project_id = $1 AND kind = $2 AND id >= $3 ${upper === null ? "" : "AND id < $4"} ORDER BY id`,
-        upper === null ? [projectId, kind, prefix] : [projectId, kind, prefix, upper],
-      );
-      return result.rows.map((row) => ({ id: row.id, revision: Number(row.revision), updatedAt: row.updated_at }));
+      const rows = await this.#listRows<Omit<RecordRow, "value">>("id, revision, updated_at", projectId, kind, prefix);
+      return rows.map((row) => ({ id: row.id, revision: Number(row.revision), updatedAt: row.updated_at }));
     });
   }
 
@@ -276,23 +267,37 @@ export class PostgresAuthority implements RunStateAuthority {
    */
   async listValues(projectId: string, kind: string, prefix = ""): Promise<ListedRecord[]> {
     return this.#run("list", async () => {
-      checkNameText(projectId, "projectId");
-      checkNameText(kind, "kind");
-      checkPrefix(prefix);
-      if (prefix.includes("\u0000")) return [];
-      const upper = successor(prefix);
-      const result = await this.#pool.query<RecordRow & { id: string }>(
-        `SELECT id, value, revision, updated_at FROM records
-         WHERE project_id = $1 AND kind = $2 AND id >= $3 ${upper === null ? "" : "AND id < $4"} ORDER BY id`,
-        upper === null ? [projectId, kind, prefix] : [projectId, kind, prefix, upper],
-      );
-      return result.rows.map((row) => ({
+      const rows = await this.#listRows<RecordRow>("id, value, revision, updated_at", projectId, kind, prefix);
+      return rows.map((row) => ({
         id: row.id,
         value: parseStored(row.value),
         revision: Number(row.revision),
         updatedAt: row.updated_at,
       }));
     });
+  }
+
+  /**
+   * The rows (`columns`) of the records of one kind in one project whose id starts with `prefix`, by id: the index
+   * range of `list` and `listValues`. Checks the arguments first; an id never holds NUL, so such a prefix lists none.
+   */
+  async #listRows<R>(
+    columns: string,
+    projectId: string,
+    kind: string,
+    prefix: string,
+  ): Promise<(R & { id: string })[]> {
+    checkNameText(projectId, "projectId");
+    checkNameText(kind, "kind");
+    checkPrefix(prefix);
+    if (prefix.includes("\u0000")) return [];
+    const upper = successor(prefix);
+    const result = await this.#pool.query<R & { id: string }>(
+      `SELECT ${columns} FROM records
+       WHERE project_id = $1 AND kind = $2 AND id >= $3 ${upper === null ? "" : "AND id < $4"} ORDER BY id`,
+      upper === null ? [projectId, kind, prefix] : [projectId, kind, prefix, upper],
+    );
+    return result.rows;
   }
 
   /**
