@@ -1,5 +1,6 @@
 /**
- * Control request pickup (issue 29, "Must show": answered ≤ 1 s after filing): a real server (`serve`, SQLite) owns a
+ * Control request pickup (issue 29, "Must show": answered ≤ 1 s after filing, SQLite and PostgreSQL): a real server
+ * (`serve`, on the store given: a SQLite file made here, or a PostgreSQL URL) owns a
  * confirmed product whose one task runs (a scripted worker waiting at a gate), and this process — not the owner —
  * files `product.checkpoint` control requests through the store as the CLI's `checkpoint ID` does
  * (operator/control-client.ts `requestControl`). Per sample: ms from filing to the owner accepting it (the owner saw
@@ -11,7 +12,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { openStore } from "../../src/adapters/persistence/open-store.js";
+import { openStore, type StateLocation } from "../../src/adapters/persistence/open-store.js";
 import { requestControl } from "../../src/operator/control-client.js";
 import { INITIALIZE_PARAMS } from "./overhead.js";
 import { NdjsonProcess } from "./support/ndjson-process.js";
@@ -22,6 +23,7 @@ const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).h
 const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
 
 export interface PickupResult {
+  store: StateLocation["kind"];
   samples: number;
   acceptedMs: number[];
   answeredMs: number[];
@@ -33,8 +35,11 @@ export interface PickupResult {
   withinOneSecond: boolean;
 }
 
-/** Runs `samples` checkpoint requests from this process against a product a running server owns. */
-export async function controlPickup(samples: number): Promise<PickupResult> {
+/**
+ * Runs `samples` checkpoint requests from this process against a product a running server owns, on SQLite (a file
+ * made for the run) or on the PostgreSQL database at `postgresUrl`. Throws when a request does not end `done`.
+ */
+export async function controlPickup(samples: number, postgresUrl?: string): Promise<PickupResult> {
   const dir = mkdtempSync(join(tmpdir(), "acp-bench-pickup-"));
   const repo = join(dir, "repo");
   mkdirSync(repo);
@@ -70,7 +75,9 @@ export async function controlPickup(samples: number): Promise<PickupResult> {
     configFile,
     JSON.stringify({ agents: [agent("lead", "leader"), agent("gated", "worker")], leader: "lead" }),
   );
-  const state = join(dir, "state.db");
+  const location: StateLocation =
+    postgresUrl === undefined ? { kind: "sqlite", path: join(dir, "state.db") } : { kind: "postgres", url: postgresUrl };
+  const state = location.kind === "sqlite" ? location.path : location.url;
   let running: () => void = () => undefined;
   const taskRunning = new Promise<void>((r) => (running = r));
   let planned: () => void = () => undefined;
@@ -84,7 +91,7 @@ export async function controlPickup(samples: number): Promise<PickupResult> {
       if (method === "product.taskStatus" && params.status === "running") running();
     },
   });
-  const authority = await openStore({ kind: "sqlite", path: state });
+  const authority = await openStore(location);
   try {
     await server.request("initialize", INITIALIZE_PARAMS);
     const { productId } = await server.request<{ productId: string }>("product.plan", {
@@ -111,6 +118,7 @@ export async function controlPickup(samples: number): Promise<PickupResult> {
     }
     const maxAnsweredMs = Math.max(...answeredMs);
     return {
+      store: location.kind,
       samples,
       acceptedMs,
       answeredMs,

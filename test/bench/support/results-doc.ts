@@ -31,7 +31,7 @@ export const SECTION_TITLES: Readonly<Record<BenchSection, string>> = {
   peer: "Figure 6: LangGraph.js on the identical DAG",
   worktrees: "Figure 7: worktree isolation cost per task",
   postgres: "Figure 8: PostgreSQL store and many servers on one database",
-  pickup: "Control request pickup from a second process (SQLite)",
+  pickup: "Control request pickup from a second process (SQLite and PostgreSQL)",
 };
 
 /** One measure of a figure: the row of its table. */
