@@ -10,6 +10,8 @@ import { UsageError } from "../cli-kit/errors.js";
 
 export const LOG_LEVEL_ENV = "ACP_ORCHESTRATOR_LOG_LEVEL";
 export const HOST_TIMEOUT_ENV = "ACP_ORCHESTRATOR_HOST_TIMEOUT_MS";
+/** The deadline of one git call that talks to a workspace remote, in ms (serve --remote-timeout-ms; issue 33). */
+export const REMOTE_TIMEOUT_ENV = "ACP_ORCHESTRATOR_REMOTE_TIMEOUT_MS";
 export const LEASE_TTL_ENV = "ACP_ORCHESTRATOR_LEASE_TTL_MS";
 export const OWNER_ID_ENV = "ACP_ORCHESTRATOR_OWNER_ID";
 export const RECOVER_SCAN_ENV = "ACP_ORCHESTRATOR_RECOVER_SCAN_MS";

@@ -19,7 +19,7 @@ import { SERVER_LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
 import { GitVerifier } from "../adapters/workspace/verify-worktrees.js";
-import { RemoteWorkspace } from "../adapters/workspace/remote-mirror.js";
+import { DEFAULT_REMOTE_TIMEOUT_MS, RemoteWorkspace } from "../adapters/workspace/remote-mirror.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../adapters/system/heap-growth.js";
@@ -39,6 +39,7 @@ import {
   LEASE_TTL_ENV,
   logLevelSetting,
   OWNER_ID_ENV,
+  REMOTE_TIMEOUT_ENV,
 } from "./environment.js";
 import { FLEET_HELP, FLEET_OPTIONS, fleetSettings, openServeLiveness } from "./serve-liveness.js";
 import { packageVersion } from "./version.js";
@@ -52,6 +53,7 @@ const OPTIONS = {
   "heap-growth-percent": { type: "string" },
   recover: { type: "boolean" },
   "workspace-root": { type: "string" },
+  "remote-timeout-ms": { type: "string" },
   ...FLEET_OPTIONS,
 } as const;
 
@@ -74,6 +76,10 @@ Options:
                        $ACP_ORCHESTRATOR_HEAP_GROWTH_PERCENT, else ${DEFAULT_HEAP_GROWTH_PERCENT}; 0 leaves V8's rule, up to 300 %)
   --workspace-root DIR where this server keeps its mirror clone of each git remote of products with a workspace
                        remote, and their worktrees (default: workspaces/ in the user's state directory)
+  --remote-timeout-ms N
+                       how long one git clone, fetch or push of a workspace remote may take before its processes are
+                       killed and the product pauses naming the remote (default: $ACP_ORCHESTRATOR_REMOTE_TIMEOUT_MS,
+                       else ${DEFAULT_REMOTE_TIMEOUT_MS})
   --recover            also resume products left executing, and goal runs left running, by a server that is gone
                        (its lease expired, or its process on this host died), each by exactly one server: for a
                        fleet on one PostgreSQL store
@@ -105,6 +111,15 @@ async function serve(argv: readonly string[]): Promise<number> {
     flagValue: values["host-timeout-ms"],
     envName: HOST_TIMEOUT_ENV,
     fallback: DEFAULT_HOST_TIMEOUT_MS,
+    min: 1,
+    unit: "milliseconds",
+  });
+  // Issue 33: a workspace remote that accepts and never answers pauses its product instead of hanging it.
+  const remoteTimeoutMs = integerSetting("serve", {
+    flag: "remote-timeout-ms",
+    flagValue: values["remote-timeout-ms"],
+    envName: REMOTE_TIMEOUT_ENV,
+    fallback: DEFAULT_REMOTE_TIMEOUT_MS,
     min: 1,
     unit: "milliseconds",
   });
@@ -232,6 +247,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     remoteWorkspaces: new RemoteWorkspace(
       workspaceRoot,
       new GitWorkspace({ logger: logger.child({ component: "remote-workspace" }) }),
+      { timeoutMs: remoteTimeoutMs },
     ),
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     projectIdFor: (cwd) => defaultProjectId(cwd),
@@ -293,7 +309,7 @@ function configWorkspaceProblem(config: AgentRegistry["config"]): string | undef
 export const serveCommand: Command = {
   name: "serve",
   synopsis:
-    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--workspace-root DIR] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
+    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--workspace-root DIR] [--remote-timeout-ms N] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,

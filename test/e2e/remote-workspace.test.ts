@@ -7,14 +7,18 @@
  *   each time the product pauses with a recovery naming the remote (a resume while it is still away is refused,
  *   naming it), and the resume after it is back pushes the recorded merge and continues. Nothing is lost or done twice: every task ran once, the
  *   remote's `acp/<id>` has each task's change exactly once, and no ref of the remote ever moved backwards.
+ * - A `git://` remote that turns silent (accepts connections, never answers): within the deadline
+ *   (`--remote-timeout-ms`) of each git call the product pauses with a recovery naming the remote and the timeout, the
+ *   hung git processes are gone, and the resume once it answers again finishes every task once.
  * The product's `cwd` is a plain folder: no git repository is made there.
  */
-import { existsSync, readFileSync, renameSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, readdirSync, readFileSync, renameSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { expect, it } from "vitest";
 import type { Task } from "../../protocol/common.js";
 import { INSTANCES, readLog, workspace } from "../support/liveness-fleet.js";
 import { makeBareRemote } from "../support/git-remote.js";
+import { startGitDaemon } from "../support/git-daemon.js";
 import { git } from "../support/git-repo.js";
 import { eventually } from "../support/postgres.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
@@ -138,5 +142,71 @@ it("an unreachable, then a refusing remote pauses the product naming it; it resu
   } finally {
     if (existsSync(`${remote.dir}.away`)) renameSync(`${remote.dir}.away`, remote.dir);
     await server.close();
+  }
+}, 180_000);
+
+/** Live processes whose command line mentions `text` (a hung git left behind would). */
+function processesWith(text: string): string[] {
+  const found: string[] = [];
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ");
+      if (cmd.includes(text)) found.push(`${pid}: ${cmd}`);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return found;
+}
+
+it("a remote that accepts and never answers pauses the product within the deadline, naming it; resumed, nothing lost", async () => {
+  const remote = makeBareRemote();
+  const daemon = await startGitDaemon(dirname(remote.dir));
+  const url = daemon.url("remote.git");
+  const logPath = join(tempDir(), "executions.jsonl");
+  const cwd = workspace(logPath, 300, 500);
+  const timeoutMs = 2_000;
+  const server = await startServer({
+    cwd,
+    env: { HOME: tempDir("acp-orch-home-"), LOGGING_AGENT_WRITE: "1" },
+    args: ["--workspace-root", tempDir("acp-orch-root-"), "--remote-timeout-ms", String(timeoutMs)],
+  });
+  try {
+    const { productId } = await server.request<{ productId: string }>("product.plan", {
+      goal: "Silent remote",
+      cwd,
+      workspace: { remote: url },
+    });
+    await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId, 60_000);
+    await server.request("product.confirm", { productId, instances: INSTANCES, tasks: CHAIN3 });
+    await server.waitFor(
+      (n) => n.method === "product.taskIntegrated" && n.params.productId === productId && n.params.taskId === "a",
+      60_000,
+    );
+    daemon.hang(true);
+    const silentAt = Date.now();
+    const paused = await pausedNaming(server, productId, url);
+    // b's prepare fetch (tolerated: its base is in the mirror) and its push each wait one deadline, then it pauses.
+    const waited = Date.now() - silentAt;
+    expect(waited).toBeGreaterThanOrEqual(timeoutMs);
+    expect(waited).toBeLessThan(4 * timeoutMs + 20_000);
+    expect(paused.recovery?.cause).toContain(`no answer within ${timeoutMs} ms (git push was stopped)`);
+    expect(paused.integration?.merged).toEqual(["a"]);
+    expect(daemon.hung()).toBeGreaterThanOrEqual(1);
+    await eventually(async () => daemon.held() === 0, 10_000, "the hung git connections to close");
+    expect(processesWith(url)).toEqual([]);
+    daemon.hang(false);
+    await server.request("product.resume", { productId });
+    await server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 60_000);
+    const final = await status(server, productId);
+    const branch = `refs/heads/acp/${productId}`;
+    expect(remote.read(branch)).toBe(final.integration?.head);
+    expect(changesOn(remote.dir, branch)).toEqual(["tasks/a.txt", "tasks/b.txt", "tasks/c.txt"]);
+    expect(remote.backwardMoves("refs/")).toEqual([]);
+    const done = readLog(logPath).filter((l) => l.productId === productId && l.event === "done");
+    expect(done.map((l) => l.taskId).sort()).toEqual(["a", "b", "c"]);
+  } finally {
+    await server.close();
+    await daemon.close();
   }
 }, 180_000);

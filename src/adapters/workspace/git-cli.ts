@@ -12,7 +12,7 @@
  *
  * It owns nothing and decides nothing: callers (git-workspace.ts) say what to run. It must never run a shell.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 
 /** The committer and author of every commit the orchestrator makes. */
 export const ORCHESTRATOR_IDENTITY = { name: "acp-orchestrator", email: "acp-orchestrator@localhost" };
@@ -156,4 +156,73 @@ export async function git(
   const result = await runGit(cwd, args, input, env);
   if (result.code !== 0) throw new GitError(args, result);
   return result.stdout;
+}
+
+/** A remote git call that was stopped at its deadline (`runRemoteGit`). */
+export interface RemoteGitResult extends GitResult {
+  /** Set when the call outlived its deadline and its process group was killed. */
+  timedOut?: true;
+}
+
+/** Output kept per stream of a remote call: enough for porcelain push lines and error messages. */
+const REMOTE_OUTPUT_CAP = 4 * 1024 * 1024;
+
+/**
+ * Runs `git <SAFE_CONFIG> <args>` that talks to a remote (clone, fetch, push, ls-remote) with a deadline: git runs
+ * as the leader of its own process group (so the ssh, remote helper or upload-pack it starts are in it too), and
+ * when it has not exited after `timeoutMs` the whole group is killed (SIGKILL) and the call resolves with
+ * `timedOut: true`, code 124 and a stderr saying so (issue 33: a remote that accepts and never answers must not hang
+ * a product). Never rejects for a non-zero exit; rejects only when git cannot be started. Each stream keeps its first
+ * 4 MiB. Stdin is closed at once (no prompt can block: GIT_TERMINAL_PROMPT=0).
+ */
+export function runRemoteGit(cwd: string, args: readonly string[], timeoutMs: number): Promise<RemoteGitResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn("git", [...SAFE_CONFIG, ...args], {
+      cwd,
+      env: childEnv(),
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    const sizes = { out: 0, err: 0 };
+    child.stdout.on("data", (b: Buffer) => {
+      if (sizes.out < REMOTE_OUTPUT_CAP) out.push(b);
+      sizes.out += b.length;
+    });
+    child.stderr.on("data", (b: Buffer) => {
+      if (sizes.err < REMOTE_OUTPUT_CAP) err.push(b);
+      sizes.err += b.length;
+    });
+    let timedOut = false;
+    const killGroup = () => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    };
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup();
+    }, timeoutMs);
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(new Error(`git could not be started: ${error.message}`));
+    });
+    child.on("close", (code) => {
+      clearTimeout(timer);
+      // Whatever git started and left behind (a helper that outlived it) goes with it.
+      if (!timedOut) killGroup();
+      const stderr = Buffer.concat(err).toString("utf8");
+      if (timedOut)
+        resolve({
+          code: 124,
+          stdout: Buffer.concat(out).toString("utf8"),
+          stderr: `${stderr}${stderr === "" || stderr.endsWith("\n") ? "" : "\n"}no answer within ${timeoutMs} ms (git ${commandName(args).split(" ")[0] ?? ""} was stopped)\n`,
+          timedOut: true,
+        });
+      else resolve({ code: code ?? 128, stdout: Buffer.concat(out).toString("utf8"), stderr });
+    });
+  });
 }

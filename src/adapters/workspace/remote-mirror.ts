@@ -21,9 +21,12 @@ import { createHash } from "node:crypto";
 import { mkdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { CaptureResult, MergeOutcome, TargetOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
-import { git, runGit, type GitResult } from "./git-cli.js";
+import { git, runGit, runRemoteGit, type RemoteGitResult } from "./git-cli.js";
 import { GitWorkspace } from "./git-workspace.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
+
+/** The default deadline of one git call that talks to a remote (a first clone of a large remote must fit in it). */
+export const DEFAULT_REMOTE_TIMEOUT_MS = 300_000;
 
 /** A remote that could not be reached, or that refused an update for a reason other than a moved ref. */
 export class RemoteWorkspaceError extends Error {
@@ -31,17 +34,19 @@ export class RemoteWorkspaceError extends Error {
   constructor(
     readonly remote: string,
     what: string,
-    result: GitResult,
+    result: RemoteGitResult,
   ) {
-    const detail = (result.stderr || result.stdout)
+    const lines = (result.stderr || result.stdout)
       .split("\n")
       .map((l) => l.trim())
-      .filter((l) => l !== "" && l !== "Done" && !l.startsWith("To "))
-      .slice(0, 2)
-      .join(" ")
-      .slice(0, 500);
+      .filter((l) => l !== "" && l !== "Done" && !l.startsWith("To "));
+    // A stopped call's detail is its last line (the deadline), whatever git printed before it hung.
+    const detail = (result.timedOut ? lines.slice(-1) : lines.slice(0, 2)).join(" ").slice(0, 500);
     super(`The git remote ${remote} ${what}: ${detail || `git exited with ${result.code}`}.`);
+    this.timedOut = result.timedOut === true;
   }
+  /** True when the remote did not answer within the deadline (its git process group was killed). */
+  readonly timedOut: boolean;
 }
 
 /** Per-ref outcome of `git push --porcelain`: `ok` (moved, created, deleted or already there), `stale`, `refused`. */
@@ -70,11 +75,24 @@ export class RemoteWorkspace implements WorkspacePort {
   /**
    * @param root the server's workspace root (`serve --workspace-root`), absolute; created when missing.
    * @param local the adapter that runs worktrees, captures and merges inside a mirror.
+   * @param options.timeoutMs the deadline of each git call that talks to the remote (clone, fetch, push), in ms
+   *   (default `DEFAULT_REMOTE_TIMEOUT_MS`): past it git's process group is killed and the call throws
+   *   `RemoteWorkspaceError` with `timedOut`, so a remote that never answers pauses the product like one that is away.
    */
   constructor(
     private readonly root: string,
     private readonly local: GitWorkspace = new GitWorkspace(),
-  ) {}
+    options: { timeoutMs?: number } = {},
+  ) {
+    this.timeoutMs = options.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS;
+  }
+
+  private readonly timeoutMs: number;
+
+  /** Runs a git command that talks to the remote, under the deadline (git-cli.ts runRemoteGit). */
+  private remoteGit(cwd: string, args: readonly string[]): Promise<RemoteGitResult> {
+    return runRemoteGit(cwd, args, this.timeoutMs);
+  }
 
   /** The mirror directory of `remote` under the root (from a hash of the URL; nothing is created). */
   mirrorPath(remote: string): string {
@@ -99,7 +117,7 @@ export class RemoteWorkspace implements WorkspacePort {
       if (await exists(join(dir, "HEAD"))) return false;
       await mkdir(join(this.root, "mirrors"), { recursive: true });
       const tmp = `${dir}.clone-${process.pid}-${Math.random().toString(36).slice(2)}`;
-      const r = await runGit(this.root, ["clone", "--mirror", "--quiet", "--", remote, tmp]);
+      const r = await this.remoteGit(this.root, ["clone", "--mirror", "--quiet", "--", remote, tmp]);
       if (r.code !== 0) {
         await rm(tmp, { recursive: true, force: true });
         throw new RemoteWorkspaceError(remote, "could not be cloned", r);
@@ -113,7 +131,7 @@ export class RemoteWorkspace implements WorkspacePort {
 
   /** Fetches every ref of the remote into the mirror (pruning what the remote no longer has). Hold the mirror lock. */
   private async fetchLocked(remote: string, dir: string): Promise<void> {
-    const r = await runGit(dir, [
+    const r = await this.remoteGit(dir, [
       "fetch",
       "--prune",
       "--quiet",
@@ -166,7 +184,7 @@ export class RemoteWorkspace implements WorkspacePort {
     return withWorktreeAdmin(dir, async () => {
       if (!(await this.hasCommit(dir, to))) return false;
       const lease = `--force-with-lease=${ref}:${expected ?? ""}`;
-      const r = await runGit(dir, ["push", "--porcelain", lease, "--", remote, `${to}:${ref}`]);
+      const r = await this.remoteGit(dir, ["push", "--porcelain", lease, "--", remote, `${to}:${ref}`]);
       const outcome = pushOutcome(r.stdout, ref);
       if (r.code === 0 && outcome !== "refused" && outcome !== "stale") {
         await git(dir, ["update-ref", "-m", "acp-orchestrator push", ref, to]);
@@ -189,7 +207,7 @@ export class RemoteWorkspace implements WorkspacePort {
       for (const ref of all)
         if ((await runGit(dir, ["show-ref", "--verify", "-q", ref])).code === 0) existing.push(ref);
       if (existing.length === 0) return;
-      const r = await runGit(dir, ["push", "--porcelain", "--", remote, ...existing.map((ref) => `:${ref}`)]);
+      const r = await this.remoteGit(dir, ["push", "--porcelain", "--", remote, ...existing.map((ref) => `:${ref}`)]);
       if (r.code !== 0) throw new RemoteWorkspaceError(remote, "did not accept the deletion of the product's refs", r);
     });
     await this.local.deleteRefs(dir, refs, prefix);
