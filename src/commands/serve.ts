@@ -24,7 +24,7 @@ import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../adapters/system/heap-growth.js";
 import { WORKSPACE_FAULT_ENV, withFaults } from "../adapters/workspace/fault-injection.js";
-import { agentsHash } from "../core/product/fingerprint.js";
+import { agentHashes, agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
 import type { Clock } from "../core/ports.js";
@@ -237,6 +237,10 @@ async function serve(argv: readonly string[]): Promise<number> {
         (hash: string) => () =>
           hash
       )(agentsHash(config.agents, nodeSha256Hex)),
+      agentHashes: (
+        (hashes: Record<string, string>) => () =>
+          hashes
+      )(agentHashes(config.agents, nodeSha256Hex)),
     },
     workspace: new GitWorkspaceProbe(),
     workspaces: withFaults(

@@ -10,7 +10,7 @@ import { existsSync } from "node:fs";
 import { SERVER_LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { AgentRegistry } from "../adapters/agents/registry.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
-import { agentsHash } from "../core/product/fingerprint.js";
+import { agentHashes, agentsHash } from "../core/product/fingerprint.js";
 import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
 import { STATE_PATH_ENV } from "../adapters/persistence/state-path.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
@@ -45,7 +45,9 @@ export async function openReader(state: string | undefined): Promise<{ reader: R
       liveness: new ProcessLiveness(),
       // Drift is judged as a server started here would judge it: same prompt version, same agent definitions.
       leaderPromptVersion: SERVER_LEADER_PROMPT_VERSION,
-      ...(agents !== undefined ? { agentsFingerprint: () => agents } : {}),
+      ...(agents !== undefined
+        ? { agentsFingerprint: () => agents.agentsHash, agentHashes: () => agents.agentHashes }
+        : {}),
     }),
     where: describeLocation(location),
   };
@@ -53,13 +55,17 @@ export async function openReader(state: string | undefined): Promise<{ reader: R
 
 /**
  * The fingerprint of the agent definitions a server started in this directory without `--config` would use
- * (acp-orchestrator.json here, else the built-in agents), as serve.ts computes it; `undefined` when that file does
- * not load (the views then compare what the core sees, and may report the agents as changed).
+ * (acp-orchestrator.json here, else the built-in agents), as serve.ts computes it, overall and per agent; `undefined`
+ * when that file does not load (the views then compare what the core sees). A difference from the recorded one is
+ * said as this reader's registry differing from the server's (issue 28), naming the agents.
  */
-async function agentsFingerprint(): Promise<string | undefined> {
+async function agentsFingerprint(): Promise<{ agentsHash: string; agentHashes: Record<string, string> } | undefined> {
   try {
     const registry = await AgentRegistry.load({ cwd: process.cwd() });
-    return agentsHash(registry.config.agents, nodeSha256Hex);
+    return {
+      agentsHash: agentsHash(registry.config.agents, nodeSha256Hex),
+      agentHashes: agentHashes(registry.config.agents, nodeSha256Hex),
+    };
   } catch {
     return undefined;
   }

@@ -105,6 +105,8 @@ export interface RunStateReaderOptions {
   leaderPromptVersion?: string;
   /** The agent definitions' fingerprint as a server with the same config computes it (`agentsHash`). */
   agentsFingerprint?: () => string;
+  /** The same definitions per agent (`agentHashes`), so a difference names the agents (issue 28). */
+  agentHashes?: () => Record<string, string>;
 }
 
 /** Read-only access to the products and goal runs of one store. Never writes. */
@@ -135,6 +137,9 @@ export class RunStateReader {
         ownerId: `operator-view:${randomUUID()}`,
         ...(options.leaderPromptVersion !== undefined ? { leaderPromptVersion: options.leaderPromptVersion } : {}),
         ...(options.agentsFingerprint ? { agentsFingerprint: options.agentsFingerprint } : {}),
+        ...(options.agentHashes ? { agentHashes: options.agentHashes } : {}),
+        // A reader's registry is compared with the one the driving server recorded, never taken for a change.
+        registryView: "reader",
       },
       ...(options.workspace ? { workspace: options.workspace } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),

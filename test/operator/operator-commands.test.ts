@@ -191,6 +191,25 @@ describe("operator commands on a store written by real servers", () => {
     expect(parsed.recovery?.needsExplicitResume).toBeUndefined();
   }, 60_000);
 
+  it("status read away from the server's config names the agents that differ, not a changed team (issue 28)", async () => {
+    // `workspace` has no acp-orchestrator.json: this reader's registry is the built-in one, the server's had "slow".
+    // It used to read "the agent definitions in the registry changed (f2b2… → 4f53…)" when nothing had changed.
+    const json = await cli(["status", drivenId, "--state", statePath, "--json"]);
+    expect(json.code, json.stderr).toBe(0);
+    const parsed = JSON.parse(json.stdout) as {
+      recovery?: { cause: string; drift?: { what: string; agents?: { agentId: string; change: string }[] }[] };
+    };
+    expect(parsed.recovery?.drift).toEqual([
+      expect.objectContaining({ what: "agents", agents: [{ agentId: "slow", change: "onlyRecorded" }] }),
+    ]);
+    const human = await cli(["status", drivenId, "--state", statePath]);
+    expect(human.code, human.stderr).toBe(0);
+    expect(human.stdout).toContain(
+      'the agent registry read here differs from the one the server that drove this run recorded: "slow" not defined here',
+    );
+    expect(human.stdout).not.toContain("registry changed");
+  }, 60_000);
+
   it("reading commands change no byte of the store", async () => {
     const before = fileHash(statePath);
     for (const args of [

@@ -57,6 +57,17 @@ export interface ProductOptions {
    * absent the core hashes what `AgentDirectory.list()` shows (ids, names, roles, strengths).
    */
   agentsFingerprint?: () => string;
+  /**
+   * The fingerprint of each agent definition by `agentId` (`agentHashes` of fingerprint.ts; issue 28), recorded with
+   * the run so a reader can name which agents differ. Absent: each entry of `AgentDirectory.list()` is hashed.
+   */
+  agentHashes?: () => Record<string, string>;
+  /**
+   * Whose registry `agentsFingerprint` describes (issue 28): `server` (default), a server that would drive the run;
+   * `reader`, an operator command, whose registry differing from the recorded one is said as such, never as the
+   * run's agents having changed.
+   */
+  registryView?: "server" | "reader";
   /** Isolation of products whose `product.plan` does not say (config file `isolation`); default by workspace. */
   isolation?: "worktree" | "shared";
   /** Integration of products whose `product.plan` does not say (config file `integration`); default `branch`. */

@@ -176,6 +176,51 @@ export function agentsHash(definitions: unknown, digest: Digest = sha256Hex): st
   return `ag1:${hashOf(definitions, digest)}`;
 }
 
+/**
+ * The fingerprint of each agent definition, by `agentId` (issue 28: a reader names which agents differ, not just that
+ * the registry hash does). Each value is `agentsHash` of that one definition.
+ */
+export function agentHashes(
+  definitions: readonly { agentId: string }[],
+  digest: Digest = sha256Hex,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const d of definitions) out[d.agentId] = agentsHash(d, digest);
+  return out;
+}
+
+/** How one agent differs between the recorded registry and the one compared with it. */
+export interface AgentDifference {
+  agentId: string;
+  /** `changed`: defined in both, differently; `onlyRecorded`: in the recorded registry only; `onlyCurrent`: new. */
+  change: "changed" | "onlyRecorded" | "onlyCurrent";
+}
+
+/**
+ * The agents that differ between two per-agent fingerprints (`agentHashes`), sorted by id; `undefined` when either
+ * side did not record them (a run recorded before issue 28).
+ */
+export function agentDifferences(
+  recorded: Record<string, string> | undefined,
+  current: Record<string, string> | undefined,
+): AgentDifference[] | undefined {
+  if (recorded === undefined || current === undefined) return undefined;
+  const ids = [...new Set([...Object.keys(recorded), ...Object.keys(current)])].sort();
+  return ids.flatMap((agentId): AgentDifference[] => {
+    const was = recorded[agentId];
+    const now = current[agentId];
+    if (was === now) return [];
+    return [{ agentId, change: was === undefined ? "onlyCurrent" : now === undefined ? "onlyRecorded" : "changed" }];
+  });
+}
+
+/**
+ * Whose registry the current fingerprint was taken from: `server`, a server that would drive the run (its agents
+ * changed since the run was recorded), or `reader`, an operator command reading the store (its registry is compared
+ * with the one the driving server recorded; nothing about the run changed).
+ */
+export type FingerprintView = "server" | "reader";
+
 /** One input of a run that changed between the recorded fingerprint and now. */
 export interface Drift {
   /** Which input changed. */
@@ -184,6 +229,8 @@ export interface Drift {
   to: string | null;
   /** One plain sentence, e.g. `the workspace git HEAD moved (1a2b3c4d5e6f → 9f8e7d6c5b4a)`. */
   text: string;
+  /** For `agents`, when both sides recorded per-agent fingerprints: which agents differ. */
+  agents?: AgentDifference[];
 }
 
 const short = (v: string | null): string => {
@@ -196,9 +243,14 @@ const short = (v: string | null): string => {
  * Compares a recorded fingerprint with the current one and describes every difference in plain words, in a fixed
  * order (prompt version, plan, git HEAD, agents). The plan hash is only compared when the prompt version is the same
  * (it contains the version, so a version change alone would otherwise be reported twice). Returns `[]` when nothing
- * changed.
+ * changed. `view` words an agents difference (issue 28): a reader's registry is said to differ from the one the
+ * server recorded, naming the agents (`Fingerprint.agentHashes`), instead of the run's agents having changed.
  */
-export function compareFingerprints(recorded: Fingerprint, current: Fingerprint): Drift[] {
+export function compareFingerprints(
+  recorded: Fingerprint,
+  current: Fingerprint,
+  view: FingerprintView = "server",
+): Drift[] {
   const out: Drift[] = [];
   if (recorded.promptVersion !== current.promptVersion) {
     out.push({
@@ -225,12 +277,34 @@ export function compareFingerprints(recorded: Fingerprint, current: Fingerprint)
     out.push({ what: "gitHead", from: recorded.gitHead, to: current.gitHead, text });
   }
   if (recorded.agentsHash !== current.agentsHash) {
+    const agents = agentDifferences(recorded.agentHashes, current.agentHashes);
     out.push({
       what: "agents",
       from: recorded.agentsHash,
       to: current.agentsHash,
-      text: `the agent definitions in the registry changed (${short(recorded.agentsHash)} → ${short(current.agentsHash)})`,
+      text: agentsDriftText(agents, view, `${short(recorded.agentsHash)} → ${short(current.agentsHash)}`),
+      ...(agents !== undefined ? { agents } : {}),
     });
   }
   return out;
+}
+
+const QUOTED = (ids: string[]): string => ids.map((id) => `"${id}"`).join(", ");
+
+/** The plain sentence for an agents drift, naming the agents when known (`hashes`: `old → new`, else shown). */
+function agentsDriftText(agents: AgentDifference[] | undefined, view: FingerprintView, hashes: string): string {
+  const ids = (change: AgentDifference["change"]) =>
+    (agents ?? []).filter((a) => a.change === change).map((a) => a.agentId);
+  const [changed, onlyRecorded, onlyCurrent] = [ids("changed"), ids("onlyRecorded"), ids("onlyCurrent")];
+  const here = view === "reader";
+  const parts = [
+    changed.length > 0 ? `${QUOTED(changed)} ${here ? "defined differently here" : "changed"}` : "",
+    onlyRecorded.length > 0 ? `${QUOTED(onlyRecorded)} ${here ? "not defined here" : "removed"}` : "",
+    onlyCurrent.length > 0 ? `${QUOTED(onlyCurrent)} ${here ? "defined only here" : "added"}` : "",
+  ].filter((part) => part !== "");
+  const which = agents !== undefined && parts.length > 0 ? `: ${parts.join("; ")}` : ` (${hashes})`;
+  return here
+    ? `the agent registry read here differs from the one the server that drove this run recorded${which} ` +
+        `(nothing about the run changed; give the server's --config to compare with its agents)`
+    : `the agent definitions in the registry changed since the run was recorded${which}`;
 }

@@ -86,6 +86,9 @@ export type Usage = z.infer<typeof Usage>;
 /** A hash written by fingerprint.ts (`ti1:…`, `pl1:…`, `ag1:…`); bounded so a tampered record cannot bloat state. */
 const Hash = lazySchema(() => z.string().min(1).max(200), "Hash");
 
+/** The most agents a fingerprint names one by one (a registry larger than this records only its overall hash). */
+export const MAX_RECORDED_AGENTS = 200;
+
 /**
  * What a run's progress depends on outside its own event stream (issue 4, drift detection): the plan fingerprint
  * (plan + leader prompt template version), the workspace git HEAD (`null` outside git) and the registry's agent
@@ -98,6 +101,11 @@ export const Fingerprint = lazySchema(
       planHash: Hash,
       gitHead: z.string().min(1).max(200).nullable(),
       agentsHash: Hash,
+      /** Per agent (`agentId` → hash of its definition; issue 28), so a reader can name which agents differ. */
+      agentHashes: z
+        .record(z.string().min(1).max(200), Hash)
+        .refine((r) => Object.keys(r).length <= MAX_RECORDED_AGENTS, `at most ${MAX_RECORDED_AGENTS} agents`)
+        .optional(),
     }),
   "Fingerprint",
 );

@@ -8,9 +8,17 @@
 import type { Plan, TaskState } from "../../../protocol/common.js";
 import { downstreamOf } from "../dag/graph.js";
 import { taskOf, type NewEvent } from "./decide.js";
-import { agentsHash, compareFingerprints, planHash, taskInputHash, type Drift, type TaskInput } from "./fingerprint.js";
+import {
+  agentHashes,
+  agentsHash,
+  compareFingerprints,
+  planHash,
+  taskInputHash,
+  type Drift,
+  type TaskInput,
+} from "./fingerprint.js";
 import type { ProductParts } from "./parts.js";
-import type { Fingerprint } from "./records.js";
+import { MAX_RECORDED_AGENTS, type Fingerprint } from "./records.js";
 import { inputHashOf } from "./state.js";
 
 export class RunInputs {
@@ -55,6 +63,13 @@ export class RunInputs {
     return custom ? custom() : agentsHash(ctx.agents.list(), ctx.digest);
   }
 
+  /** Per agent (issue 28): the composition root's definitions when given, else what `AgentDirectory.list()` shows. */
+  private agentHashes(): Record<string, string> | undefined {
+    const { ctx } = this.p;
+    const hashes = ctx.options.agentHashes ? ctx.options.agentHashes() : agentHashes(ctx.agents.list(), ctx.digest);
+    return Object.keys(hashes).length <= MAX_RECORDED_AGENTS ? hashes : undefined;
+  }
+
   /** The fingerprint of the run's inputs now (`plan` defaults to the current plan). Reads the workspace only. */
   async currentFingerprint(plan: Plan | undefined = this.p.model.state.plan): Promise<Fingerprint> {
     const { ctx } = this.p;
@@ -64,6 +79,7 @@ export class RunInputs {
       planHash: planHash(plan, promptVersion, ctx.digest),
       gitHead: await this.gitHead(),
       agentsHash: this.agentsFingerprint(),
+      ...((hashes) => (hashes !== undefined ? { agentHashes: hashes } : {}))(this.agentHashes()),
     };
   }
 
@@ -75,7 +91,7 @@ export class RunInputs {
   async drift(): Promise<Drift[]> {
     const recorded = this.p.model.state.fingerprint;
     if (!recorded || this.p.run.driving) return [];
-    return compareFingerprints(recorded, await this.currentFingerprint());
+    return compareFingerprints(recorded, await this.currentFingerprint(), this.p.ctx.options.registryView ?? "server");
   }
 
   /** A `fingerprint` event when the current fingerprint differs from the recorded one; `acknowledged` says why. */

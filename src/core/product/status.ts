@@ -22,7 +22,7 @@ export interface DriftRecovery {
   remediation: string;
   /** True: an automatic resume must not continue; only an explicit `product.resume` acknowledges the drift. */
   needsExplicitResume: true;
-  drift: { what: Drift["what"]; from: string | null; to: string | null }[];
+  drift: { what: Drift["what"]; from: string | null; to: string | null; agents?: Drift["agents"] }[];
 }
 
 /**
@@ -251,7 +251,7 @@ export class StatusView {
         "Check that the workspace and the agents are as the run expects, then call product.resume to continue " +
         "explicitly (completed tasks are kept); an automatic resume will not continue on its own.",
       needsExplicitResume: true,
-      drift: drift.map((d) => ({ what: d.what, from: d.from, to: d.to })),
+      drift: drift.map((d) => ({ what: d.what, from: d.from, to: d.to, ...(d.agents ? { agents: d.agents } : {}) })),
     };
     status.recovery = recovery;
     return status;

@@ -74,7 +74,12 @@ describe("the recorded fingerprint", () => {
       planHash: expect.stringMatching(/^pl1:[0-9a-f]{64}$/),
       gitHead: HEAD_1,
       agentsHash: expect.stringMatching(/^ag1:[0-9a-f]{64}$/),
+      agentHashes: expect.objectContaining({}),
     });
+    // One hash per agent of the directory (issue 28), so a reader can name the agents that differ.
+    const hashes = (confirmed?.fingerprint as { agentHashes: Record<string, string> }).agentHashes;
+    expect(Object.keys(hashes).length).toBeGreaterThan(0);
+    for (const hash of Object.values(hashes)) expect(hash).toMatch(/^ag1:[0-9a-f]{64}$/);
   });
 
   it("follows the workspace while the run is driven (a worker that commits moves HEAD)", async () => {
@@ -163,8 +168,39 @@ describe("after a restart, product.status reports drift in plain words", () => {
     const { b, productId } = await crashed({ agentsFingerprint: () => "ag1:ffffffffffffffffff" });
     const recovery = (await b.service.status(productId)).recovery as { cause: string; drift: { what: string }[] };
 
-    expect(recovery.cause).toMatch(/the agent definitions in the registry changed \([0-9a-f]{12} → ffffffffffff\)/);
+    expect(recovery.cause).toMatch(
+      /the agent definitions in the registry changed since the run was recorded \([0-9a-f]{12} → ffffffffffff\)/,
+    );
     expect(recovery.drift.map((d) => d.what)).toEqual(["agents"]);
+  });
+
+  it("names which agents changed, were removed or were added when both sides recorded them per agent (issue 28)", async () => {
+    const { a, productId } = await crashed();
+    const confirmed = (await eventsOf(a, productId)).find((e) => e.type === "confirmed");
+    const recorded = (confirmed?.fingerprint as { agentHashes: Record<string, string> }).agentHashes;
+    const [first, ...others] = Object.keys(recorded).sort();
+    const now: Record<string, string> = { [first!]: "ag1:0123456789abcdef", fresh: "ag1:fedcba9876543210" };
+    const b = processOf("B", new FakeWorkspace(), a, {
+      agentsFingerprint: () => "ag1:ffffffffffffffffff",
+      agentHashes: () => now,
+    });
+    const recovery = (await b.service.status(productId)).recovery as {
+      cause: string;
+      drift: { what: string; agents?: { agentId: string; change: string }[] }[];
+    };
+
+    expect(recovery.drift).toEqual([
+      expect.objectContaining({
+        what: "agents",
+        agents: [
+          { agentId: first!, change: "changed" },
+          { agentId: "fresh", change: "onlyCurrent" },
+          ...others.map((agentId) => ({ agentId, change: "onlyRecorded" })),
+        ].sort((x, y) => (x.agentId < y.agentId ? -1 : 1)),
+      }),
+    ]);
+    expect(recovery.cause).toContain(`"${first}" changed`);
+    expect(recovery.cause).toContain(`"fresh" added`);
   });
 
   it("names a plan that changed without a recorded fingerprint (e.g. an edit of the stored plan)", async () => {
