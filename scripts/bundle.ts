@@ -1,35 +1,46 @@
 /**
- * Bundles the compiled command dispatcher (dist/src/main.js and everything it imports) into dist/bundle/ with esbuild
- * (issue 16, cold start): Node's module loader spent about half of the server's start-up resolving, reading and
- * compiling about 150 files (ours, zod's, vscode-jsonrpc's); the bundle is a few. The executable (src/cli.ts) runs it.
+ * Bundles the compiled command dispatcher (dist/src/main.js and everything it imports) into one CommonJS file,
+ * dist/bundle/main.cjs, with esbuild, and writes the V8 code cache of it (issues 16 and 34, cold start): Node's module
+ * loader spent about half of the server's start-up resolving, reading and compiling about 150 files (ours, zod's,
+ * vscode-jsonrpc's, the ACP SDK's), and V8 most of the rest parsing and compiling the bundle. The executable
+ * (src/cli.ts) runs the bundle through src/code-cache.ts, which hands V8 the cache.
  *
  * Usage: `node dist/scripts/bundle.js` after `tsc -p tsconfig.build.json` (`npm run build` runs both). Reads dist/src,
  * dist/protocol and node_modules; writes dist/bundle/ only, replacing it whole, and makes the executable
  * dist/src/cli.js executable (mode 755: tsc writes 644, and `npx acp-orchestrator` in the checkout runs the `bin`
  * file itself, so without it the shell answers "Permission denied"; issue 35).
  *
- * - Code splitting keeps lazy loading lazy: what a module loads with `import()` (the other commands, the ACP SDK
- *   adapters, the PostgreSQL store) stays out of what `serve` loads. Those modules are entry points of their own, so
- *   their files have stable names (test/e2e/start-up-modules.test.ts names them).
- * - Packages stay outside when bundling them would change them: better-sqlite3 (a native addon), pg and the ACP SDK
- *   (loaded on first use only), dagre (the dashboard). zod, vscode-jsonrpc and pino (about 120 files between them,
- *   all on the start-up path) are bundled. pino is bundled because the server never uses a pino transport (it logs
- *   through a synchronous `pino.destination`, src/server/logger.ts): a transport starts a worker thread on a file
- *   found through `__dirname`, which a bundle does not have, so `pino.transport` must not be used (lint forbids it).
+ * - One CommonJS file, because Node 20 caches compiled code for `vm.Script` only, not for ES modules. esbuild wraps
+ *   every module reached through `import()` (the other commands, the ACP SDK adapters, the PostgreSQL store, the
+ *   dashboard) in a function run on first use, so lazy loading stays lazy: their code is in the file but never
+ *   evaluated by a start of `serve` (test/e2e/start-up-modules.test.ts).
+ * - The code cache is written by a training run (trainCodeCache): the built `serve` answers one `initialize` and
+ *   exits, and the cache then holds every function that run compiled. Measured on 2 loaded cores (issue 34): spawn →
+ *   `initialize` answered 1.64x the echo with it, 2.10x with a cache of the top level only, 2.40x without.
+ * - Packages stay outside when bundling them would change them, or need not be in it: better-sqlite3 (a native
+ *   addon), pg and dagre (CommonJS, required on first use only: the PostgreSQL store, the dashboard). The ACP SDK is
+ *   bundled because it is an ES module, which Node 20 before 20.19 cannot `require`; like the adapters that use it,
+ *   it is evaluated on first use only. zod, vscode-jsonrpc and pino are bundled. pino is bundled because the server never uses a pino
+ *   transport (it logs through a synchronous `pino.destination`, src/server/logger.ts): a transport starts a worker
+ *   thread on a file found through `__dirname`, which is the bundle's folder, so `pino.transport` must not be used
+ *   (lint forbids it).
  * - Whitespace and comments are removed and syntax is shortened (`minifyWhitespace`, `minifySyntax`): V8 reads every
  *   byte of what a start loads, and the docstrings were a third of it. Identifiers are kept, so stack traces and
- *   profiles still name our functions; the linked source maps lead back to the compiled files.
+ *   profiles still name our functions; the linked source map leads back to the compiled files.
  * - The dashboard's browser code from packages (d3-zoom and d3-selection for the DAG's zoom and pan, diff2html for
  *   diffs) is bundled for the browser into one script, `dist/bundle/dashboard-vendor.js` (an IIFE defining
  *   `window.acpVendor`), with diff2html's stylesheet beside it (`dashboard-vendor.css`); the dashboard serves both
  *   itself, so the page needs no network but its own server.
  * - Modules that find another file of the package ask src/package-files.ts, which knows this layout; nothing in the
- *   bundle resolves a sibling of its own `import.meta.url`.
+ *   bundle resolves a sibling of its own `import.meta.url` (which is the bundle's URL).
  */
-import { chmodSync, copyFileSync, existsSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import * as esbuild from "esbuild";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { CODE_CACHE_OUT_ENV } from "../src/code-cache.js";
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 const OUT = join(ROOT, "dist", "bundle");
@@ -37,39 +48,31 @@ const OUT = join(ROOT, "dist", "bundle");
 /** The `bin` of package.json (its first line is the `#!/usr/bin/env node` of src/cli.ts, which tsc keeps). */
 const BIN = join(ROOT, "dist", "src", "cli.js");
 
-/** Modules loaded with `import()` that get an entry point (and a stable file name) of their own, by output name. */
-const LAZY_ENTRIES = {
-  main: "dist/src/main.js",
-  "commands/serve": "dist/src/commands/serve.js",
-  "commands/index": "dist/src/commands/index.js",
-  "commands/output": "dist/src/commands/output.js",
-  "adapters/agents/acp-worker": "dist/src/adapters/agents/acp-worker.js",
-  "adapters/agents/leader-resolver": "dist/src/adapters/agents/leader-resolver.js",
-  "adapters/persistence/postgres-authority": "dist/src/adapters/persistence/postgres-authority.js",
-  demo: "dist/src/demo.js",
-};
+/** The command dispatcher, compiled (tsc); the one entry point of the bundle. */
+const ENTRY = join(ROOT, "dist", "src", "main.js");
 
-/** Packages left to Node's loader (see the header). */
-const EXTERNAL = ["better-sqlite3", "pg", "pg-*", "@agentclientprotocol/sdk", "@dagrejs/dagre"];
+/** The bundle, and the V8 code cache of it that the training run writes (src/cli.ts reads both). */
+const BUNDLE = join(OUT, "main.cjs");
+const CODE_CACHE = join(OUT, "main.cjs.cache");
+
+/** Packages left to Node's loader (see the header): CommonJS, required on first use. */
+const EXTERNAL = ["better-sqlite3", "pg", "pg-*", "@dagrejs/dagre"];
 
 async function main(): Promise<void> {
   rmSync(OUT, { recursive: true, force: true });
   const result = await esbuild.build({
     absWorkingDir: ROOT,
-    entryPoints: Object.fromEntries(Object.entries(LAZY_ENTRIES).map(([out, file]) => [out, join(ROOT, file)])),
-    outdir: OUT,
+    entryPoints: [ENTRY],
+    outfile: BUNDLE,
     bundle: true,
-    splitting: true,
-    format: "esm",
+    format: "cjs",
     platform: "node",
     target: "node20",
     external: EXTERNAL,
-    chunkNames: "chunks/[name]-[hash]",
     sourcemap: "linked",
-    // The bundled CommonJS packages (vscode-jsonrpc) call `require` for Node's built-ins: give the ES module one.
-    banner: {
-      js: 'import { createRequire as __bundleRequire } from "node:module"; const require = __bundleRequire(import.meta.url);',
-    },
+    // A CommonJS file has no `import.meta`: its URL is the bundle's own (src/package-files.ts knows the layout).
+    define: { "import.meta.url": "__bundleUrl" },
+    banner: { js: 'const __bundleUrl = require("node:url").pathToFileURL(__filename).href;' },
     logLevel: "warning",
     legalComments: "none",
     minifyWhitespace: true,
@@ -77,8 +80,53 @@ async function main(): Promise<void> {
   });
   if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
   chmodSync(BIN, 0o755);
+  await trainCodeCache();
   await bundleDashboardVendor();
 }
+
+/**
+ * The training run: starts the built executable's `serve` on a throw-away state file with CODE_CACHE_OUT_ENV set,
+ * answers one `initialize` and closes stdin; the executable writes the bundle's code cache when it exits (src/cli.ts).
+ * `--heap-growth-percent 0` because a changed V8 flag changes the flag hash V8 stamps on the cache, and a normal start
+ * reads the cache before serve sets that flag (src/adapters/system/heap-growth.ts: 0 sets nothing). A failed
+ * training run is a build error: the cache is optional at run time, but a build that cannot start `serve` is broken.
+ */
+async function trainCodeCache(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "acp-orch-bundle-"));
+  try {
+    const child = spawn(
+      process.execPath,
+      [BIN, "serve", "--state", join(dir, "state.db"), "--log-level", "silent", "--heap-growth-percent", "0"],
+      { cwd: dir, env: { ...process.env, [CODE_CACHE_OUT_ENV]: CODE_CACHE }, stdio: ["pipe", "pipe", "inherit"] },
+    );
+    const exited = new Promise<number | null>((resolve, reject) => {
+      child.once("error", reject);
+      child.once("exit", resolve);
+    });
+    let out = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      out += chunk;
+      if (out.includes("\n")) child.stdin.end();
+    });
+    child.stdin.write(
+      `${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: TRAINING_INITIALIZE })}\n`,
+    );
+    const code = await exited;
+    if (code !== 0 || !out.startsWith('{"jsonrpc":"2.0","id":1,"result"') || !existsSync(CODE_CACHE)) {
+      throw new Error(`the code cache training run failed (exit ${String(code)}): ${out.slice(0, 500)}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** What the training run's client sends in `initialize`. */
+const TRAINING_INITIALIZE = {
+  protocolVersion: 1,
+  clientCapabilities: {},
+  clientInfo: { name: "bundle", version: "1" },
+};
 
 /**
  * The dashboard's third-party browser code and stylesheet (see the header). A checkout whose node_modules predates

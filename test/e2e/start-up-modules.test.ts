@@ -1,21 +1,26 @@
 /**
- * What the built server loads and builds before it answers `initialize` (issue 16, cold start). `serve` runs from the
- * bundle `npm run build` makes (dist/bundle/, scripts/bundle.ts) and loads its own part of it only: not the other
- * commands (the operator views, `run`'s ACP client, check-host, the transcript recorder), not the ACP SDK adapters
- * (loaded when an agent first starts), not the PostgreSQL store (a `postgres://` store only), and none of the
- * compiled one-file-per-module tree (dist/src/) or of zod's and vscode-jsonrpc's files (they are in the bundle). Of
- * the schemas (protocol/lazy-schema.ts) it builds those that validating `initialize` params needs, and no result,
- * notification or record schema.
+ * What the built server loads and builds before it answers `initialize` (issues 16 and 34, cold start). `serve` runs
+ * from the one CommonJS bundle `npm run build` makes (dist/bundle/main.cjs, scripts/bundle.ts), compiled with the V8
+ * code cache the build wrote (src/code-cache.ts): no ES module but the executable and that loader, none of the
+ * compiled one-file-per-module tree (dist/src/), and of the packages left outside the bundle only better-sqlite3 (pg
+ * and dagre are required on first use; the ACP SDK, the other commands and the adapters are in the bundle, each in a
+ * wrapper that esbuild runs on first use). Of the schemas (protocol/lazy-schema.ts) it builds those that validating
+ * `initialize` params needs, and no result, notification or record schema.
  *
  * A module resolve hook, registered with `node --import`, writes every module URL the process resolves to a file,
- * and the names of the schemas built once the process exits; the test reads both once the server answered
- * `initialize` and exited.
+ * a patched `Module._load` every CommonJS `require`, and on exit the names of the schemas built and what became of
+ * the code cache; the test reads them once the server answered `initialize` and exited.
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { pathToFileURL } from "node:url";
 import { CLI, startRawServer, tempDir } from "../support/server-process.js";
+
+/** The ES modules a start of the built executable loads: itself and the bundle's loader (src/code-cache.ts). */
+const CLI_URL = pathToFileURL(CLI).href;
+const CODE_CACHE_URL = new URL("./code-cache.js", CLI_URL).href;
 
 /** The resolve hook: appends each resolved URL to the file named by START_UP_MODULES_LOG (hooks run off-thread). */
 const HOOKS = `import { appendFileSync } from "node:fs";
@@ -36,7 +41,8 @@ Module._load = function (request, ...rest) {
   return load.call(this, request, ...rest);
 };
 process.on("exit", () => appendFileSync(process.env.START_UP_MODULES_LOG, "schemas:" +
-  JSON.stringify(globalThis[Symbol.for("acp-orchestrator.builtSchemas")] ?? null) + "\\n"));`;
+  JSON.stringify(globalThis[Symbol.for("acp-orchestrator.builtSchemas")] ?? null) + "\\n" + "codeCache:" +
+  String(globalThis[Symbol.for("acp-orchestrator.codeCache")]) + "\\n"));`;
 
 /**
  * What `serve` loaded before it exited: module URLs in resolve order, what CommonJS modules required, and the names
@@ -46,6 +52,8 @@ interface StartUp {
   urls: string[];
   required: string[];
   schemas: string[] | null;
+  /** What became of the bundle's code cache (src/code-cache.ts, CodeCacheState). */
+  codeCache: string | undefined;
 }
 
 /** Runs `serve`, sends `initialize`, ends stdin once it is answered; resolves with what it loaded. */
@@ -81,8 +89,10 @@ async function startUp(): Promise<StartUp> {
     .split("\n")
     .filter((line) => line !== "");
   const schemaLine = lines.find((line) => line.startsWith("schemas:"));
+  const tagged = (line: string) => ["schemas:", "cjs:", "codeCache:"].some((tag) => line.startsWith(tag));
   return {
-    urls: lines.filter((line) => !line.startsWith("schemas:") && !line.startsWith("cjs:")),
+    codeCache: lines.find((line) => line.startsWith("codeCache:"))?.slice("codeCache:".length),
+    urls: lines.filter((line) => !tagged(line)),
     required: lines.filter((line) => line.startsWith("cjs:")).map((line) => line.slice("cjs:".length)),
     schemas: schemaLine === undefined ? null : (JSON.parse(schemaLine.slice("schemas:".length)) as string[] | null),
   };
@@ -101,32 +111,20 @@ const INITIALIZE_SCHEMAS = [
 ];
 
 describe("server start-up (issue 16, cold start)", () => {
-  it("serve answers initialize from the bundle, without the ACP SDK, pg or the other commands' modules", async () => {
-    const { urls } = await startUp();
-    // The hook saw the server's own graph (a broken hook would make the assertions below vacuous).
-    expect(urls.some((u) => u.endsWith("/dist/bundle/main.js"))).toBe(true);
-    expect(urls.some((u) => u.endsWith("/dist/bundle/commands/serve.js"))).toBe(true);
-    // Of the compiled tree only the executable, which chose the bundle.
-    expect(urls.filter((u) => u.includes("/dist/src/") && !u.endsWith("/dist/src/cli.js"))).toEqual([]);
-    const forbidden = [
-      "/node_modules/@agentclientprotocol/sdk/",
-      "/node_modules/pg/",
-      "/node_modules/zod/",
-      "/node_modules/vscode-jsonrpc/",
-      "/node_modules/pino/",
-      "/dist/bundle/commands/index.js",
-      "/dist/bundle/demo.js",
-      "/dist/bundle/adapters/agents/acp-worker.js",
-      "/dist/bundle/adapters/agents/leader-resolver.js",
-      "/dist/bundle/adapters/persistence/postgres-authority.js",
-    ];
-    expect(urls.filter((u) => forbidden.some((f) => u.includes(f)))).toEqual([]);
+  it("serve answers initialize from the bundle with its code cache, without pg, dagre or the compiled modules", async () => {
+    const { urls, required, codeCache } = await startUp();
+    // Of the ES modules only the executable and its bundle loader; the rest is the one CommonJS bundle.
+    expect(urls.filter((u) => u.startsWith("file:"))).toEqual([CLI_URL, CODE_CACHE_URL]);
+    // V8 took the code cache the build's training run wrote (same Node, same flags).
+    expect(codeCache).toBe("accepted");
+    // The CommonJS log works (the bundle requires Node's built-ins through it), and names no lazy package.
+    expect(required).toContain("node:fs");
+    expect(required.filter((r) => /^(pg|pg-.*|@dagrejs\/dagre|@agentclientprotocol\/sdk)$/.test(r))).toEqual([]);
   }, 60_000);
 
   it("serve opens its SQLite state file without better-sqlite3's addon search (the bindings package)", async () => {
-    const { urls, required } = await startUp();
-    expect(urls.some((u) => u.includes("/node_modules/better-sqlite3/"))).toBe(true);
-    // The CommonJS log works: better-sqlite3's own modules are in it.
+    const { required } = await startUp();
+    expect(required).toContain("better-sqlite3");
     expect(required).toContain("./database");
     expect(required.filter((r) => r === "bindings" || r.includes("/bindings/"))).toEqual([]);
   }, 60_000);

@@ -20,12 +20,19 @@ export const DEFAULT_HEAP_GROWTH_PERCENT = 30;
 
 /**
  * Bounds the heap's growth between full collections to `percent` % of the surviving size (`1 + percent/100`
- * times it). 0 restores V8's own rule. Applies to the whole process; meant to be called once, at start.
- * Throws `RangeError` for anything but a safe integer >= 0.
+ * times it). 0 restores V8's own rule, and sets no flag at all while none was set before: a V8 flag set at run
+ * time changes the flag hash V8 stamps on a code cache, which the build's training run must not (src/code-cache.ts).
+ * Applies to the whole process; meant to be called once, at start. Throws `RangeError` for anything but a safe
+ * integer >= 0.
  */
 export function limitHeapGrowth(percent: number): void {
   if (!Number.isSafeInteger(percent) || percent < 0) {
     throw new RangeError(`The heap growth must be an integer percentage of at least 0, not ${String(percent)}.`);
   }
+  if (percent === 0 && !flagSet) return; // V8's own rule is already in force
   setFlagsFromString(`--heap-growing-percent=${percent}`);
+  flagSet = true;
 }
+
+/** Whether this process has set `--heap-growing-percent` (limitHeapGrowth). */
+let flagSet = false;
