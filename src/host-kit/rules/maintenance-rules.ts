@@ -10,24 +10,34 @@ import { KIND, OTHER_KIND, rejectionOf, type DefineRule, type RuleProjects } fro
 
 /** Adds the pruneEvents, listProjects, close rules, in order, writing to the project ids `projects` gives. */
 export function maintenanceRules(test: DefineRule, projects: RuleProjects): void {
-  const { P, Q } = projects;
+  pruneBeforeRules(test, projects);
+  pruneRangeRules(test, projects);
+  listProjectsRules(test, projects);
+  closeRules(test, projects);
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // pruneEvents
+/** Calls `pruneEvents` (optional on the port); fails the rule when the backend does not implement it. */
+async function prune(
+  a: RunStateAuthority,
+  projectId: string,
+  stream: string,
+  beforeSeq: number,
+  afterSeq?: number,
+): Promise<number> {
+  if (!a.pruneEvents) throw new ExpectationFailure(`${a.name} does not implement pruneEvents`);
+  return afterSeq === undefined
+    ? a.pruneEvents(projectId, stream, beforeSeq)
+    : a.pruneEvents(projectId, stream, beforeSeq, afterSeq);
+}
 
-  const prune = async (
-    a: RunStateAuthority,
-    projectId: string,
-    stream: string,
-    beforeSeq: number,
-    afterSeq?: number,
-  ) => {
-    if (!a.pruneEvents) throw new ExpectationFailure(`${a.name} does not implement pruneEvents`);
-    return afterSeq === undefined
-      ? a.pruneEvents(projectId, stream, beforeSeq)
-      : a.pruneEvents(projectId, stream, beforeSeq, afterSeq);
-  };
+/** Calls `listProjects` (optional on the port); fails the rule when the backend does not implement it. */
+async function listProjects(a: RunStateAuthority): Promise<string[]> {
+  if (!a.listProjects) throw new ExpectationFailure(`${a.name} does not implement listProjects`);
+  return a.listProjects();
+}
 
+/** pruneEvents without afterSeq: compaction of a stream's head that keeps the numbering and the other streams. */
+function pruneBeforeRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("pruneEvents", "deletes the events before beforeSeq and returns how many", async (a) => {
     await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }, { e: 4 }], 0);
     expect(await prune(a, P, "s1", 3)).toBe(2);
@@ -91,7 +101,10 @@ export function maintenanceRules(test: DefineRule, projects: RuleProjects): void
     await prune(a, P, "s1", 2);
     expect([(await a.readEvents(P, "s2", 0)).length, (await a.readEvents(Q, "s1", 0)).length]).toEqual([2, 2]);
   });
+}
 
+/** pruneEvents with afterSeq (a hole in the stream), and the refusals: the last event, a negative beforeSeq. */
+function pruneRangeRules(test: DefineRule, { P }: RuleProjects): void {
   test("pruneEvents", "with afterSeq deletes only the events strictly between afterSeq and beforeSeq", async (a) => {
     await a.appendEvents(
       P,
@@ -138,15 +151,10 @@ export function maintenanceRules(test: DefineRule, projects: RuleProjects): void
   test("pruneEvents", "rejects a negative beforeSeq with AuthorityFailure", async (a) => {
     expect(await rejectionOf(prune(a, P, "s1", -1))).toBeInstanceOf(AuthorityFailure);
   });
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // listProjects
-
-  const listProjects = async (a: RunStateAuthority): Promise<string[]> => {
-    if (!a.listProjects) throw new ExpectationFailure(`${a.name} does not implement listProjects`);
-    return a.listProjects();
-  };
-
+/** listProjects: the sorted, duplicate-free list of projects holding at least one record. */
+function listProjectsRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("listProjects", "returns an empty array for an empty authority", async (a) => {
     expect(await listProjects(a)).toEqual([]);
   });
@@ -174,10 +182,10 @@ export function maintenanceRules(test: DefineRule, projects: RuleProjects): void
     await a.appendEvents(P, "s1", [{ e: 1 }], 0);
     expect(await listProjects(a)).toEqual([]);
   });
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // close
-
+/** close: every later call fails with AuthorityFailure; closing twice is fine. */
+function closeRules(test: DefineRule, { P }: RuleProjects): void {
   test("close", "makes later calls fail with AuthorityFailure", async (a) => {
     await a.close();
     expect(await rejectionOf(a.get(P, KIND, "r1"))).toBeInstanceOf(AuthorityFailure);
