@@ -10,11 +10,13 @@ import { KIND, OTHER_KIND, rejectionOf, type DefineRule, type RuleProjects } fro
 
 /** Adds the delete, list rules, in order, writing to the project ids `projects` gives. */
 export function recordListingRules(test: DefineRule, projects: RuleProjects): void {
-  const { P, Q } = projects;
+  deleteRules(test, projects);
+  listOrderRules(test, projects);
+  listScopeRules(test, projects);
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // delete
-
+/** delete: `false` for a missing record whatever the expected revision, conflicts, and exactly one racing winner. */
+function deleteRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("delete", "returns false for a record that does not exist", async (a) => {
     expect(await a.delete(P, KIND, "missing")).toBe(false);
   });
@@ -86,10 +88,10 @@ export function recordListingRules(test: DefineRule, projects: RuleProjects): vo
     await a.put(P, KIND, "r1", { n: 1 }, null);
     expect(await rejectionOf(a.delete(P, KIND, "r1", 0))).toBeInstanceOf(AuthorityFailure);
   });
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // list
-
+/** list: code-point order, the fields each entry carries, and the literal id prefix. */
+function listOrderRules(test: DefineRule, { P }: RuleProjects): void {
   test("list", "returns an empty array when the kind has no records", async (a) => {
     expect(await a.list(P, KIND)).toEqual([]);
   });
@@ -145,7 +147,10 @@ export function recordListingRules(test: DefineRule, projects: RuleProjects): vo
     for (const id of ["😀1", "😀2", "😁1", "\uffff"]) await a.put(P, KIND, id, { id }, null);
     expect((await a.list(P, KIND, "😀")).map((r) => r.id)).toEqual(["😀1", "😀2"]);
   });
+}
 
+/** list: what one listing covers (one kind of one project, no deleted record), that it writes nothing, bad kinds. */
+function listScopeRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("list", "is isolated between kinds", async (a) => {
     await a.put(P, KIND, "r1", { n: 1 }, null);
     await a.put(P, OTHER_KIND, "r2", { n: 2 }, null);
