@@ -10,11 +10,15 @@ import { ISO_UTC, KIND, OTHER_KIND, rejectionOf, type DefineRule, type RuleProje
 
 /** Adds the get, put rules, in order, writing to the project ids `projects` gives. */
 export function recordRules(test: DefineRule, projects: RuleProjects): void {
-  const { P, Q } = projects;
+  getValueRules(test, projects);
+  getScopeRules(test, projects);
+  putRevisionRules(test, projects);
+  putRaceRules(test, projects);
+  putScopeRules(test, projects);
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // get
-
+/** get: a missing record is null; a stored one comes back with its revision, updatedAt and exact value. */
+function getValueRules(test: DefineRule, { P }: RuleProjects): void {
   test("get", "returns null for a record that does not exist", async (a) => {
     expect(await a.get(P, KIND, "missing")).toBeNull();
   });
@@ -79,7 +83,10 @@ export function recordRules(test: DefineRule, projects: RuleProjects): void {
     await a.put(P, KIND, "r1", value, null);
     expect((await a.get(P, KIND, "r1"))?.value).toEqual(value);
   });
+}
 
+/** get: the value is a copy both ways, one project and one kind per read, reads create nothing, bad ids. */
+function getScopeRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("get", "returns a copy: mutating it does not change the stored value", async (a) => {
     await a.put(P, KIND, "r1", { list: [1, 2] }, null);
     const first = await a.get(P, KIND, "r1");
@@ -112,10 +119,10 @@ export function recordRules(test: DefineRule, projects: RuleProjects): void {
   test("get", "rejects an empty id with AuthorityFailure", async (a) => {
     expect(await rejectionOf(a.get(P, KIND, ""))).toBeInstanceOf(AuthorityFailure);
   });
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // put
-
+/** put: compare-and-swap on the revision (starts at 1, grows by 1) and what a conflict reports and leaves. */
+function putRevisionRules(test: DefineRule, { P }: RuleProjects): void {
   test("put", "creates a record at revision 1 with expectedRevision null", async (a) => {
     expect(await a.put(P, KIND, "r1", { n: 1 }, null)).toEqual({ revision: 1 });
   });
@@ -172,7 +179,10 @@ export function recordRules(test: DefineRule, projects: RuleProjects): void {
     await rejectionOf(a.put(P, KIND, "r1", { n: 99 }, null));
     expect(await a.get(P, KIND, "r1")).toMatchObject({ value: { n: 1 }, revision: 1 });
   });
+}
 
+/** put: among racing writers (or creators) with the same expectedRevision, exactly one wins and its value is kept. */
+function putRaceRules(test: DefineRule, { P }: RuleProjects): void {
   test("put", "lets exactly one of many racing writers with the same expectedRevision win", async (a) => {
     await a.put(P, KIND, "r1", { writer: -1 }, null);
     const results = await Promise.allSettled(
@@ -205,7 +215,10 @@ export function recordRules(test: DefineRule, projects: RuleProjects): void {
     );
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
   });
+}
 
+/** put: a recreated record restarts at 1, ids are scoped by project and kind and literal, and invalid arguments. */
+function putScopeRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("put", "recreates a deleted record at revision 1", async (a) => {
     await a.put(P, KIND, "r1", { n: 1 }, null);
     await a.put(P, KIND, "r1", { n: 2 }, 1);
