@@ -37,7 +37,6 @@ const OVERSIZED_FUNCTIONS = [
   "src/adapters/agents/leader-conversation.ts",
   "src/commands/serve.ts",
   "src/demo.ts",
-  "src/host-kit/rules/stream-rules.ts",
   "src/transcripts/replayer.ts",
 ];
 

@@ -10,11 +10,15 @@ import { KIND, rejectionOf, type DefineRule, type RuleProjects } from "./support
 
 /** Adds the appendEvents, readEvents, deleteStream rules, in order, writing to the project ids `projects` gives. */
 export function streamRules(test: DefineRule, projects: RuleProjects): void {
-  const { P, Q } = projects;
+  appendSeqRules(test, projects);
+  appendScopeRules(test, projects);
+  readOrderRules(test, projects);
+  readPageRules(test, projects);
+  deleteStreamRules(test, projects);
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // appendEvents
-
+/** appendEvents: numbering from 1, checked against expectedSeq (also with no events); a wrong one appends nothing. */
+function appendSeqRules(test: DefineRule, { P }: RuleProjects): void {
   test("appendEvents", "starts a new stream at expectedSeq 0 and returns the last sequence number", async (a) => {
     expect(await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }], 0)).toEqual({ lastSeq: 3 });
   });
@@ -58,7 +62,10 @@ export function streamRules(test: DefineRule, projects: RuleProjects): void {
     await a.appendEvents(P, "s1", [{ e: 1 }], 0);
     expect(await rejectionOf(a.appendEvents(P, "s1", [], 0))).toBeInstanceOf(AuthorityConflict);
   });
+}
 
+/** appendEvents: one winner among racing appenders, streams scoped by project and name, stored copies, bad input. */
+function appendScopeRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("appendEvents", "lets exactly one of many racing appenders with the same expectedSeq win", async (a) => {
     const results = await Promise.allSettled(
       Array.from({ length: 25 }, (_, i) => a.appendEvents(P, "s1", [{ writer: i }], 0)),
@@ -90,10 +97,10 @@ export function streamRules(test: DefineRule, projects: RuleProjects): void {
   test("appendEvents", "rejects an event that is not an object with AuthorityFailure", async (a) => {
     expect(await rejectionOf(a.appendEvents(P, "s1", [42 as unknown as object], 0))).toBeInstanceOf(AuthorityFailure);
   });
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // readEvents
-
+/** readEvents without limit: oldest first after afterSeq, one stream of one project, copies, reads create nothing. */
+function readOrderRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("readEvents", "returns an empty array for an unknown stream", async (a) => {
     expect(await a.readEvents(P, "missing", 0)).toEqual([]);
   });
@@ -150,7 +157,10 @@ export function streamRules(test: DefineRule, projects: RuleProjects): void {
   test("readEvents", "rejects a negative afterSeq with AuthorityFailure", async (a) => {
     expect(await rejectionOf(a.readEvents(P, "s1", -1))).toBeInstanceOf(AuthorityFailure);
   });
+}
 
+/** readEvents with limit: the first `limit` events after afterSeq, pages that join up, long streams, bad limits. */
+function readPageRules(test: DefineRule, { P }: RuleProjects): void {
   test("readEvents", "returns at most limit events, the oldest after afterSeq", async (a) => {
     await a.appendEvents(P, "s1", [{ e: 1 }, { e: 2 }, { e: 3 }, { e: 4 }, { e: 5 }], 0);
     expect((await a.readEvents(P, "s1", 1, 2)).map((e) => e.seq)).toEqual([2, 3]);
@@ -202,10 +212,10 @@ export function streamRules(test: DefineRule, projects: RuleProjects): void {
   test("readEvents", "rejects a non-integer limit with AuthorityFailure", async (a) => {
     expect(await rejectionOf(a.readEvents(P, "s1", 0, 1.5))).toBeInstanceOf(AuthorityFailure);
   });
+}
 
-  // ----------------------------------------------------------------------------------------------------
-  // deleteStream
-
+/** deleteStream: removes one stream's events and restarts its numbering, touching nothing else. */
+function deleteStreamRules(test: DefineRule, { P, Q }: RuleProjects): void {
   test("deleteStream", "returns false for a stream that does not exist", async (a) => {
     expect(await a.deleteStream(P, "missing")).toBe(false);
   });
