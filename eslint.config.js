@@ -37,7 +37,6 @@ const OVERSIZED_FUNCTIONS = [
   "src/adapters/agents/leader-conversation.ts",
   "src/commands/serve.ts",
   "src/demo.ts",
-  "src/transcripts/replayer.ts",
 ];
 
 // LangGraph.js is the benchmark's peer (test/bench/langgraph-case.ts, issue 16): a devDependency, never product code.

@@ -2,20 +2,20 @@
  * The replayer behind `acp-orchestrator replay FILE... [-- COMMAND...]` (protocol/TRANSCRIPTS.md, "Replaying"): runs
  * each transcript against a fresh server process and reports the first mismatch.
  *
- * Owns: one fresh temporary workspace and state directory per transcript, the server process and its stdio, writing
- * `send` lines (consecutive ones in a single write), waiting for each `recv` line's first fitting not-yet-matched
- * message within its timeout, the stdout hygiene check (every line must be JSON), the clean-exit check after stdin
- * closes, and the human report. It must never modify a transcript file, never share a server or a state directory
- * between transcripts, and never leave a server running after a transcript finished.
+ * Owns: one fresh temporary workspace and state directory per transcript, the server process (through
+ * replay-server.ts, which owns its stdio), writing `send` lines (consecutive ones in a single write), waiting for each
+ * `recv` line's first fitting not-yet-matched message within its timeout, the stdout hygiene check (every line must
+ * be JSON), the clean-exit check after stdin closes, and the human report. It must never modify a transcript file,
+ * never share a server or a state directory between transcripts, and never leave a server running after a
+ * transcript finished.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { packagePath } from "../package-files.js";
 import { parseTranscript, TranscriptFormatError, type Json, type NumberedLine, type Transcript } from "./format.js";
 import { closestMessage, matchMessage, resolveSend, show, UnboundNameError, type ClosestMessage } from "./matcher.js";
-import { MessageTap } from "./stream-tap.js";
+import { ReplayServer, type ServerLaunch } from "./replay-server.js";
 
 /** Default wait for one `recv` line, in milliseconds. */
 export const DEFAULT_LINE_TIMEOUT_MS = 10_000;
@@ -95,10 +95,13 @@ export function makeRunDirectories(): { root: string; workspace: string; stateDi
   return { root, workspace, stateDir };
 }
 
-interface Received {
-  readonly index: number;
-  readonly message: unknown;
-  matched: boolean;
+/** The matching state a replay carries from line to line: the names bound so far and the last `ordered` match. */
+interface ReplayCursor {
+  bindings: Map<string, Json>;
+  /** Index of the message the last `ordered` recv line matched (-1 before any). */
+  lastOrdered: number;
+  /** Lines sent or matched. */
+  linesDone: number;
 }
 
 /**
@@ -111,154 +114,11 @@ interface Received {
 export async function replayTranscript(transcript: Transcript, options: ReplayOptions = {}): Promise<ReplayResult> {
   const started = Date.now();
   const dirs = makeRunDirectories();
-  const custom = options.command !== undefined;
-  const command = (options.command ?? defaultServerCommand()).map((a) =>
-    a.replaceAll("{workspace}", dirs.workspace).replaceAll("{stateDir}", dirs.stateDir),
-  );
-  const lineTimeout = options.timeoutMs ?? DEFAULT_LINE_TIMEOUT_MS;
-  const exitTimeout = options.exitTimeoutMs ?? DEFAULT_EXIT_TIMEOUT_MS;
-
-  const received: Received[] = [];
-  const notJson: string[] = [];
-  let stderr = "";
-  let wake: (() => void) | null = null;
-  const poke = () => {
-    const w = wake;
-    wake = null;
-    w?.();
-  };
-
-  let exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
-  let startError: Error | undefined;
-  const [file, ...args] = command;
-  const child: ChildProcessWithoutNullStreams = spawn(file ?? "", args, {
-    cwd: custom ? (options.cwd ?? process.cwd()) : dirs.stateDir,
-    env: { ...process.env, ACP_TRANSCRIPT_WORKSPACE: dirs.workspace, ACP_TRANSCRIPT_STATE_DIR: dirs.stateDir },
-    stdio: ["pipe", "pipe", "pipe"],
-  });
-  const exited = new Promise<void>((resolve) => {
-    child.once("error", (err) => {
-      startError = err;
-      exit ??= { code: null, signal: null };
-      resolve();
-      poke();
-    });
-    child.once("close", (code, signal) => {
-      exit = { code, signal };
-      resolve();
-      poke();
-    });
-  });
-  child.stdin.on("error", () => undefined);
-  const tap = new MessageTap((m) => {
-    if (m.parseError !== undefined) notJson.push(m.text);
-    else received.push({ index: received.length, message: m.value, matched: false });
-    poke();
-  });
-  child.stdout.on("data", (chunk: Buffer) => tap.push(chunk));
-  child.stdout.on("end", () => tap.end());
-  child.stderr.setEncoding("utf8");
-  child.stderr.on("data", (d: string) => {
-    stderr = (stderr + d).slice(-16_384);
-  });
-
-  let bindings = new Map<string, Json>([["workspace", dirs.workspace]]);
-  let lastOrdered = -1;
-  let linesDone = 0;
-  let pending = "";
-
-  const flush = () => {
-    if (pending !== "" && !child.stdin.destroyed && !child.stdin.writableEnded) child.stdin.write(pending);
-    pending = "";
-  };
-  const exitText = () =>
-    startError
-      ? `the server could not start (${startError.message})`
-      : `the server exited (${exit?.signal ? `signal ${exit.signal}` : `code ${String(exit?.code)}`})`;
-
-  const awaitLine = async (line: NumberedLine & { kind: "recv" }): Promise<ReplayFailure | undefined> => {
-    const pattern = line.value.msg as Json;
-    const timeout = line.value.timeoutMs ?? lineTimeout;
-    const deadline = Date.now() + timeout;
-    const floor = line.value.ordered ? lastOrdered : -1;
-    let scanned = 0;
-    for (;;) {
-      // Only messages that arrived since the last scan can newly fit (bindings do not change while waiting).
-      for (; scanned < received.length; scanned++) {
-        const r = received[scanned]!;
-        if (r.matched || r.index <= floor) continue;
-        const outcome = matchMessage(pattern, r.message, bindings);
-        if (outcome.ok) {
-          r.matched = true;
-          bindings = outcome.bindings;
-          if (line.value.ordered) lastOrdered = r.index;
-          return undefined;
-        }
-      }
-      if (notJson.length > 0)
-        return { line: line.line, reason: `the server wrote a stdout line that is not JSON: ${show(notJson[0], 200)}` };
-      const remaining = deadline - Date.now();
-      if (exit !== undefined || remaining <= 0) {
-        const unmatched = received.filter((r) => !r.matched);
-        const closest = closestMessage(pattern, unmatched.length > 0 ? unmatched : received, bindings);
-        const why =
-          exit !== undefined
-            ? `${exitText()} before a message fitting this recv line arrived`
-            : `no received message fits this recv line (waited ${timeout} ms${line.value.ordered ? `, only after message #${floor}` : ""})`;
-        return { line: line.line, reason: why, expected: pattern, ...(closest ? { closest } : {}) };
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, remaining);
-        wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
-  };
-
-  let failure: ReplayFailure | undefined;
-  const lines = transcript.lines;
-  for (let i = 0; i < lines.length && failure === undefined; i++) {
-    const line = lines[i]!;
-    if (line.kind === "header" || line.kind === "comment") continue;
-    if (line.kind === "raw") {
-      pending += `${line.value.raw}\n`;
-      linesDone++;
-    } else if (line.kind === "send") {
-      try {
-        pending += `${JSON.stringify(resolveSend(line.value.msg as Json, bindings))}\n`;
-        linesDone++;
-      } catch (err) {
-        if (!(err instanceof UnboundNameError)) throw err;
-        failure = { line: line.line, reason: err.message };
-      }
-    } else {
-      flush();
-      failure = await awaitLine(line);
-      if (failure === undefined) linesDone++;
-    }
-  }
-  flush();
-
-  if (failure === undefined) {
-    child.stdin.end();
-    const timedOut = await Promise.race([
-      exited.then(() => false),
-      new Promise<boolean>((resolve) => setTimeout(() => resolve(true), exitTimeout).unref()),
-    ]);
-    if (notJson.length > 0) {
-      failure = { reason: `the server wrote a stdout line that is not JSON: ${show(notJson[0], 200)}` };
-    } else if (timedOut) {
-      failure = { reason: `the server did not exit within ${exitTimeout} ms after its stdin closed` };
-    } else if (startError || exit?.code !== 0) {
-      failure = { reason: `${exitText()} after the transcript; expected exit code 0` };
-    }
-  }
-  if (exit === undefined) {
-    child.kill("SIGKILL");
-    await exited;
-  }
+  const server = new ReplayServer(serverLaunch(options, dirs));
+  const cursor: ReplayCursor = { bindings: new Map([["workspace", dirs.workspace]]), lastOrdered: -1, linesDone: 0 };
+  let failure = await playLines(transcript, server, cursor, options.timeoutMs ?? DEFAULT_LINE_TIMEOUT_MS);
+  failure ??= await checkExit(server, options.exitTimeoutMs ?? DEFAULT_EXIT_TIMEOUT_MS);
+  await server.stop();
   if (!options.keepTemp) rmSync(dirs.root, { recursive: true, force: true });
   return {
     source: transcript.source,
@@ -266,11 +126,124 @@ export async function replayTranscript(transcript: Transcript, options: ReplayOp
     ok: failure === undefined,
     ...(failure ? { failure } : {}),
     durationMs: Date.now() - started,
-    received: received.length,
-    linesDone,
-    stderrTail: stderr,
+    received: server.received.length,
+    linesDone: cursor.linesDone,
+    stderrTail: server.stderrTail,
     tempDir: dirs.root,
   };
+}
+
+/**
+ * The server command of one run with `{workspace}` and `{stateDir}` replaced, its working directory (the state
+ * directory for the default server, so no `acp-orchestrator.json` of the caller is picked up) and its environment.
+ */
+function serverLaunch(options: ReplayOptions, dirs: { workspace: string; stateDir: string }): ServerLaunch {
+  const custom = options.command !== undefined;
+  const command = (options.command ?? defaultServerCommand()).map((a) =>
+    a.replaceAll("{workspace}", dirs.workspace).replaceAll("{stateDir}", dirs.stateDir),
+  );
+  return {
+    command,
+    cwd: custom ? (options.cwd ?? process.cwd()) : dirs.stateDir,
+    env: { ...process.env, ACP_TRANSCRIPT_WORKSPACE: dirs.workspace, ACP_TRANSCRIPT_STATE_DIR: dirs.stateDir },
+  };
+}
+
+/**
+ * Plays the transcript's lines in order until one fails: `send` and `raw` lines are collected and written in one
+ * write just before the next `recv` line (or at the end), each `recv` line waits for its message. Resolves with the
+ * first failure, or undefined when every line was satisfied. Rethrows anything but an unbound name in a `send` line.
+ */
+async function playLines(
+  transcript: Transcript,
+  server: ReplayServer,
+  cursor: ReplayCursor,
+  lineTimeout: number,
+): Promise<ReplayFailure | undefined> {
+  let pending = "";
+  for (const line of transcript.lines) {
+    if (line.kind === "header" || line.kind === "comment") continue;
+    if (line.kind === "raw") {
+      pending += `${line.value.raw}\n`;
+    } else if (line.kind === "send") {
+      try {
+        pending += `${JSON.stringify(resolveSend(line.value.msg as Json, cursor.bindings))}\n`;
+      } catch (err) {
+        if (!(err instanceof UnboundNameError)) throw err;
+        server.write(pending);
+        return { line: line.line, reason: err.message };
+      }
+    } else {
+      server.write(pending);
+      pending = "";
+      const failure = await awaitRecvLine(server, line, cursor, lineTimeout);
+      if (failure !== undefined) return failure;
+    }
+    cursor.linesDone++;
+  }
+  server.write(pending);
+  return undefined;
+}
+
+/**
+ * Waits for the first not-yet-matched received message that fits a `recv` line (for an `ordered` line: one after
+ * the last ordered match) and marks it matched, updating the cursor. Resolves with a failure when the server wrote a
+ * non-JSON stdout line, exited, or the line's timeout (its own `timeoutMs`, else `lineTimeout`) passed first.
+ */
+async function awaitRecvLine(
+  server: ReplayServer,
+  line: NumberedLine & { kind: "recv" },
+  cursor: ReplayCursor,
+  lineTimeout: number,
+): Promise<ReplayFailure | undefined> {
+  const pattern = line.value.msg as Json;
+  const timeout = line.value.timeoutMs ?? lineTimeout;
+  const deadline = Date.now() + timeout;
+  const floor = line.value.ordered ? cursor.lastOrdered : -1;
+  const received = server.received;
+  let scanned = 0;
+  for (;;) {
+    // Only messages that arrived since the last scan can newly fit (bindings do not change while waiting).
+    for (; scanned < received.length; scanned++) {
+      const r = received[scanned]!;
+      if (r.matched || r.index <= floor) continue;
+      const outcome = matchMessage(pattern, r.message, cursor.bindings);
+      if (outcome.ok) {
+        r.matched = true;
+        cursor.bindings = outcome.bindings;
+        if (line.value.ordered) cursor.lastOrdered = r.index;
+        return undefined;
+      }
+    }
+    if (server.notJson.length > 0) return { line: line.line, reason: notJsonReason(server) };
+    const remaining = deadline - Date.now();
+    if (server.hasExited || remaining <= 0) {
+      const unmatched = received.filter((r) => !r.matched);
+      const closest = closestMessage(pattern, unmatched.length > 0 ? unmatched : received, cursor.bindings);
+      const why = server.hasExited
+        ? `${server.exitText()} before a message fitting this recv line arrived`
+        : `no received message fits this recv line (waited ${timeout} ms${line.value.ordered ? `, only after message #${floor}` : ""})`;
+      return { line: line.line, reason: why, expected: pattern, ...(closest ? { closest } : {}) };
+    }
+    await server.waitForChange(remaining);
+  }
+}
+
+/**
+ * After the last line: closes the server's stdin and checks that it exits with code 0 within `exitTimeout`
+ * milliseconds and wrote nothing but JSON on stdout. Resolves with the failure, or undefined when all held.
+ */
+async function checkExit(server: ReplayServer, exitTimeout: number): Promise<ReplayFailure | undefined> {
+  const timedOut = await server.closeInput(exitTimeout);
+  if (server.notJson.length > 0) return { reason: notJsonReason(server) };
+  if (timedOut) return { reason: `the server did not exit within ${exitTimeout} ms after its stdin closed` };
+  if (!server.exitedCleanly) return { reason: `${server.exitText()} after the transcript; expected exit code 0` };
+  return undefined;
+}
+
+/** The reason given for the first stdout line that was not JSON. */
+function notJsonReason(server: ReplayServer): string {
+  return `the server wrote a stdout line that is not JSON: ${show(server.notJson[0], 200)}`;
 }
 
 /** Reads and validates a transcript file; format problems become a failed result instead of a throw. */
