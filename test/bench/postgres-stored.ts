@@ -75,8 +75,10 @@ async function cloneProducts(admin: pg.Client, schema: string, template: string,
       args,
     );
     await admin.query(
-      `INSERT INTO ${s}.events (project_id, stream, seq, event)
-       SELECT project_id, ${sub("stream")}, seq, ${sub("event")} FROM ${s}.events, ${g} WHERE strpos(stream, $1) > 0`,
+      `INSERT INTO ${s}.events (project_id, stream, seq, n, event, events)
+       SELECT project_id, ${sub("stream")}, seq, n, ${sub("event")},
+              (SELECT array_agg(${sub("t")} ORDER BY o) FROM unnest(events) WITH ORDINALITY AS u(t, o))
+       FROM ${s}.events, ${g} WHERE strpos(stream, $1) > 0`,
       args,
     );
   }

@@ -5,7 +5,8 @@
  * alone:
  *
  *   node dist/bench/test/bench/postgres.js [--tasks 10000] [--fleet-products 2000] [--product-tasks 10]
- *       [--stored-products 100000] [--skip-stores]   (needs ACP_ORCHESTRATOR_TEST_PG)
+ *       [--stored-products 100000] [--skip-stores]
+ *       [--stores memory,sqlite,postgres]   (--fleet-products 0 skips part 2, --stored-products 0 part 3)   (needs ACP_ORCHESTRATOR_TEST_PG)
  *   node dist/bench/test/bench/postgres.js --server <json>   (one "server" of the fleet figure; internal)
  *
  * Part 1: one product of `tasks` tasks (random DAG, width 100, instant workers) run in-process on memory, SQLite (a
@@ -131,6 +132,8 @@ function spawnServer(options: FleetServerOptions): Promise<RunResult> {
 
 /** Cluster-wide counters of what the database did (committed transactions, WAL records, flushes, bytes). */
 interface DbCounters {
+  /** pg_current_wal_lsn() as bytes from 0/0: the WAL position, so a delta is exactly the WAL written. */
+  walLsn: number;
   commits: number;
   walRecords: number;
   walSyncs: number;
@@ -148,7 +151,9 @@ async function dbCounters(admin: pg.Client): Promise<DbCounters> {
     "SELECT wal_records, wal_sync, wal_bytes FROM pg_stat_wal",
   );
   const w = wal.rows[0];
+  const lsn = await admin.query<{ lsn: string }>("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::text AS lsn");
   return {
+    walLsn: Number(lsn.rows[0]?.lsn ?? 0),
     commits: Number(db.rows[0]?.commits ?? 0),
     walRecords: Number(w?.wal_records ?? 0),
     walSyncs: Number(w?.wal_sync ?? 0),
@@ -168,7 +173,18 @@ export interface StoreFigure {
   bytesPerTask: number;
   /** Share of the run spent inside authority calls (0-1). */
   storeShare: number;
-  db?: { statements: number; commits: number; walSyncs: number; walRecords: number; walBytes: number };
+  /**
+   * Per task. `walBytes` is `pg_stat_wal.wal_bytes`; `walLsnBytes` the `pg_current_wal_lsn()` delta (the WAL
+   * position moved, page headers and segment padding included: the figure compared with the peers, issue 34).
+   */
+  db?: {
+    statements: number;
+    commits: number;
+    walSyncs: number;
+    walRecords: number;
+    walBytes: number;
+    walLsnBytes: number;
+  };
 }
 
 /** One line of part 2. */
@@ -208,6 +224,8 @@ export async function postgresFigures(
     productTasks: number;
     storedProducts: number;
     skipStores?: boolean;
+    /** Which stores part 1 runs (default all three). */
+    storeKinds?: readonly ("memory" | "sqlite" | "postgres")[];
     log: (line: string) => void;
   },
 ): Promise<PostgresFigures> {
@@ -221,7 +239,7 @@ export async function postgresFigures(
   await admin.connect();
   try {
     for (const [kind, parallel] of (options.skipStores ? [] : [100, 4]).flatMap((n) =>
-      (["memory", "sqlite", "postgres"] as const).map((k) => [k, n] as const),
+      (options.storeKinds ?? (["memory", "sqlite", "postgres"] as const)).map((k) => [k, n] as const),
     )) {
       const schema = `bench_${kind}${parallel}_${process.pid}`;
       let authority: RunStateAuthority;
@@ -252,6 +270,7 @@ export async function postgresFigures(
           walSyncs: (after.walSyncs - before.walSyncs) / r.tasks,
           walRecords: (after.walRecords - before.walRecords) / r.tasks,
           walBytes: (after.walBytes - before.walBytes) / r.tasks,
+          walLsnBytes: (after.walLsn - before.walLsn) / r.tasks,
         };
       }
       stores.push(figure);
@@ -260,12 +279,12 @@ export async function postgresFigures(
           `${fmt(figure.writesPerTask, 2)} writes/task, ${fmt(figure.storeShare * 100)} % in store calls` +
           (figure.db
             ? `; per task: ${fmt(figure.db.statements, 2)} statements, ${fmt(figure.db.commits, 2)} commits, ` +
-              `${fmt(figure.db.walSyncs, 2)} WAL flushes, ${fmt(figure.db.walBytes)} WAL bytes`
+              `${fmt(figure.db.walSyncs, 2)} WAL flushes, ${fmt(figure.db.walLsnBytes)} WAL bytes (LSN delta)`
             : ""),
       );
     }
     let one = 0;
-    for (const servers of [1, 2, 4, 8]) {
+    for (const servers of fleetProducts > 0 ? [1, 2, 4, 8] : []) {
       const schema = `bench_fleet${servers}_${process.pid}`;
       schemas.push(schema);
       const schemaUrl = withSchema(url, schema);
@@ -334,7 +353,8 @@ function markdown(stores: StoreFigure[], fleet: FleetFigure[], stored?: StoredFi
       "",
       `What PostgreSQL did per task, ${f.parallel} in parallel: ${fmt(f.db.statements, 2)} statements (client round ` +
         `trips), ${fmt(f.db.commits, 2)} committed transactions, ${fmt(f.db.walSyncs, 2)} WAL flushes to disk, ` +
-        `${fmt(f.db.walRecords, 1)} WAL records, ${fmt(f.db.walBytes)} WAL bytes.`,
+        `${fmt(f.db.walRecords, 1)} WAL records, ${fmt(f.db.walLsnBytes)} WAL bytes (\`pg_current_wal_lsn()\` delta; ` +
+        `\`pg_stat_wal\`: ${fmt(f.db.walBytes)}).`,
     );
   }
   const fleetTasks = fleet[0]?.tasks ?? 0;
@@ -404,6 +424,7 @@ async function main(): Promise<void> {
       "product-tasks": { type: "string", default: "10" },
       "stored-products": { type: "string", default: "100000" },
       "skip-stores": { type: "boolean", default: false },
+      stores: { type: "string", default: "memory,sqlite,postgres" },
       server: { type: "string" },
     },
   });
@@ -419,6 +440,9 @@ async function main(): Promise<void> {
     productTasks: Number(values["product-tasks"]),
     storedProducts: Number(values["stored-products"]),
     skipStores: values["skip-stores"],
+    storeKinds: values.stores.split(",").filter((k): k is "memory" | "sqlite" | "postgres" =>
+      ["memory", "sqlite", "postgres"].includes(k),
+    ),
     log: (line) => process.stderr.write(`${line}\n`),
   });
   process.stdout.write(`${figures.markdown}\n`);

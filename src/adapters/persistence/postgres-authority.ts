@@ -37,6 +37,7 @@ import {
   toJson,
 } from "./authority-checks.js";
 import { ChangeFeed, type AnnouncedChange } from "./postgres-feed.js";
+import { INSERT_APPENDED, pruneEventRows, readEventsSql, toStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
 import { parsePostgresUrl, quoteIdent, redact } from "./postgres-url.js";
@@ -303,7 +304,8 @@ export class PostgresAuthority implements RunStateAuthority {
   /**
    * Appends events when the stream's last sequence number equals `expectedSeq` (0 for a new stream), in ONE
    * statement (one round trip, one transaction): the stream's head row is created (`ON CONFLICT DO NOTHING`) or moved
-   * by a conditional update, and the events are inserted with `expectedSeq + 1 …` only when it was. Resolves with the new last sequence number once committed.
+   * by a conditional update, and the events (`expectedSeq + 1 …`) are inserted as ONE row only when it was
+   * (postgres-events.ts: one heap tuple and index entry per append, compressed together). Resolves with the new last sequence number once committed.
    * An empty `events` array writes nothing and returns `expectedSeq` once the check passes. Throws
    * `AuthorityConflict` on a mismatch (nothing appended), `AuthorityFailure` on an invalid argument or database error.
    */
@@ -338,13 +340,7 @@ export class PostgresAuthority implements RunStateAuthority {
           : "UPDATE streams SET last_seq = $3 WHERE project_id = $1 AND stream = $2 AND last_seq = $4 RETURNING 1";
       const result = await this.#pool.query({
         name: `${expectedSeq === 0 ? "acp-append-new" : "acp-append-next"}${notify.name}`,
-        text: `WITH head AS (${head}),
-                 inserted AS (
-                   INSERT INTO events (project_id, stream, seq, event)
-                   SELECT $1, $2, $4::bigint + ordinality, event
-                   FROM unnest($5::text[]) WITH ORDINALITY AS e(event, ordinality)
-                   WHERE EXISTS (SELECT 1 FROM head))
-               SELECT ${notify.sql} FROM head`,
+        text: `WITH head AS (${head}), inserted AS (${INSERT_APPENDED}) SELECT ${notify.sql} FROM head`,
         values: [projectId, stream, lastSeq, expectedSeq, texts, ...notify.params],
       });
       if ((result.rowCount ?? 0) !== 1) throw mismatch();
@@ -366,11 +362,10 @@ export class PostgresAuthority implements RunStateAuthority {
       }
       const result = await this.#pool.query<{ seq: string; event: string }>({
         name: limit === undefined ? "acp-read-events" : "acp-read-events-limit",
-        text: `SELECT seq, event FROM events WHERE project_id = $1 AND stream = $2 AND seq > $3 ORDER BY seq
-         ${limit === undefined ? "" : "LIMIT $4"}`,
+        text: readEventsSql(limit !== undefined),
         values: limit === undefined ? [projectId, stream, afterSeq] : [projectId, stream, afterSeq, limit],
       });
-      return result.rows.map((row) => ({ seq: Number(row.seq), event: parseStored(row.event) }));
+      return toStoredEvents(result.rows);
     });
   }
 
@@ -418,11 +413,7 @@ export class PostgresAuthority implements RunStateAuthority {
           [projectId, stream],
         );
         checkPruneBound(stream, beforeSeq, Number(head.rows[0]?.last_seq ?? 0));
-        const deleted = await client.query(
-          "DELETE FROM events WHERE project_id = $1 AND stream = $2 AND seq > $3 AND seq < $4",
-          [projectId, stream, afterSeq, beforeSeq],
-        );
-        return deleted.rowCount ?? 0;
+        return pruneEventRows(client, projectId, stream, afterSeq, beforeSeq);
       });
     });
   }

@@ -48,6 +48,21 @@ const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    // Issue 34 (WAL bytes per task): one event row per append (postgres-events.ts). Version 1 rows are the `n` = 1
+    // form as they stand: adding a column with a constant default and dropping NOT NULL rewrite nothing, and the
+    // check is NOT VALID so a large store is not scanned under the lock (its old rows satisfy it anyway).
+    version: 2,
+    sql: `
+      ALTER TABLE events ALTER COLUMN event DROP NOT NULL;
+      ALTER TABLE events ADD COLUMN n INTEGER NOT NULL DEFAULT 1;
+      ALTER TABLE events ADD COLUMN events TEXT[];
+      ALTER TABLE events ADD CONSTRAINT events_one_form CHECK (
+        CASE WHEN events IS NULL THEN event IS NOT NULL AND n = 1
+             ELSE event IS NULL AND n >= 2 AND cardinality(events) = n AND array_position(events, NULL) IS NULL END
+      ) NOT VALID;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

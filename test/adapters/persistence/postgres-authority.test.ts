@@ -52,7 +52,7 @@ describePostgres("PostgresAuthority: migrations", () => {
     expect(rows.rows).toEqual(Array.from({ length: POSTGRES_SCHEMA_VERSION }, (_, i) => ({ version: i + 1 })));
   });
 
-  it("stores large values and events compressed with lz4, without a schema change", async () => {
+  it("stores large values and events compressed with lz4 (a session setting, not a schema change)", async () => {
     const a = await open();
     const big = { tasks: Array.from({ length: 5_000 }, (_, i) => ({ taskId: `t${i}`, title: `Task ${i}` })) };
     await a.put("p", "k", "big", big, null);
@@ -64,7 +64,7 @@ describePostgres("PostgresAuthority: migrations", () => {
     expect(rows.rows).toEqual([{ value: "lz4", event: "lz4" }]);
     expect((await a.get("p", "k", "big"))?.value).toEqual(big);
     expect((await a.readEvents("p", "s", 0))[0]?.event).toEqual(big);
-    expect(await a.schemaVersion()).toBe(1);
+    expect(await a.schemaVersion()).toBe(POSTGRES_SCHEMA_VERSION);
   });
 
   it("refuses a database written by a newer version, naming both versions", async () => {
@@ -247,5 +247,72 @@ describePostgres("state selection", () => {
 
   it("redacts the password of a URL", () => {
     expect(redact("postgres://u:pw@h:5432/db")).toBe("postgres://u:***@h:5432/db");
+  });
+});
+
+// Schema version 2 (issue 34, WAL bytes per task): one event row per append, read, paged and pruned event by event.
+describePostgres("PostgresAuthority: one event row per append", () => {
+  const events = (from: number, to: number) =>
+    Array.from({ length: to - from + 1 }, (_, i) => ({ seq: from + i, event: { n: from + i } }));
+
+  it("stores an append of many events as one row and reads, pages and prunes inside it", async () => {
+    const a = await open();
+    expect((await a.appendEvents("p", "s", events(1, 5).map((e) => e.event), 0)).lastSeq).toBe(5);
+    await a.appendEvents("p", "s", [{ n: 6 }], 5);
+    const rows = await adminQuery(`SELECT seq, n FROM "${a.schema}".events ORDER BY seq`);
+    expect(rows.rows).toEqual([
+      { seq: "5", n: 5 },
+      { seq: "6", n: 1 },
+    ]);
+    expect(await a.readEvents("p", "s", 0)).toEqual(events(1, 6));
+    expect(await a.readEvents("p", "s", 2, 2)).toEqual(events(3, 4));
+    // A hole in the middle of the row: the kept parts become rows of their own, numbering unchanged.
+    expect(await a.pruneEvents("p", "s", 4, 1)).toBe(2);
+    expect(await a.readEvents("p", "s", 0)).toEqual([...events(1, 1), ...events(4, 6)]);
+    expect(await a.readEvents("p", "s", 1, 1)).toEqual(events(4, 4));
+    expect(await a.pruneEvents("p", "s", 4, 1)).toBe(0);
+    // Across the rows: up to the last event, which is kept.
+    expect(await a.pruneEvents("p", "s", 6)).toBe(3);
+    expect(await a.readEvents("p", "s", 0)).toEqual(events(6, 6));
+    expect((await a.appendEvents("p", "s", [{ n: 7 }, { n: 8 }], 6)).lastSeq).toBe(8);
+    expect(await a.readEvents("p", "s", 5)).toEqual(events(6, 8));
+  });
+
+  it("returns an element of a row that is not JSON as its raw text", async () => {
+    const a = await open();
+    await a.appendEvents("p", "s", [{ n: 1 }, { n: 2 }], 0);
+    await adminQuery(`UPDATE "${a.schema}".events SET events[2] = '{not json'`);
+    expect(await a.readEvents("p", "s", 0)).toEqual([
+      { seq: 1, event: { n: 1 } },
+      { seq: 2, event: "{not json" },
+    ]);
+  });
+
+  it("migrates a version 1 store in place and keeps reading, appending to and pruning its events", async () => {
+    const schema = freshSchema();
+    schemas.add(schema);
+    // The released version 1 schema, frozen here: one row per event.
+    await adminQuery(`CREATE SCHEMA "${schema}"`);
+    await adminQuery(`SET search_path = "${schema}";
+      CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
+      CREATE TABLE records (project_id TEXT COLLATE "C" NOT NULL, kind TEXT COLLATE "C" NOT NULL,
+        id TEXT COLLATE "C" NOT NULL, value TEXT NOT NULL, revision BIGINT NOT NULL CHECK (revision >= 1),
+        updated_at TEXT NOT NULL, PRIMARY KEY (project_id, kind, id));
+      CREATE TABLE streams (project_id TEXT COLLATE "C" NOT NULL, stream TEXT COLLATE "C" NOT NULL,
+        last_seq BIGINT NOT NULL CHECK (last_seq >= 1), PRIMARY KEY (project_id, stream));
+      CREATE TABLE events (project_id TEXT COLLATE "C" NOT NULL, stream TEXT COLLATE "C" NOT NULL,
+        seq BIGINT NOT NULL CHECK (seq >= 1), event TEXT NOT NULL, PRIMARY KEY (project_id, stream, seq));
+      INSERT INTO schema_version (version) VALUES (1);
+      INSERT INTO streams VALUES ('p', 's', 3);
+      INSERT INTO events VALUES ('p', 's', 1, '{"n":1}'), ('p', 's', 2, '{"n":2}'), ('p', 's', 3, '{"n":3}');
+      RESET search_path`);
+    const a = await open(schema);
+    expect(await a.schemaVersion()).toBe(POSTGRES_SCHEMA_VERSION);
+    expect(await a.readEvents("p", "s", 0)).toEqual(events(1, 3));
+    await a.appendEvents("p", "s", [{ n: 4 }, { n: 5 }], 3);
+    expect(await a.readEvents("p", "s", 1)).toEqual(events(2, 5));
+    expect(await a.pruneEvents("p", "s", 5, 1)).toBe(3);
+    expect(await a.readEvents("p", "s", 0)).toEqual([...events(1, 1), ...events(5, 5)]);
+    await expect(a.appendEvents("p", "s", [{ n: 1 }], 3)).rejects.toBeInstanceOf(AuthorityConflict);
   });
 });
