@@ -41,6 +41,14 @@ export interface OwnerLiveness {
    * once), `selfBack` when it turned true again. Listeners must not throw. Returns the unsubscribe function.
    */
   watch?(listener: (event: OwnerLivenessEvent) => void): () => void;
+  /**
+   * Optional (a shared liveness service, docs/FLEET.md): resolves once `check`'s verdicts rest on a probe sent at most
+   * half a probe period ago — at once when the last one is that recent, else after a probe run now (or the one in
+   * flight). Called right before a verdict decides a takeover, so a step that took long under load (loading a product,
+   * a drift check) cannot leave a `dead` verdict too old to use (issue 32). Never throws; resolves too when the probe
+   * fails (the verdicts then fall back, as `check` says).
+   */
+  fresh?(): Promise<void>;
 }
 
 /** What a shared liveness service reports (OwnerLiveness.watch). */

@@ -9,6 +9,8 @@
  * and which other owners' locks disappeared. From it:
  * - `check(owner)`: `dead` when an owner's lock was seen held by this process and is free in a fresh probe (at most
  *   1.5 probe periods old); `alive` while it is held; otherwise the fallback's verdict (same-host process liveness);
+ * - `fresh()`: a probe now unless the last one was sent within half a period, so the verdict a takeover rests on is
+ *   recent however long the steps before it took (issue 32);
  * - `selfLive()`: false from the moment the connection fails, the lock is found missing, or no probe answered within
  *   the fence bound (`fenceMs`), until the lock is taken again on a new connection and two probe periods passed;
  * - events: `ownersGone` on the probe that saw a lock disappear (and the next two, in case a takeover raced a last
@@ -84,7 +86,8 @@ export class PostgresLiveness implements OwnerLiveness {
   #reported = false;
   #snapshot: { atMs: number; keys: ReadonlySet<string> } | null = null;
   #goneProbes = 0;
-  #probing = false;
+  /** The probe in flight, if any (joined by `fresh`). */
+  #probing: Promise<void> | null = null;
   #timer: NodeJS.Timeout | null = null;
   #fence: NodeJS.Timeout | null = null;
   #closed = false;
@@ -157,6 +160,16 @@ export class PostgresLiveness implements OwnerLiveness {
       now - this.#confirmedAt < this.#o.fenceMs &&
       now >= this.#liveFrom
     );
+  }
+
+  async fresh(): Promise<void> {
+    const snapshot = this.#snapshot;
+    if (snapshot !== null && this.#now() - snapshot.atMs <= this.#o.probeMs / 2) return;
+    // The probe in flight was sent before this call: it may already be too old when it answers, so run one after it.
+    if (this.#probing) await this.#probing;
+    const after = this.#snapshot;
+    if (after !== null && this.#now() - after.atMs <= this.#o.probeMs / 2) return;
+    await this.#probe();
   }
 
   watch(listener: (event: OwnerLivenessEvent) => void): () => void {
@@ -237,11 +250,18 @@ export class PostgresLiveness implements OwnerLiveness {
     this.#schedule(this.#o.probeMs);
   }
 
-  /** One probe on the liveness connection (skipped while one is in flight: the fence timer covers a stall). */
-  async #probe(): Promise<void> {
+  /** One probe on the liveness connection (joins the one in flight: the fence timer covers a stall). Never throws. */
+  #probe(): Promise<void> {
+    if (this.#probing) return this.#probing;
     const client = this.#client;
-    if (client === null || this.#probing) return;
-    this.#probing = true;
+    if (client === null) return Promise.resolve();
+    this.#probing = this.#probeOn(client).finally(() => {
+      this.#probing = null;
+    });
+    return this.#probing;
+  }
+
+  async #probeOn(client: pg.Client): Promise<void> {
     const sentAt = this.#now();
     try {
       const result = await client.query<{ k: string }>(PROBE_SQL);
@@ -267,8 +287,6 @@ export class PostgresLiveness implements OwnerLiveness {
       }
     } catch (error) {
       this.#lost(client, `the liveness probe failed: ${messageOf(error)}`);
-    } finally {
-      this.#probing = false;
     }
   }
 

@@ -367,8 +367,11 @@ export class Fleet {
       if (this.#stopped) break;
       if (this.#drives(header.productId)) continue;
       const { lease } = await this.#o.store.readLease(header.projectId, header.productId);
+      const unexpired = lease !== null && Date.parse(lease.expiresAt) > this.#o.clock.now();
+      // A verdict on a recent probe only: reading many headers and leases under load may take longer than one lasts.
+      if (unexpired && lease.owner !== this.#o.ownerId) await this.#o.liveness?.fresh?.();
       const dead = lease !== null && this.#o.liveness?.check(lease.owner) === "dead";
-      if (lease && Date.parse(lease.expiresAt) > this.#o.clock.now() && !dead) continue;
+      if (lease && unexpired && !dead) continue;
       try {
         await this.#o.service.resume(header.productId, undefined, { automatic: true });
         taken.push(header.productId);

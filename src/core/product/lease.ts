@@ -201,6 +201,8 @@ export class ProductLease {
           this.logger.warn({ productId: this.productId }, "lease record does not parse; treating it as expired");
         }
         if (current.lease && current.revision !== null) {
+          // Another owner's lease: its verdict must rest on a recent probe, however long this resume took so far.
+          if (current.lease.owner !== this.settings.owner) await this.liveness?.fresh?.();
           const holder = this.describe(current.lease, current.revision);
           if (holder.live && !holder.mine) throw conflict(holderDetails(holder), this.subject);
           if (holder.process === "dead" && !holder.mine) {

@@ -1,13 +1,19 @@
 /**
  * PostgresLiveness (postgres-liveness.ts, docs/FLEET.md) on a real PostgreSQL: the verdicts a survivor gives, the
- * refusal of a second process with the same owner id, and self-fencing when the liveness session is terminated.
+ * refusal of a second process with the same owner id, self-fencing when the liveness session is terminated, and a
+ * takeover whose dead verdict went stale before the lease was written (issue 32: the partition test's takeover was
+ * missed under load).
  *
  * Runs only with ACP_ORCHESTRATOR_TEST_PG (see test/support/postgres.ts).
  */
 import { randomUUID } from "node:crypto";
 import { expect, it } from "vitest";
+import { PostgresAuthority } from "../../../src/adapters/persistence/postgres-authority.js";
 import { PostgresLiveness, livenessKey } from "../../../src/adapters/persistence/postgres-liveness.js";
-import type { OwnerLivenessEvent } from "../../../src/core/ports.js";
+import type { OwnerLiveness, OwnerLivenessEvent } from "../../../src/core/ports.js";
+import { ProductLease } from "../../../src/core/product/lease.js";
+import { ProductStore } from "../../../src/core/product/store.js";
+import { FakeClock, RecordingLogger } from "../../support/fakes.js";
 import { adminQuery, describePostgres, eventually, freshSchema, urlWithSchema } from "../../support/postgres.js";
 
 function open(url: string, ownerId: string): Promise<PostgresLiveness> {
@@ -69,6 +75,64 @@ describePostgres("postgres liveness", () => {
       });
     } finally {
       await liveness.close();
+    }
+  });
+
+  it("a takeover whose dead verdict went stale while the resume ran still happens: the lease asks for a fresh probe", async () => {
+    // Regression (issue 32): the verdict lasts 1.5 probe periods after its probe was sent; a recovery pass that read
+    // headers, loaded the product and checked drift for longer than that (a loaded machine) found the owner
+    // "unknown" at the lease's compare-and-swap, gave up, and the takeover waited for the 60 s scan. Time is a
+    // FakeClock here (probes only when asked: the period is a minute), so the verdict's age is exact.
+    const url = urlWithSchema(freshSchema());
+    const clock = new FakeClock(Date.now());
+    const slow = { probeMs: 60_000, fenceMs: 600_000, now: () => clock.now() };
+    const survivor = await PostgresLiveness.open(url, { ownerId: `s-${randomUUID()}`, ...slow });
+    const owner = await PostgresLiveness.open(url, { ownerId: `o-${randomUUID()}`, ...slow });
+    const authority = await PostgresAuthority.open(url, { maxConnections: 2 });
+    const store = new ProductStore(authority, 3);
+    const leaseOf = (ownerId: string, liveness: OwnerLiveness) =>
+      new ProductLease(
+        store,
+        clock,
+        new RecordingLogger(),
+        "proj",
+        "prd_stale",
+        { owner: ownerId, ttlMs: 3_000_000, renewMs: 3_000_000 },
+        () => undefined,
+        liveness,
+      );
+    try {
+      await leaseOf(owner.ownerId, owner).acquire();
+      clock.advance(60_000);
+      await survivor.fresh();
+      const seen = survivor.check(owner.ownerId);
+      await owner.close();
+      await eventually(
+        async () => {
+          clock.advance(60_000);
+          await survivor.fresh();
+          return survivor.check(owner.ownerId) === "dead";
+        },
+        10_000,
+        "the owner to be seen dead",
+      );
+      clock.advance(100_000); // the resume took long: the verdict is older than 1.5 probe periods
+      const stale = survivor.check(owner.ownerId);
+      const taken = await leaseOf(survivor.ownerId, survivor)
+        .acquire()
+        .then(
+          () => "taken",
+          (error: unknown) => String(error),
+        );
+      const record = await authority.get("proj", "lease", "prd_stale");
+      expect({ seen, stale, taken, owner: (record?.value as { owner: string }).owner }).toEqual({
+        seen: "alive",
+        stale: "unknown",
+        taken: "taken",
+        owner: survivor.ownerId,
+      });
+    } finally {
+      await Promise.all([survivor.close(), owner.close(), authority.close()]);
     }
   });
 });
