@@ -7,6 +7,7 @@
  */
 import type { Budget, Instance, Mutation, Plan, Task, TaskState } from "../../protocol/common.js";
 import type { StoredMcpServer } from "./product/mcp-servers.js";
+import type { RefMove } from "./workspace/records.js";
 import type { AgentDirectory, AgentInfo } from "./team.js";
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -535,18 +536,17 @@ export type MergeOutcome =
 export interface WorkspacePort {
   /** Whether `cwd` can host worktrees (a git checkout with at least one commit). Reads only; never throws. */
   inspect(cwd: string): Promise<WorkspaceInfo>;
-  /**
-   * The absolute directory a task attempt's worktree will use, outside the user's working tree (under the
-   * repository's git directory). Pure as far as the repository goes: creates nothing.
-   */
+  /** The absolute directory a task attempt's worktree will use, outside the user's working tree. Creates nothing. */
   attemptPath(cwd: string, productId: string, taskId: string, attempt: number): Promise<string>;
   /** The commit a ref points at, or `null` when it does not exist. Reads only. */
   readRef(cwd: string, ref: string): Promise<string | null>;
   /**
    * Moves `ref` to `to` only if it now points at `expected` (`null`: only if it does not exist). Returns true when
    * the ref is at `to` afterwards (moved now, or already there); false when it is somewhere else (nothing moved).
+   * `moveRefs` (optional): several such moves in one round trip (one push; issue 33), each its own swap and answer.
    */
   moveRef(cwd: string, ref: string, to: string, expected: string | null): Promise<boolean>;
+  moveRefs?(cwd: string, moves: readonly RefMove[]): Promise<boolean[]>;
   /** Deletes every ref under `prefix` (`refs/acp-orchestrator/<productId>/`) and the given refs. Missing ones are fine. */
   deleteRefs(cwd: string, refs: string[], prefix?: string): Promise<void>;
   /**

@@ -2,7 +2,8 @@
  * A bare git repository as a product's remote, for the remote-backed product tests (issue 33): made from a fresh
  * repository with the given files; a `reference-transaction` hook logs every ref update the remote commits
  * (`<old> <new> <ref>` per line) to a file outside it, and a `pre-receive` hook refuses every push while
- * `refuse(true)` is in force. `backwardMoves` reads the log back and names every update of a ref under a prefix that
+ * `refuse(true)` is in force (and counts every push, `pushes()`). `backwardMoves` reads the log back and names every
+ * update of a ref under a prefix that
  * was not a fast-forward (the old head not an ancestor of the new one; creation and deletion excepted).
  */
 import { execFileSync } from "node:child_process";
@@ -24,6 +25,8 @@ export interface BareRemote {
   updates(): { old: string; new: string; ref: string }[];
   /** Non-fast-forward moves of refs starting with `prefix` (plain words, empty when none). */
   backwardMoves(prefix: string): string[];
+  /** How many pushes reached the remote (each runs its pre-receive hook once, whatever it carries). */
+  pushes(): number;
   /** The commit `ref` points at on the remote, or null. */
   read(ref: string): string | null;
 }
@@ -36,6 +39,8 @@ export function makeBareRemote(files: Record<string, string> = { "README.md": "#
   const log = join(dir, "..", "ref-updates.log");
   writeFileSync(log, "");
   const refuseFlag = join(dir, "..", "refuse-pushes");
+  const pushLog = join(dir, "..", "pushes.log");
+  writeFileSync(pushLog, "");
   const hooks = join(dir, "hooks");
   writeFileSync(
     join(hooks, "reference-transaction"),
@@ -43,7 +48,7 @@ export function makeBareRemote(files: Record<string, string> = { "README.md": "#
   );
   writeFileSync(
     join(hooks, "pre-receive"),
-    `#!/bin/sh\ncat >/dev/null\nif [ -e '${refuseFlag}' ]; then echo "pushes are refused by the test's hook" >&2; exit 1; fi\n`,
+    `#!/bin/sh\ncat >/dev/null\necho push >> '${pushLog}'\nif [ -e '${refuseFlag}' ]; then echo "pushes are refused by the test's hook" >&2; exit 1; fi\n`,
   );
   chmodSync(join(hooks, "reference-transaction"), 0o755);
   chmodSync(join(hooks, "pre-receive"), 0o755);
@@ -75,6 +80,7 @@ export function makeBareRemote(files: Record<string, string> = { "README.md": "#
       }
       return out;
     },
+    pushes: () => readFileSync(pushLog, "utf8").split("\n").filter((l) => l !== "").length,
     read(ref) {
       if (!existsSync(dir)) return null;
       try {

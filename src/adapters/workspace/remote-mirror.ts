@@ -21,6 +21,7 @@ import { createHash } from "node:crypto";
 import { mkdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { CaptureResult, MergeOutcome, TargetOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
+import type { RefMove } from "../../core/workspace/records.js";
 import { git, runGit, runRemoteGit, type RemoteGitResult } from "./git-cli.js";
 import { GitWorkspace } from "./git-workspace.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
@@ -180,19 +181,50 @@ export class RemoteWorkspace implements WorkspacePort {
    * `to`. Throws `RemoteWorkspaceError` when the remote cannot be reached or refuses the update otherwise.
    */
   async moveRef(remote: string, ref: string, to: string, expected: string | null): Promise<boolean> {
+    return (await this.moveRefs(remote, [{ ref, to, expected }]))[0] === true;
+  }
+
+  /**
+   * `moveRef` for several refs in ONE push (`git push --porcelain` with a `--force-with-lease=<ref>:<expected>` per
+   * ref, not atomic: each ref's lease decides for that ref alone), so a task's attempt ref and the integration branch
+   * cost one round trip. Each mirror ref moves only after the remote acknowledged that ref. A ref whose lease failed
+   * (`stale info`) answers false after one fetch, unless the remote has it at `to` already; a move whose commit the
+   * mirror lacks answers false without being pushed. Throws `RemoteWorkspaceError` (nothing moved in the mirror for
+   * the refs not acknowledged) when the remote cannot be reached, does not answer in time, or refuses a ref otherwise.
+   */
+  async moveRefs(remote: string, moves: readonly RefMove[]): Promise<boolean[]> {
     const dir = await this.mirror(remote);
     return withWorktreeAdmin(dir, async () => {
-      if (!(await this.hasCommit(dir, to))) return false;
-      const lease = `--force-with-lease=${ref}:${expected ?? ""}`;
-      const r = await this.remoteGit(dir, ["push", "--porcelain", lease, "--", remote, `${to}:${ref}`]);
-      const outcome = pushOutcome(r.stdout, ref);
-      if (r.code === 0 && outcome !== "refused" && outcome !== "stale") {
-        await git(dir, ["update-ref", "-m", "acp-orchestrator push", ref, to]);
-        return true;
+      const answers: (boolean | null)[] = [];
+      for (const m of moves) answers.push((await this.hasCommit(dir, m.to)) ? null : false);
+      const pushed = moves.filter((_, i) => answers[i] === null);
+      if (pushed.length === 0) return answers.map((a) => a === true);
+      const leases = pushed.map((m) => `--force-with-lease=${m.ref}:${m.expected ?? ""}`);
+      const r = await this.remoteGit(dir, [
+        "push",
+        "--porcelain",
+        ...leases,
+        "--",
+        remote,
+        ...pushed.map((m) => `${m.to}:${m.ref}`),
+      ]);
+      const outcomes = pushed.map((m) => pushOutcome(r.stdout, m.ref));
+      for (const [i, m] of pushed.entries())
+        if (outcomes[i] === "ok") await git(dir, ["update-ref", "-m", "acp-orchestrator push", m.ref, m.to]);
+      const ok = (o: string | null) => o === "ok" || (o === null && r.code === 0);
+      if (
+        outcomes.some((o) => o === "refused" || (o === null && r.code !== 0)) ||
+        (r.code !== 0 && !outcomes.some((o) => o === "stale"))
+      )
+        throw new RemoteWorkspaceError(remote, "did not accept the update", r);
+      if (outcomes.some((o) => o === "stale")) await this.fetchLocked(remote, dir);
+      let next = 0;
+      for (const [i, m] of moves.entries()) {
+        if (answers[i] !== null) continue;
+        const outcome = outcomes[next++] ?? null;
+        answers[i] = ok(outcome) || (await this.local.readRef(dir, m.ref)) === m.to;
       }
-      if (outcome !== "stale") throw new RemoteWorkspaceError(remote, "did not accept the update", r);
-      await this.fetchLocked(remote, dir);
-      return (await this.local.readRef(dir, ref)) === to;
+      return answers.map((a) => a === true);
     });
   }
 

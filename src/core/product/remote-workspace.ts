@@ -8,6 +8,7 @@ import type { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
 import type { Phase } from "../../../protocol/common.js";
 import { DomainError, invalidInput } from "../errors.js";
 import type { WorkspacePort } from "../ports.js";
+import type { PendingIntegration } from "../workspace/records.js";
 import { integrationBranch } from "../workspace/integration.js";
 import type { NewEvent } from "./decide.js";
 
@@ -64,4 +65,24 @@ export async function refreshForResume(port: WorkspacePort, repo: string, produc
       phase,
       allowed: [],
     });
+}
+
+/**
+ * Keeps a recorded merge's attempt commit under its ref and moves the integration branch `branchRef` from
+ * `pending.from` to `pending.to` by compare-and-swap: one `moveRefs` call when the port has it (a remote product's
+ * two refs in one push: 1 push per task instead of 2), else two `moveRef` calls, attempt ref first. Returns whether
+ * the branch is at `pending.to` afterwards (the attempt ref's answer does not matter: an existing ref keeps the
+ * commit either way). Throws as the port does (a remote away or refusing).
+ */
+export async function keepAndMoveBranch(
+  port: WorkspacePort,
+  repo: string,
+  branchRef: string,
+  pending: PendingIntegration,
+): Promise<boolean> {
+  const keep = { ref: pending.ref, to: pending.commit, expected: null };
+  const move = { ref: branchRef, to: pending.to, expected: pending.from };
+  if (port.moveRefs) return (await port.moveRefs(repo, [keep, move]))[1] === true;
+  await port.moveRef(repo, keep.ref, keep.to, keep.expected);
+  return port.moveRef(repo, move.ref, move.to, move.expected);
 }

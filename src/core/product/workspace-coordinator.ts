@@ -30,7 +30,13 @@ import { VerificationGate } from "../workspace/verification-gate.js";
 import { verifyWhen, type Verdict } from "../workspace/verification.js";
 import { decide, taskOf, type Effect, type NewEvent } from "./decide.js";
 import type { ProductParts } from "./parts.js";
-import { REMOTE_REMEDIATION, refreshForResume, refreshProblem, remoteWorkspaceChosen } from "./remote-workspace.js";
+import {
+  keepAndMoveBranch,
+  REMOTE_REMEDIATION,
+  refreshForResume,
+  refreshProblem,
+  remoteWorkspaceChosen,
+} from "./remote-workspace.js";
 import type { CheckpointRef } from "./records.js";
 import type { SettledResult } from "./worker-pool.js";
 
@@ -255,14 +261,9 @@ export class WorkspaceCoordinator {
     if (!iso || !pending) return [];
     const cwd = iso.repo;
     await refreshForResume(iso.port, cwd, this.productId, this.p.model.state.phase);
-    await iso.port.moveRef(cwd, pending.ref, pending.commit, null);
     let outcome = pendingOutcome(pending, await iso.port.readRef(cwd, integrationRef(this.productId)));
-    if (
-      outcome === "notMoved" &&
-      (await iso.port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from))
-    ) {
-      outcome = "moved";
-    }
+    if (outcome !== "notMoved") await iso.port.moveRef(cwd, pending.ref, pending.commit, null);
+    else if (await keepAndMoveBranch(iso.port, cwd, integrationRef(this.productId), pending)) outcome = "moved";
     if (outcome !== "moved") {
       return [
         {
@@ -426,8 +427,7 @@ export class WorkspaceCoordinator {
     await this.p.journal.commit([{ type: "integrating", pending }]);
     let moved: boolean;
     try {
-      await port.moveRef(cwd, pending.ref, pending.commit, null);
-      moved = await port.moveRef(cwd, integrationRef(this.productId), pending.to, pending.from);
+      moved = await keepAndMoveBranch(port, cwd, integrationRef(this.productId), pending);
     } catch (err) {
       // A remote away or refusing (issue 33): the merge stays recorded, the product pauses, the resume settles it.
       return { ok: false, error: message(err), workspace: withCommit, halt: { remediation: REMOTE_REMEDIATION } };

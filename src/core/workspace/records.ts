@@ -147,3 +147,14 @@ export const WorkspaceEvents = [
     })
     .overwrite((e) => boundChangedFiles(e, "files", "filesTotal")),
 ] as const;
+
+/**
+ * One compare-and-swap ref move of `WorkspacePort.moveRefs` (ports.ts; issue 33): `ref` to `to` only if it is at
+ * `expected` (`null`: only if absent), with `moveRef`'s meaning; in one call each move is decided by its own swap
+ * alone (the others do not depend on it), and a port that talks to a remote makes one push of them all.
+ */
+export interface RefMove {
+  ref: string;
+  to: string;
+  expected: string | null;
+}

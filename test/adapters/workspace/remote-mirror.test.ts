@@ -102,6 +102,54 @@ describe("RemoteWorkspace", () => {
     expect(await b.leftovers(url, PRODUCT)).toEqual([]);
   }, 60_000);
 
+  it("moveRefs pushes a task's attempt ref and the branch once; each lease decides for its own ref", async () => {
+    const remote = makeBareRemote();
+    const url = remote.dir;
+    const port = new RemoteWorkspace(tempDir("acp-orch-root-"));
+    const base = ((await port.inspect(url)) as { head: string }).head;
+    expect(await port.moveRef(url, BRANCH, base, null)).toBe(true);
+    const c1 = await attempt(port, url, "t1", base, "one.txt");
+    const keep1 = attemptRef(PRODUCT, "t1", 1);
+    const before = remote.pushes();
+    const both = [
+      { ref: keep1, to: c1, expected: null },
+      { ref: BRANCH, to: c1, expected: base },
+    ];
+    expect(await port.moveRefs(url, both)).toEqual([true, true]);
+    expect(remote.pushes() - before).toBe(1);
+    expect([remote.read(keep1), remote.read(BRANCH), await port.readRef(url, BRANCH)]).toEqual([c1, c1, c1]);
+    // Again (a resume after a crash): both already there, so nothing reaches the remote's hooks.
+    expect(await port.moveRefs(url, both)).toEqual([true, true]);
+    expect(remote.pushes() - before).toBe(1);
+
+    // The branch moved on the remote: its lease fails, the attempt ref still goes, in the same single push.
+    const c2 = await attempt(port, url, "t2", c1, "two.txt");
+    const keep2 = attemptRef(PRODUCT, "t2", 1);
+    git(remote.dir, "update-ref", BRANCH, base, c1);
+    const answers = await port.moveRefs(url, [
+      { ref: keep2, to: c2, expected: null },
+      { ref: BRANCH, to: c2, expected: c1 },
+    ]);
+    expect(answers).toEqual([true, false]);
+    expect(remote.pushes() - before).toBe(2);
+    expect([remote.read(keep2), await port.readRef(url, keep2)]).toEqual([c2, c2]);
+    expect([remote.read(BRANCH), await port.readRef(url, BRANCH)]).toEqual([base, base]);
+
+    // A hook refuses: thrown naming the remote, and no mirror ref moved.
+    remote.refuse(true);
+    const c3 = await attempt(port, url, "t3", base, "three.txt");
+    const keep3 = attemptRef(PRODUCT, "t3", 1);
+    const refused = await port
+      .moveRefs(url, [
+        { ref: keep3, to: c3, expected: null },
+        { ref: BRANCH, to: c3, expected: base },
+      ])
+      .catch((err: unknown) => err);
+    expect((refused as Error).message).toContain(`The git remote ${url} did not accept the update`);
+    expect([await port.readRef(url, keep3), await port.readRef(url, BRANCH)]).toEqual([null, base]);
+    remote.refuse(false);
+  }, 60_000);
+
   it("refuses remote URLs with credentials or that git would run as a command", () => {
     const ok = ["/srv/git/repo.git", "file:///srv/repo.git", "ssh://git@host/repo.git", "git@github.com:o/r.git"];
     for (const url of ok) expect([url, remoteUrlProblem(url)]).toEqual([url, null]);
