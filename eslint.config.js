@@ -35,7 +35,6 @@ const UPWARD_IMPORT_ZONES = LAYERS.slice(1).map((layer, index) => ({
  */
 const OVERSIZED_FUNCTIONS = [
   "src/adapters/agents/leader-conversation.ts",
-  "src/commands/serve.ts",
 ];
 
 // LangGraph.js is the benchmark's peer (test/bench/langgraph-case.ts, issue 16): a devDependency, never product code.

@@ -26,9 +26,9 @@ import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../adapters/system
 import { WORKSPACE_FAULT_ENV, withFaults } from "../adapters/workspace/fault-injection.js";
 import { agentHashes, agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
-import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
+import { DEFAULT_PRODUCT_OPTIONS, type ProductOptions } from "../core/product/context.js";
 import type { Clock } from "../core/ports.js";
-import { createLogger } from "../server/logger.js";
+import { createLogger, type ServerLogger } from "../server/logger.js";
 import { OrchestratorServer } from "../server/server.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import type { Command } from "./command.js";
@@ -102,39 +102,37 @@ const systemClock: Clock = {
   },
 };
 
-async function serve(argv: readonly string[]): Promise<number> {
-  const { values, positionals } = parseCommandArgs("serve", argv, OPTIONS);
-  expectPositionals("serve", positionals, 0, 0, "no arguments");
+type ServeValues = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>["values"];
+
+/** The settings of one `serve` run, from its flags and environment (each validated: a bad one is a UsageError). */
+interface ServeSettings {
+  level: ReturnType<typeof logLevelSetting>;
+  hostTimeoutMs: number;
+  remoteTimeoutMs: number;
+  heapGrowthPercent: number;
+  leaseTtlMs: number;
+  leaseRenewMs: number;
+  fleet: ReturnType<typeof fleetSettings>;
+}
+
+/** Reads and validates the settings of `serve` (throws UsageError, exit 2, for a bad flag or environment value). */
+function serveSettings(values: ServeValues): ServeSettings {
   const level = logLevelSetting("serve", values["log-level"]);
-  const hostTimeoutMs = integerSetting("serve", {
-    flag: "host-timeout-ms",
-    flagValue: values["host-timeout-ms"],
-    envName: HOST_TIMEOUT_ENV,
-    fallback: DEFAULT_HOST_TIMEOUT_MS,
-    min: 1,
-    unit: "milliseconds",
-  });
+  const ms = (flag: "host-timeout-ms" | "remote-timeout-ms", envName: string, fallback: number) =>
+    integerSetting("serve", { flag, flagValue: values[flag], envName, fallback, min: 1, unit: "milliseconds" });
+  const hostTimeoutMs = ms("host-timeout-ms", HOST_TIMEOUT_ENV, DEFAULT_HOST_TIMEOUT_MS);
   // Issue 33: a workspace remote that accepts and never answers pauses its product instead of hanging it.
-  const remoteTimeoutMs = integerSetting("serve", {
-    flag: "remote-timeout-ms",
-    flagValue: values["remote-timeout-ms"],
-    envName: REMOTE_TIMEOUT_ENV,
-    fallback: DEFAULT_REMOTE_TIMEOUT_MS,
-    min: 1,
-    unit: "milliseconds",
-  });
+  const remoteTimeoutMs = ms("remote-timeout-ms", REMOTE_TIMEOUT_ENV, DEFAULT_REMOTE_TIMEOUT_MS);
   // Issue 16: long runs peak near what they hold, not at up to 4x of it (heap-growth.ts).
-  limitHeapGrowth(
-    integerSetting("serve", {
-      flag: "heap-growth-percent",
-      flagValue: values["heap-growth-percent"],
-      envName: HEAP_GROWTH_ENV,
-      fallback: DEFAULT_HEAP_GROWTH_PERCENT,
-      min: 0,
-      unit: "percent",
-    }),
-  );
-  // Guarantee 6: the lease owner id of this process and how long its leases live without renewal.
+  const heapGrowthPercent = integerSetting("serve", {
+    flag: "heap-growth-percent",
+    flagValue: values["heap-growth-percent"],
+    envName: HEAP_GROWTH_ENV,
+    fallback: DEFAULT_HEAP_GROWTH_PERCENT,
+    min: 0,
+    unit: "percent",
+  });
+  // Guarantee 6: how long this process's leases live without renewal.
   const leaseTtlMs = integerSetting("serve", {
     envName: LEASE_TTL_ENV,
     fallback: DEFAULT_PRODUCT_OPTIONS.leaseTtlMs,
@@ -143,7 +141,14 @@ async function serve(argv: readonly string[]): Promise<number> {
   });
   const leaseRenewMs = Math.max(10, Math.floor(leaseTtlMs / 3));
   const fleet = fleetSettings(values, leaseRenewMs);
-  const logger = createLogger({ level, ...(values["log-file"] ? { file: values["log-file"] } : {}) });
+  return { level, hostTimeoutMs, remoteTimeoutMs, heapGrowthPercent, leaseTtlMs, leaseRenewMs, fleet };
+}
+
+/**
+ * The agent registry of `--config` (or the working directory's), or the exit code 2 after one plain sentence on
+ * stderr when the config is invalid or names a leader or a workspace it cannot use.
+ */
+async function loadRegistry(values: ServeValues): Promise<AgentRegistry | 2> {
   let registry: AgentRegistry;
   try {
     registry = await AgentRegistry.load({
@@ -151,37 +156,22 @@ async function serve(argv: readonly string[]): Promise<number> {
       cwd: process.cwd(),
     });
   } catch (err) {
-    if (err instanceof AgentConfigError) {
-      process.stderr.write(`acp-orchestrator: ${err.message}\n`);
-      return 2;
-    }
+    if (err instanceof AgentConfigError) return configProblem(err.message);
     throw err;
   }
+  const problem = configWorkspaceProblem(registry.config) ?? configuredLeaderProblem(registry);
+  return problem !== undefined ? configProblem(problem) : registry;
+}
+
+/** Writes a config problem to stderr; returns the exit code 2. */
+function configProblem(message: string): 2 {
+  process.stderr.write(`acp-orchestrator: ${message}\n`);
+  return 2;
+}
+
+/** The workers and the leaders of `registry`, and the MCP secrets they share. */
+function buildAgents(registry: AgentRegistry, logger: ServerLogger) {
   const config = registry.config;
-  const remoteProblem = configWorkspaceProblem(config);
-  if (remoteProblem !== undefined) {
-    process.stderr.write(`acp-orchestrator: ${remoteProblem}\n`);
-    return 2;
-  }
-  // The user's state directory, not $ACP_ORCHESTRATOR_STATE's (that may be a postgres:// URL).
-  const workspaceRoot = resolve(
-    values["workspace-root"] ?? join(dirname(defaultStatePath({ ...process.env, [STATE_PATH_ENV]: "" })), "workspaces"),
-  );
-  const leaderProblem = configuredLeaderProblem(registry);
-  if (leaderProblem !== undefined) {
-    process.stderr.write(`acp-orchestrator: ${leaderProblem}\n`);
-    return 2;
-  }
-  // Guarantee 13: the owner id names this host, pid and process start time, so a server restarted after a crash can
-  // prove the old owner dead and take its products over at once (src/adapters/system/process-liveness.ts).
-  const processLiveness = new ProcessLiveness();
-  const ownerId = process.env[OWNER_ID_ENV] || processLiveness.ownerId;
-  const location = stateLocation(values.state);
-  // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
-  // initialize (PROTOCOL.md section 7).
-  const authority = new DelegatingAuthority(await openStore(location));
-  // On PostgreSQL, the liveness lock is taken before any lease (docs/FLEET.md) and released after every lease.
-  const { liveness, close: closeLiveness } = await openServeLiveness(location, ownerId, processLiveness, fleet, logger);
   // The ACP SDK and the agent adapters load when a task first runs on an agent or an ACP leader first takes a turn
   // (issue 16: most of the start-up time otherwise).
   // Issue 28: the secrets of the sessions' MCP servers, held in this process's memory only (mcp-servers.ts).
@@ -209,39 +199,68 @@ async function serve(argv: readonly string[]): Promise<number> {
       ...(config.startTimeoutMs !== undefined ? { startTimeoutMs: config.startTimeoutMs } : {}),
     },
   });
+  return { mcpSecrets, workers, leaders };
+}
+
+/** The product options of this server: the defaults, the config's, the lease owner id and the drift fingerprints. */
+function productOptions(config: AgentRegistry["config"], ownerId: string, settings: ServeSettings): ProductOptions {
+  return {
+    ...DEFAULT_PRODUCT_OPTIONS,
+    ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
+    ...(config.isolation !== undefined ? { isolation: config.isolation } : {}),
+    ...(config.integration !== undefined ? { integration: config.integration } : {}),
+    ...(config.verify !== undefined ? { verify: config.verify } : {}),
+    ...(config.workspace !== undefined ? { workspace: config.workspace } : {}),
+    ownerId,
+    leaseTtlMs: settings.leaseTtlMs,
+    leaseRenewMs: settings.leaseRenewMs,
+    // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
+    leaderPromptVersion: SERVER_LEADER_PROMPT_VERSION,
+    agentsFingerprint: (
+      (hash: string) => () =>
+        hash
+    )(agentsHash(config.agents, nodeSha256Hex)),
+    agentHashes: (
+      (hashes: Record<string, string>) => () =>
+        hashes
+    )(agentHashes(config.agents, nodeSha256Hex)),
+  };
+}
+
+/** What the server is built from besides the registry's agents (see serve). */
+interface ServerParts {
+  values: ServeValues;
+  settings: ServeSettings;
+  registry: AgentRegistry;
+  agents: ReturnType<typeof buildAgents>;
+  logger: ServerLogger;
+  authority: DelegatingAuthority;
+  liveness: Awaited<ReturnType<typeof openServeLiveness>>["liveness"];
+  ownerId: string;
+}
+
+/** The JSON-RPC server on stdin/stdout, wired to its ports (DESIGN.md, Layers); serves nothing until `serve()`. */
+function buildServer(parts: ServerParts): OrchestratorServer {
+  const { values, settings, registry, logger, authority } = parts;
+  const config = registry.config;
+  const { workers, leaders, mcpSecrets } = parts.agents;
+  // The user's state directory, not $ACP_ORCHESTRATOR_STATE's (that may be a postgres:// URL).
+  const workspaceRoot = resolve(
+    values["workspace-root"] ?? join(dirname(defaultStatePath({ ...process.env, [STATE_PATH_ENV]: "" })), "workspaces"),
+  );
   const server = new OrchestratorServer({
     input: process.stdin,
     output: process.stdout,
     logger,
     authority,
-    liveness,
+    liveness: parts.liveness,
     agents: registry,
     workers,
     leader: leaders.resolve,
     clock: systemClock,
     ids: (prefix) => `${prefix}_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
     version: packageVersion(),
-    productOptions: {
-      ...DEFAULT_PRODUCT_OPTIONS,
-      ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
-      ...(config.isolation !== undefined ? { isolation: config.isolation } : {}),
-      ...(config.integration !== undefined ? { integration: config.integration } : {}),
-      ...(config.verify !== undefined ? { verify: config.verify } : {}),
-      ...(config.workspace !== undefined ? { workspace: config.workspace } : {}),
-      ownerId,
-      leaseTtlMs,
-      leaseRenewMs,
-      // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
-      leaderPromptVersion: SERVER_LEADER_PROMPT_VERSION,
-      agentsFingerprint: (
-        (hash: string) => () =>
-          hash
-      )(agentsHash(config.agents, nodeSha256Hex)),
-      agentHashes: (
-        (hashes: Record<string, string>) => () =>
-          hashes
-      )(agentHashes(config.agents, nodeSha256Hex)),
-    },
+    productOptions: productOptions(config, parts.ownerId, settings),
     workspace: new GitWorkspaceProbe(),
     workspaces: withFaults(
       new GitWorkspace({ logger: logger.child({ component: "workspace" }) }),
@@ -251,22 +270,32 @@ async function serve(argv: readonly string[]): Promise<number> {
     remoteWorkspaces: new RemoteWorkspace(
       workspaceRoot,
       new GitWorkspace({ logger: logger.child({ component: "remote-workspace" }) }),
-      { timeoutMs: remoteTimeoutMs },
+      { timeoutMs: settings.remoteTimeoutMs },
     ),
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     projectIdFor: (cwd) => defaultProjectId(cwd),
-    hostAuthority: { target: authority, timeoutMs: hostTimeoutMs },
-    fleet: { recover: values.recover === true, scanMs: fleet.recoverScanMs, livenessCheckMs: fleet.probeMs },
+    hostAuthority: { target: authority, timeoutMs: settings.hostTimeoutMs },
+    fleet: {
+      recover: values.recover === true,
+      scanMs: settings.fleet.recoverScanMs,
+      livenessCheckMs: settings.fleet.probeMs,
+    },
     mcpSecrets,
   });
   // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
   workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
   // Backpressure (issue 7): workers' output is read only while the client keeps up with the notifications it becomes.
   workers.setOutputGate(() => server.connection.whenWritable());
-  logger.info({ statePath: describeLocation(location), ownerId }, "acp-orchestrator serving on stdio");
-  // The first SIGTERM/SIGINT stops the server: running tasks are written back as interrupted and the leases released
-  // (guarantee 13: another server may then resume at once). A repeated signal must not cut that short, so it is
-  // ignored until the leases are released; after that it ends the process without waiting for the rest.
+  return server;
+}
+
+/**
+ * The first SIGTERM/SIGINT stops the server: running tasks are written back as interrupted and the leases released
+ * (guarantee 13: another server may then resume at once), then `closeRest` runs and the process exits 0. A repeated
+ * signal must not cut that short, so it is ignored until the leases are released; after that it ends the process
+ * without waiting for the rest.
+ */
+function stopOnSignals(server: OrchestratorServer, logger: ServerLogger, closeRest: () => Promise<void>): void {
   let stopping = false;
   let leasesReleased = false;
   const stop = (signal: string) => {
@@ -279,15 +308,45 @@ async function serve(argv: readonly string[]): Promise<number> {
     logger.info({ signal }, "stopping");
     void server.shutdown().finally(() => {
       leasesReleased = true;
-      void Promise.allSettled([leaders.close(), authority.close()])
-        .then(() => closeLiveness())
-        .finally(() => process.exit(0));
+      void closeRest().finally(() => process.exit(0));
     });
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));
+}
+
+async function serve(argv: readonly string[]): Promise<number> {
+  const { values, positionals } = parseCommandArgs("serve", argv, OPTIONS);
+  expectPositionals("serve", positionals, 0, 0, "no arguments");
+  const settings = serveSettings(values);
+  limitHeapGrowth(settings.heapGrowthPercent);
+  const logger = createLogger({ level: settings.level, ...(values["log-file"] ? { file: values["log-file"] } : {}) });
+  const registry = await loadRegistry(values);
+  if (registry === 2) return 2;
+  // Guarantee 13: the owner id names this host, pid and process start time, so a server restarted after a crash can
+  // prove the old owner dead and take its products over at once (src/adapters/system/process-liveness.ts).
+  const processLiveness = new ProcessLiveness();
+  const ownerId = process.env[OWNER_ID_ENV] || processLiveness.ownerId;
+  const location = stateLocation(values.state);
+  // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
+  // initialize (PROTOCOL.md section 7).
+  const authority = new DelegatingAuthority(await openStore(location));
+  // On PostgreSQL, the liveness lock is taken before any lease (docs/FLEET.md) and released after every lease.
+  const { liveness, close: closeLiveness } = await openServeLiveness(
+    location,
+    ownerId,
+    processLiveness,
+    settings.fleet,
+    logger,
+  );
+  const agents = buildAgents(registry, logger);
+  const server = buildServer({ values, settings, registry, agents, logger, authority, liveness, ownerId });
+  logger.info({ statePath: describeLocation(location), ownerId }, "acp-orchestrator serving on stdio");
+  stopOnSignals(server, logger, () =>
+    Promise.allSettled([agents.leaders.close(), authority.close()]).then(() => closeLiveness()),
+  );
   await server.serve();
-  await leaders.close();
+  await agents.leaders.close();
   await authority.close();
   await closeLiveness();
   logger.info({}, "stdin closed; stopped");
