@@ -8,7 +8,7 @@
  */
 import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream, PROTOCOL_VERSION, RequestError } from "@agentclientprotocol/sdk";
-import type { ClientConnection, SessionNotification, StopReason } from "@agentclientprotocol/sdk";
+import type { ClientConnection, PromptResponse, SessionNotification, StopReason } from "@agentclientprotocol/sdk";
 import { AgentConfigurationError } from "../../core/ports.js";
 import type { Logger } from "../../core/ports.js";
 import { AgentProcess, delay } from "./agent-process.js";
@@ -55,6 +55,30 @@ export interface TurnMeta {
 export interface TurnAnswer {
   text: string;
   stopReason: StopReason;
+}
+
+/** How a turn settled: the first of the answer, an error, the process's exit, the abort, or the timeout. */
+type Settled =
+  | { kind: "answered"; stopReason: StopReason }
+  | { kind: "error"; error: unknown }
+  | { kind: "exited"; exit: Exit }
+  | { kind: "aborted" }
+  | { kind: "timeout" };
+
+/** One turn in flight (LeaderConversation.sendTurn). */
+interface TurnInFlight {
+  /** Settles once, with the first outcome. */
+  readonly outcome: Promise<Settled>;
+  /** The handshake wait and the session/prompt request. */
+  readonly work: Promise<PromptResponse>;
+  /** The `abort` listener on the turn's signal. */
+  readonly onAbort: () => void;
+  readonly progress: {
+    /** True once session/prompt was sent (the turn timeout runs from then on). */
+    prompted: boolean;
+    /** The start or turn timeout, whichever is armed. */
+    timer: NodeJS.Timeout | undefined;
+  };
 }
 
 /** Options of `LeaderConversation`; durations are milliseconds (see `AcpLeaderOptions`). */
@@ -123,6 +147,11 @@ export class LeaderConversation {
     });
   }
 
+  /**
+   * Spawns the agent and runs the ACP handshake (initialize, authenticate when configured, session/new). Resolves
+   * once the session is ready; rejects with an `AgentConfigurationError` (what to fix) or an Error saying how the
+   * process ended, whichever of the handshake, a spawn failure or an exit comes first.
+   */
   private start(): Promise<void> {
     const { spec, agentId } = this.options;
     let child: AgentProcess;
@@ -139,16 +168,40 @@ export class LeaderConversation {
         new Error(`could not start leader agent "${agentId}" (${spec.command}): ${describeError(error)}`),
       );
     }
+    const exited = this.watch(child);
+    const connection = this.connect(child);
+    this.connection = connection;
+    this.stage = "initialize";
+    // Whichever comes first: the handshake, a spawn failure, or an exit.
+    return Promise.race([
+      this.handshake(connection, child),
+      child.spawnFailed.then((failure) => {
+        throw spawnConfigurationError(agentId, spec.command, failure);
+      }),
+      exited.then(async (exit) => {
+        const failure = child.spawnFailure;
+        if (failure !== undefined) throw spawnConfigurationError(agentId, spec.command, failure);
+        throw new Error(await this.exitMessage(exit, "before its session was ready"));
+      }),
+    ]);
+  }
+
+  /**
+   * Adopts a spawned child: marks the conversation dead on a spawn failure or an exit, keeps the stderr tail, logs
+   * pipe errors. Returns the exit (also kept as `this.exited`).
+   */
+  private watch(child: AgentProcess): Promise<AgentExit> {
+    const { spec } = this.options;
     this.child = child;
-    const spawnError = child.spawnFailed;
-    void spawnError.then((failure) => {
+    void child.spawnFailed.then((failure) => {
       this.spawnFailure = `${spec.command}: ${failure.message}`;
       this.dead = true;
     });
-    this.exited = child.exited.then((exit) => {
+    const exited = child.exited.then((exit) => {
       this.dead = true;
       return exit;
     });
+    this.exited = exited;
     this.closedIo = child.closed;
     child.stdin.on("error", (error) => this.log.debug({ error: error.message }, "leader stdin error"));
     child.stdout.on("error", (error) => this.log.debug({ error: error.message }, "leader stdout error"));
@@ -157,51 +210,42 @@ export class LeaderConversation {
       this.stderrTail = (this.stderrTail + chunk).slice(-4 * STDERR_TAIL_CHARS);
     });
     this.log.debug({ pid: child.pid, command: spec.command, args: spec.args }, "leader agent started");
+    return exited;
+  }
+
+  /**
+   * The ACP client connection over the child's stdio: session updates feed the running turn's text; every
+   * permission request is refused (the leader plans; it is never allowed to act through this client).
+   */
+  private connect(child: AgentProcess): ClientConnection {
     const app = client({ name: this.options.clientName })
       .onNotification(methods.client.session.update, ({ params }) => this.onUpdate(params))
       .onRequest(methods.client.session.requestPermission, ({ params }) => {
-        // The leader plans; it is never allowed to act through this client.
         this.log.info(
           { tool: params.toolCall.title ?? params.toolCall.toolCallId },
           "refused a leader permission request",
         );
         return choosePermission(params.options, "deny");
       });
-    const connection = app.connect(
+    return app.connect(
       ndJsonStream(
         Writable.toWeb(child.stdin) as WritableStream<Uint8Array>,
         Readable.toWeb(child.stdout) as ReadableStream<Uint8Array>,
       ),
     );
-    this.connection = connection;
-    this.stage = "initialize";
-    let authMethods: { id: string; name?: string }[] = [];
-    const handshake = (async () => {
-      const init = await connection.agent.request(methods.agent.initialize, {
-        protocolVersion: PROTOCOL_VERSION,
-        clientCapabilities: {},
-        clientInfo: { name: this.options.clientName, version: this.options.clientVersion },
-      });
-      if (init.protocolVersion !== PROTOCOL_VERSION) {
-        throw protocolConfigurationError(agentId, init.protocolVersion, PROTOCOL_VERSION);
-      }
-      authMethods = (init.authMethods ?? []).map((m) => ({ id: m.id, name: m.name }));
-      if (spec.auth !== undefined && authMethods.length > 0) {
-        if (!authMethods.some((m) => m.id === spec.auth?.methodId)) {
-          throw unknownAuthMethodError(agentId, spec.auth.methodId, authMethods);
-        }
-        this.stage = "authenticate";
-        await connection.agent.request(methods.agent.authenticate, { methodId: spec.auth.methodId });
-      }
-      this.stage = "session/new";
-      const session = await connection.agent.request(methods.agent.session.new, {
-        cwd: this.options.cwd,
-        mcpServers: this.mcpServers(init.agentCapabilities?.mcpCapabilities),
-      });
-      this.sessionId = session.sessionId;
-    })().catch(async (error: unknown) => {
-      // A refused handshake is a configuration error: say what to fix (DESIGN.md "Processes").
-      const configuration = handshakeConfigurationError(agentId, this.stage, error, authMethods);
+  }
+
+  /**
+   * Runs `openSession`; a refusal becomes a configuration error that says what to fix (DESIGN.md "Processes"), a
+   * closed connection of a command that could not start becomes a spawn configuration error, anything else rethrows.
+   */
+  private async handshake(connection: ClientConnection, child: AgentProcess): Promise<void> {
+    const { spec, agentId } = this.options;
+    const offered: { authMethods: { id: string; name?: string }[] } = { authMethods: [] };
+    try {
+      await this.openSession(connection, offered);
+    } catch (error) {
+      const configuration = handshakeConfigurationError(agentId, this.stage, error, offered.authMethods);
       if (configuration !== undefined) throw configuration;
       // A connection that closed may be a command that could not start: the watchdog says so on its own channel,
       // which may be read after the agent's stdout ended. Wait (briefly) for the exit to know.
@@ -209,19 +253,42 @@ export class LeaderConversation {
       const failure = child.spawnFailure;
       if (failure !== undefined) throw spawnConfigurationError(agentId, spec.command, failure);
       throw error;
+    }
+  }
+
+  /**
+   * initialize (the protocol version must be ours), authenticate when the spec names a method the agent offers (one
+   * it does not offer is a configuration error), then session/new in the conversation's cwd; advances `stage` and
+   * records the offered auth methods in `offered` as it goes.
+   */
+  private async openSession(
+    connection: ClientConnection,
+    offered: { authMethods: { id: string; name?: string }[] },
+  ): Promise<void> {
+    const { spec, agentId } = this.options;
+    const init = await connection.agent.request(methods.agent.initialize, {
+      protocolVersion: PROTOCOL_VERSION,
+      clientCapabilities: {},
+      clientInfo: { name: this.options.clientName, version: this.options.clientVersion },
     });
-    // Whichever comes first: the handshake, a spawn failure, or an exit.
-    return Promise.race([
-      handshake,
-      spawnError.then((failure) => {
-        throw spawnConfigurationError(agentId, spec.command, failure);
-      }),
-      this.exited.then(async (exit) => {
-        const failure = child.spawnFailure;
-        if (failure !== undefined) throw spawnConfigurationError(agentId, spec.command, failure);
-        throw new Error(await this.exitMessage(exit, "before its session was ready"));
-      }),
-    ]);
+    if (init.protocolVersion !== PROTOCOL_VERSION) {
+      throw protocolConfigurationError(agentId, init.protocolVersion, PROTOCOL_VERSION);
+    }
+    const authMethods = (init.authMethods ?? []).map((m) => ({ id: m.id, name: m.name }));
+    offered.authMethods = authMethods;
+    if (spec.auth !== undefined && authMethods.length > 0) {
+      if (!authMethods.some((m) => m.id === spec.auth?.methodId)) {
+        throw unknownAuthMethodError(agentId, spec.auth.methodId, authMethods);
+      }
+      this.stage = "authenticate";
+      await connection.agent.request(methods.agent.authenticate, { methodId: spec.auth.methodId });
+    }
+    this.stage = "session/new";
+    const session = await connection.agent.request(methods.agent.session.new, {
+      cwd: this.options.cwd,
+      mcpServers: this.mcpServers(init.agentCapabilities?.mcpCapabilities),
+    });
+    this.sessionId = session.sessionId;
   }
 
   /**
@@ -235,6 +302,11 @@ export class LeaderConversation {
     return servers as never[];
   }
 
+  /**
+   * One turn: starts the conversation on first use, sends the prompt, and settles on the first of: the answer, an
+   * error, the process's exit, the abort of `signal`, or the start/turn timeout. Only an answer resolves; every other
+   * outcome rejects (`turnFailure`). Clears its timer, listener and text handler whatever happens.
+   */
   private async runTurn(
     text: string,
     meta: TurnMeta,
@@ -242,8 +314,7 @@ export class LeaderConversation {
     onText: (t: string) => void,
   ): Promise<TurnAnswer> {
     if (signal.aborted) throw abortReason(signal);
-    if (this.closing !== undefined || this.dead)
-      throw new Error(`the leader agent "${this.options.agentId}" was closed`);
+    if (this.closing !== undefined || this.dead) throw this.closedError();
     if (this.ready === undefined) {
       this.ready = this.start();
       // A conversation whose process or handshake failed is never used again.
@@ -260,30 +331,39 @@ export class LeaderConversation {
         this.log.warn({ err: error }, "leader text handler threw; ignored");
       }
     };
-    type Settled =
-      | { kind: "answered"; stopReason: StopReason }
-      | { kind: "error"; error: unknown }
-      | { kind: "exited"; exit: Exit }
-      | { kind: "aborted" }
-      | { kind: "timeout" };
-    let timer: NodeJS.Timeout | undefined;
-    let onAbort: (() => void) | undefined;
-    let prompted = false;
+    const turn = this.sendTurn(text, meta, signal);
+    try {
+      const settled = await turn.outcome;
+      if (settled.kind === "answered") return { text: answerText, stopReason: settled.stopReason };
+      throw await this.turnFailure(settled, turn, signal);
+    } finally {
+      if (turn.progress.timer !== undefined) clearTimeout(turn.progress.timer);
+      signal.removeEventListener("abort", turn.onAbort);
+      this.onChunk = undefined;
+      turn.work.catch(() => undefined);
+    }
+  }
+
+  /**
+   * Starts one turn's prompt after the handshake and arms its timeouts: the start and handshake have their own limit
+   * (`startTimeoutMs`); the answer's limit (`turnTimeoutMs`) runs from the prompt on. `outcome` settles once.
+   */
+  private sendTurn(text: string, meta: TurnMeta, signal: AbortSignal): TurnInFlight {
     let settle: (settled: Settled) => void = () => undefined;
     const outcome = new Promise<Settled>((resolve) => {
       settle = resolve;
     });
-    // The process start and handshake have their own limit; the answer's limit runs from the prompt on.
+    const progress: TurnInFlight["progress"] = { prompted: false, timer: undefined };
     const arm = (ms: number): void => {
-      if (timer !== undefined) clearTimeout(timer);
-      timer = setTimeout(() => settle({ kind: "timeout" }), ms);
+      if (progress.timer !== undefined) clearTimeout(progress.timer);
+      progress.timer = setTimeout(() => settle({ kind: "timeout" }), ms);
     };
     arm(this.options.startTimeoutMs);
     const work = (async () => {
       await this.ready;
       if (signal.aborted) throw abortReason(signal);
       const connection = this.connection as ClientConnection;
-      prompted = true;
+      progress.prompted = true;
       arm(this.options.turnTimeoutMs);
       return connection.agent.request(methods.agent.session.prompt, {
         sessionId: this.sessionId as string,
@@ -291,67 +371,83 @@ export class LeaderConversation {
         _meta: { [META_KEY]: { leaderTurn: { ...meta, promptVersion: LEADER_PROMPT_VERSION } } },
       });
     })();
-    try {
-      work.then(
-        (response) => settle({ kind: "answered", stopReason: response.stopReason }),
-        (error: unknown) => settle({ kind: "error", error }),
-      );
-      void this.exited?.then((exit) => settle({ kind: "exited", exit }));
-      onAbort = () => settle({ kind: "aborted" });
-      signal.addEventListener("abort", onAbort, { once: true });
-      const settled = await outcome;
-      switch (settled.kind) {
-        case "answered":
-          return { text: answerText, stopReason: settled.stopReason };
-        case "aborted":
-          await this.cancelTurn(prompted, work);
-          throw abortReason(signal);
-        case "timeout":
-          await this.cancelTurn(prompted, work);
-          await this.kill();
-          throw new Error(
-            prompted
-              ? `the leader agent "${this.options.agentId}" did not answer within ${this.options.turnTimeoutMs} ms`
-              : `the leader agent "${this.options.agentId}" did not start within ${this.options.startTimeoutMs} ms ` +
-                `(stage ${this.stage} did not finish)`,
-          );
-        case "exited": {
-          if (this.closing !== undefined) throw new Error(`the leader agent "${this.options.agentId}" was closed`);
-          // An agent that exits while starting may have told why (a configuration error): that wins.
-          const startError = prompted
-            ? undefined
-            : await this.ready?.then(
-                () => undefined,
-                (e: unknown) => e,
-              );
-          if (startError instanceof AgentConfigurationError) throw startError;
-          throw new Error(
-            await this.exitMessage(settled.exit, prompted ? "during its turn" : "before its session was ready"),
-          );
-        }
-        case "error": {
-          if (signal.aborted) throw abortReason(signal);
-          if (this.closing !== undefined) throw new Error(`the leader agent "${this.options.agentId}" was closed`);
-          if (settled.error instanceof AgentConfigurationError) throw settled.error;
-          if (settled.error instanceof RequestError) {
-            throw new Error(`the leader agent "${this.options.agentId}" answered with ${describeError(settled.error)}`);
-          }
-          // The connection failed: most likely the process died. Give it a moment to say how.
-          const exit = this.exited
-            ? await Promise.race([this.exited, delay(this.options.graceMs).then(() => undefined)])
-            : undefined;
-          if (exit !== undefined) throw new Error(await this.exitMessage(exit, "during its turn"));
-          throw new Error(`the leader agent "${this.options.agentId}" failed: ${describeError(settled.error)}`);
-        }
-        default:
-          throw new Error(`unexpected turn outcome ${JSON.stringify(settled satisfies never)}`);
-      }
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
-      if (onAbort !== undefined) signal.removeEventListener("abort", onAbort);
-      this.onChunk = undefined;
-      work.catch(() => undefined);
+    work.then(
+      (response) => settle({ kind: "answered", stopReason: response.stopReason }),
+      (error: unknown) => settle({ kind: "error", error }),
+    );
+    void this.exited?.then((exit) => settle({ kind: "exited", exit }));
+    const onAbort = () => settle({ kind: "aborted" });
+    signal.addEventListener("abort", onAbort, { once: true });
+    return { outcome, work, onAbort, progress };
+  }
+
+  /**
+   * What a turn that was not answered rejects with. An abort cancels the turn and rethrows the signal's reason; a
+   * timeout cancels, kills the process and names the limit (and the start stage that did not finish).
+   */
+  private async turnFailure(
+    settled: Exclude<Settled, { kind: "answered" }>,
+    turn: TurnInFlight,
+    signal: AbortSignal,
+  ): Promise<unknown> {
+    switch (settled.kind) {
+      case "aborted":
+        await this.cancelTurn(turn.progress.prompted, turn.work);
+        return abortReason(signal);
+      case "timeout":
+        await this.cancelTurn(turn.progress.prompted, turn.work);
+        await this.kill();
+        return new Error(
+          turn.progress.prompted
+            ? `the leader agent "${this.options.agentId}" did not answer within ${this.options.turnTimeoutMs} ms`
+            : `the leader agent "${this.options.agentId}" did not start within ${this.options.startTimeoutMs} ms ` +
+              `(stage ${this.stage} did not finish)`,
+        );
+      case "exited":
+        return this.exitFailure(settled.exit, turn.progress.prompted);
+      case "error":
+        return this.errorFailure(settled.error, signal);
+      default:
+        throw new Error(`unexpected turn outcome ${JSON.stringify(settled satisfies never)}`);
     }
+  }
+
+  /** The process exited during the turn: a closed conversation says so; a configuration error from the start wins. */
+  private async exitFailure(exit: AgentExit, prompted: boolean): Promise<unknown> {
+    if (this.closing !== undefined) return this.closedError();
+    // An agent that exits while starting may have told why (a configuration error): that wins.
+    const startError = prompted
+      ? undefined
+      : await this.ready?.then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+    if (startError instanceof AgentConfigurationError) return startError;
+    return new Error(await this.exitMessage(exit, prompted ? "during its turn" : "before its session was ready"));
+  }
+
+  /**
+   * The prompt (or the start) failed: an abort or a close wins, a configuration error and an agent's error response
+   * are passed on, and a failed connection waits up to `graceMs` for the exit to say how the process died.
+   */
+  private async errorFailure(error: unknown, signal: AbortSignal): Promise<unknown> {
+    if (signal.aborted) return abortReason(signal);
+    if (this.closing !== undefined) return this.closedError();
+    if (error instanceof AgentConfigurationError) return error;
+    if (error instanceof RequestError) {
+      return new Error(`the leader agent "${this.options.agentId}" answered with ${describeError(error)}`);
+    }
+    // The connection failed: most likely the process died. Give it a moment to say how.
+    const exit = this.exited
+      ? await Promise.race([this.exited, delay(this.options.graceMs).then(() => undefined)])
+      : undefined;
+    if (exit !== undefined) return new Error(await this.exitMessage(exit, "during its turn"));
+    return new Error(`the leader agent "${this.options.agentId}" failed: ${describeError(error)}`);
+  }
+
+  /** The error of a turn on a closed conversation. */
+  private closedError(): Error {
+    return new Error(`the leader agent "${this.options.agentId}" was closed`);
   }
 
   /** session/cancel, then up to `graceMs` for the prompt to answer; an agent that does not answer is killed. */
