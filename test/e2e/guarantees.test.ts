@@ -250,7 +250,13 @@ describe("guarantee 10 and drift detection over stdio: a killed run whose worksp
     expect(status.recovery?.remediation).toContain("product.resume");
     expect(status.recovery?.drift).toEqual([
       { what: "gitHead", from: headBefore, to: headAfter },
-      { what: "agents", from: expect.stringMatching(/^ag1:/), to: expect.stringMatching(/^ag1:/) },
+      {
+        what: "agents",
+        from: expect.stringMatching(/^ag1:/),
+        to: expect.stringMatching(/^ag1:/),
+        // The owner's per-agent fingerprint names the agent whose definition changed (issue 28 case 6).
+        agents: [{ agentId: "slow", change: "changed" }],
+      },
     ]);
 
     const done = second.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 30_000);
