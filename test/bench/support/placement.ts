@@ -5,10 +5,10 @@
  * chooses differently for a small echo than for the server. So the sequential figure is measured in fixed placements,
  * the same for both processes, with `taskset` (util-linux): the client's main thread and all threads of the process.
  *
- * Owns pinning and reading where a thread last ran; never starts or stops a process.
+ * Owns pinning, reading where a thread last ran and how much CPU a process used; never starts or stops a process.
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, readdirSync } from "node:fs";
 
 /** A placement of the client (this process's main thread) and the process under test. */
 export interface Placement {
@@ -75,6 +75,27 @@ export function lastCpu(pid: number): number | undefined {
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
     const cpu = Number(fields[36]);
     return Number.isInteger(cpu) ? cpu : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU time used so far by every thread of `pid`, in nanoseconds (the first field of `/proc/<pid>/task/<tid>/schedstat`:
+ * time spent running, user and kernel alike), or undefined where /proc has no schedstat. Threads that already ended
+ * are not counted, so take it around work while the process lives.
+ */
+export function cpuNs(pid: number): number | undefined {
+  try {
+    let total = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      try {
+        total += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+      } catch {
+        // The thread ended between the listing and the read.
+      }
+    }
+    return Number.isFinite(total) ? total : undefined;
   } catch {
     return undefined;
   }

@@ -2,7 +2,9 @@
  * BENCHMARKS.md as `npm run bench` writes it (issue 27: the current results and how to reproduce them; earlier
  * results live in git, `git log -p BENCHMARKS.md`): the machine, then one section per figure with the load average
  * when that figure started, the command that measures it alone, one table of every measure beside its floor or peer
- * with the ratio, target and verdict, and how it is measured. Owns the page's format only; it measures nothing.
+ * with the ratio, target and verdict, and how it is measured. A run of some sections (`--only … --update`) rewrites
+ * only those sections of the page and its count of targets met (`updateBenchmarksDocument`). Owns the page's format
+ * only; it measures nothing.
  */
 import type { Machine } from "./stats.js";
 import { markdownTable } from "./stats.js";
@@ -76,7 +78,7 @@ function sectionText(s: SectionResult): string {
   return [
     `## ${SECTION_TITLES[s.section]}`,
     "",
-    `Reproduce: \`npm run bench -- --only ${s.section}\` (prints the table, does not rewrite this file). ` +
+    `Reproduce: \`npm run bench -- --only ${s.section}\` (prints the table; \`--update\` rewrites this section). ` +
       `Load average when it started: ${s.loadAverage}. Targets met: ${met} of ${judged}.`,
     "",
     resultsTable(s.rows),
@@ -111,4 +113,65 @@ export function benchmarksDocument(results: BenchResults): string {
     "",
     ...results.sections.map(sectionText),
   ].join("\n");
+}
+
+/** The verdict cells of every results table of `page`: one entry per judged row, with its figure and measure. */
+function judgedRows(page: string): { met: boolean; name: string }[] {
+  const out: { met: boolean; name: string }[] = [];
+  for (const line of page.split("\n")) {
+    if (!line.startsWith("|")) continue;
+    const cells = line.split("|").map((c) => c.trim());
+    // | figure | measure | value | floor | ratio | target | met |  → 9 pieces with the empty ends.
+    if (cells.length !== 9) continue;
+    const met = cells[7];
+    if (met === "yes" || met === "no") out.push({ met: met === "yes", name: `${cells[1]}, ${cells[2]}` });
+  }
+  return out;
+}
+
+/**
+ * `existing` (a BENCHMARKS.md) with the sections of `results` put in place of the ones with the same heading (a
+ * section the page lacks is added at the end), every other section kept as it was, and the header's count of targets
+ * met recounted over the whole page; a line under the machine line names the sections rewritten, when, and the
+ * machine. Throws when `existing` has no `Targets met:` header line (not a page this module wrote).
+ */
+export function updateBenchmarksDocument(existing: string, results: BenchResults): string {
+  const lines = existing.replace(/\n+$/, "").split("\n");
+  const firstSection = lines.findIndex((l) => l.startsWith("## "));
+  const header = (firstSection < 0 ? lines : lines.slice(0, firstSection)).join("\n");
+  const sections: { heading: string; text: string }[] = [];
+  if (firstSection >= 0) {
+    for (let i = firstSection; i < lines.length; ) {
+      let end = i + 1;
+      while (end < lines.length && !(lines[end] as string).startsWith("## ")) end += 1;
+      sections.push({ heading: lines[i] as string, text: lines.slice(i, end).join("\n").replace(/\n+$/, "") });
+      i = end;
+    }
+  }
+  for (const s of results.sections) {
+    const text = sectionText(s).replace(/\n+$/, "");
+    const heading = `## ${SECTION_TITLES[s.section]}`;
+    const at = sections.findIndex((x) => x.heading === heading);
+    if (at >= 0) sections[at] = { heading, text };
+    else sections.push({ heading, text });
+  }
+  const body = sections.map((s) => s.text).join("\n\n");
+  const judged = judgedRows(body);
+  const misses = judged.filter((r) => !r.met);
+  const count =
+    `Targets met: ${judged.length - misses.length} of ${judged.length}` +
+    (misses.length > 0 ? ` (missed: ${misses.map((r) => r.name).join("; ")}).` : ".");
+  if (!/Targets met: [^\n]*/.test(header)) throw new Error("BENCHMARKS.md has no 'Targets met:' line to update.");
+  const m = results.machine;
+  const updated =
+    `Sections rewritten since by \`npm run bench -- --only ${results.sections.map((s) => s.section).join(",")} ` +
+    `--update\`: ${m.date}, ${m.cpuModel}, ${m.cores} cores, Node ${m.node}, load average at start ${m.loadAverage}` +
+    `${results.quick ? " (a --quick run: not the published sizes)" : ""}.`;
+  const newHeader = header
+    .replace(/Targets met: [^\n]*/, count)
+    .split("\n")
+    .filter((l) => !l.startsWith("Sections rewritten since by"))
+    .join("\n")
+    .replace(/(Targets met: [^\n]*)/, `$1\n${updated}`);
+  return `${newHeader.replace(/\n+$/, "")}\n\n${body}\n`;
 }
