@@ -305,6 +305,7 @@ function agentsDriftText(agents: AgentDifference[] | undefined, view: Fingerprin
   const which = agents !== undefined && parts.length > 0 ? `: ${parts.join("; ")}` : ` (${hashes})`;
   return here
     ? `the agent registry read here differs from the one the server that drove this run recorded${which} ` +
-        `(nothing about the run changed; give the server's --config to compare with its agents)`
+        `(nothing about the run changed; read it where the server's acp-orchestrator.json is, or resume it with the ` +
+        `server's --config, to compare with its agents)`
     : `the agent definitions in the registry changed since the run was recorded${which}`;
 }

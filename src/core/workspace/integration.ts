@@ -157,14 +157,17 @@ export function integrationView(record: IntegrationRecord): Integration {
 
 /**
  * A plain note for status: why a product is shared, or a warning when shared tasks may run in parallel (more than one
- * task at a time is allowed and the plan has two tasks neither of which depends on the other: a strict chain never
- * runs two tasks at once, so it gets no warning).
+ * task at a time is allowed — by `maxParallelTasks` and by the plan's instances, each running one task at a time — and
+ * the plan has two tasks neither of which depends on the other: a strict chain never runs two tasks at once, so it gets
+ * no warning).
  */
 export function isolationNote(s: ProductState, maxParallelTasks: number): string | undefined {
   if (s.isolation !== "shared") return s.isolationReason;
+  // An instance runs one task at a time (DESIGN.md, Execution model): the plan's seats bound the product too.
+  const atOnce = Math.min(maxParallelTasks, s.plan?.instances.length ?? maxParallelTasks);
   const parallel =
-    maxParallelTasks > 1 && !isChain(s.tasks)
-      ? ` Up to ${maxParallelTasks} tasks run at once in the same folder and may overwrite each other's edits; use isolation "worktree" in a git repository, or maxParallelTasks 1.`
+    atOnce > 1 && !isChain(s.tasks)
+      ? ` Up to ${atOnce} tasks run at once in the same folder and may overwrite each other's edits; use isolation "worktree" in a git repository, or maxParallelTasks 1.`
       : "";
   return `${s.isolationReason ?? "Every task runs in cwd."}${parallel}`;
 }

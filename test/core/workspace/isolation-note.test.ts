@@ -25,4 +25,17 @@ describe("isolationNote", () => {
     );
     expect(isolationNote(shared([task("t1", []), task("t2", ["t1"]), task("t3", ["t1"])]), 4)).toMatch(/once/);
   });
+
+  it("counts the plan's instances: two seats run at most two tasks at once, whatever maxParallelTasks says", () => {
+    // A new user's demo said "Up to 4 tasks run at once" for a plan of 2 instances that ran 2 at a time.
+    const fan = shared([task("t1", []), task("t2", []), task("t3", [])]);
+    const withSeats = (n: number) =>
+      ({
+        ...fan,
+        plan: { instances: Array.from({ length: n }, (_, i) => ({ instanceId: `i${i + 1}` })) },
+      }) as unknown as ProductState;
+    expect(isolationNote(withSeats(2), 4)).toMatch(/Up to 2 tasks run at once in the same folder/);
+    expect(isolationNote(withSeats(6), 4)).toMatch(/Up to 4 tasks run at once in the same folder/);
+    expect(isolationNote(withSeats(1), 4)).toBe("The folder is not inside a git working tree.");
+  });
 });
