@@ -46,6 +46,8 @@ type Print = (line: string) => void;
 
 /** The plan of `product.planReady`, as far as the demo reads it. */
 interface DemoPlan {
+  /** The plan's name: the product's title (issue 28). */
+  name: string;
   tasks: { taskId: string; title: string; dependsOn: string[]; instanceId: string }[];
 }
 
@@ -134,7 +136,8 @@ function startDemoServer(options: DemoOptions): DemoServer {
       : /^postgres(ql)?:\/\//.test(options.state)
         ? options.state
         : resolvePath(options.state);
-  const serverArgs = ["serve", "--state", state, "--log-level", options.logLevel ?? "warn"];
+  // Plain log lines beside the demo's own output, never JSON (issue 28: human commands print human lines only).
+  const serverArgs = ["serve", "--state", state, "--log-level", options.logLevel ?? "warn", "--log-format", "pretty"];
   if (options.config !== undefined) serverArgs.push("--config", resolvePath(options.config));
   const child = spawn(process.execPath, [...args, ...serverArgs], {
     cwd: workspace,
@@ -255,7 +258,7 @@ async function driveProduct(ctx: ClientContext, run: DemoRun): Promise<DemoOutco
 
 /** Prints the plan's tasks (id, title, dependencies, instance) and records their titles for the status lines. */
 function printPlan(print: Print, plan: DemoPlan, titles: Map<string, string>): void {
-  print(`\nplan (${plan.tasks.length} tasks):`);
+  print(`\nplan "${plan.name}" (${plan.tasks.length} tasks):`);
   for (const t of plan.tasks) {
     titles.set(t.taskId, t.title);
     const deps = t.dependsOn.length > 0 ? ` after ${t.dependsOn.join(", ")}` : "";

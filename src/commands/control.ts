@@ -204,7 +204,7 @@ const COMMON_HELP = `Options:
   --request-id ID    idempotence key: the same id is the same request (answered again, never run twice)
   --timeout-ms N     how long the owner may take to answer once it accepted (default 120000)
   --json             print the outcome as JSON
-  --log-level LEVEL  the log level of a server of this command's own (default warn)
+  --log-level LEVEL  the log level of a server of this command's own, plain lines on stderr (default warn)
 `;
 
 function verb(spec: VerbSpec): Command {

@@ -39,6 +39,9 @@ export function serveArgs(values: DriveValues): string[] {
     ...(values.config !== undefined ? ["--config", resolve(values.config)] : []),
     "--log-level",
     values["log-level"] ?? "warn",
+    // A person reads this server's logs beside the command's output: plain lines on stderr, never JSON (issue 28).
+    "--log-format",
+    "pretty",
   ];
 }
 

@@ -11,7 +11,7 @@ import { withServer, type ServerSession } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
-import { DRIVE_OPTIONS as COMMON, followToEnd, serveArgs, write } from "./drive.js";
+import { DRIVE_OPTIONS as COMMON, followToEnd, resumeCommandLine, serveArgs, write } from "./drive.js";
 import { tryControlFirst } from "./control.js";
 
 /** `--agents a,b` as agent ids; an empty list is a `UsageError` (the team cannot be empty). */
@@ -104,7 +104,7 @@ Options:
   --config FILE     agent registry file
   --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
   --cwd DIR         the product's workspace (default: the current directory)
-  --log-level LEVEL the server's log level on stderr (default warn)
+  --log-level LEVEL the server's log level; its logs are plain lines on stderr (default warn)
 `,
   async run(argv) {
     const { values, positionals } = parseCommandArgs("run", argv, {
@@ -127,7 +127,10 @@ Options:
     if (values.cwd !== undefined && !isDirectory(cwd)) {
       throw new UsageError(`--cwd ${values.cwd} is not a directory.`, "run");
     }
-    return withServer({ serveArgs: serveArgs(values), cwd }, async (session: ServerSession) => {
+    let started: string | undefined;
+    const stoppedNote = () =>
+      started ? ` while running ${started} — resume with: ${resumeCommandLine(started, values)}` : "";
+    return withServer({ serveArgs: serveArgs(values), cwd, stoppedNote }, async (session: ServerSession) => {
       const planned = session.waitFor(
         (m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined,
       );
@@ -144,7 +147,8 @@ Options:
         return 1;
       }
       const plan = ready.plan as Plan;
-      write(`plan (${plan.tasks.length} tasks):\n`);
+      // The plan's name is the product's title in every view (issue 28).
+      write(`plan "${plan.name}" (${plan.tasks.length} tasks):\n`);
       const agentOf = new Map(plan.instances.map((i) => [i.instanceId, i.agentId]));
       for (const t of plan.tasks) {
         write(
@@ -158,6 +162,7 @@ Options:
         return 1;
       }
       await session.request("product.confirm", { productId });
+      started = productId;
       write("running:\n");
       return followToEnd(session, productId, values);
     });
@@ -178,7 +183,7 @@ holds the product's lease. Exits 0 when the product completed.
 Options:
   --config FILE     agent registry file (the agents the product was planned with)
   --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
-  --log-level LEVEL the server's log level on stderr (default warn)
+  --log-level LEVEL the server's log level; its logs are plain lines on stderr (default warn)
 `,
   async run(argv) {
     const { values, positionals } = parseCommandArgs("resume", argv, COMMON);
@@ -187,7 +192,8 @@ Options:
     // A server that owns it, or made it and holds it paused, resumes it itself (issue 29); else a server of our own.
     const asked = await tryControlFirst(values, { productId, method: "product.resume" });
     if (asked !== undefined) return asked;
-    return withServer({ serveArgs: serveArgs(values), cwd: process.cwd() }, async (session) => {
+    const stoppedNote = () => ` while running ${productId} — resume with: ${resumeCommandLine(productId, values)}`;
+    return withServer({ serveArgs: serveArgs(values), cwd: process.cwd(), stoppedNote }, async (session) => {
       try {
         await session.request("product.resume", { productId });
       } catch (err) {

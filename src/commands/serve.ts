@@ -28,9 +28,10 @@ import { agentHashes, agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS, type ProductOptions } from "../core/product/context.js";
 import type { Clock } from "../core/ports.js";
-import { createLogger, type ServerLogger } from "../server/logger.js";
+import { createLogger, LOG_FORMATS, type LogFormat, type ServerLogger } from "../server/logger.js";
 import { OrchestratorServer } from "../server/server.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
+import { UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
 import {
   HEAP_GROWTH_ENV,
@@ -49,6 +50,7 @@ const OPTIONS = {
   state: { type: "string" },
   "log-level": { type: "string" },
   "log-file": { type: "string" },
+  "log-format": { type: "string" },
   "host-timeout-ms": { type: "string" },
   "heap-growth-percent": { type: "string" },
   recover: { type: "boolean" },
@@ -68,6 +70,8 @@ Options:
                        many servers (default: $ACP_ORCHESTRATOR_STATE, else a file in the user's state directory)
   --log-level LEVEL    trace | debug | info | warn | error | fatal | silent (default: $ACP_ORCHESTRATOR_LOG_LEVEL, else info)
   --log-file FILE      write logs to FILE instead of stderr
+  --log-format F       json (default: one JSON line each, for machines) or pretty (one plain line each, what the
+                       commands a person runs use)
   --host-timeout-ms N  how long a host that owns the run state (runState/*) has to answer each request
                        (default: $ACP_ORCHESTRATOR_HOST_TIMEOUT_MS, else ${DEFAULT_HOST_TIMEOUT_MS})
   --heap-growth-percent N
@@ -107,6 +111,7 @@ type ServeValues = ReturnType<typeof parseCommandArgs<typeof OPTIONS>>["values"]
 /** The settings of one `serve` run, from its flags and environment (each validated: a bad one is a UsageError). */
 interface ServeSettings {
   level: ReturnType<typeof logLevelSetting>;
+  logFormat: LogFormat;
   hostTimeoutMs: number;
   remoteTimeoutMs: number;
   heapGrowthPercent: number;
@@ -118,6 +123,9 @@ interface ServeSettings {
 /** Reads and validates the settings of `serve` (throws UsageError, exit 2, for a bad flag or environment value). */
 function serveSettings(values: ServeValues): ServeSettings {
   const level = logLevelSetting("serve", values["log-level"]);
+  const logFormat = (values["log-format"] ?? "json") as LogFormat;
+  if (!LOG_FORMATS.includes(logFormat))
+    throw new UsageError(`--log-format takes ${LOG_FORMATS.join(" or ")}, not "${values["log-format"]}".`, "serve");
   const ms = (flag: "host-timeout-ms" | "remote-timeout-ms", envName: string, fallback: number) =>
     integerSetting("serve", { flag, flagValue: values[flag], envName, fallback, min: 1, unit: "milliseconds" });
   const hostTimeoutMs = ms("host-timeout-ms", HOST_TIMEOUT_ENV, DEFAULT_HOST_TIMEOUT_MS);
@@ -141,7 +149,7 @@ function serveSettings(values: ServeValues): ServeSettings {
   });
   const leaseRenewMs = Math.max(10, Math.floor(leaseTtlMs / 3));
   const fleet = fleetSettings(values, leaseRenewMs);
-  return { level, hostTimeoutMs, remoteTimeoutMs, heapGrowthPercent, leaseTtlMs, leaseRenewMs, fleet };
+  return { level, logFormat, hostTimeoutMs, remoteTimeoutMs, heapGrowthPercent, leaseTtlMs, leaseRenewMs, fleet };
 }
 
 /**
@@ -320,7 +328,11 @@ async function serve(argv: readonly string[]): Promise<number> {
   expectPositionals("serve", positionals, 0, 0, "no arguments");
   const settings = serveSettings(values);
   limitHeapGrowth(settings.heapGrowthPercent);
-  const logger = createLogger({ level: settings.level, ...(values["log-file"] ? { file: values["log-file"] } : {}) });
+  const logger = createLogger({
+    level: settings.level,
+    format: settings.logFormat,
+    ...(values["log-file"] ? { file: values["log-file"] } : {}),
+  });
   const registry = await loadRegistry(values);
   if (registry === 2) return 2;
   // Guarantee 13: the owner id names this host, pid and process start time, so a server restarted after a crash can
@@ -372,7 +384,7 @@ function configWorkspaceProblem(config: AgentRegistry["config"]): string | undef
 export const serveCommand: Command = {
   name: "serve",
   synopsis:
-    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--workspace-root DIR] [--remote-timeout-ms N] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
+    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--log-format json|pretty] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--workspace-root DIR] [--remote-timeout-ms N] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,

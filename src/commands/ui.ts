@@ -57,7 +57,7 @@ Options:
   --poll-ms N       how often live views re-read the store (default 500)
   --max-streams N   most live views open at once (default 64; one more is refused with 503; a view whose browser
                     stops reading is disconnected after 15 s or 4 MiB unsent)
-  --log-level L     trace, debug, info, warn (default), error, fatal or silent (logs go to stderr)
+  --log-level L     trace, debug, info, warn (default), error, fatal or silent (plain log lines on stderr)
 `,
   async run(argv) {
     const { values, positionals } = parseCommandArgs("ui", argv, OPTIONS);
@@ -68,7 +68,8 @@ Options:
     const level = (values["log-level"] ?? "warn") as LogLevel;
     if (!LEVELS.includes(level))
       throw new UsageError(`The option --log-level of "ui" must be one of ${LEVELS.join(", ")}.`, "ui");
-    const logger = createLogger({ level });
+    // A person runs ui: its logs are plain lines on stderr, never JSON (issue 28).
+    const logger = createLogger({ level, format: "pretty" });
     const { reader, where } = await openReader(values.state);
     // The buttons' store connection: writable, opened on the first button press (control requests only).
     let authority: Promise<RunStateAuthority> | undefined;

@@ -213,7 +213,6 @@ export interface DialogueEntry {
   /** True for the leader's summary of how a run ended (set only on such summaries). */
   outcome?: true;
 }
-
 /** What the leader is given to plan. */
 export interface PlanRequest {
   productId: string;
@@ -225,6 +224,8 @@ export interface PlanRequest {
   maxParallelTasks?: number;
   /** The product's MCP servers as stored, for the leader's session (issue 28). */
   mcpServers?: StoredMcpServer[];
+  /** The product's title once set (issue 28): the plan is stored under it; absent, this plan's name becomes it. */
+  title?: string;
   /** The conversation so far, oldest first; revision messages are the user entries after the first plan. */
   dialogue: DialogueEntry[];
   previousPlan?: Plan;

@@ -306,11 +306,12 @@ export function formatEvent(row: ProductEventRow): string {
 function describeEvent(e: ProductEvent): string {
   switch (e.type) {
     case "created":
-      return `created "${e.name}" in ${e.cwd}`;
+      // A provisional name is the goal's first line until the first plan names the product (issue 28).
+      return `created "${e.name}"${e.provisionalName ? " (working name until the plan names it)" : ""} in ${e.cwd}`;
     case "dialogue":
       return `${e.role} said: ${clip(e.text.replace(/\s+/g, " "), 120)}`;
     case "planProposed":
-      return `plan v${e.plan.version} proposed: ${e.plan.tasks.length} tasks on ${e.plan.instances.length} instances`;
+      return `plan v${e.plan.version} proposed "${e.plan.name}": ${e.plan.tasks.length} tasks on ${e.plan.instances.length} instances`;
     case "confirmed":
       return `plan v${e.plan.version} confirmed: ${e.plan.tasks.length} tasks`;
     case "phase":

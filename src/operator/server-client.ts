@@ -29,6 +29,11 @@ export interface ServerClientOptions {
   cwd: string;
   /** Where the server's stderr goes (default: inherited). */
   stderr?: "inherit" | "ignore";
+  /**
+   * What to add to the one line printed when the server is killed while connected (e.g. " — resume with: …"), read
+   * at that moment. Default: nothing.
+   */
+  stoppedNote?: () => string;
 }
 
 /** Spawns the server, runs `body` connected to it, then closes stdin and waits for the server to exit. */
@@ -89,6 +94,12 @@ export async function withServer<T>(
     const code = await exited;
     if (spawnError !== undefined) throw new Error(`could not start the server: ${spawnError.message}`);
     if (code !== null && code !== 0) throw new ReportedFailure(`the server exited with code ${code}`, code);
+    if (child.signalCode !== null) {
+      // Killed from outside (a kill, the OOM killer): one line for the person, never the SDK's stack (issue 28).
+      const line = `the server stopped (killed by ${child.signalCode})${options.stoppedNote?.() ?? ""}`;
+      process.stderr.write(`acp-orchestrator: ${line}\n`);
+      throw new ReportedFailure(line, 1);
+    }
     throw error;
   } finally {
     child.stdin.end();

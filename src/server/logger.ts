@@ -7,6 +7,7 @@
 import pino from "pino";
 import type { Logger as JsonRpcLogger } from "vscode-jsonrpc/node";
 import type { Logger } from "../core/ports.js";
+import { humanLogLine } from "./log-lines.js";
 
 /** Log levels accepted by `createLogger` (pino's, plus `silent`). */
 export type LogLevel = "trace" | "debug" | "info" | "warn" | "error" | "fatal" | "silent";
@@ -18,7 +19,18 @@ export interface LoggerOptions {
   file?: string;
   /** Static fields added to every line. Default: `{pid}`. */
   base?: Record<string, unknown>;
+  /**
+   * `json` (default): pino's JSON lines, for machines (`serve`). `pretty`: one human line each (log-lines.ts), for
+   * the commands a person runs (issue 28: human commands print human lines only).
+   */
+  format?: LogFormat;
 }
+
+/** How log lines are written: JSON for machines, or human lines. */
+export type LogFormat = "json" | "pretty";
+
+/** The log formats `serve --log-format` accepts. */
+export const LOG_FORMATS: readonly LogFormat[] = ["json", "pretty"];
 
 /** The logger `createLogger` returns: the core's `Logger` port plus `flush()` for shutdown. */
 export interface ServerLogger extends Logger {
@@ -28,17 +40,20 @@ export interface ServerLogger extends Logger {
 }
 
 /**
- * Creates the process logger: JSON lines through a synchronous pino destination, so nothing is lost when the
- * process exits right after logging.
+ * Creates the process logger: JSON lines (or, with format `pretty`, one human line each) through a synchronous pino
+ * destination, so nothing is lost when the process exits right after logging.
  *
  * Writes to fd 2 unless `file` is given; never to stdout. Errors under the `err` key are serialised with their stack.
  * Throws if `file` cannot be opened.
  */
 export function createLogger(options: LoggerOptions): ServerLogger {
-  const destination =
+  const json =
     options.file === undefined
       ? pino.destination({ dest: 2, sync: true })
       : pino.destination({ dest: options.file, sync: true, mkdir: true, append: true });
+  // Pretty: each JSON line pino makes is rewritten as a human line and written synchronously to the same place.
+  const destination =
+    options.format === "pretty" ? { write: (line: string) => void json.write(humanLogLine(line)) } : json;
   return pino(
     {
       level: options.level,

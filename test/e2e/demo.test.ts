@@ -35,7 +35,7 @@ describe("acp-orchestrator demo", () => {
       cwd,
     );
     expect(run.code, run.stderr).toBe(0);
-    expect(run.stdout).toContain("plan (3 tasks):");
+    expect(run.stdout).toContain(`plan "README, changelog and everything" (3 tasks):`);
     expect(run.stdout).toMatch(/\[completed\] t1 Write a README \(attempt 1, [\d.]+ m?s\)/);
     expect(run.stdout).toContain("All 3 tasks completed.");
     expect(run.stdout).toMatch(/^TASK +STATUS +ATTEMPTS +DURATION +LANE +AGENT +TITLE$/m);
@@ -102,8 +102,9 @@ describe("acp-orchestrator demo", () => {
     expect(run.stdout).toMatch(/^lane 2 \|.*\[t2/m);
     expect(run.stdout).toMatch(/^ {2}t1 {2}t1: last words$/m);
     expect(run.stdout).toMatch(/^ {2}t3 {2}t3: last words$/m);
-    // The server logged at debug level (pino JSON lines on stderr, level 20).
-    expect(run.stderr).toMatch(/"level":20/);
+    // The server logged at debug level, as plain lines on stderr, never JSON (issue 28: human lines only).
+    expect(run.stderr).toMatch(/^acp-orchestrator: debug: /m);
+    expect(run.stderr).not.toMatch(/^\{/m);
     // --clean removed the temporary folder, not the store it was given.
     const removed = /^removed (\S+) \(the state in (\S+) stays\)$/m.exec(run.stdout);
     expect(removed?.[2]).toBe(state);

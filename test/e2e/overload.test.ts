@@ -79,5 +79,6 @@ describe("a provider that answers 529", () => {
       expect(Date.parse(prompts[i]!.at) - Date.parse(prompts[i - 1]!.at)).toBeGreaterThanOrEqual(1_900);
     }
     expect(await server.close()).toBe(0);
-  });
+    // Three waits of 2 s and two agent starts: well over vitest's 30 s default on a loaded 2-core machine.
+  }, 120_000);
 });

@@ -82,7 +82,7 @@ describe("operator commands on a store written by real servers", () => {
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(/^product (prd_\w+)$/m);
     completedId = /^product (prd_\w+)$/m.exec(run.stdout)?.[1] ?? "";
-    expect(run.stdout).toContain("plan (2 tasks):");
+    expect(run.stdout).toContain(`plan "README and changelog" (2 tasks):`);
     expect(run.stdout).toMatch(/✓ t1 +completed .*Write a README/);
     expect(run.stdout).toMatch(/✓ t2 +completed .*Write a changelog/);
     expect(run.stdout).toContain("phase: completed");

@@ -60,8 +60,8 @@ export const HEURISTIC_LEADER_ID = "heuristic";
 export class HeuristicLeader implements LeaderPort {
   /**
    * Makes a plan from `request.goal` plus the revision messages in `request.dialogue` (every user entry except the
-   * first one equal to the goal). Ignores `previousPlan` and `answers` so the result depends only on goal, dialogue
-   * and roster. Streams the message through `onText` in a few chunks. The plan always passes `validatePlanGraph`.
+   * first one equal to the goal). Ignores `previousPlan` and `answers` so the result depends only on goal, dialogue,
+   * roster and the product's `title` (a named product's plan keeps that name; else the plan names it, titles.ts). Streams the message through `onText` in a few chunks. The plan always passes `validatePlanGraph`.
    */
   async plan(request: PlanRequest): Promise<PlanResult> {
     request.signal.throwIfAborted();
@@ -81,6 +81,8 @@ export class HeuristicLeader implements LeaderPort {
       constraints,
       request.maxParallelTasks ?? Infinity,
     );
+    // A named product keeps its title through revisions (issue 28: one title everywhere).
+    if (request.title !== undefined) plan.name = request.title;
     const message = planMessage(plan, notes, constraints, reasons);
     stream(message, request.onText);
     return { kind: "plan", plan, message };

@@ -41,6 +41,11 @@ const HANDLERS: Handlers = {
   dialogue: onDialogue,
   planProposed: ({ state: s }, e) => {
     s.plan = e.plan;
+    // The first plan names a product whose name was provisional (issue 28): its title from now on.
+    if (s.provisionalName) {
+      if (e.plan.name.trim() !== "") s.name = e.plan.name;
+      delete s.provisionalName;
+    }
     s.phase = "awaiting_confirmation";
     delete s.planError;
     delete s.pendingAsk;
@@ -88,6 +93,7 @@ function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
   s.productId = e.productId;
   s.projectId = e.projectId;
   s.name = e.name;
+  if (e.provisionalName) s.provisionalName = true;
   s.goal = e.goal;
   s.cwd = e.cwd;
   if (e.sessionId !== undefined) s.sessionId = e.sessionId;

@@ -82,10 +82,7 @@ export class LeaderChannel {
    * One planning turn: asks the leader for a plan (or questions), validates it, persists and announces it.
    * Returns the leader's message and the plan when one was produced.
    */
-  async runLeaderPlanning(answers: { askId: string; content: string } | undefined): Promise<{
-    response: string;
-    plan?: Plan;
-  }> {
+  async runLeaderPlanning(answers?: { askId: string; content: string }): Promise<{ response: string; plan?: Plan }> {
     if (this.leaderTurn) throw busy(this.productId);
     this.leaderTurn = "plan";
     const controller = new AbortController();
@@ -101,6 +98,7 @@ export class LeaderChannel {
           roster: this.roster(),
           maxParallelTasks: s.maxParallelTasks ?? this.p.ctx.options.maxParallelTasks,
           ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
+          ...(s.provisionalName ? {} : { title: s.name }),
           dialogue: s.dialogue.map((d) => ({ ...d })),
           ...(s.plan ? { previousPlan: s.plan } : {}),
           ...(answers ? { answers } : {}),
@@ -205,9 +203,13 @@ export class LeaderChannel {
   }
 
   completePlan(draft: DraftPlan): Plan {
-    const version = (this.p.model.state.plan?.version ?? 0) + 1;
-    const budget = { ...this.p.model.state.budget, ...(draft.budget ?? {}) };
-    const plan: Plan = { ...draft, productId: this.productId, version };
+    const s = this.p.model.state;
+    const version = (s.plan?.version ?? 0) + 1;
+    const budget = { ...s.budget, ...(draft.budget ?? {}) };
+    // One title (issue 28): once the product is named (given to product.plan, or by its first plan), every plan
+    // carries that name; a first plan with no name of its own takes the provisional one.
+    const name = !s.provisionalName || draft.name.trim() === "" ? s.name : draft.name;
+    const plan: Plan = { ...draft, name, productId: this.productId, version };
     if (Object.keys(budget).length > 0) plan.budget = budget;
     else delete plan.budget;
     return plan;

@@ -143,6 +143,12 @@ export const ProductCreatedEvent = lazySchema(
       productId: Id,
       projectId: Id,
       name: z.string(),
+      /**
+       * `name` is provisional (issue 28, one title everywhere): the goal's first line, kept only until the leader's
+       * first plan names the product; that plan's name is then its title for good. Absent: `name` is the title
+       * already (given to `product.plan`, a goal run's phase, or a record written before titles).
+       */
+      provisionalName: z.literal(true).optional(),
       goal: z.string(),
       cwd: z.string(),
       /** At most this many tasks run at once (`product.plan` / the session's `parallelism`); else the server's default. */
@@ -240,7 +246,10 @@ export const ProductStateSchema = lazySchema(
       seq: Count,
       productId: Id,
       projectId: Id,
+      /** The product's title (issue 28): one name in every view; provisional while `provisionalName` is set. */
       name: z.string(),
+      /** Set until the first proposed plan names the product (`created.provisionalName`). */
+      provisionalName: z.literal(true).optional(),
       goal: z.string(),
       cwd: z.string(),
       maxParallelTasks: z.number().int().min(1).max(1_000).optional(),

@@ -220,6 +220,8 @@ export class ProductService {
       productId,
       projectId: params.projectId,
       name,
+      // Without a name of its own the product is named by its leader's first plan (issue 28: one title).
+      ...(params.name === undefined ? { provisionalName: true as const } : {}),
       goal: params.goal,
       cwd: params.cwd,
       ...(params.maxParallelTasks !== undefined ? { maxParallelTasks: params.maxParallelTasks } : {}),
@@ -258,14 +260,16 @@ export class ProductService {
   ): Promise<ProductOrchestrator> {
     const at = new Date(this.ctx.clock.now()).toISOString();
     const budget = params.budget ?? draft.budget;
-    const plan: Plan = { ...draft, productId, version: 1, ...(budget ? { budget } : {}) };
+    // One title (issue 28): the plan carries the product's name.
+    const name = params.name ?? draft.name;
+    const plan: Plan = { ...draft, name, productId, version: 1, ...(budget ? { budget } : {}) };
     const created: ProductEvent = {
       v: 1,
       at,
       type: "created",
       productId,
       projectId: params.projectId,
-      name: params.name ?? draft.name,
+      name,
       goal: params.goal,
       cwd: params.cwd,
       ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),

@@ -113,7 +113,8 @@ describe("HeuristicLeader.plan: goal → tasks", () => {
       ["t4", "Update the docs", ["t2"]],
       ["t5", "Release version 2.0", ["t1", "t2", "t3", "t4"]],
     ]);
-    expect(plan.name).toBe("Analyse the codebase");
+    // Its first sentence is its first task: the name sums up the tasks instead (issue 28).
+    expect(plan.name).toBe("Codebase, parser, tests, docs and version 2.0");
   });
 
   it("matches 'once the X is done' and 'based on X' to the item they name", async () => {
@@ -290,6 +291,35 @@ describe("HeuristicLeader.plan: issue 15's built-in leader (ordering, strengths,
     expect(short.name).toBe("README, usage guide and v1.0");
     const headed = await planOf("Ship the release:\n- Write a README\n- Then add a usage guide", [], TEAM);
     expect(headed.name).toBe("Ship the release");
+  });
+
+  it("names a product by what sets it apart, not by its first task (issue 28: 18 fleet products had one name)", async () => {
+    const lines = (n: number) => [1, 2, 3].map((k) => `Write section ${k} of product ${n}`).join("\n");
+    const names = await Promise.all([1, 2].map(async (n) => (await planOf(lines(n), [], TEAM)).name));
+    expect(names).toEqual([
+      "Section 1 of product 1, section 2 of product 1 and section 3 of product 1",
+      "Section 1 of product 2, section 2 of product 2 and section 3 of product 2",
+    ]);
+    // Two joined verbs are the work, not a verb to drop ("and remove functions" read like a fragment).
+    const readme = await planOf(
+      "- Write the README section on installation\n- Add and remove functions\n- Add tests",
+      [],
+      TEAM,
+    );
+    expect(readme.name).toBe("README section on installation, add and remove functions and tests");
+  });
+
+  it("keeps the product's title through revisions when the request names it (issue 28: set once)", async () => {
+    const goal = "- Write a README\n- Then add a usage guide";
+    const first = await planOf(goal, [], TEAM);
+    expect(first.name).toBe("README and usage guide");
+    const renamed = await planOf(goal, ["add task: write a changelog"], TEAM);
+    expect(renamed.name).toBe("README, usage guide and changelog");
+    const kept = await leader.plan({ ...request(goal, ["add task: write a changelog"], TEAM), title: first.name });
+    if (kept.kind !== "plan") throw new Error("expected a plan");
+    expect(kept.plan.tasks).toHaveLength(3);
+    expect(kept.plan.name).toBe("README and usage guide");
+    expect(kept.message).toContain('Here is the plan "README and usage guide"');
   });
 
   it("criteria and titles lose list markers and ordering words", async () => {

@@ -73,16 +73,20 @@ export function withSuffix(title: string, suffix: string): string {
 const LIST_LINE = /^\s*(?:[-*+•‣◦▪]|\[[ xX]\]|\(?\d{1,4}[.)]|(?:step|phase|stage|part|task)\s*\d{1,4}\b)/iu;
 
 /**
- * The plan's name (issue 15, Build 4: a name that summarises the goal). When the goal opens with a line of its own
- * (a heading or a sentence before the list), that line's first sentence, as a title. When it opens straight with its
- * list and `taskTitles` has two or more titles, a summary of what the tasks work on: each title without its leading
- * verb and ordering clauses ("Write release notes based on the changelog" → "release notes"), joined ("Changelog,
- * API reference and release notes"), with "and N more" when they do not fit in 80 characters. Never empty.
+ * The plan's name, which becomes the product's title (issue 15, Build 4: a name that summarises the goal; issue 28:
+ * one title everywhere, so it must tell products apart, not repeat the first task). When the goal opens with a line
+ * of its own (a heading or a sentence before a list), that line's first sentence, as a title. When `taskTitles` has
+ * two or more titles and the goal opens straight with its list, or has no list at all (prose: its first sentence is
+ * the first task), a summary of what the tasks work on: each title without its leading verb and ordering clauses
+ * ("Write release notes based on the changelog" → "release notes"), joined ("Changelog, API reference and release
+ * notes"), with "and N more" when they do not fit in 80 characters. Never empty.
  */
 export function planName(goal: string, taskTitles: readonly string[] = []): string {
-  const firstLine = goal.split(/\r?\n/u).find(hasWords);
+  const lines = goal.split(/\r?\n/u);
+  const firstLine = lines.find(hasWords);
   if (firstLine === undefined) return "Untitled goal";
-  if (LIST_LINE.test(firstLine) && taskTitles.length >= 2) {
+  const prose = !lines.some((l) => LIST_LINE.test(l));
+  if ((prose || LIST_LINE.test(firstLine)) && taskTitles.length >= 2) {
     const summary = summaryName(taskTitles);
     if (summary !== undefined) return summary;
   }
@@ -122,14 +126,21 @@ function summaryName(titles: readonly string[]): string | undefined {
   return clipTitle(capitalise(joinWords(objects)));
 }
 
-/** What a task title acts on: the leading verb ("set up" too), articles and trailing ordering clauses dropped. */
+/**
+ * What a task title acts on: the leading verb ("set up" too), articles and trailing ordering clauses dropped. Two
+ * joined verbs ("Add and remove functions") are the work itself: kept, the first in lower case.
+ */
 function objectOf(title: string): string {
   let t = title.replace(/\s*\(\+\d+ more\)$/u, "").trim();
   t = t.split(/\s+(?:based on|building on|using the|once|after|when|so that|because|before)\s|[,;:(]/iu)[0] ?? t;
   const words = t.trim().split(/\s+/u);
-  if (words.length >= 2 && LEADING_VERBS.has((words[0] ?? "").toLowerCase())) {
-    words.shift();
-    if (/^up$/iu.test(words[0] ?? "") && words.length >= 2) words.shift();
+  const verb = (words[0] ?? "").toLowerCase();
+  if (words.length >= 2 && LEADING_VERBS.has(verb)) {
+    if (/^(?:and|or|&)$/iu.test(words[1] ?? "")) words[0] = verb;
+    else {
+      words.shift();
+      if (/^up$/iu.test(words[0] ?? "") && words.length >= 2) words.shift();
+    }
   }
   while (words.length >= 2 && /^(?:the|a|an|our|my|its|their)$/iu.test(words[0] ?? "")) words.shift();
   return words.join(" ").trim();
