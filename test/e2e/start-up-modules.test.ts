@@ -13,7 +13,7 @@
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { pathToFileURL } from "node:url";
 import { CLI, startRawServer, tempDir } from "../support/server-process.js";
@@ -121,6 +121,12 @@ describe("server start-up (issue 16, cold start)", () => {
     expect(required).toContain("node:fs");
     expect(required.filter((r) => /^(pg|pg-.*|@dagrejs\/dagre|@agentclientprotocol\/sdk)$/.test(r))).toEqual([]);
   }, 60_000);
+
+  it("the bundle is ASCII only, so V8 holds its source as a one-byte string (issue 34, scripts/bundle.ts)", () => {
+    const bundle = readFileSync(join(dirname(dirname(CLI)), "bundle", "main.cjs"));
+    expect(bundle.length).toBeGreaterThan(100_000);
+    expect(bundle.findIndex((byte) => byte > 0x7f)).toBe(-1);
+  });
 
   it("serve opens its SQLite state file without better-sqlite3's addon search (the bindings package)", async () => {
     const { required } = await startUp();
