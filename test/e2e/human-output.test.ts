@@ -3,7 +3,8 @@
  * real server and agent subprocesses: `run` is killed under its server (SIGKILL, tasks running) and says so in one
  * line with the resume command (it printed the SDK's stack); `resume` at once takes the product over from the dead
  * owner, whose server logs a warning, shown as a plain `acp-orchestrator: warning: …` line (it was a raw pino JSON
- * line); `run`, `list`, `status` and `events` call the product by the plan's name, not by its first task.
+ * line); `run`, `list`, `status`, `events` and the dashboard call the product by the plan's name, not by its first
+ * task.
  */
 import { spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
@@ -32,6 +33,20 @@ function startRun(args: string[], cwd: string): Promise<CliResult> {
     child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
     child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
     child.once("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Starts `acp-orchestrator ui`; resolves its origin once it prints its address, and a way to stop it. */
+function startUi(args: string[], cwd: string): Promise<{ origin: string; stop: () => void }> {
+  const child = spawn(process.execPath, [CLI, "ui", ...args], { cwd, stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  return new Promise((resolve, reject) => {
+    child.stdout.on("data", (d: Buffer) => {
+      out += d.toString();
+      const m = /dashboard: (http:\/\/\S+)/u.exec(out);
+      if (m) resolve({ origin: new URL(m[1] as string).origin, stop: () => child.kill("SIGKILL") });
+    });
+    child.once("exit", (code) => reject(new Error(`ui exited ${String(code)}`)));
   });
 }
 
@@ -128,6 +143,18 @@ describe("human commands (issue 28)", () => {
     for (const r of [list, table, status, events]) {
       expect(r.code, r.stderr).toBe(0);
       expect(r.stderr).toBe("");
+    }
+    // The dashboard's overview and product page read the same title.
+    const { origin, stop } = await startUi(["--state", state, "--port", "0"], dir);
+    try {
+      const overview = (await (await fetch(`${origin}/api/overview`)).json()) as {
+        products: { productId: string; name: string }[];
+      };
+      expect(overview.products.find((p) => p.productId === productId)?.name).toBe(TITLE);
+      const page = (await (await fetch(`${origin}/api/products/${productId}`)).json()) as { status: { name: string } };
+      expect(page.status.name).toBe(TITLE);
+    } finally {
+      stop();
     }
   }, 180_000);
 });
