@@ -131,15 +131,14 @@ describe("a plain ACP client over stdio", () => {
     expect(question.kind).toBe("think");
     expect(question.title).toMatch(/^Run this plan: /);
     expect(question.rawInput.plan.tasks).toHaveLength(2);
-    // One title everywhere (issue 28): the goal's first line while the leader plans, then the plan's name, which is
-    // the product's name in product.list and the session's title in session/list.
+    // One title everywhere (issue 28): the goal's first line while the leader plans, then the plan's name (the
+    // product's name: test/e2e/human-output.test.ts), also the session's title in session/list. Nothing but ACP here:
+    // a product.* request would subscribe this client to product.* notifications.
     const titles = first
       .filter((u) => u.sessionUpdate === "session_info_update")
       .map((u) => (u as { title: string }).title);
     expect(titles).toEqual(["Write the parser", "Parser and tests for the parser"]);
     expect(question.title).toBe("Run this plan: Parser and tests for the parser");
-    const listed = await server.request<{ products: { productId: string; name: string }[] }>("product.list", {});
-    expect(listed.products.find((p) => p.productId === productId)?.name).toBe("Parser and tests for the parser");
     const sessions = await server.request<{ sessions: { sessionId: string; title?: string }[] }>("session/list", {});
     expect(sessions.sessions.find((x) => x.sessionId === sessionId)?.title).toBe("Parser and tests for the parser");
     const toolUpdates = first.filter((u) => u.sessionUpdate === "tool_call" || u.sessionUpdate === "tool_call_update");
