@@ -3,7 +3,7 @@
  * and writes BENCHMARKS.md at the repository root (machine, Node version, date, every figure beside its baseline,
  * each target met or not with its ratio; the format is test/bench/support/results-doc.ts).
  *
- *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,postgres,pickup]
+ *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,remote,postgres,pickup]
  *     [--no-write | --write FILE | --update]
  *
  * Figure 8 (PostgreSQL, test/bench/postgres.ts) runs on the database ACP_ORCHESTRATOR_TEST_PG names, else on a
@@ -27,6 +27,7 @@ import { crashAndResume, durabilityCost, ioCompletions, scaleMatrix, type ScaleC
 import type { ScaleResult } from "./scale-case.js";
 import { streaming, type StreamingResult } from "./streaming.js";
 import { scratchRoot, worktreeCost, type WorktreeCost } from "./worktrees.js";
+import { remoteCost, type PathCost, type RemoteCost } from "./remote.js";
 import { postgresFigures, withPostgres, type PostgresFigures } from "./postgres.js";
 import { controlPickup, type PickupResult } from "./pickup.js";
 import { COMPILED, REPO_ROOT } from "./support/paths.js";
@@ -220,6 +221,23 @@ async function main(): Promise<void> {
       raw.worktrees = costs;
       worktreeRows(rows, details, costs);
     }
+    if (only.has("remote")) {
+      begin("remote");
+      log("figure 7b: the remote path per task (a local bare repository as the remote) beside the local path");
+      const files = quick ? 1_000 : 10_000;
+      const cache = join(scratchRoot(), "acp-orchestrator-bench-cache");
+      const cost = await remoteCost(join(dir, "remote"), cache, files, quick ? 4 : 20);
+      const line = (name: string, c: PathCost) =>
+        `  ${name}: prepare ${fmt(c.prepareMs)} ms, commit ${fmt(c.commitMs)} ms, integrate ${fmt(c.integrateMs)} ms,` +
+        ` total ${fmt(c.totalMs)} ms, ${fmt(c.pushesPerTask)} pushes per task,` +
+        ` CPU ${c.cpuMsPerTask === null ? "n/a" : fmt(c.cpuMsPerTask)} ms per task`;
+      log(`  ${files} files, ${cost.tasks} tasks per path; first clone of the mirror ${fmt(cost.cloneMs)} ms`);
+      log(line("local", cost.local));
+      log(line("remote, batched (the server's way)", cost.batched));
+      log(line("remote, one push per ref", cost.unbatched));
+      raw.remote = cost;
+      remoteRows(rows, details, cost);
+    }
     if (only.has("pickup")) {
       begin("pickup");
       log(
@@ -312,6 +330,61 @@ function pickupRows(rows: Row[], details: string[], results: PickupResult[], pos
       "`product.checkpoint` through the store as the CLI's `checkpoint ID` does (operator/control-client.ts), at a random " +
       "phase of the owner's catch-up tick, and times filing → accepted by the owner → answered." +
       (postgresSkipped === undefined ? "" : ` PostgreSQL was not measured: ${postgresSkipped}`),
+  );
+}
+
+function remoteRows(rows: Row[], details: string[], c: RemoteCost): void {
+  const files = c.files.toLocaleString("en-US");
+  rows.push(
+    {
+      figure: "7b",
+      measure: `remote path cost per task, ${files} files (fetch + prepare + commit + integrate + 1 push)`,
+      value: `${fmt(c.batched.totalMs)} ms`,
+      baseline: `local path: ${fmt(c.local.totalMs)} ms`,
+      ratio: `${(c.batched.totalMs / c.local.totalMs).toFixed(2)}x`,
+      target: "—",
+      met: "—",
+    },
+    {
+      figure: "7b",
+      measure: `pushes per task, attempt ref and branch in one push (saved per task: ${fmt(c.unbatched.integrateMs - c.batched.integrateMs)} ms)`,
+      value: `${fmt(c.batched.pushesPerTask)}`,
+      baseline: `one push per ref: ${fmt(c.unbatched.pushesPerTask)}`,
+      ratio: `${(c.batched.integrateMs / c.unbatched.integrateMs).toFixed(2)}x integrate`,
+      target: "1 push per task",
+      met: verdict(c.batched.pushesPerTask === 1),
+    },
+  );
+  const cell = (p: PathCost) => [
+    `${fmt(p.prepareMs)} ms`,
+    `${fmt(p.commitMs)} ms`,
+    `${fmt(p.integrateMs)} ms`,
+    `${fmt(p.totalMs)} ms`,
+    fmt(p.pushesPerTask),
+    p.cpuMsPerTask === null ? "n/a" : `${fmt(p.cpuMsPerTask)} ms`,
+  ];
+  details.push(
+    "### Figure 7b: the remote path per task\n\n" +
+      `Median per task over ${c.tasks} tasks per path, ${files} files, run in pairs from one head as in figure 7. ` +
+      "The remote path is the adapter the server uses for a product with `workspace: {remote}` (RemoteWorkspace): a " +
+      "mirror clone under the workspace root, fetched before each prepare, every ref move a `git push " +
+      "--force-with-lease` acknowledged before the mirror's ref moves; the remote is a local bare repository (a path " +
+      "URL), so the figure is what the remote path itself adds (one fetch and the pushes per task, each a git " +
+      "process and a receive-pack on the remote), not a network's latency: over a network add a round trip or more " +
+      "per fetch and per push. Batched is the server's way (core keepAndMoveBranch with `moveRefs`: the attempt ref " +
+      "and the integration branch in one push); one push per ref is what a port without `moveRefs` would cost. The " +
+      "remote's pre-receive hook counts the pushes. CPU per task is the user + system time of the benchmark process " +
+      "and every git process it ran (the remote's receive-pack included), over the whole loop: what a task costs the " +
+      "machine whatever its load, where the wall-clock medians move with the load of the shared machine. The mirror's first clone (once per remote and server, e.g. on a " +
+      `take-over) took ${fmt(c.cloneMs)} ms.\n\n` +
+      markdownTable(
+        ["path", "prepare", "commit", "integrate", "total", "pushes per task", "CPU per task (this process + git)"],
+        [
+          ["local (GitWorkspace on the repository)", ...cell(c.local)],
+          ["remote, batched (the server's way)", ...cell(c.batched)],
+          ["remote, one push per ref", ...cell(c.unbatched)],
+        ],
+      ),
   );
 }
 

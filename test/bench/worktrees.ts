@@ -50,7 +50,7 @@ export interface WorktreeCost extends WorktreeSide {
 }
 
 /** User + system CPU time of this process and its waited-for children, ms (`null` without /proc). */
-function cpuMs(): number | null {
+export function cpuMs(): number | null {
   try {
     const fields = readFileSync("/proc/self/stat", "utf8").split(") ")[1]?.split(" ") ?? [];
     // After "pid (comm) ": state is field 3, so utime/stime/cutime/cstime (fields 14-17) are at 11-14 here.
@@ -105,7 +105,7 @@ function cachedRepo(cacheDir: string, files: number): string {
 }
 
 /** A fresh local clone (objects hard-linked, nothing checked out) of the cached repository; returns its head. */
-function cloneRepo(cacheDir: string, files: number, dir: string): string {
+export function cloneRepo(cacheDir: string, files: number, dir: string): string {
   rmSync(dir, { recursive: true, force: true });
   execFileSync("git", ["clone", "-q", "--no-checkout", cachedRepo(cacheDir, files), dir], { env: ENV });
   return execFileSync("git", ["rev-parse", "HEAD"], { cwd: dir, encoding: "utf8" }).trim();

@@ -17,9 +17,8 @@ import { dirname, join } from "node:path";
 import { expect, it } from "vitest";
 import type { Task } from "../../protocol/common.js";
 import { INSTANCES, readLog, workspace } from "../support/liveness-fleet.js";
-import { makeBareRemote } from "../support/git-remote.js";
+import { changesOn, makeBareRemote } from "../support/git-remote.js";
 import { startGitDaemon } from "../support/git-daemon.js";
-import { git } from "../support/git-repo.js";
 import { eventually } from "../support/postgres.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
@@ -36,14 +35,6 @@ interface Status {
 }
 
 const status = (s: ServerHandle, productId: string) => s.request<Status>("product.status", { productId });
-
-/** The task files each non-merge commit of `ref` adds or changes, one entry per (commit, file). */
-export function changesOn(remoteDir: string, ref: string): string[] {
-  return git(remoteDir, "log", "--no-merges", "--format=", "--name-only", ref)
-    .split("\n")
-    .filter((l) => l.startsWith("tasks/"))
-    .sort();
-}
 
 async function pausedNaming(s: ServerHandle, productId: string, remote: string): Promise<Status> {
   await eventually(async () => (await status(s, productId)).phase === "paused", 60_000, "the product to pause");

@@ -80,7 +80,10 @@ export function makeBareRemote(files: Record<string, string> = { "README.md": "#
       }
       return out;
     },
-    pushes: () => readFileSync(pushLog, "utf8").split("\n").filter((l) => l !== "").length,
+    pushes: () =>
+      readFileSync(pushLog, "utf8")
+        .split("\n")
+        .filter((l) => l !== "").length,
     read(ref) {
       if (!existsSync(dir)) return null;
       try {
@@ -90,4 +93,12 @@ export function makeBareRemote(files: Record<string, string> = { "README.md": "#
       }
     },
   };
+}
+
+/** The task files each non-merge commit of `ref` adds or changes, one entry per (commit, file), sorted. */
+export function changesOn(remoteDir: string, ref: string): string[] {
+  return git(remoteDir, "log", "--no-merges", "--format=", "--name-only", ref)
+    .split("\n")
+    .filter((l) => l.startsWith("tasks/"))
+    .sort();
 }

@@ -18,6 +18,7 @@ export const BENCH_SECTIONS = [
   "resume",
   "peer",
   "worktrees",
+  "remote",
   "postgres",
   "pickup",
 ] as const;
@@ -32,6 +33,7 @@ export const SECTION_TITLES: Readonly<Record<BenchSection, string>> = {
   resume: "Figure 5: resume from disk",
   peer: "Figure 6: LangGraph.js on the identical DAG",
   worktrees: "Figure 7: worktree isolation cost per task",
+  remote: "Figure 7b: the remote path (code through a git remote) per task",
   postgres: "Figure 8: PostgreSQL store and many servers on one database",
   pickup: "Control request pickup from a second process (SQLite and PostgreSQL)",
 };
