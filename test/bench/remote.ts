@@ -158,7 +158,7 @@ export async function remoteCost(dir: string, cacheDir: string, files: number, t
   const remote = bareRemote(repo, dir);
   const local = await taskLoop(new GitWorkspace(), repo, "prd_local", initial, tasks, batched);
   const port = new RemoteWorkspace(join(dir, `root-${files}`));
-  let t = performance.now();
+  const t = performance.now();
   await port.inspect(remote.url);
   const cloneMs = performance.now() - t;
   const paths: { cost: Omit<PathCost, "pushesPerTask">; pushes: number }[] = [];

@@ -18,7 +18,8 @@
  * product (a real takeover each round).
  *
  * Runs only with ACP_ORCHESTRATOR_TEST_PG (see test/support/postgres.ts). The rounds run five at a time; it is a long
- * test (4-6 minutes on a 2-core machine at load 25-30, where one task of the survivor took ~30 s of wall time).
+ * test: 519 s for the 10 rounds on a 2-core machine at load average ~30 (2026-12-05), where one task of the survivor
+ * took ~30 s of wall time and kill -9 → the survivor's first task start had a median of 105 s.
  */
 import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
