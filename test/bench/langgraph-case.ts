@@ -23,14 +23,35 @@
  * Must never be imported by src/.
  */
 import { readFileSync, rmSync, statSync } from "node:fs";
-import { Annotation, MemorySaver, START, StateGraph, type BaseCheckpointSaver } from "@langchain/langgraph";
+import {
+  Annotation,
+  END,
+  MemorySaver,
+  START,
+  Send,
+  StateGraph,
+  entrypoint,
+  task,
+  type BaseCheckpointSaver,
+} from "@langchain/langgraph";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import Database from "better-sqlite3";
 import { randomDag } from "./support/dag.js";
 import { processWriteBytes } from "./support/stats.js";
 
+/**
+ * How the DAG is written in LangGraph (issue 34: the peer's idiomatic graphs as well as the one-node-per-task graph):
+ * `nodes`, one graph node per task (the file comment); `send`, map-reduce with `Send`: a `schedule` node whose
+ * conditional edge sends every ready task (all dependencies in `outputs`, not itself) to one `task` node, which
+ * returns to `schedule`, until nothing is left; `functional`, the Functional API: one `entrypoint` that calls a
+ * `task` per DAG task as soon as the promises of its dependencies resolved (`Promise.all` of them).
+ */
+export type PeerGraph = "nodes" | "send" | "functional";
+
 export interface PeerOptions {
   mode: "run" | "crash" | "resume";
+  /** The LangGraph writing of the DAG (default `nodes`; crash and resume use `nodes`). */
+  graph?: PeerGraph;
   tasks: number;
   store: "memory" | "sqlite";
   file?: string;
@@ -40,6 +61,7 @@ export interface PeerOptions {
 }
 
 export interface PeerResult {
+  graph: PeerGraph;
   tasks: number;
   store: PeerOptions["store"];
   mode: PeerOptions["mode"];
@@ -83,8 +105,13 @@ interface Hooks {
   onStart(taskId: string): void;
 }
 
+/** The runnable every variant compiles to: what `invoke` needs here. */
+interface Runnable {
+  invoke(input: unknown, config: Record<string, unknown>): Promise<{ outputs: Outputs }>;
+}
+
 /** The DAG as a compiled LangGraph graph on `checkpointer`. */
-function buildGraph(tasks: number, width: number, checkpointer: BaseCheckpointSaver, hooks: Hooks) {
+function buildNodesGraph(tasks: number, width: number, checkpointer: BaseCheckpointSaver, hooks: Hooks) {
   const dag = randomDag({ tasks, width });
   // StateGraph's node and edge names are typed from the literal names added; a DAG built at run time has string
   // names, so the builder is used through a string-keyed view of itself.
@@ -109,6 +136,64 @@ function buildGraph(tasks: number, width: number, checkpointer: BaseCheckpointSa
     else graph.addEdge(t.dependsOn, t.taskId);
   }
   return graph.compile({ checkpointer });
+}
+
+/** The DAG as map-reduce with `Send`: `schedule` sends every ready task to the `task` node, super-step by super-step. */
+function buildSendGraph(tasks: number, width: number, checkpointer: BaseCheckpointSaver, hooks: Hooks): Runnable {
+  const dag = randomDag({ tasks, width });
+  const graph = new StateGraph(State) as unknown as {
+    addNode(name: string, fn: (input: { taskId?: string }) => Promise<{ outputs?: Outputs }>): unknown;
+    addEdge(from: string, to: string): unknown;
+    addConditionalEdges(from: string, route: (state: { outputs: Outputs }) => Send[] | string): unknown;
+    compile(o: { checkpointer: BaseCheckpointSaver }): Runnable;
+  };
+  graph.addNode("schedule", () => Promise.resolve({}));
+  graph.addNode("task", (input) => {
+    const id = input.taskId as string;
+    hooks.onStart(id);
+    return Promise.resolve({ outputs: { [id]: `done ${id}` } });
+  });
+  graph.addEdge(START, "schedule");
+  graph.addConditionalEdges("schedule", (state) => {
+    const ready = dag.tasks.filter((t) => !(t.taskId in state.outputs) && t.dependsOn.every((d) => d in state.outputs));
+    return ready.length === 0 ? END : ready.map((t) => new Send("task", { taskId: t.taskId }));
+  });
+  graph.addEdge("task", "schedule");
+  return graph.compile({ checkpointer });
+}
+
+/** The DAG in the Functional API: an entrypoint calling one `task` per DAG task once its dependencies resolved. */
+function buildFunctional(tasks: number, width: number, checkpointer: BaseCheckpointSaver, hooks: Hooks): Runnable {
+  const dag = randomDag({ tasks, width });
+  const runTask = task("runTask", (id: string) => {
+    hooks.onStart(id);
+    return Promise.resolve(`done ${id}`);
+  });
+  const workflow = entrypoint({ name: "dag", checkpointer }, async () => {
+    const results = new Map<string, Promise<string>>();
+    // Tasks come in level order, so every dependency's promise exists before its dependents are chained on it.
+    for (const t of dag.tasks)
+      results.set(
+        t.taskId,
+        Promise.all(t.dependsOn.map((d) => results.get(d))).then(async () => await runTask(t.taskId)),
+      );
+    const outputs: Outputs = {};
+    for (const [id, result] of results) outputs[id] = await result;
+    return { outputs };
+  });
+  return workflow as unknown as Runnable;
+}
+
+function buildGraph(
+  graph: PeerGraph,
+  tasks: number,
+  width: number,
+  checkpointer: BaseCheckpointSaver,
+  hooks: Hooks,
+): Runnable {
+  if (graph === "send") return buildSendGraph(tasks, width, checkpointer, hooks);
+  if (graph === "functional") return buildFunctional(tasks, width, checkpointer, hooks);
+  return buildNodesGraph(tasks, width, checkpointer, hooks);
 }
 
 function vmHwmMb(): number {
@@ -143,8 +228,15 @@ async function defaultSynchronous(file: string): Promise<number> {
 async function runCase(o: PeerOptions): Promise<PeerResult> {
   const width = o.width ?? 100;
   const levels = Math.ceil(o.tasks / width);
-  const config = { configurable: { thread_id: "bench" }, recursionLimit: levels + 10, durability: "sync" as const };
-  const result: Partial<PeerResult> = { tasks: o.tasks, store: o.store, mode: o.mode };
+  const graph = o.graph ?? "nodes";
+  if (graph !== "nodes" && o.mode !== "run") throw new Error("crash and resume use the one-node-per-task graph");
+  // One super-step per level; with Send two (schedule, then the level's tasks).
+  const config = {
+    configurable: { thread_id: "bench" },
+    recursionLimit: (graph === "send" ? 2 * levels : levels) + 10,
+    durability: "sync" as const,
+  };
+  const result: Partial<PeerResult> = { graph, tasks: o.tasks, store: o.store, mode: o.mode };
   let db: Database.Database | undefined;
   let checkpointer: BaseCheckpointSaver;
   if (o.store === "sqlite") {
@@ -178,7 +270,7 @@ async function runCase(o: PeerOptions): Promise<PeerResult> {
 
   const io0 = processWriteBytes("self");
   const t0 = performance.now();
-  const app = buildGraph(o.tasks, width, checkpointer, hooks);
+  const app = buildGraph(graph, o.tasks, width, checkpointer, hooks);
   result.compileMs = performance.now() - t0;
   let final: { outputs: Outputs };
   if (o.mode === "resume") {

@@ -11,14 +11,25 @@
 import { spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import type { PeerOptions, PeerResult } from "./langgraph-case.js";
+import type { PeerGraph, PeerOptions, PeerResult } from "./langgraph-case.js";
 import { runCase } from "./scale.js";
 import type { ScaleResult } from "./scale-case.js";
 import { benchScript } from "./support/paths.js";
 
+/** Every LangGraph writing of the DAG (langgraph-case.ts `PeerGraph`), in the order they run and print. */
+export const PEER_GRAPHS: readonly PeerGraph[] = ["nodes", "send", "functional"];
+
+/** How each writing is named in the tables. */
+export const PEER_GRAPH_NAMES: Readonly<Record<PeerGraph, string>> = {
+  nodes: "one node per task",
+  send: "Send map-reduce",
+  functional: "Functional API",
+};
+
 /** A peer case that did not finish within its limit. */
 export interface PeerTimeout {
   timedOut: true;
+  graph: PeerGraph;
   tasks: number;
   store: PeerOptions["store"];
   mode: PeerOptions["mode"];
@@ -48,7 +59,7 @@ export function runPeerCase(options: PeerOptions, timeoutMs: number): Promise<Pe
     child.stderr.setEncoding("utf8").on("data", (d: string) => (err = (err + d).slice(-20_000)));
     child.once("exit", (code, signal) => {
       clearTimeout(timer);
-      const base = { tasks: options.tasks, store: options.store, mode: options.mode };
+      const base = { graph: options.graph ?? "nodes", tasks: options.tasks, store: options.store, mode: options.mode };
       if (killedByUs) {
         resolve({ timedOut: true, ...base, limitMs: timeoutMs });
         return;
@@ -79,7 +90,7 @@ function removeDb(file: string): void {
   for (const f of [file, `${file}-wal`, `${file}-shm`]) rmSync(f, { force: true });
 }
 
-/** One (size, store) cell: every run of each side. */
+/** One (size, store) cell: every run of each side (the peer's runs of every LangGraph writing of the DAG). */
 export interface PeerCell {
   tasks: number;
   store: "memory" | "sqlite";
@@ -97,8 +108,10 @@ export interface PeerPlan {
   sizes: readonly number[];
   /** Repeats per size (index-aligned with `sizes`). */
   repeats: readonly number[];
-  /** Peer runs per size at most (a 10,000-task LangGraph run takes minutes: fewer of them). */
+  /** Peer runs per size and LangGraph writing at most (a 10,000-task LangGraph run takes minutes: fewer of them). */
   peerRepeats: readonly number[];
+  /** The LangGraph writings of the DAG to run (default all, `PEER_GRAPHS`). */
+  graphs?: readonly PeerGraph[];
   /** Time limit of one peer case, ms. */
   timeoutMs: number;
   resumeTasks: number;
@@ -106,8 +119,9 @@ export interface PeerPlan {
 }
 
 /**
- * Runs the comparison. For every size and store, `repeats` rounds of (ours, peer) in that order, the peer only in the
- * first `peerRepeats` rounds and not again after it timed out. Every run must finish cleanly with every task done.
+ * Runs the comparison. For every size and store, `repeats` rounds of (ours, then the peer in each of its writings of
+ * the DAG), each writing only in the first `peerRepeats` rounds and not again after it timed out. Every run must
+ * finish cleanly with every task done.
  */
 export async function peerComparison(
   dir: string,
@@ -131,17 +145,20 @@ export async function peerComparison(
           throw new Error(`our ${tasks}/${store} case did not complete cleanly: ${JSON.stringify(ours).slice(0, 500)}`);
         cell.ours.push(ours);
         let line = `  peer ${store} ${tasks} round ${r + 1}/${repeats}: ours ${(ours.planMs + ours.runMs).toFixed(0)} ms`;
-        if (r < peerRepeats && !cell.peer.some(timedOut)) {
+        for (const graph of plan.graphs ?? PEER_GRAPHS) {
+          if (r >= peerRepeats || cell.peer.some((p) => timedOut(p) && p.graph === graph)) continue;
           const pfile = join(dir, `peer-langgraph-${tasks}-${store}.db`);
           removeDb(pfile);
-          const peer = await runPeerCase({ mode: "run", tasks, store, file: pfile, width }, plan.timeoutMs);
+          const peer = await runPeerCase({ mode: "run", graph, tasks, store, file: pfile, width }, plan.timeoutMs);
           removeDb(pfile);
           if (!timedOut(peer) && (peer.ran !== tasks || peer.outputs !== tasks))
-            throw new Error(`the peer's ${tasks}/${store} case did not run every task: ${JSON.stringify(peer)}`);
+            throw new Error(
+              `the peer's ${tasks}/${store}/${graph} case did not run every task: ${JSON.stringify(peer)}`,
+            );
           cell.peer.push(peer);
           line += timedOut(peer)
-            ? `, LangGraph timed out after ${(plan.timeoutMs / 1000).toFixed(0)} s`
-            : `, LangGraph ${(peer.compileMs + peer.runMs).toFixed(0)} ms`;
+            ? `, LangGraph ${graph} timed out after ${(plan.timeoutMs / 1000).toFixed(0)} s`
+            : `, LangGraph ${graph} ${(peer.compileMs + peer.runMs).toFixed(0)} ms`;
         }
         log(line);
       }
