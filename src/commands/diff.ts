@@ -28,7 +28,8 @@ export const diffCommand: Command = {
   summary: "show a product's or a task's change against its base (git diff, coloured on a terminal)",
   help: `Usage: acp-orchestrator diff ID [TASK] [--state PATH|URL] [--stat] [--color|--no-color]
 
-Shows what product ID changed (from the commit its first tasks started on to its integration branch), or what
+Shows what product ID changed (from the commit its first tasks started on, which
+retry and rollback do not move, to its integration branch), or what
 task TASK's last attempt changed (from its base to its commit), as a git diff with a summary of the files first.
 Coloured when stdout is a terminal. Reads only. Needs a product that ran with worktree isolation (a git workspace).
 

@@ -42,8 +42,9 @@ export async function productCwd(reader: RunStateReader, productId: string): Pro
 }
 
 /**
- * The commits of `taskId`'s last attempt, or of the whole product (`taskId` undefined: from the base its first tasks
- * started on to the integration head). Throws `ChangeUnavailable` when the product did not run isolated in worktrees
+ * The commits of `taskId`'s last attempt, or of the whole product (`taskId` undefined: from the commit its integration
+ * branch was created from at confirmation, where its first tasks started, to the integration head; a retry or
+ * rollback does not move it). Throws `ChangeUnavailable` when the product did not run isolated in worktrees
  * or the task has no commit yet; not_found for an unknown product.
  */
 export async function changeRange(reader: RunStateReader, productId: string, taskId?: string): Promise<ChangeRange> {
@@ -67,7 +68,9 @@ export async function changeRange(reader: RunStateReader, productId: string, tas
     return { cwd, base: task.workspace.baseCommit, head, what: `task ${taskId}` };
   }
   const integration = status.integration as { head?: string; branch?: string } | undefined;
-  const root = tasks.find((t) => t.dependsOn.length === 0 && t.workspace !== undefined)?.workspace?.baseCommit;
+  // The base the integration branch was created from, never a later attempt's: after a retry or rollback the first
+  // tasks start on the integration head, and a diff from there would hide what a merge still brings in.
+  const root = await reader.integrationBase(productId);
   if (!integration?.head || root === undefined) {
     throw new ChangeUnavailable(`Product ${productId} has no integrated work yet.`);
   }

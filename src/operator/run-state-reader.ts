@@ -182,6 +182,16 @@ export class RunStateReader {
     return this.products.status(productId);
   }
 
+  /**
+   * The commit a worktree-isolated product's integration branch was created from at confirmation (its
+   * `workspaceChosen` base, kept in its state; `undefined` before confirmation or without isolation). A replay or a
+   * rollback never changes it, unlike the bases of later attempts. Call after `productStatus` (which brings the
+   * product up to date with the store). Throws not_found.
+   */
+  async integrationBase(productId: string): Promise<string | undefined> {
+    return (await this.products.get(productId)).model.state.integration?.base;
+  }
+
   /** The kept checkpoints of a product, oldest first. Throws not_found. */
   async checkpoints(productId: string) {
     return (await this.products.checkpoints(productId)).checkpoints;

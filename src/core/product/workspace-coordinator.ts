@@ -13,7 +13,7 @@ import type { WorkspacePort } from "../ports.js";
 import {
   attemptBase,
   attemptMessage,
-  attemptRef,
+  freeAttemptRef,
   BRANCH_MOVED_REMEDIATION,
   branchMovedProblem,
   chooseIsolation,
@@ -317,7 +317,7 @@ export class WorkspaceCoordinator {
     if (!iso) return undefined;
     return {
       path: await iso.port.attemptPath(iso.repo, this.productId, taskId, attempt),
-      branch: attemptRef(this.productId, taskId, attempt),
+      branch: await freeAttemptRef(this.productId, taskId, attempt, (ref) => iso.port.readRef(iso.repo, ref)),
       baseCommit: attemptBase(iso.integration),
     };
   }

@@ -25,6 +25,24 @@ export const productRefPrefix = (productId: string): string => `refs/acp-orchest
 export const attemptRef = (productId: string, taskId: string, attempt: number): string =>
   `${productRefPrefix(productId)}attempts/${refComponent(taskId)}/${attempt}`;
 
+/**
+ * Guarantee 11 (no commit lost): the ref that will keep attempt `attempt` of `taskId`. A replay or a rollback sets a
+ * task's attempts back, so attempt n runs again while `attempts/<task>/<n>` still keeps the earlier run's commit; the
+ * new run then gets `attempts/<task>/<n>-<k>` (k = 2, 3, …: the first name `readRef` finds no commit under), so the
+ * recorded ref is always the one that holds the attempt's commit.
+ */
+export async function freeAttemptRef(
+  productId: string,
+  taskId: string,
+  attempt: number,
+  readRef: (ref: string) => Promise<string | null>,
+): Promise<string> {
+  const first = attemptRef(productId, taskId, attempt);
+  let ref = first;
+  for (let k = 2; (await readRef(ref)) !== null; k++) ref = `${first}-${k}`;
+  return ref;
+}
+
 /** The ref that keeps the head a rollback left behind (`n` counts rollbacks that kept one). */
 export const keptHeadRef = (productId: string, n: number): string => `${productRefPrefix(productId)}rollback/${n}`;
 
