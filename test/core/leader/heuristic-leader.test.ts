@@ -300,6 +300,11 @@ describe("HeuristicLeader.plan: issue 15's built-in leader (ordering, strengths,
       "Section 1 of product 1, section 2 of product 1 and section 3 of product 1",
       "Section 1 of product 2, section 2 of product 2 and section 3 of product 2",
     ]);
+    // One sentence names itself; a pronoun ("review it") is no name of its own.
+    expect((await planOf("Write the user guide, then review it", [], TEAM)).name).toBe(
+      "Write the user guide, then review it",
+    );
+    expect((await planOf("Write the user guide. Then review it.", [], TEAM)).name).toBe("User guide");
     // Two joined verbs are the work, not a verb to drop ("and remove functions" read like a fragment).
     const readme = await planOf(
       "- Write the README section on installation\n- Add and remove functions\n- Add tests",

@@ -85,13 +85,14 @@ export function planName(goal: string, taskTitles: readonly string[] = []): stri
   const lines = goal.split(/\r?\n/u);
   const firstLine = lines.find(hasWords);
   if (firstLine === undefined) return "Untitled goal";
-  const prose = !lines.some((l) => LIST_LINE.test(l));
+  const first = firstLine.replace(/^\s*(?:#+|[-*+•‣◦▪]|\[[ xX]\]|\d+[.)])\s*/u, "").trim();
+  const sentence = first.split(/(?<=[.!?])\s+(?=[^\p{Ll}\s])|(?<=[。！？])/u)[0] ?? first;
+  // Prose of one sentence ("Write the guide, then review it") names itself; more sentences or lines are a list.
+  const prose = !lines.some((l) => LIST_LINE.test(l)) && sentence.trim() !== goal.trim();
   if ((prose || LIST_LINE.test(firstLine)) && taskTitles.length >= 2) {
     const summary = summaryName(taskTitles);
     if (summary !== undefined) return summary;
   }
-  const first = firstLine.replace(/^\s*(?:#+|[-*+•‣◦▪]|\[[ xX]\]|\d+[.)])\s*/u, "").trim();
-  const sentence = first.split(/(?<=[.!?])\s+(?=[^\p{Ll}\s])|(?<=[。！？])/u)[0] ?? first;
   return makeTitle(sentence, "Untitled goal");
 }
 
@@ -106,13 +107,16 @@ const LEADING_VERBS = new Set(
   ).split(" "),
 );
 
+const PRONOUN = /^(?:it|them|this|that|these|those)$/iu;
+
 /** "Changelog, API reference and release notes" from task titles; undefined when no title names anything. */
 function summaryName(titles: readonly string[]): string | undefined {
   const seen = new Set<string>();
   const objects: string[] = [];
   for (const title of titles) {
     const object = objectOf(title);
-    if (object === "" || seen.has(object.toLowerCase())) continue;
+    // A pronoun ("review it") names nothing of its own.
+    if (object === "" || PRONOUN.test(object) || seen.has(object.toLowerCase())) continue;
     seen.add(object.toLowerCase());
     objects.push(object);
   }
