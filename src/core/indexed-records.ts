@@ -6,7 +6,7 @@
  * (guarantee 4). This file must never perform I/O except through the authority port.
  */
 import type { z } from "zod";
-import type { ListedRecord, RunStateAuthority } from "./ports.js";
+import type { ListedRecord, ProjectRecord, RunStateAuthority } from "./ports.js";
 import { INDEX_PROJECT, ProductIndexRecord } from "./product/records.js";
 
 /**
@@ -19,6 +19,15 @@ export async function listIndexedRecords<T>(
 ): Promise<{ records: T[]; dropped: number }> {
   const projects = new Set<string>();
   let dropped = 0;
+  if (options.projectId === undefined && authority.listAcrossProjects) {
+    // Every project's records in one read (issue 32); the index is read only to count its records that do not parse.
+    for (const rec of await listRecordValues(authority, INDEX_PROJECT, options.indexKind)) {
+      if (!ProductIndexRecord.safeParse(rec.value).success) dropped++;
+    }
+    const across = await authority.listAcrossProjects(options.kind);
+    const { records, dropped: invalid } = parseAll(across, options.schema);
+    return { records, dropped: dropped + invalid };
+  }
   if (options.projectId !== undefined) projects.add(options.projectId);
   else {
     for (const rec of await listRecordValues(authority, INDEX_PROJECT, options.indexKind)) {
@@ -60,4 +69,40 @@ export async function listRecordValues(
     if (rec) out.push({ id: info.id, ...rec });
   }
   return out;
+}
+
+/**
+ * The valid records of `kind` across every project whose stored JSON text contains `containing`, through the
+ * authority's pre-filter when it has `listAcrossProjects` (a read of those records only: the recovery pass on
+ * 100,000 stored products, issue 32), else through `listIndexedRecords` and `matches`. Either way every record
+ * returned satisfies `matches` (the pre-filter may let others through). Records that do not parse are skipped and
+ * counted in `dropped` — only those read, so it is not `product.list`'s count. Never writes.
+ */
+export async function listMatchingRecords<T>(
+  authority: RunStateAuthority,
+  options: {
+    indexKind: string;
+    kind: string;
+    schema: z.ZodType<T>;
+    containing: string;
+    matches: (record: T) => boolean;
+  },
+): Promise<{ records: T[]; dropped: number }> {
+  const { records, dropped } = authority.listAcrossProjects
+    ? parseAll(await authority.listAcrossProjects(options.kind, { containing: options.containing }), options.schema)
+    : await listIndexedRecords(authority, options);
+  return { records: records.filter(options.matches), dropped };
+}
+
+/** The values of `listed` outside the index project that parse with `schema`, and how many did not. */
+function parseAll<T>(listed: readonly ProjectRecord[], schema: z.ZodType<T>): { records: T[]; dropped: number } {
+  const records: T[] = [];
+  let dropped = 0;
+  for (const rec of listed) {
+    if (rec.projectId === INDEX_PROJECT) continue;
+    const parsed = schema.safeParse(rec.value);
+    if (parsed.success) records.push(parsed.data);
+    else dropped++;
+  }
+  return { records, dropped };
 }

@@ -60,6 +60,9 @@ export interface ListedRecord extends StoredRecord {
   id: string;
 }
 
+/** A record with its project and id, as `listAcrossProjects` returns it. */
+export type ProjectRecord = ListedRecord & { projectId: string };
+
 export interface RecordInfo {
   id: string;
   revision: number;
@@ -126,6 +129,12 @@ export interface RunStateAuthority {
    * trip per record; issue 32, 100,000 stored products). Same order and prefix rule as `list`; never writes.
    */
   listValues?(projectId: string, kind: string, prefix?: string): Promise<ListedRecord[]>;
+  /**
+   * Optional: `listValues(p, kind)` of every project `p` of `listProjects` in one read, in project order, each with
+   * its `projectId` (issue 32: 100,000 stored products). With `containing`, records whose stored JSON text lacks that
+   * text may be left out: a pre-filter (one holding it is always returned) the caller narrows further. Never writes.
+   */
+  listAcrossProjects?(kind: string, options?: { containing?: string }): Promise<ProjectRecord[]>;
   appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }>;
   /**
    * Events with `seq > afterSeq`, oldest first. With `limit` (a positive integer), the first `limit` of them, or all
@@ -346,31 +355,8 @@ export interface AssessResult {
   message: string;
 }
 
-/**
- * An agent failure that retrying cannot fix (DESIGN.md "Processes"): its command does not exist or cannot run, it
- * requires authentication, or it refused `initialize`, `authenticate` or `session/new`. `message` says what happened
- * naming the agent; `remediation` says what the operator should do. A `LeaderPort` method rejects with one when its
- * leader agent cannot be started: the product (or goal run) then pauses with that recovery instead of failing.
- */
-export class AgentConfigurationError extends Error {
-  override readonly name = "AgentConfigurationError";
-  constructor(
-    message: string,
-    readonly agentId: string,
-    readonly remediation: string,
-  ) {
-    super(message);
-  }
-}
-
-/**
- * `remediation` of an `AgentConfigurationError` with its last step ("…, then resume.") replaced by `nextStep` (a
- * sentence fragment such as `send product.message to plan again`). Pure.
- */
-export function remediationThen(remediation: string, nextStep: string): string {
-  const fix = remediation.replace(/[\s,;.]*(?:then|Then) resume\.?\s*$/u, "").replace(/\.$/u, "");
-  return `${fix}; then ${nextStep}.`;
-}
+// AgentConfigurationError and remediationThen live in agent-errors.ts, re-exported here.
+export { AgentConfigurationError, remediationThen } from "./agent-errors.js";
 
 /**
  * The leader: plans, answers the user, decides what to do about a final failure, and drives goal runs

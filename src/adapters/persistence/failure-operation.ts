@@ -9,7 +9,14 @@
 import { AuthorityFailure, type RunStateAuthority } from "../../core/ports.js";
 
 /** The methods of the authority port that only read (guarantee 3). */
-const READS: ReadonlySet<PropertyKey> = new Set(["get", "list", "listValues", "readEvents", "listProjects"]);
+const READS: ReadonlySet<PropertyKey> = new Set([
+  "get",
+  "list",
+  "listValues",
+  "listAcrossProjects",
+  "readEvents",
+  "listProjects",
+]);
 
 /** Returns `authority` seen through a proxy that marks the operation of every `AuthorityFailure` it throws. */
 export function withFailureOperations<A extends RunStateAuthority>(authority: A): A {

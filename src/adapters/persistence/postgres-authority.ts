@@ -21,6 +21,7 @@ import {
   type AuthorityChange,
   type Clock,
   type ListedRecord,
+  type ProjectRecord,
   type RecordInfo,
   type RunStateAuthority,
   type StoredEvent,
@@ -65,6 +66,17 @@ export interface PostgresAuthorityOptions {
   /** Where connection problems of the change feed are reported (it reconnects by itself). Default: ignored. */
   onFeedError?: (error: Error) => void;
 }
+
+/**
+ * The project ids of `records` as a recursive CTE `projects` (a loose index scan: from each project id, the next one
+ * by one probe of the primary key), so finding the projects costs one probe per project, not a read of every record.
+ * Its last row is NULL.
+ */
+const PROJECTS = `WITH RECURSIVE projects(project_id) AS (
+    (SELECT project_id FROM records ORDER BY project_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT r.project_id FROM records r WHERE r.project_id > p.project_id ORDER BY r.project_id LIMIT 1)
+    FROM projects p WHERE p.project_id IS NOT NULL)`;
 
 interface RecordRow {
   value: string;
@@ -418,13 +430,46 @@ export class PostgresAuthority implements RunStateAuthority {
     });
   }
 
-  /** Project ids that hold at least one record (event streams alone do not count), in code-point order. Never writes. */
+  /**
+   * Project ids that hold at least one record (event streams alone do not count), in code-point order: one index
+   * probe per project (`PROJECTS`), not a scan of every record. Never writes.
+   */
   async listProjects(): Promise<string[]> {
     return this.#run("listProjects", async () => {
-      const result = await this.#pool.query<{ project_id: string }>(
-        "SELECT DISTINCT project_id FROM records ORDER BY project_id",
-      );
+      const result = await this.#pool.query<{ project_id: string }>({
+        name: "acp-list-projects",
+        text: `${PROJECTS} SELECT project_id FROM projects WHERE project_id IS NOT NULL ORDER BY project_id`,
+      });
       return result.rows.map((row) => row.project_id);
+    });
+  }
+
+  /**
+   * The records of `kind` in every project, by project then id, in one statement: the projects by one index probe
+   * each, then each project's index range of `kind`; with `containing`, only those whose stored text contains it
+   * (`strpos`, literal). Values are parsed as `get` parses them. Never writes.
+   */
+  async listAcrossProjects(kind: string, options: { containing?: string } = {}): Promise<ProjectRecord[]> {
+    return this.#run("list", async () => {
+      checkNameText(kind, "kind");
+      const containing = options.containing;
+      if (containing !== undefined && typeof containing !== "string")
+        throw new AuthorityFailure("containing must be a string.");
+      const filter = containing === undefined ? "" : "AND strpos(r.value, $2) > 0";
+      const result = await this.#pool.query<RecordRow & { project_id: string; id: string }>({
+        name: containing === undefined ? "acp-list-across" : "acp-list-across-containing",
+        text: `${PROJECTS} SELECT r.project_id, r.id, r.value, r.revision, r.updated_at
+               FROM projects p JOIN records r ON r.project_id = p.project_id AND r.kind = $1 ${filter}
+               ORDER BY r.project_id, r.id`,
+        values: containing === undefined ? [kind] : [kind, containing],
+      });
+      return result.rows.map((row) => ({
+        projectId: row.project_id,
+        id: row.id,
+        value: parseStored(row.value),
+        revision: Number(row.revision),
+        updatedAt: row.updated_at,
+      }));
     });
   }
 

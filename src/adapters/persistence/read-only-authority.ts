@@ -39,6 +39,12 @@ export class ReadOnlyAuthority implements RunStateAuthority {
     return this.inner.readEvents(projectId, stream, afterSeq, limit);
   }
 
+  /** The backend's `listAcrossProjects` (a read), bound to it; `undefined` when it has none. */
+  get listAcrossProjects(): RunStateAuthority["listAcrossProjects"] {
+    const listAcross = this.inner.listAcrossProjects;
+    return listAcross === undefined ? undefined : (kind, options) => listAcross.call(this.inner, kind, options);
+  }
+
   listProjects(): Promise<string[]> {
     return this.inner.listProjects ? this.inner.listProjects() : Promise.resolve([]);
   }

@@ -20,6 +20,7 @@ import {
   AuthorityConflict,
   AuthorityFailure,
   type Clock,
+  type ProjectRecord,
   type RecordInfo,
   type RunStateAuthority,
   type StoredEvent,
@@ -47,7 +48,6 @@ import {
   type Statements,
 } from "./sqlite-schema.js";
 import { WAL_INDEX_HEADER_BYTES, WalIndexHeader } from "./wal-index.js";
-
 export { SQLITE_SCHEMA_VERSION };
 
 /** The connection settings in force, as SQLite reports them (for diagnostics and tests). */
@@ -438,6 +438,22 @@ export class SqliteAuthority implements RunStateAuthority {
   /** Project ids that hold at least one record (event streams alone do not count), in code-point order. Never writes. */
   async listProjects(): Promise<string[]> {
     return this.#run("listProjects", () => this.#statements.listProjects.all());
+  }
+
+  /** `kind` in every project by project then id, one statement; `containing` matched by `instr`. Never writes. */
+  async listAcrossProjects(kind: string, options: { containing?: string } = {}): Promise<ProjectRecord[]> {
+    return this.#run("list", () => {
+      checkName(kind, "kind");
+      const containing = options.containing ?? "";
+      if (typeof containing !== "string") throw new AuthorityFailure("containing must be a string.");
+      return this.#statements.listAcross.all(kind, containing).map((r) => ({
+        projectId: r.project_id,
+        id: r.id,
+        value: parseStored(r.value),
+        revision: r.revision,
+        updatedAt: r.updated_at,
+      }));
+    });
   }
 
   /** Reports the connection settings in force. Never writes. Throws `AuthorityFailure` when closed. */

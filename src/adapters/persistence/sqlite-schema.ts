@@ -73,6 +73,8 @@ export interface Statements {
   deleteRecord: Database.Statement<[string, string, string]>;
   listRecords: Database.Statement<[string, string, string, string], RecordInfoRow>;
   listProjects: Database.Statement<[], string>;
+  /** Records of one kind in every project whose value contains a text (`''`: every one), by project then id. */
+  listAcross: Database.Statement<[string, string], RecordRow & { project_id: string; id: string }>;
   lastSeq: Database.Statement<[string, string], number | null>;
   insertEvent: Database.Statement<[string, string, number, string]>;
   readEvents: Database.Statement<[string, string, number, number], EventRow>;
@@ -120,6 +122,16 @@ export function migrate(db: Database.Database): void {
   apply.immediate();
 }
 
+/**
+ * The project ids of `records` as a recursive CTE `projects`: from each project id the next one by one probe of the
+ * primary key (a loose index scan), so listing projects does not read every record. Its last row is NULL.
+ */
+const PROJECTS = `WITH RECURSIVE projects(project_id) AS (
+    SELECT MIN(project_id) FROM records
+    UNION ALL
+    SELECT (SELECT MIN(r.project_id) FROM records r WHERE r.project_id > p.project_id)
+    FROM projects p WHERE p.project_id IS NOT NULL)`;
+
 export function prepareStatements(db: Database.Database): Statements {
   return {
     getRecord: db.prepare(
@@ -143,7 +155,17 @@ export function prepareStatements(db: Database.Database): Statements {
     listRecords: db.prepare(
       "SELECT id, revision, updated_at FROM records WHERE project_id = ? AND kind = ? AND id >= ? AND id < (? || CAST(X'FF' AS TEXT)) ORDER BY id",
     ),
-    listProjects: db.prepare<[], string>("SELECT DISTINCT project_id FROM records ORDER BY project_id").pluck(),
+    listProjects: db
+      .prepare<
+        [],
+        string
+      >(`${PROJECTS} SELECT project_id FROM projects WHERE project_id IS NOT NULL ORDER BY project_id`)
+      .pluck(),
+    listAcross: db.prepare(
+      `${PROJECTS} SELECT r.project_id, r.id, r.value, r.revision, r.updated_at FROM projects p
+       JOIN records r ON r.project_id = p.project_id AND r.kind = ? AND instr(r.value, ?) > 0
+       ORDER BY r.project_id, r.id`,
+    ),
     lastSeq: db
       .prepare<[string, string], number | null>("SELECT MAX(seq) FROM events WHERE project_id = ? AND stream = ?")
       .pluck(),

@@ -362,7 +362,7 @@ export class Fleet {
     const taken: string[] = [];
     // A server that cannot prove itself live takes nothing over (docs/FLEET.md): its leases would not be respected.
     if (this.#o.liveness?.selfLive?.() === false) return taken;
-    const { headers } = await this.#o.store.listHeaders(undefined, "executing");
+    const headers = await this.#o.store.headersInPhase("executing");
     for (const header of headers) {
       if (this.#stopped) break;
       if (this.#drives(header.productId)) continue;

@@ -10,7 +10,7 @@ import type { Phase } from "../../../protocol/common.js";
 import type { RunStateAuthority } from "../ports.js";
 import { AuthorityConflict, STORED_TEXT_LENGTH } from "../ports.js";
 import { notFound } from "../errors.js";
-import { listIndexedRecords } from "../indexed-records.js";
+import { listIndexedRecords, listMatchingRecords } from "../indexed-records.js";
 import { checkProductState } from "./integrity.js";
 import {
   INDEX_PROJECT,
@@ -55,12 +55,6 @@ export interface CheckpointState {
   /** The rule the rebuilt state breaks as a whole (guarantee 15); absent when whole. */
   invalid?: string;
 }
-
-/**
- * Id of the snapshot record of a product at sequence number `seq` (kind `snapshot`): the number is zero-padded so that
- * the authority's id order is sequence order. (Before compaction existed, one record `snapshot/<productId>` held the
- * latest snapshot; it is still read, as the oldest candidate, and removed by the next compaction.)
- */
 
 /** A parsed snapshot and what it cost to store. */
 interface Snapshot {
@@ -581,9 +575,25 @@ export class ProductStore {
       schema: ProductHeaderRecord,
     });
     const headers = phase === undefined ? records : records.filter((h) => h.phase === phase);
-    headers.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
-    return { headers, dropped };
+    return { headers: byCreation(headers), dropped };
+  }
+
+  /**
+   * The valid headers whose phase is `phase`, oldest first (the recovery pass's read, issue 32): where the authority
+   * filters (`listAcrossProjects`), only headers whose text holds `"phase":"<phase>"` (as every version wrote them)
+   * are read, so a pass costs what the executing products cost, not what every stored one does. Never writes.
+   */
+  async headersInPhase(phase: Phase): Promise<ProductHeaderRecord[]> {
+    const containing = `"phase":${JSON.stringify(phase)}`;
+    const { records } = await listMatchingRecords(this.authority, {
+      ...{ indexKind: "product-index", kind: "product", schema: ProductHeaderRecord, containing },
+      matches: (h) => h.phase === phase,
+    });
+    return byCreation(records);
   }
 }
 
-/** How many sequence numbers are missing between the last applied event `previous` and the next one read, `seq`. */
+/** `headers` sorted by `createdAt`, oldest first (in place). */
+function byCreation(headers: ProductHeaderRecord[]): ProductHeaderRecord[] {
+  return headers.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
+}
