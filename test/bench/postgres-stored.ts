@@ -24,16 +24,27 @@ import { SERVER_CLI } from "./support/paths.js";
 /** Limit of both measurements (issue 32). */
 export const STORED_TARGET_MS = 1_000;
 
-export interface StoredFigure {
-  products: number;
-  seedMs: number;
+/** One `serve --recover` process on the stored products. */
+export interface StoredRun {
   /** Spawn → `initialize` answered. */
   initializeMs: number;
   /** Spawn → the first recovery pass done. */
   recoveredMs: number;
   /** One `product.list` round trip (all products). */
   listMs: number;
+  /** One `product.list` round trip with `phase: "executing"` (none of the stored products is). */
+  listExecutingMs: number;
+}
+
+export interface StoredFigure extends StoredRun {
+  products: number;
+  /** 0 when an already seeded schema was reused (`--stored-schema`). */
+  seedMs: number;
   listed: number;
+  /** Every run, in order; the figure's own fields are their medians. */
+  runs: StoredRun[];
+  /** The same start-up on an empty schema (the floor): median of as many runs. */
+  emptyStartupMs: number;
 }
 
 const fmt = (n: number, digits = 0): string =>
@@ -63,22 +74,24 @@ async function cloneProducts(admin: pg.Client, schema: string, template: string,
     const args = [template, from, to];
     const g = "generate_series($2::int, $3::int) AS g";
     const sub = (col: string): string => `replace(${col}, $1, $1 || '-' || g)`;
+    // The template's rows only: a copy's keys hold the template id too (followed by `-<n>`).
+    const mine = (col: string): string => `strpos(${col}, $1) > 0 AND strpos(${col}, $1 || '-') = 0`;
     await admin.query(
       `INSERT INTO ${s}.records (project_id, kind, id, value, revision, updated_at)
        SELECT project_id, kind, ${sub("id")}, ${sub("value")}, revision, updated_at
-       FROM ${s}.records, ${g} WHERE strpos(id, $1) > 0`,
+       FROM ${s}.records, ${g} WHERE ${mine("id")}`,
       args,
     );
     await admin.query(
       `INSERT INTO ${s}.streams (project_id, stream, last_seq)
-       SELECT project_id, ${sub("stream")}, last_seq FROM ${s}.streams, ${g} WHERE strpos(stream, $1) > 0`,
+       SELECT project_id, ${sub("stream")}, last_seq FROM ${s}.streams, ${g} WHERE ${mine("stream")}`,
       args,
     );
     await admin.query(
       `INSERT INTO ${s}.events (project_id, stream, seq, n, event, events)
        SELECT project_id, ${sub("stream")}, seq, n, ${sub("event")},
               (SELECT array_agg(${sub("t")} ORDER BY o) FROM unnest(events) WITH ORDINALITY AS u(t, o))
-       FROM ${s}.events, ${g} WHERE strpos(stream, $1) > 0`,
+       FROM ${s}.events, ${g} WHERE ${mine("stream")}`,
       args,
     );
   }
@@ -86,7 +99,7 @@ async function cloneProducts(admin: pg.Client, schema: string, template: string,
 }
 
 /** Spawns `serve --recover` on `url` and measures start-up and one `product.list`. */
-async function measureServe(url: string): Promise<Omit<StoredFigure, "products" | "seedMs">> {
+async function measureServe(url: string): Promise<StoredRun & { listed: number }> {
   const dir = mkdtempSync(join(tmpdir(), "acp-bench-stored-"));
   const proc = new NdjsonProcess({
     command: process.execPath,
@@ -113,49 +126,97 @@ async function measureServe(url: string): Promise<Omit<StoredFigure, "products" 
     const t0 = performance.now();
     const list = await proc.request<{ products: unknown[] }>("product.list", {});
     const listMs = performance.now() - t0;
-    return { initializeMs, recoveredMs, listMs, listed: list.products.length };
+    const t1 = performance.now();
+    await proc.request("product.list", { phase: "executing" });
+    const listExecutingMs = performance.now() - t1;
+    return { initializeMs, recoveredMs, listMs, listExecutingMs, listed: list.products.length };
   } finally {
     await proc.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
+const median = (xs: number[]): number => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+};
+
+/** How many product headers `schema` holds (0 when it does not exist). */
+async function storedCount(admin: pg.Client, schema: string): Promise<number> {
+  const exists = await admin.query("SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'records'", [schema]);
+  if (exists.rowCount === 0) return 0;
+  const r = await admin.query<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".records WHERE kind = 'product'`);
+  return Number(r.rows[0]?.n ?? 0);
+}
+
 /**
  * Stores `products` completed products in `schema` (of the database `admin` is connected to; `url` names the same
- * schema) and measures `serve --recover` on them. The caller drops the schema.
+ * schema; with `reuse`, a schema that already holds exactly that many is used as it is) and measures `serve
+ * --recover` on them `runs` times, and as many times on the empty schema `emptyUrl` names (the floor). The caller
+ * drops the schemas it does not keep.
  */
 export async function storedFigure(
   url: string,
+  emptyUrl: string,
   admin: pg.Client,
   schema: string,
   products: number,
-  log: (line: string) => void,
+  options: { log: (line: string) => void; reuse?: boolean; runs?: number },
 ): Promise<StoredFigure> {
   const t0 = performance.now();
-  const template = await templateProduct(url);
-  await cloneProducts(admin, schema, template, products - 1);
-  const seedMs = performance.now() - t0;
-  const m = await measureServe(url);
-  if (m.listed !== products) throw new Error(`product.list returned ${m.listed} products of ${products}`);
-  const figure = { products, seedMs, ...m };
-  log(
-    `  ${fmt(products)} stored products (seeded in ${fmt(seedMs / 1000, 1)} s): serve --recover start-up ` +
-      `${fmt(Math.max(m.initializeMs, m.recoveredMs))} ms (initialize ${fmt(m.initializeMs)} ms, recovery pass done ` +
-      `${fmt(m.recoveredMs)} ms), product.list ${fmt(m.listMs)} ms`,
-  );
-  return figure;
+  const have = options.reuse ? await storedCount(admin, schema) : 0;
+  if (have !== products) {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    const template = await templateProduct(url);
+    await cloneProducts(admin, schema, template, products - 1);
+  }
+  const seedMs = have === products ? 0 : performance.now() - t0;
+  const runs: StoredRun[] = [];
+  const empty: number[] = [];
+  let listed = 0;
+  for (let i = 0; i < (options.runs ?? 3); i += 1) {
+    const e = await measureServe(emptyUrl);
+    empty.push(Math.max(e.initializeMs, e.recoveredMs));
+    const m = await measureServe(url);
+    if (m.listed !== products) throw new Error(`product.list returned ${m.listed} products of ${products}`);
+    listed = m.listed;
+    const { listed: _, ...run } = m;
+    runs.push(run);
+    options.log(
+      `  ${fmt(products)} stored products (${seedMs === 0 ? "schema reused" : `seeded in ${fmt(seedMs / 1000, 1)} s`}): ` +
+        `serve --recover start-up ${fmt(Math.max(m.initializeMs, m.recoveredMs))} ms (initialize ${fmt(m.initializeMs)}` +
+        ` ms, recovery pass done ${fmt(m.recoveredMs)} ms; empty schema ${fmt(empty.at(-1) ?? 0)} ms), product.list ` +
+        `${fmt(m.listMs)} ms, product.list executing ${fmt(m.listExecutingMs)} ms`,
+    );
+  }
+  return {
+    products,
+    seedMs,
+    listed,
+    runs,
+    initializeMs: median(runs.map((r) => r.initializeMs)),
+    recoveredMs: median(runs.map((r) => r.recoveredMs)),
+    listMs: median(runs.map((r) => r.listMs)),
+    listExecutingMs: median(runs.map((r) => r.listExecutingMs)),
+    emptyStartupMs: median(empty),
+  };
 }
 
 export function storedMarkdown(f: StoredFigure): string {
   const startup = Math.max(f.initializeMs, f.recoveredMs);
   const met = (ms: number): string => (ms < STORED_TARGET_MS ? "yes" : "**no**");
+  const each = (pick: (r: StoredRun) => number): string => f.runs.map((r) => fmt(pick(r))).join(", ");
   return [
-    `#### ${fmt(f.products)} stored products on one PostgreSQL schema, \`serve --recover\``,
+    `#### ${fmt(f.products)} stored products on one PostgreSQL schema, \`serve --recover\` (median of ${f.runs.length})`,
     "",
-    "| measure | ms | under 1 s |",
-    "|---|---|---|",
-    `| start-up: spawn → initialize answered and recovery pass done | ${fmt(startup)} | ${met(startup)} |`,
-    `| (initialize answered) | ${fmt(f.initializeMs)} | — |`,
-    `| product.list (all ${fmt(f.listed)}) | ${fmt(f.listMs)} | ${met(f.listMs)} |`,
+    "| measure | ms | runs (ms) | under 1 s |",
+    "|---|---|---|---|",
+    `| start-up: spawn → initialize answered and recovery pass done | ${fmt(startup)} | ` +
+      `${each((r) => Math.max(r.initializeMs, r.recoveredMs))} | ${met(startup)} |`,
+    `| (the same on an empty schema) | ${fmt(f.emptyStartupMs)} | — | — |`,
+    `| (initialize answered) | ${fmt(f.initializeMs)} | ${each((r) => r.initializeMs)} | — |`,
+    `| product.list (all ${fmt(f.listed)}) | ${fmt(f.listMs)} | ${each((r) => r.listMs)} | ${met(f.listMs)} |`,
+    `| product.list, phase executing (none) | ${fmt(f.listExecutingMs)} | ${each((r) => r.listExecutingMs)} | — |`,
   ].join("\n");
 }

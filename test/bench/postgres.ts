@@ -68,25 +68,32 @@ interface RunResult {
   statements: number;
 }
 
-/** Plans and runs `products` products of `tasks` tasks each, one after another, on one in-process service. */
+/** Plans and runs `products` products of `tasks` tasks each, `inFlight` at a time, on one in-process service. */
 async function runProducts(
   authority: RunStateAuthority,
   tasks: number,
   products: number,
   ownerId: string,
   maxParallelTasks: number,
+  inFlight = 1,
 ): Promise<RunResult> {
   const plan = randomDag({ tasks, width: Math.min(100, tasks) });
   const b = benchService(authority, plan, { maxParallelTasks, ownerId }, true);
   const statementsBefore = statementsSent;
   const t0 = performance.now();
-  for (let i = 0; i < products; i += 1) {
-    const { productId } = await b.service.plan({ goal: "Benchmark", cwd: "/tmp/bench", projectId: "bench" });
-    await b.notifier.next("product.planReady", (p) => p.productId === productId);
-    const completed = b.notifier.next("product.completed", (p) => p.productId === productId);
-    await b.service.confirm(productId, {});
-    await completed;
-  }
+  let next = 0;
+  // `inFlight` lanes, each planning, confirming and awaiting the completion of the next product until none is left.
+  const lane = async (): Promise<void> => {
+    while (next < products) {
+      next += 1;
+      const { productId } = await b.service.plan({ goal: "Benchmark", cwd: "/tmp/bench", projectId: "bench" });
+      await b.notifier.next("product.planReady", (p) => p.productId === productId);
+      const completed = b.notifier.next("product.completed", (p) => p.productId === productId);
+      await b.service.confirm(productId, {});
+      await completed;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, inFlight) }, lane));
   return {
     tasks: tasks * products,
     runMs: performance.now() - t0,
@@ -99,6 +106,8 @@ interface FleetServerOptions {
   url: string;
   tasks: number;
   products: number;
+  /** Products this server drives at once. */
+  inFlight: number;
   id: number;
 }
 
@@ -111,6 +120,7 @@ async function fleetServer(options: FleetServerOptions): Promise<void> {
     options.products,
     `bench-server-${options.id}`,
     Math.min(4, options.tasks),
+    options.inFlight,
   );
   await authority.close();
   process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -187,18 +197,116 @@ export interface StoreFigure {
   };
 }
 
-/** One line of part 2. */
+/** One line of part 2: one server count over every round. */
 export interface FleetFigure {
   servers: number;
+  /** Tasks of one round. */
   tasks: number;
+  /** Median wall time of a round. */
   wallMs: number;
+  /** Median over the rounds. */
   tasksPerSecond: number;
-  /** Throughput relative to one server. */
+  /** Lowest and highest over the rounds. */
+  minTasksPerSecond: number;
+  maxTasksPerSecond: number;
+  /** Each round's tasks per second, in order. */
+  rounds: number[];
+  /** Median throughput relative to one server's median. */
   vsOne: number;
   /** Mean share of each server's run spent inside authority calls (0-1). */
   storeShare: number;
-  /** Statements (client round trips) of every server per task. */
+  /** Statements (client round trips) of every server per task (mean over the rounds). */
   statementsPerTask: number;
+}
+
+/** One round of one server count. */
+interface FleetRound {
+  wallMs: number;
+  tasks: number;
+  tasksPerSecond: number;
+  storeShare: number;
+  statementsPerTask: number;
+}
+
+const median = (xs: readonly number[]): number => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
+};
+
+/** Part 2: runs `servers` server processes on a fresh schema, sharing `products` products; one round. */
+async function fleetRound(
+  url: string,
+  admin: pg.Client,
+  servers: number,
+  o: { products: number; productTasks: number; inFlight: number },
+): Promise<FleetRound> {
+  const schema = `bench_fleet${servers}_${process.pid}`;
+  const schemaUrl = withSchema(url, schema);
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await (await PostgresAuthority.open(schemaUrl)).close(); // migrate once before the clock starts
+  try {
+    const products = Math.max(1, Math.round(o.products / servers));
+    const t0 = performance.now();
+    const results = await Promise.all(
+      Array.from({ length: servers }, (_, id) =>
+        spawnServer({ url: schemaUrl, tasks: o.productTasks, products, inFlight: o.inFlight, id }),
+      ),
+    );
+    const wallMs = performance.now() - t0;
+    const tasks = results.reduce((n, r) => n + r.tasks, 0);
+    return {
+      wallMs,
+      tasks,
+      tasksPerSecond: tasks / (wallMs / 1000),
+      storeShare: results.reduce((n, r) => n + (r.meter.writeMs + r.meter.readMs) / r.runMs, 0) / results.length,
+      statementsPerTask: results.reduce((n, r) => n + r.statements, 0) / tasks,
+    };
+  } finally {
+    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  }
+}
+
+/**
+ * Part 2 over `rounds` rounds; each round runs every server count once, in order, so a change in the shared
+ * machine's load falls on every count alike. Medians, lowest and highest per server count.
+ */
+async function fleetFigures(
+  url: string,
+  admin: pg.Client,
+  o: { products: number; productTasks: number; inFlight: number; rounds: number; servers: readonly number[] },
+  log: (line: string) => void,
+): Promise<FleetFigure[]> {
+  const byCount = new Map<number, FleetRound[]>(o.servers.map((n) => [n, []]));
+  for (let round = 1; round <= o.rounds; round += 1) {
+    for (const servers of o.servers) {
+      const r = await fleetRound(url, admin, servers, o);
+      byCount.get(servers)?.push(r);
+      log(
+        `  round ${round}/${o.rounds}, ${servers} server(s): ${fmt(r.tasks)} tasks in ${fmt(r.wallMs / 1000, 1)} s, ` +
+          `${fmt(r.tasksPerSecond)} tasks/s, ${fmt(r.statementsPerTask, 2)} statements/task, ` +
+          `${fmt(r.storeShare * 100)} % in store calls`,
+      );
+    }
+  }
+  const one = median((byCount.get(o.servers[0] ?? 1) ?? []).map((r) => r.tasksPerSecond));
+  return o.servers.map((servers) => {
+    const rs = byCount.get(servers) ?? [];
+    const rates = rs.map((r) => r.tasksPerSecond);
+    const mean = (pick: (r: FleetRound) => number): number => rs.reduce((n, r) => n + pick(r), 0) / rs.length;
+    return {
+      servers,
+      tasks: rs[0]?.tasks ?? 0,
+      wallMs: median(rs.map((r) => r.wallMs)),
+      tasksPerSecond: median(rates),
+      minTasksPerSecond: Math.min(...rates),
+      maxTasksPerSecond: Math.max(...rates),
+      rounds: rates,
+      vsOne: median(rates) / one,
+      storeShare: mean((r) => r.storeShare),
+      statementsPerTask: mean((r) => r.statementsPerTask),
+    };
+  });
 }
 
 export interface PostgresFigures {
@@ -223,6 +331,14 @@ export async function postgresFigures(
     fleetProducts: number;
     productTasks: number;
     storedProducts: number;
+    /** Keep the stored products in this schema and reuse it when it already holds as many (part 3). */
+    storedSchema?: string;
+    /** Rounds of part 2 (default 1). */
+    fleetRounds?: number;
+    /** Products each server of part 2 drives at once (default 1). */
+    inFlight?: number;
+    /** `serve --recover` runs of part 3 (default 3). */
+    storedRuns?: number;
     skipStores?: boolean;
     /** Which stores part 1 runs (default all three). */
     storeKinds?: readonly ("memory" | "sqlite" | "postgres")[];
@@ -283,44 +399,38 @@ export async function postgresFigures(
             : ""),
       );
     }
-    let one = 0;
-    for (const servers of fleetProducts > 0 ? [1, 2, 4, 8] : []) {
-      const schema = `bench_fleet${servers}_${process.pid}`;
-      schemas.push(schema);
-      const schemaUrl = withSchema(url, schema);
-      await (await PostgresAuthority.open(schemaUrl)).close(); // migrate once before the clock starts
-      const products = Math.max(1, Math.round(fleetProducts / servers));
-      const t0 = performance.now();
-      const results = await Promise.all(
-        Array.from({ length: servers }, (_, id) => spawnServer({ url: schemaUrl, tasks: productTasks, products, id })),
-      );
-      const wallMs = performance.now() - t0;
-      const total = results.reduce((n, r) => n + r.tasks, 0);
-      const rate = total / (wallMs / 1000);
-      if (servers === 1) one = rate;
-      const share = results.reduce((n, r) => n + (r.meter.writeMs + r.meter.readMs) / r.runMs, 0) / results.length;
-      const statementsPerTask = results.reduce((n, r) => n + r.statements, 0) / total;
-      fleet.push({
-        servers,
-        tasks: total,
-        wallMs,
-        tasksPerSecond: rate,
-        vsOne: rate / one,
-        storeShare: share,
-        statementsPerTask,
-      });
-      log(
-        `  ${servers} server(s): ${fmt(rate)} tasks/s (${fmt(rate / one, 2)}× one server), ` +
-          `${fmt(statementsPerTask, 2)} statements/task, ${fmt(share * 100)} % in store calls`,
-      );
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    if (fleetProducts > 0) {
+      const o = {
+        products: fleetProducts,
+        productTasks,
+        inFlight: options.inFlight ?? 1,
+        rounds: options.fleetRounds ?? 1,
+        servers: [1, 2, 4, 8],
+      };
+      fleet.push(...(await fleetFigures(url, admin, o, log)));
     }
     const eight = fleet.find((f) => f.servers === 8);
-    if (eight) log(`  8 servers ≥ 1 server's throughput: ${eight.vsOne >= 1 ? "yes" : "NO"} (${fmt(eight.vsOne, 2)}×)`);
+    if (eight)
+      log(
+        `  8 servers ≥ 1 server's throughput (medians): ${eight.vsOne >= 1 ? "yes" : "NO"} (${fmt(eight.vsOne, 2)}×)`,
+      );
     if (options.storedProducts > 0) {
-      const schema = `bench_stored_${process.pid}`;
-      schemas.push(schema);
-      stored = await storedFigure(withSchema(url, schema), admin, schema, options.storedProducts, log);
+      const schema = options.storedSchema ?? `bench_stored_${process.pid}`;
+      if (options.storedSchema === undefined) schemas.push(schema);
+      const empty = `bench_empty_${process.pid}`;
+      schemas.push(empty);
+      stored = await storedFigure(
+        withSchema(url, schema),
+        withSchema(url, empty),
+        admin,
+        schema,
+        options.storedProducts,
+        {
+          log,
+          reuse: options.storedSchema !== undefined,
+          runs: options.storedRuns ?? 3,
+        },
+      );
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -358,21 +468,26 @@ function markdown(stores: StoreFigure[], fleet: FleetFigure[], stored?: StoredFi
     );
   }
   const fleetTasks = fleet[0]?.tasks ?? 0;
-  lines.push(
-    "",
-    `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2, 4 and 8 server processes`,
-    "",
-    "| servers | wall (s) | tasks/s | vs 1 server | statements/task | time in store calls (mean per server) |",
-    "|---|---|---|---|---|---|",
-  );
+  if (fleet.length > 0) {
+    const rounds = fleet[0]?.rounds.length ?? 0;
+    lines.push(
+      "",
+      `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2, 4 and 8 server processes ` +
+        `(${rounds} round${rounds === 1 ? "" : "s"})`,
+      "",
+      "| servers | wall (s, median) | tasks/s: median (lowest–highest) | each round | vs 1 server (medians) | statements/task | time in store calls (mean per server) |",
+      "|---|---|---|---|---|---|---|",
+    );
+  }
   for (const f of fleet) {
     lines.push(
-      `| ${f.servers} | ${fmt(f.wallMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} | ${fmt(f.vsOne, 2)}× | ` +
+      `| ${f.servers} | ${fmt(f.wallMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} (${fmt(f.minTasksPerSecond)}–` +
+        `${fmt(f.maxTasksPerSecond)}) | ${f.rounds.map((r) => fmt(r)).join(", ")} | ${fmt(f.vsOne, 2)}× | ` +
         `${fmt(f.statementsPerTask, 2)} | ${fmt(f.storeShare * 100)} % |`,
     );
   }
   const eight = fleet.find((f) => f.servers === 8);
-  if (eight) lines.push("", `8 servers ≥ 1 server's throughput: ${eight.vsOne >= 1 ? "yes" : "**no**"}.`);
+  if (eight) lines.push("", `8 servers ≥ 1 server's throughput (medians): ${eight.vsOne >= 1 ? "yes" : "**no**"}.`);
   if (stored) lines.push("", storedMarkdown(stored));
   return lines.join("\n");
 }
@@ -424,6 +539,10 @@ async function main(): Promise<void> {
       "product-tasks": { type: "string", default: "10" },
       "stored-products": { type: "string", default: "100000" },
       "skip-stores": { type: "boolean", default: false },
+      "stored-schema": { type: "string" },
+      "stored-runs": { type: "string", default: "3" },
+      "fleet-rounds": { type: "string", default: "1" },
+      "in-flight": { type: "string", default: "1" },
       stores: { type: "string", default: "memory,sqlite,postgres" },
       server: { type: "string" },
     },
@@ -439,10 +558,14 @@ async function main(): Promise<void> {
     fleetProducts: Number(values["fleet-products"]),
     productTasks: Number(values["product-tasks"]),
     storedProducts: Number(values["stored-products"]),
+    ...(values["stored-schema"] ? { storedSchema: values["stored-schema"] } : {}),
+    storedRuns: Number(values["stored-runs"]),
+    fleetRounds: Number(values["fleet-rounds"]),
+    inFlight: Number(values["in-flight"]),
     skipStores: values["skip-stores"],
-    storeKinds: values.stores.split(",").filter((k): k is "memory" | "sqlite" | "postgres" =>
-      ["memory", "sqlite", "postgres"].includes(k),
-    ),
+    storeKinds: values.stores
+      .split(",")
+      .filter((k): k is "memory" | "sqlite" | "postgres" => ["memory", "sqlite", "postgres"].includes(k)),
     log: (line) => process.stderr.write(`${line}\n`),
   });
   process.stdout.write(`${figures.markdown}\n`);

@@ -21,6 +21,7 @@ export const BENCH_SECTIONS = [
   "remote",
   "postgres",
   "pickup",
+  "fleet",
 ] as const;
 export type BenchSection = (typeof BENCH_SECTIONS)[number];
 
@@ -36,6 +37,7 @@ export const SECTION_TITLES: Readonly<Record<BenchSection, string>> = {
   remote: "Figure 7b: the remote path (code through a git remote) per task",
   postgres: "Figure 8: PostgreSQL store and many servers on one database",
   pickup: "Control request pickup from a second process (SQLite and PostgreSQL)",
+  fleet: "Figure 9: a fleet of servers on one PostgreSQL, and 100,000 stored products",
 };
 
 /** One measure of a figure: the row of its table. */
