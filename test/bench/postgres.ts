@@ -475,7 +475,7 @@ function markdown(stores: StoreFigure[], fleet: FleetFigure[], stored?: StoredFi
       `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2, 4 and 8 server processes ` +
         `(${rounds} round${rounds === 1 ? "" : "s"})`,
       "",
-      "| servers | wall (s, median) | tasks/s: median (lowest–highest) | each round | vs 1 server (medians) | statements/task | time in store calls (mean per server) |",
+      "| servers | wall (s, median) | tasks/s: median (lowest–highest) | each round | vs 1 server (medians) | statements/task | time in store calls (mean per server; summed over its products in flight) |",
       "|---|---|---|---|---|---|---|",
     );
   }
