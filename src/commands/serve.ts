@@ -27,9 +27,10 @@ import { WORKSPACE_FAULT_ENV, withFaults } from "../adapters/workspace/fault-inj
 import { agentHashes, agentsHash } from "../core/product/fingerprint.js";
 import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS, type ProductOptions } from "../core/product/context.js";
-import type { Clock } from "../core/ports.js";
+import type { Clock, RunStateAuthority } from "../core/ports.js";
 import { createLogger, LOG_FORMATS, type LogFormat, type ServerLogger } from "../server/logger.js";
 import { OrchestratorServer } from "../server/server.js";
+import { attachmentReader } from "../server/session/content.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
@@ -177,9 +178,13 @@ function configProblem(message: string): 2 {
   return 2;
 }
 
-/** The workers and the leaders of `registry`, and the MCP secrets they share. */
-function buildAgents(registry: AgentRegistry, logger: ServerLogger) {
+/**
+ * The workers and the leaders of `registry`, and the MCP secrets they share; both read the user's attachments from
+ * `authority` for their prompts (issue 31).
+ */
+function buildAgents(registry: AgentRegistry, logger: ServerLogger, authority: RunStateAuthority) {
   const config = registry.config;
+  const readAttachment = attachmentReader(authority);
   // The ACP SDK and the agent adapters load when a task first runs on an agent or an ACP leader first takes a turn
   // (issue 16: most of the start-up time otherwise).
   // Issue 28: the secrets of the sessions' MCP servers, held in this process's memory only (mcp-servers.ts).
@@ -187,6 +192,7 @@ function buildAgents(registry: AgentRegistry, logger: ServerLogger) {
   const workers = new LazyAcpWorkerPool({
     registry,
     mcpSecrets,
+    readAttachment,
     logger: logger.child({ component: "workers" }),
     ...(config.taskTimeoutMs !== undefined ? { taskTimeoutMs: config.taskTimeoutMs } : {}),
     ...(config.startTimeoutMs !== undefined ? { startTimeoutMs: config.startTimeoutMs } : {}),
@@ -202,6 +208,7 @@ function buildAgents(registry: AgentRegistry, logger: ServerLogger) {
     leaderOptions: {
       clientVersion: packageVersion(),
       mcpSecrets,
+      readAttachment,
       defaultCwd: process.cwd(),
       ...(config.taskTimeoutMs !== undefined ? { turnTimeoutMs: config.taskTimeoutMs } : {}),
       ...(config.startTimeoutMs !== undefined ? { startTimeoutMs: config.startTimeoutMs } : {}),
@@ -351,7 +358,7 @@ async function serve(argv: readonly string[]): Promise<number> {
     settings.fleet,
     logger,
   );
-  const agents = buildAgents(registry, logger);
+  const agents = buildAgents(registry, logger, authority);
   const server = buildServer({ values, settings, registry, agents, logger, authority, liveness, ownerId });
   logger.info({ statePath: describeLocation(location), ownerId }, "acp-orchestrator serving on stdio");
   stopOnSignals(server, logger, () =>

@@ -6,7 +6,7 @@
  * This file must never import a `node:` module, vscode-jsonrpc, pino or better-sqlite3.
  */
 import type { Budget, Instance, Mutation, Plan, Task, TaskState } from "../../protocol/common.js";
-import type { StoredMcpServer } from "./product/mcp-servers.js";
+import type { AgentInputs, AttachmentRef, SessionInputs } from "./product/agent-inputs.js";
 import type { RefMove } from "./workspace/records.js";
 import type { AgentDirectory, AgentInfo } from "./team.js";
 
@@ -221,9 +221,11 @@ export interface DialogueEntry {
   at: string;
   /** True for the leader's summary of how a run ended (set only on such summaries). */
   outcome?: true;
+  /** A user message's images and binary resources, by reference (issue 31, product/agent-inputs.ts). */
+  attachments?: AttachmentRef[];
 }
 /** What the leader is given to plan. */
-export interface PlanRequest {
+export interface PlanRequest extends SessionInputs {
   productId: string;
   goal: string;
   cwd: string;
@@ -231,8 +233,6 @@ export interface PlanRequest {
   roster: AgentInfo[];
   /** At most this many tasks run at once, so the plan needs no more instances (issue 28). Absent: unbounded. */
   maxParallelTasks?: number;
-  /** The product's MCP servers as stored, for the leader's session (issue 28). */
-  mcpServers?: StoredMcpServer[];
   /** The product's title once set (issue 28): the plan is stored under it; absent, this plan's name becomes it. */
   title?: string;
   /** The conversation so far, oldest first; revision messages are the user entries after the first plan. */
@@ -253,15 +253,15 @@ export type PlanResult =
   | { kind: "ask"; message: string; questions: { question: string; options?: string[] }[] };
 
 /** A user message to the leader while the product executes or is paused. */
-export interface MessageRequest {
+export interface MessageRequest extends SessionInputs {
   productId: string;
   goal: string;
   content: string;
   plan: Plan;
   tasks: TaskState[];
   roster: AgentInfo[];
-  /** The product's MCP servers as stored, for the leader's session (issue 28). */
-  mcpServers?: StoredMcpServer[];
+  /** The message's images and binary resources, by reference (issue 31). */
+  attachments?: AttachmentRef[];
   signal: AbortSignal;
   onText(text: string): void;
 }
@@ -272,15 +272,13 @@ export interface MessageResult {
 }
 
 /** The leader is consulted after a task failed its final attempt (DESIGN.md, Execution model). */
-export interface FailureConsultation {
+export interface FailureConsultation extends SessionInputs {
   productId: string;
   goal: string;
   failedTask: TaskState;
   plan: Plan;
   tasks: TaskState[];
   roster: AgentInfo[];
-  /** The product's MCP servers as stored, for the leader's session (issue 28). */
-  mcpServers?: StoredMcpServer[];
   signal: AbortSignal;
 }
 
@@ -381,7 +379,8 @@ export interface DependencyOutput {
   output: string;
 }
 
-export interface WorkerRequest {
+/** Also the product's `AgentInputs` (MCP servers, additional directories, attachments; product/agent-inputs.ts). */
+export interface WorkerRequest extends AgentInputs {
   productId: string;
   task: Task;
   instance: Instance;
@@ -395,8 +394,6 @@ export interface WorkerRequest {
   /** 1-based attempt number. */
   attempt: number;
   dependencyOutputs: DependencyOutput[];
-  /** The product's MCP servers as stored (secrets by name only; issue 28, product/mcp-servers.ts). */
-  mcpServers?: StoredMcpServer[];
   /** Why the previous attempt failed (a retry), e.g. a red verification check's output (guarantee 17). */
   previousError?: string;
   /** Aborted by pause, cancel, delete or shutdown; the worker must settle promptly with `cancelled`. */

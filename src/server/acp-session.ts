@@ -330,8 +330,10 @@ export class SessionAdapter {
           },
         ]);
       }
-      // Agents take text: each attachment reaches them as a note naming its reference (session/content.ts).
+      // The text names each attachment (a note with its reference); agents that take images or embedded resources
+      // also get its content (product/agent-inputs.ts, adapters/agents/prompt-content.ts).
       const text = [typed, ...attachments.map(attachmentNote)].filter((part) => part !== "").join("\n\n");
+      turn.attachments = attachments;
       s.open = true;
       s.record.messages.push({ role: "user", text: typed, ...(attachments.length > 0 ? { attachments } : {}) });
       let stop: StopReason;

@@ -15,11 +15,15 @@
  *   uses them.
  * - `session/close` while a prompt is in flight: the prompt resolves `cancelled`, the product is left paused and can
  *   be resumed after `session/load`.
+ * - The session's inputs reach the agents (ACP leader and workers, scripted agents over stdio) only as each advertises:
+ *   `additionalDirectories` in `session/new` and as roots of its `fs/*` requests when it advertises
+ *   `sessionCapabilities.additionalDirectories`; images and blob resources as `image` / `resource` blocks when it
+ *   advertises `promptCapabilities.image` / `embeddedContext`, else a `resource_link` or a text note.
  *
  * Order is read from the server's stdout itself (one line per message), not from the SDK's dispatch.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { PassThrough, Readable, Writable } from "node:stream";
 import Database from "better-sqlite3";
@@ -62,14 +66,20 @@ interface Harness {
  * then ends the server's stdin (the SDK's connectWith does not) and resolves with its exit code.
  */
 async function withServer(
-  options: { statePath?: string; agents?: object[]; permission?: (params: Record<string, unknown>) => unknown },
+  options: {
+    statePath?: string;
+    agents?: object[];
+    /** More fields of the config file (e.g. `leader`). */
+    config?: Record<string, unknown>;
+    permission?: (params: Record<string, unknown>) => unknown;
+  },
   op: (ctx: ClientContext, h: Harness) => Promise<void>,
 ): Promise<number | null> {
   const base = tempDir("acp-conf-");
   const args = ["serve", "--state", options.statePath ?? join(base, "state.db")];
   if (options.agents) {
     const config = join(base, "acp-orchestrator.json");
-    writeFileSync(config, JSON.stringify({ agents: options.agents }));
+    writeFileSync(config, JSON.stringify({ ...options.config, agents: options.agents }));
     args.push("--config", config);
   }
   const child = spawn(process.execPath, [CLI, ...args], { cwd: base, stdio: ["pipe", "pipe", "pipe"] });
@@ -524,4 +534,138 @@ describe("ACP conformance (official SDK client over stdio)", () => {
     );
     expect(code).toBe(0);
   });
+});
+
+describe("ACP conformance: the session's inputs reach the agents as each advertises (scripted ACP agents over stdio)", () => {
+  it("additionalDirectories and attachments: given to agents that advertise them, links and notes to the others", async () => {
+    const base = tempDir("acp-conf-agents-");
+    const workspace = tempDir("acp-conf-ws-");
+    const extra = tempDir("acp-conf-extra-");
+    writeFileSync(join(extra, "notes.txt"), "shared notes");
+    const statePath = join(tempDir(), "state.db");
+    const blob = Buffer.from("binary spec").toString("base64");
+    const plan = {
+      name: "Logo",
+      summary: "Two workers, one per capability set.",
+      instances: [
+        { instanceId: "w1", agentId: "rich", role: "worker" },
+        { instanceId: "w2", agentId: "plain", role: "worker" },
+      ],
+      tasks: [
+        { taskId: "t1", title: "Draw it", description: "Use the picture.", instanceId: "w1", dependsOn: [] },
+        { taskId: "t2", title: "Describe it", description: "Use the spec.", instanceId: "w2", dependsOn: [] },
+      ],
+    };
+    const fsActions = (who: string) => [
+      { write: { path: join(extra, `${who}.txt`), content: `written by ${who}` } },
+      { read: { path: join(extra, "notes.txt") } },
+    ];
+    const everything = {
+      promptCapabilities: { image: true, embeddedContext: true },
+      sessionCapabilities: { additionalDirectories: {} },
+    };
+    const agent = (agentId: string, body: Record<string, unknown>) => {
+      const file = join(base, `${agentId}.script.json`);
+      writeFileSync(file, JSON.stringify({ ...body, name: agentId, log: join(base, `${agentId}.jsonl`) }));
+      return {
+        agentId,
+        command: process.execPath,
+        args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+        env: { SCRIPTED_AGENT_SCRIPT: file },
+      };
+    };
+    const leaderScript = { leader: { plan: [{ text: "Two tasks.", json: plan }] } };
+    const agents = [
+      agent("lead", { ...leaderScript, agentCapabilities: everything }),
+      agent("plainlead", leaderScript),
+      agent("rich", { agentCapabilities: everything, worker: { default: { actions: fsActions("rich"), text: "ok" } } }),
+      agent("plain", { worker: { default: { actions: fsActions("plain"), text: "ok" } } }),
+    ];
+    const blocks = [
+      { type: "text", text: "Make the logo match this picture and the attached spec." },
+      { type: "image", data: PNG, mimeType: "image/png" },
+      { type: "resource", resource: { uri: "file:///tmp/spec.bin", blob, mimeType: "application/octet-stream" } },
+    ];
+    const log = (agentId: string) =>
+      readFileSync(join(base, `${agentId}.jsonl`), "utf8")
+        .trim()
+        .split("\n")
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+    // Both sessions' plans are revised when asked (only the auto session's product runs).
+    const options = { statePath, agents, config: { leader: "lead" }, permission: () => revise };
+    const code = await withServer(options, async (ctx) => {
+      // Auto mode with the leader "lead" (image, embeddedContext, additionalDirectories): plans, both tasks run.
+      const s = await ctx.request("session/new", { cwd: workspace, mcpServers: [], additionalDirectories: [extra] });
+      await ctx.request("session/set_mode", { sessionId: s.sessionId, modeId: "auto" });
+      expect((await prompt(ctx, s.sessionId, blocks)).stopReason).toBe("end_turn");
+      // Confirm mode with "plainlead" (advertises nothing): its plan turn only, the plan revised.
+      const p = await ctx.request("session/new", { cwd: workspace, mcpServers: [], additionalDirectories: [extra] });
+      await ctx.request("session/set_config_option", {
+        sessionId: p.sessionId,
+        configId: "leader",
+        value: "plainlead",
+      });
+      expect((await prompt(ctx, p.sessionId, blocks)).stopReason).toBe("end_turn");
+    });
+    expect(code).toBe(0);
+
+    const image = { type: "image", data: PNG, mimeType: "image/png" };
+    const resource = {
+      type: "resource",
+      resource: { uri: "file:///tmp/spec.bin", blob, mimeType: "application/octet-stream" },
+    };
+    const link = {
+      type: "resource_link",
+      uri: "file:///tmp/spec.bin",
+      name: "spec.bin",
+      mimeType: "application/octet-stream",
+      size: 11,
+    };
+    const sessionNew = (agentId: string) => log(agentId).find((e) => e.event === "session/new");
+    const promptOf = (agentId: string) =>
+      log(agentId).find((e) => e.event === "prompt") as { text: string; blocks: unknown[] };
+    // ACP session-setup: the directories only to agents that advertise sessionCapabilities.additionalDirectories.
+    expect(sessionNew("lead")?.additionalDirectories).toEqual([extra]);
+    expect(sessionNew("rich")?.additionalDirectories).toEqual([extra]);
+    expect(sessionNew("plainlead")?.additionalDirectories).toBeNull();
+    expect(sessionNew("plain")?.additionalDirectories).toBeNull();
+    // ACP initialization.mdx, prompt capabilities: image and resource blocks only where advertised.
+    expect(promptOf("lead").blocks).toEqual([image, resource]);
+    expect(promptOf("rich").blocks).toEqual([image, resource]);
+    expect(promptOf("rich").text).toContain(`and the additional directories ${extra} (shared, not isolated)`);
+    expect(promptOf("plainlead").blocks).toEqual([link]);
+    expect(promptOf("plainlead").text).toContain("[Image attached by the user: image/png, 70 bytes; attachment ");
+    expect(promptOf("plain").blocks).toEqual([link]);
+    expect(promptOf("plain").text).toContain("[Image attached by the user: image/png, 70 bytes; attachment ");
+    // fs/* in the additional directory: served to the worker that has it as a root, refused to the other.
+    const fsOf = (agentId: string) =>
+      log(agentId)
+        .filter((e) => e.event === "action")
+        .map((e) => [e.action, e.outcome]);
+    expect(fsOf("rich")).toEqual([
+      ["write", "ok"],
+      ["read", "ok"],
+    ]);
+    expect(log("rich").find((e) => e.action === "read")?.content).toBe("shared notes");
+    expect(readFileSync(join(extra, "rich.txt"), "utf8")).toBe("written by rich");
+    expect(fsOf("plain")).toEqual([
+      ["write", "refused"],
+      ["read", "refused"],
+    ]);
+    expect(String(log("plain").find((e) => e.action === "write")?.error)).toContain("outside the workspace");
+    expect(existsSync(join(extra, "plain.txt"))).toBe(false);
+
+    // Stored with the product (a resumed run gives the agents the same), the bytes only in the attachment record.
+    const db = new Database(statePath, { readonly: true });
+    try {
+      const events = (db.prepare("SELECT event FROM events").all() as { event: string }[]).map((e) => e.event);
+      const created = events.map((e) => JSON.parse(e) as Record<string, unknown>).filter((e) => e.type === "created");
+      expect(created.map((e) => e.additionalDirectories)).toEqual([[extra], [extra]]);
+      expect(events.some((e) => e.includes(PNG) || e.includes(blob))).toBe(false);
+      const records = db.prepare("SELECT kind, value FROM records").all() as { kind: string; value: string }[];
+      expect(records.filter((r) => r.value.includes(PNG)).map((r) => r.kind)).toEqual(["attachment", "attachment"]);
+    } finally {
+      db.close();
+    }
+  }, 120_000);
 });

@@ -35,6 +35,8 @@ import type { Parsed } from "./leader-answers.js";
 import { McpSecrets } from "./mcp-servers.js";
 import type { ResolvedMcp } from "./mcp-servers.js";
 import type { StoredMcpServer } from "../../core/product/mcp-servers.js";
+import { conversationAttachments } from "../../core/product/agent-inputs.js";
+import type { AttachmentRef, ReadAttachment, SessionInputs } from "../../core/product/agent-inputs.js";
 import { LeaderConversation } from "./leader-conversation.js";
 import type { TurnAnswer, TurnMeta } from "./leader-conversation.js";
 import { extractJsonBlock, ProseStream } from "./leader-json.js";
@@ -90,6 +92,8 @@ export interface AcpLeaderOptions {
   clientVersion?: string;
   /** The secrets of products' MCP servers held by this process (issue 28, mcp-servers.ts). */
   mcpSecrets?: McpSecrets;
+  /** Reads the user's stored attachments for the prompts (issue 31, prompt-content.ts); absent: notes only. */
+  readAttachment?: ReadAttachment;
 }
 
 /** Thrown inside the repair loop when every answer was invalid; carries the per-answer problems. */
@@ -167,6 +171,8 @@ export class AcpLeader implements LeaderPort {
       key: `product:${request.productId}`,
       cwd: request.cwd,
       mcp: this.mcpOf(request.productId, request.mcpServers),
+      ...dirsOf(request),
+      attachments: conversationAttachments(request.dialogue),
       kind: "plan",
       subject: { productId: request.productId },
       what: "plan",
@@ -188,6 +194,8 @@ export class AcpLeader implements LeaderPort {
         key: `product:${request.productId}`,
         cwd: this.cwdOf(request.productId),
         mcp: this.mcpOf(request.productId, request.mcpServers),
+        ...dirsOf(request),
+        attachments: request.attachments ?? [],
         kind: "message",
         subject: { productId: request.productId },
         what: "change of the plan",
@@ -209,6 +217,7 @@ export class AcpLeader implements LeaderPort {
       key: `product:${request.productId}`,
       cwd: this.cwdOf(request.productId),
       mcp: this.mcpOf(request.productId, request.mcpServers),
+      ...dirsOf(request),
       kind: "consult",
       subject: { productId: request.productId },
       what: "decision",
@@ -281,6 +290,10 @@ export class AcpLeader implements LeaderPort {
     cwd: string;
     /** The MCP servers of the conversation's session (issue 28); used when the conversation starts. */
     mcp?: ResolvedMcp;
+    /** The product's additional directories (issue 31); used when the conversation starts. */
+    additionalDirectories?: string[];
+    /** Attachments for the first answer's prompt (issue 31); repair prompts carry none. */
+    attachments?: AttachmentRef[];
     kind: LeaderTurnKind;
     subject: TurnMeta["subject"];
     what: string;
@@ -305,7 +318,7 @@ export class AcpLeader implements LeaderPort {
         firstChunk = false;
         sink(chunk);
       });
-      const conversation = this.conversation(spec.key, spec.cwd, spec.mcp);
+      const conversation = this.conversation(spec.key, spec.cwd, spec.mcp, spec.additionalDirectories);
       let answer: TurnAnswer;
       try {
         answer = await conversation.turn(
@@ -313,6 +326,7 @@ export class AcpLeader implements LeaderPort {
           { kind: spec.kind, attempt, repair: attempt > 1, subject: spec.subject },
           spec.signal,
           (chunk) => prose.push(chunk),
+          attempt === 1 ? (spec.attachments ?? []) : [],
         );
       } finally {
         prose.end();
@@ -354,7 +368,12 @@ export class AcpLeader implements LeaderPort {
   }
 
   /** The live conversation of `key`, or a new one (closing the least recently used idle ones beyond the cap). */
-  private conversation(key: string, cwd: string, mcp: ResolvedMcp | undefined): LeaderConversation {
+  private conversation(
+    key: string,
+    cwd: string,
+    mcp: ResolvedMcp | undefined,
+    additionalDirectories: string[] | undefined,
+  ): LeaderConversation {
     const existing = this.conversations.get(key);
     if (existing !== undefined && !existing.dead) return existing;
     if (existing !== undefined) void existing.close();
@@ -364,6 +383,8 @@ export class AcpLeader implements LeaderPort {
       spec,
       cwd,
       ...(mcp !== undefined ? { mcp } : {}),
+      ...(additionalDirectories !== undefined ? { additionalDirectories } : {}),
+      ...(this.options.readAttachment !== undefined ? { readAttachment: this.options.readAttachment } : {}),
       logger: this.log,
       graceMs: this.graceMs,
       turnTimeoutMs: this.turnTimeoutMs,
@@ -411,6 +432,11 @@ export class AcpLeader implements LeaderPort {
   private cwdOf(subject: string): string {
     return this.cwds.get(subject) ?? this.options.defaultCwd ?? process.cwd();
   }
+}
+
+/** A request's additional directories, for `structured` (only when it has some). */
+function dirsOf(request: SessionInputs): { additionalDirectories?: string[] } {
+  return request.additionalDirectories?.length ? { additionalDirectories: request.additionalDirectories } : {};
 }
 
 function positiveInt(value: number, name: string): number {

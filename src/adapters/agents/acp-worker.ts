@@ -13,6 +13,7 @@ import { delay } from "./agent-process.js";
 import { DEFAULT_OVERLOAD_POLICY, overloadDelayMs, overloadNote } from "./overload.js";
 import type { OverloadPolicy } from "./overload.js";
 import type { McpSecrets } from "./mcp-servers.js";
+import type { ReadAttachment } from "../../core/product/agent-inputs.js";
 import { TaskAttempt } from "./worker-attempt.js";
 import type { AttemptOptions, OutputGate } from "./worker-attempt.js";
 import type { PermissionForwarder } from "./worker-permissions.js";
@@ -73,6 +74,11 @@ export interface AcpWorkerPoolOptions {
   random?: () => number;
   /** The secrets of products' MCP servers held by this process (issue 28, mcp-servers.ts). */
   mcpSecrets?: McpSecrets;
+  /**
+   * Reads the user's stored attachments for the prompts (issue 31, prompt-content.ts); absent: an attachment reaches
+   * a worker as a `resource_link` or a text note only.
+   */
+  readAttachment?: ReadAttachment;
 }
 
 /**
@@ -82,7 +88,7 @@ export interface AcpWorkerPoolOptions {
  * tasks or attempts, a crash costs only that attempt, and "kill the process" is always a correct way to stop. The
  * price is one process start per attempt, small next to an agent turn. `runTask` never throws for agent failures and
  * resolves only once the attempt's child has exited. Worker `fs/read_text_file` and `fs/write_text_file` are served
- * inside the task's workspace (`cwd`) only, and advertised as such; terminals are neither served nor advertised.
+ * inside the task's workspace (`cwd`) and the product's additional directories only, and advertised as such; terminals are neither served nor advertised.
  * Permission requests go to the forwarder first (the IDE of the product's ACP session), else the `permissions` policy.
  */
 export class AcpWorkerPool implements WorkerPort {
@@ -129,6 +135,7 @@ export class AcpWorkerPool implements WorkerPort {
       clientName: options.clientName ?? "acp-orchestrator",
       clientVersion: options.clientVersion ?? "dev",
       ...(options.mcpSecrets !== undefined ? { mcpSecrets: options.mcpSecrets } : {}),
+      ...(options.readAttachment !== undefined ? { readAttachment: options.readAttachment } : {}),
     };
   }
 

@@ -26,6 +26,9 @@ import type { LaunchSpec } from "./registry.js";
 import { mcpServersFor, skippedMcpLines } from "./mcp-servers.js";
 import type { ResolvedMcp } from "./mcp-servers.js";
 import { META_KEY } from "./task-brief.js";
+import { attachmentBlocks, sessionDirectories } from "./prompt-content.js";
+import type { PromptCaps } from "./prompt-content.js";
+import type { AttachmentRef, ReadAttachment } from "../../core/product/agent-inputs.js";
 import { choosePermission } from "./worker-permissions.js";
 
 export function describeError(error: unknown): string {
@@ -94,6 +97,10 @@ export interface ConversationOptions {
   clientVersion: string;
   /** The product's MCP servers for the leader's session (issue 28); absent: only the agent's own. */
   mcp?: ResolvedMcp;
+  /** The product's additional directories (issue 31), for `session/new` when the agent advertises them. */
+  additionalDirectories?: readonly string[];
+  /** Reads a stored attachment for a turn's prompt (issue 31); absent: attachments stay the notes of the text. */
+  readAttachment?: ReadAttachment;
 }
 
 const STDERR_TAIL_CHARS = 2_048;
@@ -108,6 +115,8 @@ export class LeaderConversation {
   private closedIo: Promise<void> | undefined;
   private connection: ClientConnection | undefined;
   private sessionId: string | undefined;
+  /** What the agent's `initialize` said it takes in a prompt (issue 31). */
+  private promptCaps: PromptCaps | undefined;
   private ready: Promise<void> | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private onChunk: ((text: string) => void) | undefined;
@@ -135,11 +144,20 @@ export class LeaderConversation {
     return this.child?.pid;
   }
 
-  /** Runs one prompt turn after the previous ones; resolves with all agent text of the turn. */
-  turn(text: string, meta: TurnMeta, signal: AbortSignal, onText: (text: string) => void): Promise<TurnAnswer> {
+  /**
+   * Runs one prompt turn after the previous ones; resolves with all agent text of the turn. `attachments` follow the
+   * text in the content types the agent advertises (prompt-content.ts; the text already names each one).
+   */
+  turn(
+    text: string,
+    meta: TurnMeta,
+    signal: AbortSignal,
+    onText: (text: string) => void,
+    attachments: readonly AttachmentRef[] = [],
+  ): Promise<TurnAnswer> {
     this.busy += 1;
     this.lastUsed = Date.now();
-    const run = this.queue.then(() => this.runTurn(text, meta, signal, onText));
+    const run = this.queue.then(() => this.runTurn(text, meta, signal, onText, attachments));
     this.queue = run.catch(() => undefined);
     return run.finally(() => {
       this.busy -= 1;
@@ -284,9 +302,12 @@ export class LeaderConversation {
       await connection.agent.request(methods.agent.authenticate, { methodId: spec.auth.methodId });
     }
     this.stage = "session/new";
+    const caps = init.agentCapabilities;
+    this.promptCaps = caps?.promptCapabilities ?? undefined;
     const session = await connection.agent.request(methods.agent.session.new, {
       cwd: this.options.cwd,
-      mcpServers: this.mcpServers(init.agentCapabilities?.mcpCapabilities),
+      mcpServers: this.mcpServers(caps?.mcpCapabilities),
+      ...sessionDirectories(this.options.additionalDirectories, caps?.sessionCapabilities, this.log),
     });
     this.sessionId = session.sessionId;
   }
@@ -312,6 +333,7 @@ export class LeaderConversation {
     meta: TurnMeta,
     signal: AbortSignal,
     onText: (t: string) => void,
+    attachments: readonly AttachmentRef[],
   ): Promise<TurnAnswer> {
     if (signal.aborted) throw abortReason(signal);
     if (this.closing !== undefined || this.dead) throw this.closedError();
@@ -331,7 +353,7 @@ export class LeaderConversation {
         this.log.warn({ err: error }, "leader text handler threw; ignored");
       }
     };
-    const turn = this.sendTurn(text, meta, signal);
+    const turn = this.sendTurn(text, meta, signal, attachments);
     try {
       const settled = await turn.outcome;
       if (settled.kind === "answered") return { text: answerText, stopReason: settled.stopReason };
@@ -348,7 +370,12 @@ export class LeaderConversation {
    * Starts one turn's prompt after the handshake and arms its timeouts: the start and handshake have their own limit
    * (`startTimeoutMs`); the answer's limit (`turnTimeoutMs`) runs from the prompt on. `outcome` settles once.
    */
-  private sendTurn(text: string, meta: TurnMeta, signal: AbortSignal): TurnInFlight {
+  private sendTurn(
+    text: string,
+    meta: TurnMeta,
+    signal: AbortSignal,
+    attachments: readonly AttachmentRef[],
+  ): TurnInFlight {
     let settle: (settled: Settled) => void = () => undefined;
     const outcome = new Promise<Settled>((resolve) => {
       settle = resolve;
@@ -361,13 +388,15 @@ export class LeaderConversation {
     arm(this.options.startTimeoutMs);
     const work = (async () => {
       await this.ready;
+      const read = this.options.readAttachment;
+      const extra = await attachmentBlocks(attachments, this.promptCaps, read, this.log, { notes: false });
       if (signal.aborted) throw abortReason(signal);
       const connection = this.connection as ClientConnection;
       progress.prompted = true;
       arm(this.options.turnTimeoutMs);
       return connection.agent.request(methods.agent.session.prompt, {
         sessionId: this.sessionId as string,
-        prompt: [{ type: "text", text }],
+        prompt: [{ type: "text", text }, ...extra],
         _meta: { [META_KEY]: { leaderTurn: { ...meta, promptVersion: LEADER_PROMPT_VERSION } } },
       });
     })();

@@ -38,19 +38,24 @@ function truncate(text: string, max: number): string {
  * Builds the prompt of one task attempt: a markdown brief whose first line is `# Task <taskId>: <title>`, followed by
  * the context, `## Description`, `## Acceptance criteria` (when set) and one `### Output of dependency <taskId>:
  * <title>` section per dependency (each cut at `MAX_DEPENDENCY_OUTPUT_CHARS`, all together at
- * `MAX_TOTAL_DEPENDENCY_CHARS`). Also returns the `_meta` mirror. Pure.
+ * `MAX_TOTAL_DEPENDENCY_CHARS`). `roots`: the additional directories the agent's session was given (issue 31), named
+ * beside the workspace. Also returns the `_meta` mirror. Pure.
  */
-export function formatTaskBrief(request: Omit<WorkerRequest, "signal" | "instance">): {
+export function formatTaskBrief(
+  request: Omit<WorkerRequest, "signal" | "instance">,
+  roots: readonly string[] = [],
+): {
   text: string;
   meta: TaskBriefMeta;
 } {
   const { task, attempt } = request;
+  const shared = roots.length > 0 ? ` and the additional directories ${roots.join(", ")} (shared, not isolated)` : "";
   const lines: string[] = [
     `# Task ${task.taskId}: ${task.title}`,
     "",
     `You are a worker on one task of a larger plan run by acp-orchestrator (product ${request.productId}, attempt ${attempt}` +
       `${attempt > 1 ? "; earlier attempts failed, so check the workspace for partial work" : ""}).`,
-    `Work only inside the workspace ${request.cwd}. When you are done, reply with a short summary of what you did and where the results are.`,
+    `Work only inside the workspace ${request.cwd}${shared}. When you are done, reply with a short summary of what you did and where the results are.`,
     "",
     "## Description",
     "",

@@ -8,7 +8,8 @@
  * of ACP traffic onto `WorkerEvents`/`WorkerResult` (separate messages kept apart, one activity per tool call, tokens
  * from the prompt response's `usage` only), configuration errors (retrying cannot fix them), permission requests
  * (IDE first, else the policy; refusals reported and kept; a turn that ends after a policy refusal fails), and
- * `fs/*` requests inside the task's workspace. Never throws from `run`, never writes to stdout, never advertises
+ * `fs/*` requests inside the task's workspace and the product's additional directories (given in `session/new` to an
+ * agent that advertises them), the user's attachments in the content types the agent advertises. Never throws from `run`, never writes to stdout, never advertises
  * client capabilities it does not serve (fs yes, terminal no), never leaves a process behind.
  */
 import { Writable } from "node:stream";
@@ -36,6 +37,8 @@ import { overloadOf } from "./overload.js";
 import { McpSecrets, mcpServersFor, skippedMcpLines } from "./mcp-servers.js";
 import type { Overload } from "./overload.js";
 import { WorkerClientRequests } from "./worker-client-requests.js";
+import { attachmentBlocks, sessionDirectories } from "./prompt-content.js";
+import type { ReadAttachment } from "../../core/product/agent-inputs.js";
 import { describeError, describeExit, gatedReadable, turnOutcome, usageOf } from "./worker-turn.js";
 import type { Draft, OutputGate } from "./worker-turn.js";
 
@@ -72,6 +75,8 @@ export interface AttemptOptions {
   clientVersion: string;
   /** The secrets of products' MCP servers held by this process (issue 28); absent: none held. */
   mcpSecrets?: McpSecrets;
+  /** Reads a stored attachment for the prompt (issue 31); absent: attachments reach the agent as links or notes. */
+  readAttachment?: ReadAttachment;
 }
 
 /** One task attempt: construct, then `run()` once. */
@@ -82,6 +87,8 @@ export class TaskAttempt {
   private stderrLine = "";
   private readonly output = new OutputBuffer(MAX_OUTPUT_CHARS);
   private sessionId: string | undefined;
+  /** The additional directories given in `session/new` (issue 31): further roots of the agent's file requests. */
+  private roots: string[] = [];
   private ctx: ClientContext | undefined;
   private stopKind: StopKind | undefined;
   /** Set when the agent did not answer a cancelled prompt within the grace period: kill without further courtesy. */
@@ -126,6 +133,7 @@ export class TaskAttempt {
       toolCalls: this.toolCalls,
       stopped: () => this.stopKind !== undefined,
       sessionId: () => this.sessionId,
+      additionalRoots: () => this.roots,
       signal: this.stopController.signal,
     });
   }
@@ -289,16 +297,24 @@ export class TaskAttempt {
       }
       this.stage = "session/new";
       const mcpServers = this.mcpServers(init.agentCapabilities?.mcpCapabilities);
-      const session = await ctx.request(methods.agent.session.new, { cwd: this.request.cwd, mcpServers });
+      const caps = init.agentCapabilities;
+      const dirs = sessionDirectories(this.request.additionalDirectories, caps?.sessionCapabilities, this.log);
+      const session = await ctx.request(methods.agent.session.new, { cwd: this.request.cwd, mcpServers, ...dirs });
+      // Its fs/* requests are served in the roots its session has: the cwd and the directories it was given.
+      this.roots = dirs.additionalDirectories ?? [];
       this.sessionId = session.sessionId;
       if (this.stopKind !== undefined) return undefined;
-      const brief = formatTaskBrief(this.request);
+      const brief = formatTaskBrief(this.request, this.roots);
+      // Issue 31: the user's attachments in the content types this agent advertises (prompt-content.ts).
+      const read = this.options.readAttachment;
+      const extra = await attachmentBlocks(this.request.attachments, caps?.promptCapabilities, read, this.log);
       this.log.debug({ sessionId: session.sessionId, briefChars: brief.text.length }, "prompting agent");
+      if (this.stopKind !== undefined) return undefined;
       this.prompted = true;
       this.arm(this.options.taskTimeoutMs, "timeout");
       return ctx.request(methods.agent.session.prompt, {
         sessionId: session.sessionId,
-        prompt: [{ type: "text", text: brief.text }],
+        prompt: [{ type: "text", text: brief.text }, ...extra],
         _meta: { [META_KEY]: brief.meta },
       });
     });

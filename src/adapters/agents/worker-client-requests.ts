@@ -2,7 +2,8 @@
  * The requests a worker agent sends to us as its ACP client during one attempt (ACP v1 `session/request_permission`,
  * `fs/read_text_file`, `fs/write_text_file`; DESIGN.md, Agents): permission questions go to the IDE first, else the
  * permission policy decides (issue 11: every refusal reported and kept; issue 12: the isolated default); file
- * requests are served inside the task's workspace only (workspace-fs.ts: never `.git`, guarantee 16). Split from
+ * requests are served inside the task's workspace and the product's additional directories only (workspace-fs.ts:
+ * never `.git`, guarantee 16). Split from
  * worker-attempt.ts (issue 27), which composes one of these per attempt.
  */
 import { RequestError } from "@agentclientprotocol/sdk";
@@ -40,6 +41,8 @@ export interface WorkerClientDeps {
   stopped: () => boolean;
   /** The attempt's ACP session id, once `session/new` answered. */
   sessionId: () => string | undefined;
+  /** The additional directories the agent's `session/new` carried (issue 31): further roots of its file requests. */
+  additionalRoots: () => readonly string[];
   /** Aborted when the attempt stops: withdraws permission questions forwarded to the IDE. */
   signal: AbortSignal;
 }
@@ -141,7 +144,10 @@ export class WorkerClientRequests {
     );
   }
 
-  /** The workspace view of this attempt (the task's cwd), or a refusal when the request is not for our session. */
+  /**
+   * The file-system view of this attempt (the task's cwd, then the additional directories its session was given), or
+   * a refusal when the request is not for our session. Built at the first request (after `session/new` answered).
+   */
   private workspaceFor(sessionId: string, path: string): WorkspaceFs {
     if (this.deps.stopped()) {
       throw new RequestError(-32800, "The task was stopped; the file request was not served.", { path });
@@ -149,11 +155,16 @@ export class WorkerClientRequests {
     if (this.deps.sessionId() === undefined || sessionId !== this.deps.sessionId()) {
       throw RequestError.invalidParams({ path, sessionId }, `Unknown session "${sessionId}" for this worker.`);
     }
-    this.workspace ??= new WorkspaceFs(this.deps.request.cwd);
+    this.workspace ??= new WorkspaceFs(this.deps.request.cwd, {
+      additionalRoots: this.deps.additionalRoots(),
+    });
     return this.workspace;
   }
 
-  /** `fs/read_text_file`: served inside the task's workspace only (workspace-fs.ts); refusals are JSON-RPC errors. */
+  /**
+   * `fs/read_text_file`: served inside the task's workspace and the product's additional directories only
+   * (workspace-fs.ts); refusals are JSON-RPC errors.
+   */
   async onReadTextFile(params: ReadTextFileRequest): Promise<ReadTextFileResponse> {
     try {
       const fs = this.workspaceFor(params.sessionId, params.path);
@@ -165,7 +176,7 @@ export class WorkerClientRequests {
     }
   }
 
-  /** `fs/write_text_file`: served inside the task's workspace only; nothing is written on refusal. */
+  /** `fs/write_text_file`: served inside the same roots as reads; nothing is written on refusal. */
   async onWriteTextFile(params: WriteTextFileRequest): Promise<WriteTextFileResponse> {
     try {
       const fs = this.workspaceFor(params.sessionId, params.path);

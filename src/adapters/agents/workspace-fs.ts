@@ -1,6 +1,8 @@
 /**
  * Worker file requests served inside one workspace (DESIGN.md, Agents: "Their file requests are served only inside the
- * task's workspace"; ACP `fs/read_text_file`, `fs/write_text_file`).
+ * task's workspace"; ACP `fs/read_text_file`, `fs/write_text_file`) and inside the product's additional directories
+ * (issue 31, ACP session-setup: the session's root set is its cwd and its `additionalDirectories`), each root with the
+ * same rules.
  *
  * Owns path resolution and containment (absolute paths only; `..` escapes, symlinks that leave the workspace and
  * dangling symlinks are refused; so is `.git` and anything under it, guarantee 16), line/limit slicing of reads, and the refusal errors (JSON-RPC code + one sentence +
@@ -80,24 +82,36 @@ function errnoOf(error: unknown): string | undefined {
 }
 
 /**
- * The file-system view a worker gets: one workspace root, read and write of text files under it.
+ * The file-system view a worker gets: the workspace root and any additional roots, read and write of text files under
+ * them.
  *
  * Resolution (`resolve`): the path must be an absolute string; it is normalised (`..` collapsed) and must lie
- * lexically under the root; then the nearest existing ancestor is realpath'ed and the real result must lie under the
- * root's realpath (so a symlink inside the workspace that points outside is refused, and so is a dangling symlink,
- * whose target could be created outside). Reads and writes then open the resolved real path with `O_NOFOLLOW`.
+ * lexically under a root (or its realpath; the workspace is tried first, then the additional roots in order, and the
+ * first that holds the path is its root: the rest of the checks are against that root alone); then the nearest
+ * existing ancestor is realpath'ed and the real result must lie under that root's realpath (so a symlink inside it
+ * that points outside, even into another root, is refused, and so is a dangling symlink, whose target could be
+ * created outside). An additional root that is or lies in a `.git` folder serves nothing. Reads and writes then open the resolved real path with `O_NOFOLLOW`.
  * Remaining race: a directory swapped for a symlink between the check and the open is not detected.
  */
 export class WorkspaceFs {
-  private rootReal: Promise<string> | undefined;
+  private readonly rootReal = new Map<string, Promise<string>>();
   private readonly maxReadBytes: number;
+  /** The workspace first, then the additional roots (issue 31): a path is served under the first that holds it. */
+  readonly roots: readonly string[];
 
-  /** `root` must be absolute (the task's workspace). Does not touch the disk until a request comes. */
+  /**
+   * `root` must be absolute (the task's workspace); so must each of `additionalRoots` (the product's additional
+   * directories, ACP session-setup: further roots served with the same rules). Does not touch the disk until a
+   * request comes.
+   */
   constructor(
     readonly root: string,
-    options: { maxReadBytes?: number } = {},
+    options: { maxReadBytes?: number; additionalRoots?: readonly string[] } = {},
   ) {
-    if (!isAbsolute(root)) throw new RangeError(`The workspace root must be an absolute path, got "${root}".`);
+    for (const r of [root, ...(options.additionalRoots ?? [])]) {
+      if (!isAbsolute(r)) throw new RangeError(`A workspace root must be an absolute path, got "${r}".`);
+    }
+    this.roots = [root, ...(options.additionalRoots ?? []).filter((r) => resolve(r) !== resolve(root))];
     this.maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
   }
 
@@ -105,17 +119,41 @@ export class WorkspaceFs {
     return new WorkspaceFsError(code, message, { path, reason, workspace: this.root });
   }
 
-  private realRoot(): Promise<string> {
-    this.rootReal ??= realpath(this.root).catch((error: unknown) => {
-      this.rootReal = undefined;
-      throw this.refuse(
-        FS_ERROR_CODES.failed,
-        this.root,
-        "io_error",
-        `The workspace ${this.root} cannot be resolved (${errnoOf(error) ?? String(error)}).`,
-      );
-    });
-    return this.rootReal;
+  /** "the workspace X" or, with additional roots, "the workspace X and the additional directories Y, Z". */
+  private where(): string {
+    const extra = this.roots.slice(1);
+    return `the workspace ${this.root}${extra.length > 0 ? ` and the additional directories ${extra.join(", ")}` : ""}`;
+  }
+
+  private realRoot(root: string): Promise<string> {
+    let real = this.rootReal.get(root);
+    if (real === undefined) {
+      real = realpath(root).catch((error: unknown) => {
+        this.rootReal.delete(root);
+        throw this.refuse(
+          FS_ERROR_CODES.failed,
+          root,
+          "io_error",
+          `The workspace root ${root} cannot be resolved (${errnoOf(error) ?? String(error)}).`,
+        );
+      });
+      this.rootReal.set(root, real);
+    }
+    return real;
+  }
+
+  /**
+   * The root that lexically holds `lexical` (the first, workspace first) with its realpath, or `undefined`. An
+   * additional root whose real path is or lies under a `.git` folder is never served (guarantee 16).
+   */
+  private async rootOf(lexical: string): Promise<{ root: string; real: string } | undefined> {
+    for (const [i, root] of this.roots.entries()) {
+      // The workspace must resolve (else the request fails); an additional root that no longer does serves nothing.
+      const real = i === 0 ? await this.realRoot(root) : await this.realRoot(root).catch(() => undefined);
+      if (real === undefined || (i > 0 && touchesGitDir(real))) continue;
+      if (isInside(resolve(root), lexical) || isInside(real, lexical)) return { root, real };
+    }
+    return undefined;
   }
 
   /**
@@ -138,19 +176,20 @@ export class WorkspaceFs {
         FS_ERROR_CODES.refused,
         path,
         "relative_path",
-        `Refused "${path}": file paths must be absolute (ACP), inside the workspace ${this.root}.`,
+        `Refused "${path}": file paths must be absolute (ACP), inside ${this.where()}.`,
       );
     }
-    const rootReal = await this.realRoot();
     const lexical = resolve(path);
-    if (!isInside(resolve(this.root), lexical) && !isInside(rootReal, lexical)) {
+    const held = await this.rootOf(lexical);
+    if (held === undefined) {
       throw this.refuse(
         FS_ERROR_CODES.refused,
         path,
         "outside_workspace",
-        `Refused "${path}": it is outside the workspace ${this.root}.`,
+        `Refused "${path}": it is outside ${this.where()}.`,
       );
     }
+    const { root, real: rootReal } = held;
     // Walk up to the nearest entry that exists (lstat: a dangling symlink exists), then realpath it.
     let existing = lexical;
     const rest: string[] = [];
@@ -187,10 +226,10 @@ export class WorkspaceFs {
         FS_ERROR_CODES.refused,
         path,
         "symlink_escape",
-        `Refused "${path}": it resolves through a symlink to ${full}, outside the workspace ${this.root}.`,
+        `Refused "${path}": it resolves through a symlink to ${full}, outside ${root === this.root ? `the workspace ${root}` : `the additional directory ${root}`}.`,
       );
     }
-    if (touchesGitDir(relative(rootReal, full)) || touchesGitDir(relative(resolve(this.root), lexical))) {
+    if (touchesGitDir(relative(rootReal, full)) || touchesGitDir(relative(resolve(root), lexical))) {
       // Guarantee 16: a worktree is data, never configuration; git's own files are out of a worker's reach.
       throw this.refuse(
         FS_ERROR_CODES.refused,

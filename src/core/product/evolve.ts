@@ -101,6 +101,7 @@ function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
   if (e.maxParallelTasks !== undefined) s.maxParallelTasks = e.maxParallelTasks;
   if (e.allowedAgents !== undefined) s.allowedAgents = e.allowedAgents;
   if (e.mcpServers !== undefined) s.mcpServers = e.mcpServers;
+  if (e.additionalDirectories !== undefined) s.additionalDirectories = e.additionalDirectories;
   s.budget = { ...(e.budget ?? {}) };
   if (e.workspace !== undefined) s.workspace = { ...e.workspace };
   if (e.isolation !== undefined || e.integration !== undefined) {
@@ -116,7 +117,13 @@ function onCreated({ state: s }: ProductModel, e: EventOf<"created">): void {
 }
 
 function onDialogue({ state: s }: ProductModel, e: EventOf<"dialogue">): void {
-  const entry = { role: e.role, text: e.text, at: e.at, ...(e.outcome ? { outcome: true as const } : {}) };
+  const entry = {
+    role: e.role,
+    text: e.text,
+    at: e.at,
+    ...(e.outcome ? { outcome: true as const } : {}),
+    ...(e.attachments?.length ? { attachments: e.attachments } : {}),
+  };
   // A run's outcome supersedes the outcome just before it when nobody spoke in between (a rollback or replay ran the
   // product again): the conversation keeps what was said, not one summary per run, so a product rolled back 500
   // times keeps a dialogue (and snapshots) of constant size (guarantee 14; issue 10, finding 6).

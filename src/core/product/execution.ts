@@ -12,18 +12,10 @@ import type { Instance, Plan, Task, TaskState } from "../../../protocol/common.j
 import { Scheduler } from "../dag/scheduler.js";
 import { BRANCH_MOVED_REMEDIATION } from "../workspace/integration.js";
 import { DomainError } from "../errors.js";
-import {
-  decide,
-  finishEvents,
-  skipEvents,
-  taskOf,
-  type Effect,
-  type IntegrationOutcome,
-  type NewEvent,
-  type Recovery,
-  type StopReason,
-} from "./decide.js";
+import { decide, finishEvents, skipEvents, taskOf } from "./decide.js";
+import type { Effect, IntegrationOutcome, NewEvent, Recovery, StopReason } from "./decide.js";
 import { taskInputHash } from "./fingerprint.js";
+import { taskInputsOf } from "./agent-inputs.js";
 import { checkProductState } from "./integrity.js";
 import type { ProductParts } from "./parts.js";
 import type { LaunchHooks, SettledResult } from "./worker-pool.js";
@@ -432,7 +424,7 @@ export class ExecutionLoop {
         briefChars,
         inputHash,
         ...(workspace ? { workspace, prepare: () => p.workspaces.prepareWorkspace(workspace) } : {}),
-        ...(p.model.state.mcpServers ? { mcpServers: p.model.state.mcpServers } : {}),
+        inputs: taskInputsOf(p.model.state),
         ...(task.attempts > 1 && task.error !== undefined ? { previousError: task.error } : {}),
         ...(workspace ? p.workspaces.verifyHook(task.taskId) : {}),
       },

@@ -17,6 +17,8 @@ import type { AgentInfo, DraftPlan, FailureDecision, LeaderPort } from "../ports
 import { answeredTask, taskOf } from "./decide.js";
 import type { ProductParts } from "./parts.js";
 import type { ProductState } from "./records.js";
+import type { NewEvent } from "./decide.js";
+import { sessionInputsOf, type AttachmentRef } from "./agent-inputs.js";
 
 /** The task id a red final head is presented to the leader as (guarantee 17, `when: "end"`; never in the plan). */
 export const FINAL_VERIFICATION_TASK_ID = "final-verification";
@@ -97,7 +99,7 @@ export class LeaderChannel {
           cwd: s.cwd,
           roster: this.roster(),
           maxParallelTasks: s.maxParallelTasks ?? this.p.ctx.options.maxParallelTasks,
-          ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
+          ...sessionInputsOf(s),
           ...(s.provisionalName ? {} : { title: s.name }),
           dialogue: s.dialogue.map((d) => ({ ...d })),
           ...(s.plan ? { previousPlan: s.plan } : {}),
@@ -219,7 +221,11 @@ export class LeaderChannel {
    * `product.message`: a revision during planning, an answer to a leader question, or a message to the leader during
    * execution (whose answer may carry mutations). Throws busy while another leader turn runs.
    */
-  async message(content: string, askId?: string): Promise<{ response: string; plan?: Plan; mutations?: Mutation[] }> {
+  async message(
+    content: string,
+    askId?: string,
+    attachments: AttachmentRef[] = [],
+  ): Promise<{ response: string; plan?: Plan; mutations?: Mutation[] }> {
     if (!this.p.run.driving) await this.p.sections.run(() => this.p.access.syncForWrite());
     this.p.access.requirePhase(["planning", "awaiting_confirmation", "executing", "paused"], "product.message");
     if (this.leaderTurn) throw busy(this.productId);
@@ -238,20 +244,23 @@ export class LeaderChannel {
       }
       this.leaderTurn = "reserved";
       try {
-        await this.p.sections.run(() => this.p.journal.commit([{ type: "dialogue", role: "user", text: content }]));
+        await this.p.sections.run(() => this.p.journal.commit([userEntry(content, attachments)]));
       } finally {
         this.leaderTurn = null;
       }
       this.planningStartedHere = true;
       return this.runLeaderPlanning(askId !== undefined ? { askId, content } : undefined);
     }
-    return this.leaderMessageDuringRun(content);
+    return this.leaderMessageDuringRun(content, attachments);
   }
 
-  async leaderMessageDuringRun(content: string): Promise<{ response: string; mutations?: Mutation[] }> {
+  async leaderMessageDuringRun(
+    content: string,
+    attachments: AttachmentRef[] = [],
+  ): Promise<{ response: string; mutations?: Mutation[] }> {
     this.leaderTurn = "message";
     try {
-      await this.p.sections.run(() => this.p.journal.commit([{ type: "dialogue", role: "user", text: content }]));
+      await this.p.sections.run(() => this.p.journal.commit([userEntry(content, attachments)]));
       const waiting = this.p.model.state.tasks.find((t) => t.status === "waiting");
       if (waiting) {
         // Guarantee 8: a waiting task is answered by the next user message and becomes runnable again.
@@ -277,7 +286,8 @@ export class LeaderChannel {
         plan: s.plan,
         tasks: s.tasks,
         roster: this.roster(),
-        ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
+        ...sessionInputsOf(s),
+        ...(attachments.length > 0 ? { attachments } : {}),
         signal: controller.signal,
         onText: (text) => this.p.ctx.notifier.notify("product.planningDelta", { productId: s.productId, text }),
       });
@@ -408,7 +418,7 @@ export class LeaderChannel {
         plan: s.plan ?? plan,
         tasks: s.tasks,
         roster: this.roster(),
-        ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
+        ...sessionInputsOf(s),
         signal: controller.signal,
       });
     } catch (err) {
@@ -444,4 +454,9 @@ export class LeaderChannel {
       await this.p.run.skipDependents(taskId);
     });
   }
+}
+
+/** The dialogue event of a user message, with its attachments by reference (issue 31). */
+function userEntry(text: string, attachments: AttachmentRef[]): NewEvent {
+  return { type: "dialogue", role: "user", text, ...(attachments.length > 0 ? { attachments } : {}) };
 }

@@ -15,6 +15,7 @@
  * refused write, a lost lease). It must never import I/O: time comes from the Clock, cancellation is AbortSignal,
  * the rest are ports.
  */
+import type { AttachmentRef } from "./agent-inputs.js";
 import type { Budget, Instance, Mutation, Phase, Plan, Progress, Task } from "../../../protocol/common.js";
 import { TerminalPhases } from "../../../protocol/common.js";
 import { DomainError, conflict, persistenceFailed } from "../errors.js";
@@ -237,9 +238,16 @@ export class ProductOrchestrator {
     return this.#p.leader.roster();
   }
 
-  /** `product.message` (leader-channel.ts). Throws busy while another leader turn runs. */
-  message(content: string, askId?: string): Promise<{ response: string; plan?: Plan; mutations?: Mutation[] }> {
-    return this.#p.leader.message(content, askId);
+  /**
+   * `product.message` (leader-channel.ts), with the message's attachments by reference (an ACP session's images and
+   * binary resources, issue 31). Throws busy while another leader turn runs.
+   */
+  message(
+    content: string,
+    askId?: string,
+    attachments?: AttachmentRef[],
+  ): Promise<{ response: string; plan?: Plan; mutations?: Mutation[] }> {
+    return this.#p.leader.message(content, askId, attachments);
   }
 
   // -------------------------------------------------------------------------------------------------------------

@@ -34,6 +34,10 @@ import { VerifyConfig } from "../../../protocol/verify.js";
 import { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import { StoredMcpServers } from "./mcp-servers.js";
+import { AttachmentRefs } from "./agent-inputs.js";
+
+/** ACP `additionalDirectories` as a product keeps them (session/new bounds them to 32). */
+const AdditionalDirectories = () => z.array(z.string().min(1).max(4_096)).max(64);
 
 /** The authority project that holds cross-project indexes. */
 export const INDEX_PROJECT = "_";
@@ -48,6 +52,8 @@ export const DialogueEntryRecord = lazySchema(
       at: Timestamp,
       /** True for the leader's summary of how a run ended (evolve.ts: an outcome supersedes the outcome just before it). */
       outcome: z.literal(true).optional(),
+      /** A user message's images and binary resources, by reference (issue 31, agent-inputs.ts). */
+      attachments: AttachmentRefs.optional(),
     }),
   "DialogueEntryRecord",
 );
@@ -158,6 +164,8 @@ export const ProductCreatedEvent = lazySchema(
       allowedAgents: z.array(z.string()).optional(),
       /** The session's MCP servers without their secrets (issue 28, mcp-servers.ts). */
       mcpServers: StoredMcpServers.optional(),
+      /** The session's additional directories, absolute (issue 31, agent-inputs.ts). */
+      additionalDirectories: AdditionalDirectories().optional(),
       budget: Budget.optional(),
       /** What `product.plan` asked for (isolation and integration); decided at confirmation. */
       isolation: IsolationRequest.shape.isolation,
@@ -184,6 +192,8 @@ export const ProductEvent = lazySchema(
         text: z.string(),
         /** The summary of how a run ended (written when the product completes or fails). */
         outcome: z.literal(true).optional(),
+        /** A user message's images and binary resources, by reference (issue 31). */
+        attachments: AttachmentRefs.optional(),
       }),
       z.object({ ...base(), type: z.literal("planProposed"), plan: Plan }),
       z.object({ ...base(), type: z.literal("planFailed"), error: z.string() }),
@@ -257,6 +267,7 @@ export const ProductStateSchema = lazySchema(
       leaderAgentId: z.string().optional(),
       allowedAgents: z.array(z.string()).optional(),
       mcpServers: StoredMcpServers.optional(),
+      additionalDirectories: AdditionalDirectories().optional(),
       phase: Phase,
       recovery: Recovery.optional(),
       plan: Plan.optional(),

@@ -17,6 +17,7 @@ import type { VersionedStatus } from "./status.js";
 import type { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
 import { storedMcpServers } from "./mcp-servers.js";
+import type { AttachmentRef } from "./agent-inputs.js";
 import type { McpServer } from "../../../protocol/acp.js";
 
 export interface PlanParams {
@@ -31,6 +32,10 @@ export interface PlanParams {
   allowedAgents?: string[];
   /** The session's MCP servers; stored without their secrets (issue 28, mcp-servers.ts). */
   mcpServers?: McpServer[];
+  /** The session's additional directories (absolute, checked by the session layer; issue 31, agent-inputs.ts). */
+  additionalDirectories?: string[];
+  /** The goal message's images and binary resources, by reference (issue 31). */
+  attachments?: AttachmentRef[];
   budget?: Budget;
   isolation?: "worktree" | "shared";
   integration?: { mode?: "branch" | "merge"; targetBranch?: string };
@@ -229,6 +234,7 @@ export class ProductService {
       ...(params.leaderAgentId !== undefined ? { leaderAgentId: params.leaderAgentId } : {}),
       ...(params.allowedAgents !== undefined ? { allowedAgents: params.allowedAgents } : {}),
       ...(params.mcpServers?.length ? { mcpServers: storedMcpServers(params.mcpServers) } : {}),
+      ...(params.additionalDirectories?.length ? { additionalDirectories: params.additionalDirectories } : {}),
       ...(params.budget !== undefined ? { budget: params.budget } : {}),
       ...(params.isolation !== undefined ? { isolation: params.isolation } : {}),
       ...(params.integration !== undefined ? { integration: params.integration } : {}),
@@ -237,7 +243,8 @@ export class ProductService {
         : {}),
       ...remoteWorkspace(params, this.ctx),
     };
-    const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal };
+    const attachments = params.attachments?.length ? { attachments: params.attachments } : {};
+    const dialogue: ProductEvent = { v: 1, at, type: "dialogue", role: "user", text: params.goal, ...attachments };
     const model = await this.ctx.store.create(params.projectId, productId, [created, dialogue]);
     const orchestrator = new ProductOrchestrator(model, this.ctx, this.nextInstance());
     this.remember(productId, orchestrator);
@@ -289,8 +296,9 @@ export class ProductService {
     return orchestrator;
   }
 
-  async message(productId: string, content: string, askId?: string) {
-    return this.inUse(productId, async () => (await this.forWrite(productId)).message(content, askId));
+  /** `product.message`; `attachments` (ACP sessions only) are recorded with the user's message by reference. */
+  async message(productId: string, content: string, askId?: string, attachments?: AttachmentRef[]) {
+    return this.inUse(productId, async () => (await this.forWrite(productId)).message(content, askId, attachments));
   }
 
   async confirm(

@@ -7,7 +7,7 @@
  */
 import type { Instance, Task, TaskWorkspace } from "../../../protocol/common.js";
 import type { RefusedPermission, WorkerPort, WorkerResult } from "../ports.js";
-import type { StoredMcpServer } from "./mcp-servers.js";
+import { agentInputsOf, type AgentInputs } from "./agent-inputs.js";
 import type { OverloadWait } from "./task-waits.js";
 import { PREPARE_REMEDIATION } from "../workspace/integration.js";
 import { INTERRUPTION, type SettledAttempt, type StopReason } from "./decide.js";
@@ -46,8 +46,8 @@ export interface LaunchSpec {
   workspace?: TaskWorkspace;
   /** Creates the attempt's worktree first (isolation); a rejection fails the attempt with its message. */
   prepare?: () => Promise<void>;
-  /** The product's MCP servers (issue 28), given to the worker's ACP session. */
-  mcpServers?: StoredMcpServer[];
+  /** The product's MCP servers, additional directories and attachments (agent-inputs.ts), for the worker's session. */
+  inputs?: AgentInputs;
   /**
    * Runs after the worker completed and before its result is queued (guarantee 17: the candidate's checks), while
    * the attempt still counts as running, so `stop` aborts it through `signal`. Its rejection is ignored.
@@ -242,7 +242,7 @@ export class WorkerPool {
           ...(spec.isolated ? { isolated: true } : {}),
           attempt: spec.attempt,
           dependencyOutputs: spec.dependencyOutputs,
-          ...(spec.mcpServers ? { mcpServers: spec.mcpServers } : {}),
+          ...agentInputsOf(spec.inputs ?? {}),
           ...(spec.previousError !== undefined ? { previousError: spec.previousError } : {}),
           signal,
         },

@@ -3,43 +3,34 @@
  * user's prompt. Each binary block (an `image`, a `resource` with a `blob`) is checked against its size limit on its
  * base64 length before anything is decoded, then stored once, by content, as an attachment record of the run-state
  * authority (project `_`, kind `attachment`, id `<sessionId>/<sha256>`); the session's conversation and the product
- * keep only a reference to it. Agents get a text note per attachment (its kind, media type, size and reference): the
- * leader and workers of this server take their prompts as text, so no agent is sent a content type it did not
- * advertise. Embedded text resources are inlined in the prompt's text, as before.
+ * keep only a reference to it. The prompt's text carries a note per attachment (its kind, media type, size and
+ * reference); the agents' prompts get its content only in the types each agent advertises (product/agent-inputs.ts,
+ * adapters/agents/prompt-content.ts, reading the record through `attachmentReader`). Embedded text resources are
+ * inlined in the prompt's text, as before.
  */
 import { createHash } from "node:crypto";
 import * as z from "zod";
 import type { ContentBlock } from "../../../protocol/acp.js";
 import type { RunStateAuthority } from "../../core/ports.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
+import {
+  AttachmentRef,
+  attachmentNote,
+  MAX_ATTACHMENT_BYTES,
+  MAX_ATTACHMENTS_PER_PROMPT,
+  type ReadAttachment,
+} from "../../core/product/agent-inputs.js";
 import { invalidParams } from "../wire-errors.js";
 
 /** The authority project of attachment records (as for session records). */
 const ATTACHMENT_PROJECT = "_";
 
-/** Largest decoded attachment, in bytes (512 KiB: its base64 text stays well within the input bound of 1 MiB a string). */
-export const MAX_ATTACHMENT_BYTES = 512 * 1024;
-/** Most binary blocks one prompt may carry. */
-export const MAX_ATTACHMENTS_PER_PROMPT = 8;
+export { AttachmentRef, attachmentNote, MAX_ATTACHMENT_BYTES, MAX_ATTACHMENTS_PER_PROMPT };
 
 /** Image media types a prompt may carry (those the ACP reference clients send). */
 const IMAGE_TYPES = new Set(["image/png", "image/jpeg", "image/gif", "image/webp"]);
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-
-/** What the conversation keeps of an attachment: the reference, never the bytes. */
-export const AttachmentRef = lazySchema(
-  () =>
-    z.object({
-      ref: z.string().max(200),
-      kind: z.enum(["image", "blob"]),
-      mimeType: z.string().max(200),
-      bytes: z.number().int().min(0),
-      uri: z.string().max(4_096).optional(),
-    }),
-  "AttachmentRef",
-);
-export type AttachmentRef = z.infer<typeof AttachmentRef>;
 
 /** The stored record of one attachment. */
 export interface AttachmentRecord {
@@ -133,12 +124,6 @@ export async function storeAttachments(
   return pending.map((p) => p.ref);
 }
 
-/** The text note an agent gets for an attachment it cannot take as content (all of this server's agents). */
-export function attachmentNote(a: AttachmentRef): string {
-  const what = a.kind === "image" ? "Image" : "Binary resource";
-  return `[${what} attached by the user: ${a.mimeType}, ${a.bytes} bytes${a.uri ? `, ${a.uri}` : ""}; attachment ${a.ref}]`;
-}
-
 /** Deletes every attachment of a session (when the session is deleted); best effort per record. */
 export async function deleteAttachments(authority: RunStateAuthority, sessionId: string): Promise<void> {
   for (const info of await authority.list(ATTACHMENT_PROJECT, "attachment", `${sessionId}/`)) {
@@ -156,6 +141,19 @@ const StoredAttachment = lazySchema(
     }),
   "StoredAttachment",
 );
+
+/**
+ * Reads the content of stored attachment `ref` (for the agents' prompts, product/agent-inputs.ts `ReadAttachment`):
+ * `undefined` when the record is gone or does not parse (guarantee 4: never half-read). Never throws for a missing
+ * record; an authority failure rejects.
+ */
+export function attachmentReader(authority: RunStateAuthority): ReadAttachment {
+  return async (ref) => {
+    const rec = await authority.get(ATTACHMENT_PROJECT, "attachment", ref);
+    const parsed = rec ? StoredAttachment.safeParse(rec.value) : undefined;
+    return parsed?.success ? { mimeType: parsed.data.mimeType, data: parsed.data.data } : undefined;
+  };
+}
 
 /**
  * The content block of a stored attachment (for `session/load`'s replay), or a text note when its record is gone or

@@ -211,6 +211,8 @@ export class TurnDispatcher {
       ...(config.integration !== undefined ? { integration: { mode: config.integration } } : {}),
       ...(config.leader !== this.o.settings.defaultLeader ? { leaderAgentId: config.leader } : {}),
       ...(mcpServers !== undefined ? { mcpServers } : {}),
+      ...(s.record.additionalDirectories?.length ? { additionalDirectories: s.record.additionalDirectories } : {}),
+      ...(turn.attachments.length > 0 ? { attachments: turn.attachments } : {}),
     });
     this.o.mcpSecrets?.remember(productId, mcpServers ?? []);
     const product = await this.o.products.get(productId);
@@ -246,7 +248,8 @@ export class TurnDispatcher {
     text: string,
   ): Promise<typeof ABORTED | typeof BUSY | undefined> {
     turn.leaderSpoke = false;
-    const call = this.o.products.message(product.productId, text, product.model.state.pendingAsk?.askId);
+    const askId = product.model.state.pendingAsk?.askId;
+    const call = this.o.products.message(product.productId, text, askId, turn.attachments);
     let answer;
     try {
       answer = await untilAborted(turn, call);

@@ -10,6 +10,7 @@ import type { SessionUpdate } from "../../../protocol/acp.js";
 import type { TaskState, TaskStatus } from "../../../protocol/common.js";
 import type { ProductOrchestrator } from "../../core/product/orchestrator.js";
 import type { IdGenerator } from "../../core/ports.js";
+import type { AttachmentRef } from "../../core/product/agent-inputs.js";
 import type { LiveSession } from "./store.js";
 import { asMessage, planEntries, taskOf, taskToolCallId, toolStatus, toolText, verificationText } from "./view.js";
 
@@ -41,6 +42,8 @@ export class Turn {
   leaderEvents = 0;
   /** A coalesced `plan` update is queued (one per macrotask, however many task updates came). */
   planQueued = false;
+  /** The images and binary resources of the prompt, by reference: recorded with its message to the product. */
+  attachments: AttachmentRef[] = [];
   /** The last `session/update` of this turn handed to the writer; awaited before the turn answers. */
   sent: Promise<void> = Promise.resolve();
   /** Resolves when the turn has answered (a prompt arriving while a cancelled turn settles waits for it). */

@@ -173,3 +173,54 @@ describe("WorkspaceFs writes", () => {
     expect(() => new WorkspaceFs("relative/root")).toThrow(RangeError);
   });
 });
+
+describe("WorkspaceFs additional roots (issue 31: a session's additionalDirectories)", () => {
+  it("serves reads and writes inside an additional root with the workspace's rules", async () => {
+    const extra = join(base, "extra");
+    mkdirSync(join(extra, "docs"), { recursive: true });
+    writeFileSync(join(extra, "docs", "spec.md"), "spec\n");
+    const both = new WorkspaceFs(root, { additionalRoots: [extra] });
+    expect(both.roots).toEqual([root, extra]);
+    expect(await both.readTextFile(join(extra, "docs", "spec.md"))).toBe("spec\n");
+    await both.writeTextFile(join(extra, "new", "out.txt"), "written");
+    expect(readFileSync(join(extra, "new", "out.txt"), "utf8")).toBe("written");
+    // The workspace is still served; the rest of the disk is not, nor a `..` escape out of the additional root.
+    expect(await both.readTextFile(join(root, "src", "a.txt"))).toBe("one\ntwo\nthree\n");
+    const outside = await refusal(both.readTextFile(join(base, "outside.txt")));
+    expect(outside.data.reason).toBe("outside_workspace");
+    expect(outside.message).toContain(`and the additional directories ${extra}`);
+    const escape = await refusal(both.writeTextFile(`${extra}/../outside.txt`, "x"));
+    expect(escape.data.reason).toBe("outside_workspace");
+    expect(readFileSync(join(base, "outside.txt"), "utf8")).toBe("outside\n");
+    // Without the root the same path is outside.
+    expect((await refusal(fs.readTextFile(join(extra, "docs", "spec.md")))).data.reason).toBe("outside_workspace");
+  });
+
+  it("refuses symlinks that leave an additional root, even into the workspace, and its .git", async () => {
+    const extra = join(base, "extra");
+    mkdirSync(extra);
+    execFileSync("git", ["init", "-q", extra]);
+    symlinkSync(join(base, "away"), join(extra, "away-link"));
+    symlinkSync(join(root, "src"), join(extra, "ws-link"));
+    const both = new WorkspaceFs(root, { additionalRoots: [extra] });
+    const away = await refusal(both.readTextFile(join(extra, "away-link", "secret.txt")));
+    expect(away.data.reason).toBe("symlink_escape");
+    const intoWorkspace = await refusal(both.writeTextFile(join(extra, "ws-link", "a.txt"), "x"));
+    expect(intoWorkspace.data.reason).toBe("symlink_escape");
+    expect(readFileSync(join(root, "src", "a.txt"), "utf8")).toBe("one\ntwo\nthree\n");
+    const git = await refusal(both.readTextFile(join(extra, ".git", "HEAD")));
+    expect(git.data.reason).toBe("git_dir");
+    expect((await refusal(both.writeTextFile(join(extra, ".GIT", "config"), "x"))).data.reason).toBe("git_dir");
+  });
+
+  it("never serves an additional root that is a .git folder, nor one that does not resolve", async () => {
+    const repo = join(base, "repo");
+    execFileSync("git", ["init", "-q", repo]);
+    const both = new WorkspaceFs(root, { additionalRoots: [join(repo, ".git"), join(base, "gone")] });
+    const refused = await refusal(both.readTextFile(join(repo, ".git", "HEAD")));
+    expect(refused.data.reason).toBe("outside_workspace");
+    expect((await refusal(both.readTextFile(join(base, "gone", "x")))).data.reason).toBe("outside_workspace");
+    expect(await both.readTextFile(join(root, "src", "a.txt"))).toBe("one\ntwo\nthree\n");
+    expect(() => new WorkspaceFs(root, { additionalRoots: ["relative"] })).toThrow(RangeError);
+  });
+});
