@@ -77,6 +77,13 @@ describe("BENCHMARKS.md update from an --only run", () => {
       sections: [section("overhead", [row("1 cold start", "third", "yes")], "third detail")],
     });
     expect(again.match(/Sections rewritten since by/g)).toHaveLength(1);
+    // An update of other sections keeps that line and adds its own.
+    const other = updateBenchmarksDocument(again, {
+      machine: machine("2026-04-04T00:00:00.000Z", "1 1 1"),
+      seconds: 10,
+      sections: [section("streaming", [row("3 streaming", "streamed", "yes")], "stream detail")],
+    });
+    expect(other.match(/Sections rewritten since by/g)).toHaveLength(2);
     expect(again).toContain("Targets met: 2 of 2.");
   });
 

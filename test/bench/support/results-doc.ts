@@ -137,7 +137,7 @@ function judgedRows(page: string): { met: boolean; name: string }[] {
  * `existing` (a BENCHMARKS.md) with the sections of `results` put in place of the ones with the same heading (a
  * section the page lacks is added at the end), every other section kept as it was, and the header's count of targets
  * met recounted over the whole page; a line under the machine line names the sections rewritten, when, and the
- * machine. Throws when `existing` has no `Targets met:` header line (not a page this module wrote).
+ * machine (replacing the line of an earlier update of the same sections, keeping those of others). Throws when `existing` has no `Targets met:` header line (not a page this module wrote).
  */
 export function updateBenchmarksDocument(existing: string, results: BenchResults): string {
   const lines = existing.replace(/\n+$/, "").split("\n");
@@ -174,7 +174,8 @@ export function updateBenchmarksDocument(existing: string, results: BenchResults
   const newHeader = header
     .replace(/Targets met: [^\n]*/, count)
     .split("\n")
-    .filter((l) => !l.startsWith("Sections rewritten since by"))
+    // An earlier line for the same sections gives way; lines naming other sections stay.
+    .filter((l) => !l.startsWith(updated.slice(0, updated.indexOf("--update") + "--update".length)))
     .join("\n")
     .replace(/(Targets met: [^\n]*)/, `$1\n${updated}`);
   return `${newHeader.replace(/\n+$/, "")}\n\n${body}\n`;
