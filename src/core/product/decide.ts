@@ -253,7 +253,9 @@ function settleStatus(
   }
   if (res.outcome === "cancelled" || (!input.driving && input.stopReason !== null)) {
     // A worker stopped by pause/cancel/shutdown may report cancelled or failed; both mean "interrupted".
-    const reason = input.stopReason ?? "pause";
+    // A cancelled product stays cancelled (guarantee 5): whatever stopped its worker afterwards (the server's shutdown
+    // once `cancel` was answered), its task is cancelled too, never left pending for a resume that cannot come.
+    const reason = state.phase === "cancelled" ? "cancel" : (input.stopReason ?? "pause");
     if (reason === "cancel") task.status = "cancelled";
     else {
       task.status = "pending";

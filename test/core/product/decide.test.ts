@@ -141,6 +141,18 @@ describe("decide: a settled attempt", () => {
     });
   });
 
+  it("a cancelled product's worker stopped later by the server's shutdown: cancelled, never pending for a resume", () => {
+    // Guarantee 5 (found by a new user): `cancel` while a task ran under `run`, then the server shut down; the task was
+    // recorded pending "will run again on resume" after the phase was already cancelled.
+    const model = given(running("a"), { type: "phase", phase: "cancelled", recovery: null });
+    const failed: WorkerResult = { outcome: "failed", error: "aborted" };
+    for (const stopReason of ["shutdown", "pause", "fenced"] as const) {
+      const event = settled(model, failed, { driving: false, stopReason }).events[0];
+      expect(event).toMatchObject({ task: { status: "cancelled" } });
+      expect(event).not.toHaveProperty("task.interruption");
+    }
+  });
+
   it("waiting: the task waits with its question (guarantee 8)", () => {
     const d = settled(given(running("a")), { outcome: "waiting", question: "Which one?" });
     expect(d.events[0]).toMatchObject({ task: { status: "waiting", question: "Which one?" } });
