@@ -2,13 +2,14 @@
  * zod schemas of every `x/goal.*` request and notification of PROTOCOL.md section 6 (goal runs).
  *
  * Request params are strict (an unknown key is -32602) except for an optional `_meta` object, like product.ts.
- * This file must never import anything but zod, common.ts and product.ts, and never describe a shape PROTOCOL.md
- * does not.
+ * This file must never import anything but zod, common.ts, product.ts and verify.ts, and never describe a shape
+ * PROTOCOL.md does not.
  */
 import * as z from "zod";
-import { AbsolutePath, Count, Id, Recovery, Timestamp } from "./common.js";
+import { AbsolutePath, CommitId, Count, Id, Recovery, Timestamp } from "./common.js";
 import { BudgetInput, requestParams } from "./product.js";
 import { lazySchema } from "./lazy-schema.js";
+import { OUTPUT_HEAD_CHARS, OUTPUT_TAIL_CHARS, TreeId } from "./verify.js";
 
 export const GoalStatus = lazySchema(
   () => z.enum(["running", "paused", "blocked", "budget_limited", "completed", "stopped", "failed"]),
@@ -39,6 +40,36 @@ const GoalText = lazySchema(
   "GoalText",
 );
 
+/**
+ * A command acceptance criterion's check (docs/VERIFY.md, Goals): `/bin/sh -c RUN` in a verify worktree at the phase's
+ * integrated head; met when it exits 0 within `timeoutMs` (default 10 minutes). Bounded like a `verify` command.
+ */
+export const CriterionCheck = lazySchema(
+  () =>
+    z.strictObject({
+      run: z.string().min(1).max(10_000),
+      timeoutMs: z.number().int().min(1).max(86_400_000).optional(),
+    }),
+  "CriterionCheck",
+);
+export type CriterionCheck = z.infer<typeof CriterionCheck>;
+
+/** An acceptance criterion the client gives with the goal: its text, and a command that decides it (optional). */
+export const GoalCriterionInput = lazySchema(
+  () =>
+    z.strictObject({
+      id: Id.optional(),
+      text: z
+        .string()
+        .min(1)
+        .max(5_000)
+        .refine((s) => s.trim().length > 0, { message: "must not be blank" }),
+      check: CriterionCheck.optional(),
+    }),
+  "GoalCriterionInput",
+);
+export type GoalCriterionInput = z.infer<typeof GoalCriterionInput>;
+
 export const GoalStartParams = lazySchema(
   () =>
     requestParams({
@@ -48,12 +79,57 @@ export const GoalStartParams = lazySchema(
       sessionId: Id.optional(),
       budget: GoalBudgetInput.optional(),
       noProgressLimit: z.number().int().min(1).max(100).optional(),
+      /**
+       * The acceptance criteria, given instead of derived by the leader (1-50; ids default to `c1`, `c2`, … and must
+       * be unique). A criterion with `check` is met only when its command passes on the phase's integrated head.
+       */
+      criteria: z
+        .array(GoalCriterionInput)
+        .min(1)
+        .max(50)
+        .refine((list) => new Set(list.map((c, i) => c.id ?? `c${i + 1}`)).size === list.length, {
+          message: "criterion ids must be unique",
+        })
+        .optional(),
     }),
   "GoalStartParams",
 );
 export const GoalStartResult = lazySchema(() => z.object({ goalRunId: Id }), "GoalStartResult");
 
-export const Criterion = lazySchema(() => z.object({ id: Id, text: z.string(), passed: z.boolean() }), "Criterion");
+/**
+ * The last run of a command criterion's check: on the integrated head (`commit`, `tree`) of phase `phaseIndex`'s
+ * product. `exitCode` is null when the command was ended by a signal or its timeout, or could not run on a head
+ * (then `outputTail` says why).
+ */
+export const CriterionCheckResult = lazySchema(
+  () =>
+    z.object({
+      ok: z.boolean(),
+      exitCode: z.number().int().min(-1).max(255).nullable(),
+      timedOut: z.boolean().optional(),
+      durationMs: Count,
+      outputTail: z.string().max(OUTPUT_HEAD_CHARS + OUTPUT_TAIL_CHARS + 200),
+      phaseIndex: Count,
+      productId: Id,
+      commit: CommitId.optional(),
+      tree: TreeId.optional(),
+      at: Timestamp,
+    }),
+  "CriterionCheckResult",
+);
+export type CriterionCheckResult = z.infer<typeof CriterionCheckResult>;
+
+export const Criterion = lazySchema(
+  () =>
+    z.object({
+      id: Id,
+      text: z.string(),
+      passed: z.boolean(),
+      check: CriterionCheck.optional(),
+      lastCheck: CriterionCheckResult.optional(),
+    }),
+  "Criterion",
+);
 
 export const GoalStatusParams = lazySchema(() => requestParams({ goalRunId: Id }), "GoalStatusParams");
 export const GoalStatusResult = lazySchema(
@@ -121,7 +197,7 @@ export const GoalStartedNotification = lazySchema(
   () =>
     z.object({
       goalRunId: Id,
-      criteria: z.array(z.object({ id: Id, text: z.string() })),
+      criteria: z.array(z.object({ id: Id, text: z.string(), check: CriterionCheck.optional() })),
     }),
   "GoalStartedNotification",
 );

@@ -243,6 +243,7 @@ export class OrchestratorServer {
       ids: options.ids,
       logger: options.logger,
       defer: (fn) => setImmediate(fn),
+      ...(options.verifier ? { verifier: options.verifier } : {}),
       lease: {
         store: ctx.store,
         settings: {
@@ -426,6 +427,16 @@ export class OrchestratorServer {
         ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
         ...(params.budget !== undefined ? { budget: params.budget } : {}),
         ...(params.noProgressLimit !== undefined ? { noProgressLimit: params.noProgressLimit } : {}),
+        // Ids default to c1, c2, … by position (the schema made sure the result is unique).
+        ...(params.criteria !== undefined
+          ? {
+              criteria: params.criteria.map((c, i) => ({
+                id: c.id ?? `c${i + 1}`,
+                text: c.text,
+                ...(c.check !== undefined ? { check: c.check } : {}),
+              })),
+            }
+          : {}),
       });
     });
     this.on("x/goal.status", (params) => g.status(params.goalRunId));

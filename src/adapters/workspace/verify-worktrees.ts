@@ -58,6 +58,7 @@ export class GitVerifier implements VerifyPort {
     cwd: string;
     productId: string;
     commit: string;
+    tree?: string;
     commands: CheckCommand[];
     env: Record<string, string>;
     parallel: number;
@@ -70,7 +71,7 @@ export class GitVerifier implements VerifyPort {
     try {
       if (request.signal.aborted) return null;
       await this.checkout(request.cwd, slot, request.commit);
-      const tree = await this.treeOf(request.cwd, request.commit);
+      const tree = request.tree ?? (await this.treeOf(request.cwd, request.commit));
       const checks: VerifyRun["checks"] = [];
       for (const command of request.commands) {
         const outcome = await runCheckCommand({

@@ -47,14 +47,17 @@ import type {
   OwnerLiveness,
   RunStateAuthority,
 } from "../ports.js";
+import type { VerifyPort } from "../workspace/verify-port.js";
 import type { LeaseSettings, LeaseStore } from "../product/lease.js";
 import { Ownership } from "../product/ownership.js";
+import type { ProductState } from "../product/records.js";
 import type { ProductService } from "../product/service.js";
 import { decideGoal, mayStart, resumeRefusal, type GoalEffect, type GoalInput } from "./decide.js";
 import { GoalJournal, type NewGoalEvent } from "./journal.js";
 import { GoalLeaderTurns, isLoopInterrupted, loopInterrupted } from "./leader-turns.js";
+import { CriterionChecks, phaseHead } from "./criterion-checks.js";
 import { PhaseProducts } from "./phase-product.js";
-import { failClosedRecovery, passedCriteria } from "./policy.js";
+import { failClosedRecovery, passedCriteria, pendingChecks } from "./policy.js";
 import type { GoalBudget, GoalState } from "./records.js";
 
 export interface GoalContext {
@@ -75,6 +78,11 @@ export interface GoalContext {
    * driven one. Without it (tests, read-only views) no lease is taken.
    */
   lease?: { store: LeaseStore; settings: LeaseSettings; liveness?: OwnerLiveness };
+  /**
+   * Runs command criteria's checks on a phase's integrated head (docs/VERIFY.md, Goals). Without it a command
+   * criterion is never met (its check records why it could not run).
+   */
+  verifier?: VerifyPort;
 }
 
 export interface GoalStartParams {
@@ -84,6 +92,8 @@ export interface GoalStartParams {
   sessionId?: string;
   budget?: GoalBudget;
   noProgressLimit?: number;
+  /** Criteria given by the client (ids set): the leader derives none. */
+  criteria?: { id: string; text: string; check?: { run: string; timeoutMs?: number } }[];
 }
 
 /** The steps the loop takes (decided inside the lock, done outside it). */
@@ -101,6 +111,7 @@ export class GoalRun {
   private readonly journal: GoalJournal;
   private readonly turns: GoalLeaderTurns;
   private readonly phases: PhaseProducts;
+  private readonly checks: CriterionChecks;
   /** The driver's ownership (GoalContext.lease), made on first use. */
   private ownership: Ownership | null = null;
 
@@ -113,6 +124,7 @@ export class GoalRun {
     this.journal = new GoalJournal(state, ctx, () => this.interrupt());
     this.turns = new GoalLeaderTurns(ctx.leader, ctx.agents);
     this.phases = new PhaseProducts(ctx.products, ctx.logger);
+    this.checks = new CriterionChecks(ctx.verifier);
   }
 
   get id(): string {
@@ -374,6 +386,7 @@ export class GoalRun {
     const product = await this.ctx.products.get(productId);
     const st = product.model.state;
     const phaseIndex = this.state.phaseIndex;
+    await this.checkCriteria(productId, st, signal);
     const before = passedCriteria(this.state);
     const { passed, message } = await this.turns.assess(this.state, productId, st, before, signal);
     await this.exclusive(async () => {
@@ -391,6 +404,32 @@ export class GoalRun {
         productPhase: product.phase,
       });
     });
+  }
+
+  /**
+   * Runs the command criteria's checks that have not run to their end on the phase's integrated head yet, one at a
+   * time, outside the lock, and records each (`criterion_checked`) as it ends. A pause, stop or shutdown cuts the
+   * running check (nothing recorded: it runs again on resume) and ends the loop's step.
+   */
+  private async checkCriteria(productId: string, st: ProductState, signal: AbortSignal): Promise<void> {
+    const head = phaseHead(st);
+    const phaseIndex = this.state.phaseIndex;
+    const pending = pendingChecks(this.state, phaseIndex, productId, "commit" in head ? head.commit : undefined);
+    if (pending.length === 0) return;
+    try {
+      for (const criterion of pending) {
+        if (criterion.check === undefined) continue;
+        const goalRunId = this.id;
+        const result = await this.checks.run({ goalRunId, head, phaseIndex, check: criterion.check, signal });
+        if (result === null) throw loopInterrupted("criterion check");
+        await this.exclusive(async () => {
+          await this.refresh();
+          await this.record({ kind: "criterionChecked", productId, criterionId: criterion.id, result });
+        });
+      }
+    } finally {
+      await this.checks.release(head.cwd, this.id);
+    }
   }
 
   // -------------------------------------------------------------------------------------------------------------

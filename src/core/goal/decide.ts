@@ -18,7 +18,8 @@ import type { AcceptanceCriterion, DraftPlan } from "../ports.js";
 import { remediationThen } from "../ports.js";
 import type { NewGoalEvent } from "./journal.js";
 import { STATUS_AFTER_END, TERMINAL_GOAL_STATUSES, type GoalBudget, type GoalState } from "./records.js";
-import { clip, endReasonNow, failClosedRecovery, phaseBudget } from "./policy.js";
+import { checkedGreen, clip, endReasonNow, failClosedRecovery, phaseBudget } from "./policy.js";
+import type { CriterionCheckOutcome } from "./policy.js";
 
 /** What the goal run carries out after the events of a decision were written, in order. */
 export type GoalEffect =
@@ -71,6 +72,8 @@ export type GoalInput =
       newProductId: () => string;
     }
   | { kind: "productPaused"; product: PausedProduct }
+  /** A command criterion's check ran to its end on the integrated head of phase `phaseIndex`'s product. */
+  | { kind: "criterionChecked"; productId: string; criterionId: string; result: CriterionCheckOutcome }
   | { kind: "productMissing"; productId: string }
   /** The leader assessed the phase whose product `productId` ended (`passed`: known ids, `before`: at the turn). */
   | {
@@ -114,6 +117,8 @@ export function decideGoal(s: GoalState, input: GoalInput): GoalDecision {
       return phaseStartDecision(s, input);
     case "productPaused":
       return productPausedDecision(s, input.product);
+    case "criterionChecked":
+      return criterionCheckedDecision(s, input);
     case "productMissing":
       return productMissingDecision(s, input.productId);
     case "assessed":
@@ -169,7 +174,10 @@ function nextStep(s: GoalState, live: boolean): GoalDecision {
     goal = s.pendingGoal ?? s.goal;
     events.push({ type: "boundary", goal, consumed: s.queued.length });
   }
-  if (s.criteria.length === 0 || s.criteriaGoal !== goal) return { events, effects: [{ kind: "derive" }] };
+  // Criteria the client gave are never derived (a goal edit keeps them).
+  if (s.criteria.length === 0 || (!s.criteriaGiven && s.criteriaGoal !== goal)) {
+    return { events, effects: [{ kind: "derive" }] };
+  }
   const ending = endReasonNow(s);
   if (ending) {
     const end = endDecision(s, ending.reason, ending.summary);
@@ -290,7 +298,10 @@ function assessedDecision(s: GoalState, input: Extract<GoalInput, { kind: "asses
   if (s.productId !== input.productId || TERMINAL_GOAL_STATUSES.includes(s.status)) return NOTHING;
   const { phaseIndex, before } = input;
   const beforeSet = new Set(before);
-  const after = new Set(input.passed);
+  // A command criterion is met only when its check passed on this phase's integrated head, whatever the leader said.
+  const commands = new Set(s.criteria.filter((c) => c.check !== undefined).map((c) => c.id));
+  const after = new Set(input.passed.filter((id) => !commands.has(id)));
+  for (const c of s.criteria) if (checkedGreen(c, phaseIndex, input.productId)) after.add(c.id);
   const newlyPassed = [...after].filter((id) => !beforeSet.has(id));
   const regressed = before.filter((id) => !after.has(id));
   return {
@@ -310,6 +321,15 @@ function assessedDecision(s: GoalState, input: Extract<GoalInput, { kind: "asses
     ],
     effects: [assessedNotice(s, phaseIndex, after.size, newlyPassed, regressed)],
   };
+}
+
+/** Records a command criterion's check of the running phase (nothing once the phase moved on or the goal ended). */
+function criterionCheckedDecision(s: GoalState, input: Extract<GoalInput, { kind: "criterionChecked" }>): GoalDecision {
+  if (s.productId !== input.productId || TERMINAL_GOAL_STATUSES.includes(s.status)) return NOTHING;
+  const criterion = s.criteria.find((c) => c.id === input.criterionId);
+  if (criterion?.check === undefined) return NOTHING;
+  const result = { ...input.result, productId: input.productId };
+  return { events: [{ type: "criterion_checked", criterionId: input.criterionId, result }], effects: [] };
 }
 
 /** `x/goal.pause`: idempotent on paused; refused in any other status than running. */

@@ -38,12 +38,26 @@ const HANDLERS: Handlers = {
     s.noProgressLimit = e.noProgressLimit;
     s.status = "running";
     s.startedAt = e.at;
+    if (e.criteria !== undefined) {
+      s.criteria = e.criteria.map((c) => ({ ...c, ...(c.check ? { check: { ...c.check } } : {}), passed: false }));
+      s.criteriaGoal = e.goal;
+      s.criteriaGiven = true;
+    }
   },
   criteria_derived: (s, e) => {
     // Criteria derived again after a goal edit keep their verdict when their text is unchanged.
     const before = new Map(s.criteria.map((c) => [c.text, c.passed]));
-    s.criteria = e.criteria.map((c) => ({ id: c.id, text: c.text, passed: before.get(c.text) ?? false }));
+    s.criteria = e.criteria.map((c) => ({
+      id: c.id,
+      text: c.text,
+      ...(c.check ? { check: { ...c.check } } : {}),
+      passed: before.get(c.text) ?? false,
+    }));
     s.criteriaGoal = s.goal;
+  },
+  criterion_checked: (s, e) => {
+    const c = s.criteria.find((x) => x.id === e.criterionId);
+    if (c) c.lastCheck = { ...e.result, at: e.at };
   },
   goal_edited: (s, e) => {
     s.pendingGoal = e.goal;

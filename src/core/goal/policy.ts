@@ -7,7 +7,43 @@
 import type { GoalEndReason } from "../../../protocol/goal.js";
 import type { Budget } from "../../../protocol/common.js";
 import type { AcceptanceCriterion } from "../ports.js";
-import type { GoalState } from "./records.js";
+import type { CriterionCheckResult } from "../../../protocol/goal.js";
+import type { GoalCriterion, GoalState } from "./records.js";
+
+/** A command criterion's check as the goal run hands it to `decideGoal` (the journal stamps `at`). */
+export type CriterionCheckOutcome = Omit<CriterionCheckResult, "at" | "productId">;
+
+/**
+ * True when `c` is a command criterion whose last check passed on the integrated head of phase `phaseIndex`'s
+ * product `productId` (docs/VERIFY.md, Goals): the only way a command criterion is met.
+ */
+export function checkedGreen(c: GoalCriterion, phaseIndex: number, productId: string): boolean {
+  const last = c.lastCheck;
+  return (
+    c.check !== undefined &&
+    last !== undefined &&
+    last.ok &&
+    last.phaseIndex === phaseIndex &&
+    last.productId === productId
+  );
+}
+
+/**
+ * The command criteria whose check has not run to its end yet on `commit` (undefined: the phase has no integrated
+ * head) of phase `phaseIndex`'s product `productId`: after a crash or a pause only these run again.
+ */
+export function pendingChecks(
+  s: GoalState,
+  phaseIndex: number,
+  productId: string,
+  commit: string | undefined,
+): GoalCriterion[] {
+  return s.criteria.filter((c) => {
+    const last = c.lastCheck;
+    if (c.check === undefined) return false;
+    return !(last && last.phaseIndex === phaseIndex && last.productId === productId && last.commit === commit);
+  });
+}
 
 /** The default of `noProgressLimit` (PROTOCOL.md section 6). */
 export const DEFAULT_NO_PROGRESS_LIMIT = 3;
@@ -117,5 +153,21 @@ export function progressSummaryOf(s: GoalState): string {
     });
   const head =
     s.criteria.length === 0 ? "Deriving acceptance criteria." : `${passed} of ${s.criteria.length} criteria pass.`;
-  return [head, ...lines].join("\n");
+  return [head, ...lines, ...failingChecks(s)].join("\n");
+}
+
+/** One line per command criterion whose last check failed: the command, how it failed and its output's end. */
+function failingChecks(s: GoalState): string[] {
+  return s.criteria
+    .filter((c) => c.check !== undefined && c.lastCheck !== undefined && !c.lastCheck.ok)
+    .map((c) => {
+      const last = c.lastCheck as CriterionCheckResult;
+      const how = last.timedOut
+        ? "timed out"
+        : last.exitCode === null
+          ? "did not run to an exit code"
+          : `failed with exit code ${last.exitCode}`;
+      const tail = last.outputTail.trim() === "" ? "(no output)" : clip(last.outputTail.trim().slice(-1_000), 1_000);
+      return `Criterion ${c.id}'s check \`${clip(c.check?.run ?? "", 200)}\` ${how} on phase ${last.phaseIndex + 1}'s integrated head:\n${tail}`;
+    });
 }

@@ -10,7 +10,13 @@
  */
 import * as z from "zod";
 import { Count, Id, Timestamp } from "../../../protocol/common.js";
-import { GoalEndReason, GoalStatus } from "../../../protocol/goal.js";
+import {
+  CriterionCheck,
+  CriterionCheckResult,
+  GoalEndReason,
+  GoalStatus,
+  type CriterionCheckResult as CheckResultShape,
+} from "../../../protocol/goal.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 
 export const goalStream = (goalRunId: string): string => `goal/${goalRunId}`;
@@ -26,8 +32,24 @@ const GoalBudget = lazySchema(
 );
 export type GoalBudget = z.infer<typeof GoalBudget>;
 
-const CriterionRecord = lazySchema(() => z.object({ id: Id, text: z.string() }), "CriterionRecord");
+/** A criterion as recorded: derived by the leader (text only), or given by the client (`check`: a command decides it). */
+const CriterionRecord = lazySchema(
+  () => z.object({ id: Id, text: z.string(), check: CriterionCheck.optional() }),
+  "CriterionRecord",
+);
 const base = () => ({ v: z.literal(1), at: Timestamp });
+
+/**
+ * `criterion_checked`: a command criterion's check ran to its end on phase `phaseIndex`'s integrated head
+ * (docs/VERIFY.md, Goals); a check cut short (pause, stop, crash) records nothing and runs again.
+ */
+const criterionChecked = () =>
+  z.object({
+    ...base(),
+    type: z.literal("criterion_checked"),
+    criterionId: Id,
+    result: CriterionCheckResult.omit({ at: true }),
+  });
 
 export const GoalEvent = lazySchema(
   () =>
@@ -42,6 +64,8 @@ export const GoalEvent = lazySchema(
         sessionId: z.string().optional(),
         budget: GoalBudget,
         noProgressLimit: z.number().int().min(1).max(100),
+        /** The acceptance criteria the client gave (the leader then derives none, ever). */
+        criteria: z.array(CriterionRecord).min(1).max(50).optional(),
       }),
       z.object({
         ...base(),
@@ -64,6 +88,7 @@ export const GoalEvent = lazySchema(
         message: z.string(),
       }),
       z.object({ ...base(), type: z.literal("phase_started"), phaseIndex: Count, productId: Id }),
+      criterionChecked(),
       z.object({
         ...base(),
         type: z.literal("task_settled"),
@@ -112,6 +137,10 @@ export interface GoalCriterion {
   id: string;
   text: string;
   passed: boolean;
+  /** A command decides this criterion (given by the client). */
+  check?: CriterionCheck;
+  /** The last run of `check` that ran to its end. */
+  lastCheck?: CheckResultShape;
 }
 
 export interface GoalPhaseRecord {
@@ -141,6 +170,8 @@ export interface GoalState {
   criteria: GoalCriterion[];
   /** The goal text the criteria were derived from; when the goal changed at a boundary they are derived again. */
   criteriaGoal?: string;
+  /** The client gave the criteria at start: the leader never derives them (a goal edit keeps them). */
+  criteriaGiven: boolean;
   /** Index of the current (or, between phases, the next) phase. */
   phaseIndex: number;
   phasesStarted: number;
@@ -195,6 +226,7 @@ export function emptyGoalState(): GoalState {
     originalGoal: "",
     status: "running",
     criteria: [],
+    criteriaGiven: false,
     phaseIndex: 0,
     phasesStarted: 0,
     targets: [],

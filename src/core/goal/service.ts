@@ -95,10 +95,16 @@ export class GoalService {
         ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
         budget: params.budget ?? {},
         noProgressLimit: params.noProgressLimit ?? DEFAULT_NO_PROGRESS_LIMIT,
+        ...(params.criteria !== undefined ? { criteria: params.criteria } : {}),
       },
     ]);
     this.runs.set(goalRunId, run);
-    this.ctx.defer(() => run.drive());
+    const given = params.criteria;
+    this.ctx.defer(() => {
+      // Given criteria need no leader turn: the goal run starts with them (PROTOCOL.md section 6).
+      if (given !== undefined) this.ctx.notifier.notify("x/goal.started", { goalRunId, criteria: given });
+      run.drive();
+    });
     return { goalRunId };
   }
 

@@ -281,6 +281,10 @@ export class ProductService {
       cwd: params.cwd,
       ...(params.sessionId !== undefined ? { sessionId: params.sessionId } : {}),
       ...(budget !== undefined ? { budget } : {}),
+      // Green-only integration (guarantee 17) for a goal's phases too: the config file's `verify` applies.
+      ...((params.verify ?? this.ctx.options.verify) !== undefined
+        ? { verify: params.verify ?? this.ctx.options.verify }
+        : {}),
     };
     const events: ProductEvent[] = [
       created,

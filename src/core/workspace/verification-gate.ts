@@ -86,7 +86,7 @@ export class VerificationGate {
     }
     const running = this.inFlight.get(tree);
     if (running) return running;
-    const run = this.runChecks(request)
+    const run = this.runChecks({ ...request, tree })
       .catch((err: unknown) => {
         this.broken.set(tree, `The verification commands could not be run: ${message(err)}`);
         if (this.broken.size > MAX_BROKEN) this.broken.delete(this.broken.keys().next().value as string);
@@ -99,6 +99,7 @@ export class VerificationGate {
 
   private async runChecks(request: {
     commit: string;
+    tree: string;
     taskId?: string;
     scope: "task" | "end" | "manual";
     signal: AbortSignal;
@@ -111,6 +112,7 @@ export class VerificationGate {
       cwd: this.deps.cwd(),
       productId: this.deps.productId,
       commit: request.commit,
+      tree: request.tree,
       commands: config.commands.map((c) => ({
         name: c.name,
         run: c.run,

@@ -36,11 +36,13 @@ export interface VerifyPort {
    * Checks `commit` out in a verify worktree of `productId` (one of at most `parallel`, reused across candidates)
    * and runs `commands` in order, stopping at the first that fails. Resolves `null` when `signal` aborted the run
    * (its processes are gone then; nothing of it may be recorded). Throws when the worktree cannot be prepared.
+   * `tree`, when the caller already read `commit`'s tree id, is returned as the run's tree (not read again).
    */
   run(request: {
     cwd: string;
     productId: string;
     commit: string;
+    tree?: string;
     commands: CheckCommand[];
     env: Record<string, string>;
     parallel: number;

@@ -9,6 +9,7 @@ import { evolveGoal } from "../../../src/core/goal/evolve.js";
 import type { NewGoalEvent } from "../../../src/core/goal/journal.js";
 import { emptyGoalState, type GoalEvent, type GoalState } from "../../../src/core/goal/records.js";
 import type { DraftPlan } from "../../../src/core/ports.js";
+import { pendingChecks, progressSummaryOf } from "../../../src/core/goal/policy.js";
 
 const AT = "2030-01-01T00:00:00.000Z";
 const START: NewGoalEvent = {
@@ -313,5 +314,103 @@ describe("decideGoal: x/goal operations", () => {
     expect(when(given(), { kind: "loopFailed", reason: "boom", live: false }).events).toEqual([]);
     const paused = given({ type: "status", status: "paused" });
     expect(when(paused, { kind: "loopFailed", reason: "boom", live: true }).events).toEqual([]);
+  });
+});
+
+describe("decideGoal: command acceptance criteria (issue 30, docs/VERIFY.md Goals)", () => {
+  const GIVEN: NewGoalEvent = {
+    ...START,
+    criteria: [
+      { id: "c1", text: "builds" },
+      { id: "c2", text: "tests pass", check: { run: "npm test", timeoutMs: 60_000 } },
+    ],
+  } as NewGoalEvent;
+  const HEAD = "a".repeat(40);
+  const check = (phaseIndex: number, ok: boolean, commit = HEAD) => ({
+    ok,
+    exitCode: ok ? 0 : 1,
+    durationMs: 5,
+    outputTail: ok ? "" : "1 failing",
+    phaseIndex,
+    commit,
+  });
+  const checked = (phaseIndex: number, productId: string, ok: boolean, commit = HEAD): NewGoalEvent => ({
+    type: "criterion_checked",
+    criterionId: "c2",
+    result: { ...check(phaseIndex, ok, commit), productId },
+  });
+  const givenCriteria = (...events: NewGoalEvent[]): GoalState => {
+    const s = emptyGoalState();
+    [GIVEN, ...events].forEach((e, i) => evolveGoal(s, { v: 1, at: AT, ...e } as GoalEvent, i + 1));
+    return s;
+  };
+  const assessInput = (phaseIndex: number, productId: string, passed: string[]): GoalInput => ({
+    kind: "assessed",
+    productId,
+    phaseIndex,
+    before: [],
+    passed,
+    message: "leader says",
+    tasks: [],
+    phaseTokens: 0,
+    phaseElapsedMs: 0,
+    productPhase: "completed",
+  });
+
+  it("never derives criteria the client gave, even after a goal edit", () => {
+    const s = givenCriteria({ type: "goal_edited", goal: "Ship it faster" });
+    expect(s.criteriaGiven).toBe(true);
+    const next = when(s, { kind: "next", live: true });
+    expect(next.effects).toEqual([{ kind: "plan" }]);
+    expect(next.events).toEqual([{ type: "boundary", goal: "Ship it faster", consumed: 0 }]);
+  });
+
+  it("records a check of the running phase only, and the criterion's last check is what status shows", () => {
+    const s = givenCriteria(...started(0, "prd_1"));
+    const input: GoalInput = {
+      kind: "criterionChecked",
+      productId: "prd_1",
+      criterionId: "c2",
+      result: check(0, false),
+    };
+    const d = when(s, input);
+    expect(d.events).toEqual([
+      { type: "criterion_checked", criterionId: "c2", result: { ...check(0, false), productId: "prd_1" } },
+    ]);
+    expect(when(s, { ...input, productId: "prd_other" })).toEqual({ events: [], effects: [] });
+    expect(when(s, { ...input, criterionId: "c1" })).toEqual({ events: [], effects: [] });
+    const after = givenCriteria(...started(0, "prd_1"), checked(0, "prd_1", false));
+    expect(after.criteria[1]?.lastCheck).toEqual({ ...check(0, false), productId: "prd_1", at: AT });
+  });
+
+  it("counts a command criterion met only on a green check of this phase's head, whatever the leader said", () => {
+    // Red check: the leader's word for c2 does not count; c1 is the leader's to judge.
+    const red = givenCriteria(...started(0, "prd_1"), checked(0, "prd_1", false));
+    const d1 = when(red, assessInput(0, "prd_1", ["c1", "c2"]));
+    expect(d1.events.at(-1)).toMatchObject({ type: "phase_assessed", passed: ["c1"], newlyPassed: ["c1"] });
+    // Green check of an earlier phase does not count for this one (the head moved on).
+    const stale = givenCriteria(
+      ...started(0, "prd_1"),
+      checked(0, "prd_1", true),
+      assessed(0, ["c2"], ["c2"]),
+      ...started(1, "prd_2"),
+    );
+    expect(when(stale, assessInput(1, "prd_2", [])).events.at(-1)).toMatchObject({ passed: [], regressed: [] });
+    // Green check of this phase: met even though the leader did not name it.
+    const green = givenCriteria(...started(0, "prd_1"), checked(0, "prd_1", true));
+    expect(when(green, assessInput(0, "prd_1", [])).events.at(-1)).toMatchObject({
+      passed: ["c2"],
+      newlyPassed: ["c2"],
+    });
+  });
+
+  it("after a resume, only the checks that did not run to their end on this head run again", () => {
+    const s = givenCriteria(...started(0, "prd_1"), checked(0, "prd_1", false));
+    expect(pendingChecks(s, 0, "prd_1", HEAD)).toEqual([]);
+    expect(pendingChecks(s, 0, "prd_1", "b".repeat(40)).map((c) => c.id)).toEqual(["c2"]);
+    expect(pendingChecks(givenCriteria(...started(0, "prd_1")), 0, "prd_1", HEAD).map((c) => c.id)).toEqual(["c2"]);
+    // The planner sees why the criterion is not met.
+    expect(progressSummaryOf(s)).toContain("Criterion c2's check `npm test` failed with exit code 1");
+    expect(progressSummaryOf(s)).toContain("1 failing");
   });
 });

@@ -61,7 +61,7 @@ function drawBudget(d: Draw): Record<string, number> {
 /** One event after `goal_started`, of any kind, about criteria `c0…c3` and phases 0–3. */
 function drawEvent(d: Draw, n: number): NewGoalEvent {
   const phaseIndex = d.int(4);
-  switch (d.int(12)) {
+  switch (d.int(13)) {
     case 0:
       return {
         type: "criteria_derived",
@@ -107,6 +107,21 @@ function drawEvent(d: Draw, n: number): NewGoalEvent {
         summary: `ended ${n}`,
         ...(d.chance(0.3) ? { failedReason: `failed ${n}` } : {}),
       };
+    case 11:
+      return {
+        type: "criterion_checked",
+        criterionId: `c${d.int(4)}`,
+        result: {
+          ok: d.chance(0.5),
+          exitCode: d.pick([0, 1, 2, null]),
+          ...(d.chance(0.2) ? { timedOut: true } : {}),
+          durationMs: d.int(10_000),
+          outputTail: `output ${n}`,
+          phaseIndex,
+          productId: `prd_${d.int(3)}`,
+          ...(d.chance(0.8) ? { commit: "c".repeat(40), tree: "d".repeat(40) } : {}),
+        },
+      };
     default:
       return { type: "message_queued", content: `late message ${n}` };
   }
@@ -122,6 +137,17 @@ function started(id: string, d: Draw): NewGoalEvent {
     ...(d.chance(0.5) ? { sessionId: "sess_1" } : {}),
     budget: drawBudget(d),
     noProgressLimit: 1 + d.int(5),
+    ...(d.chance(0.3)
+      ? {
+          criteria: Array.from({ length: 1 + d.int(3) }, (_, i) => ({
+            id: `c${i}`,
+            text: `given ${i}`,
+            ...(d.chance(0.5)
+              ? { check: { run: `test -f f${i}`, ...(d.chance(0.5) ? { timeoutMs: 1_000 } : {}) } }
+              : {}),
+          })),
+        }
+      : {}),
   };
 }
 
