@@ -39,6 +39,7 @@ import { crashAndResume, durabilityCost, ioCompletions, scaleMatrix, type ScaleC
 import type { ScaleResult } from "./scale-case.js";
 import { streaming, type StreamingResult } from "./streaming.js";
 import { scratchRoot, worktreeCost, type WorktreeCost } from "./worktrees.js";
+import { verifyCost, verifyRows, type VerifyCost } from "./verify.js";
 import { remoteCost, type PathCost, type RemoteCost } from "./remote.js";
 import { postgresFigures, withPostgres, type PostgresFigures } from "./postgres.js";
 import { controlPickup, type PickupResult } from "./pickup.js";
@@ -264,6 +265,29 @@ async function main(): Promise<void> {
       log(line("remote, one push per ref", cost.unbatched));
       raw.remote = cost;
       remoteRows(rows, details, cost);
+    }
+    if (only.has("verify")) {
+      begin("verify");
+      log("figure 9: verification bookkeeping per task (verify.when each, check `true`)");
+      const costs: VerifyCost[] = [];
+      const scratch = mkdtempSync(join(scratchRoot(), "acp-orchestrator-bench-verify-"));
+      try {
+        for (const files of quick ? [100, 1_000] : [100, 10_000]) {
+          const cache = join(scratchRoot(), "acp-orchestrator-bench-cache");
+          const cost = await verifyCost(scratch, cache, files, quick ? 4 : 12);
+          log(
+            `  ${files} files: bookkeeping ${fmt(cost.bookkeepingMs)} ms per task (with ${fmt(cost.withMs)} ms incl. check` +
+              ` ${fmt(cost.checkMs)} ms [bare sh ${fmt(cost.bareCheckMs)} ms], without ${fmt(cost.withoutMs)} ms;` +
+              ` first task ${fmt(cost.coldBookkeepingMs)} ms, release ${fmt(cost.releaseMs)} ms;` +
+              ` CPU ${cpuText(cost.cpuBookkeepingMs)} ms per task, check alone ${cpuText(cost.cpuCheckMs)} ms)`,
+          );
+          costs.push(cost);
+        }
+      } finally {
+        rmSync(scratch, { recursive: true, force: true });
+      }
+      raw.verify = costs;
+      verifyRows(rows, details, costs);
     }
     if (only.has("pickup")) {
       begin("pickup");

@@ -103,6 +103,7 @@ export class WorkspaceCoordinator {
       captureMessage: attemptMessage(this.productId, task, task.attempts),
       mergeMessage: mergeMessage(this.productId, `task ${task.taskId} (attempt ${task.attempts})`),
       taskId,
+      attempt: task.attempts,
       signal,
     });
   }
@@ -333,16 +334,19 @@ export class WorkspaceCoordinator {
    * Integrates a completed attempt (inside `exclusive`, one at a time: merges are serialised): commits its changes
    * (none → no commit), records the merge (`integrating`) BEFORE keeping the commit and moving the branch by
    * compare-and-swap, and returns the `taskIntegrated` event to record with the task's completion. A conflict records
-   * `attemptKept` (the commit stays under the product's refs) and fails the attempt naming the files.
+   * `attemptKept` (the commit stays under the product's refs) and fails the attempt naming the files. What `preVerify`
+   * captured and merged is reused, not made again (guarantee 17, verification-gate.ts `takeCandidate`).
    */
   async integrateAttempt(task: TaskState, output: string, inputHash: string): Promise<IntegrationResult> {
     const iso = this.isolated();
     const ws = task.workspace;
     if (!iso || !ws) return { ok: true, events: [] };
     const { port, integration, repo: cwd } = iso;
+    const prepared = this.verificationGate?.takeCandidate(task.taskId, task.attempts, ws.path, ws.baseCommit);
     let captured;
     try {
-      captured = await port.capture(ws.path, attemptMessage(this.productId, task, task.attempts), ws.baseCommit);
+      const msg = attemptMessage(this.productId, task, task.attempts);
+      captured = prepared?.captured ?? (await port.capture(ws.path, msg, ws.baseCommit));
     } catch (err) {
       return { ok: false, error: `The task's changes could not be committed: ${message(err)}`, workspace: ws };
     }
@@ -358,14 +362,11 @@ export class WorkspaceCoordinator {
     const moved = branchMovedProblem(integration.branch, head, await port.readRef(cwd, integrationRef(this.productId)));
     if (moved)
       return { ok: false, error: moved, workspace: withCommit, halt: { remediation: BRANCH_MOVED_REMEDIATION } };
+    const what = `task ${task.taskId} (attempt ${task.attempts})`;
     let merge;
     try {
-      merge = await port.merge(
-        cwd,
-        head,
-        captured.commit,
-        mergeMessage(this.productId, `task ${task.taskId} (attempt ${task.attempts})`),
-      );
+      const reuse = prepared?.merged?.head === head ? prepared.merged.outcome : undefined;
+      merge = reuse ?? (await port.merge(cwd, head, captured.commit, mergeMessage(this.productId, what)));
     } catch (err) {
       merge = { kind: "error" as const, error: message(err) };
     }

@@ -9,7 +9,7 @@
  * which must NOT be called from inside the product's exclusive section (it takes that section itself).
  */
 import { DEFAULT_CHECK_TIMEOUT_MS } from "../../../protocol/verify.js";
-import type { Logger, Notifier, WorkspacePort } from "../ports.js";
+import type { CaptureResult, Logger, MergeOutcome, Notifier, WorkspacePort } from "../ports.js";
 import type { VerifyPort } from "./verify-port.js";
 import type { HasVerification, VerificationEntry, VerifiedEvent, Verdict } from "./verification.js";
 import { recordedVerification, verifyParallelism } from "./verification.js";
@@ -32,12 +32,31 @@ export interface GateDeps {
 
 /** Trees remembered as "could not be verified" (in memory only: a restart tries them again). */
 const MAX_BROKEN = 100;
+/** Candidates and tree ids remembered for the integration step (in memory only; oldest forgotten first). */
+const MAX_REMEMBERED = 256;
+
+/**
+ * What `preVerify` captured and merged for one attempt, handed to its integration step (`takeCandidate`) so the
+ * worktree is not captured and merged a second time: once a worker's turn ended, the worker and everything it started
+ * are gone (worker-attempt.ts `run` resolves only then; guarantee 12), so nothing can change its worktree between
+ * the two, and the capture of the same worktree on the same base is the same commit.
+ */
+export interface PreparedCandidate {
+  base: string;
+  captured: CaptureResult;
+  /** The head the candidate was merged on, and that merge (absent when it conflicted or was not reached). */
+  merged?: { head: string; outcome: Exclude<MergeOutcome, { kind: "conflict" }> };
+}
 
 export class VerificationGate {
   private readonly inFlight = new Map<string, Promise<VerificationEntry | null>>();
   /** True once checks ran in this process since the last `releaseWorktrees`. */
   private used = false;
   private readonly broken = new Map<string, string>();
+  /** Attempt key (`takeCandidate`) → what `preVerify` captured and merged for it. */
+  private readonly candidates = new Map<string, PreparedCandidate>();
+  /** Commit → tree id, for the commits this gate read or verified (a verdict at integration needs no git). */
+  private readonly trees = new Map<string, string>();
 
   constructor(private readonly deps: GateDeps) {}
 
@@ -46,9 +65,25 @@ export class VerificationGate {
     return this.inFlight.size;
   }
 
-  /** The tree id of `commit`. Throws with git's message when it cannot be read. */
-  treeOf(commit: string): Promise<string> {
-    return this.deps.verifier.treeOf(this.deps.cwd(), commit);
+  /** The tree id of `commit` (remembered once read). Throws with git's message when it cannot be read. */
+  async treeOf(commit: string): Promise<string> {
+    const known = this.trees.get(commit);
+    if (known !== undefined) return known;
+    const tree = await this.deps.verifier.treeOf(this.deps.cwd(), commit);
+    remember(this.trees, commit, tree);
+    return tree;
+  }
+
+  /**
+   * What `preVerify` captured (and merged) for attempt `attempt` of `taskId` in `worktree` on `base`, forgotten as it
+   * is handed over; undefined when it did not run in this process (a restart, no verification) or ran on another
+   * base. The caller merges again when the head moved since.
+   */
+  takeCandidate(taskId: string, attempt: number, worktree: string, base: string): PreparedCandidate | undefined {
+    const key = candidateKey(taskId, attempt, worktree);
+    const found = this.candidates.get(key);
+    this.candidates.delete(key);
+    return found?.base === base ? found : undefined;
   }
 
   /** What is known of `commit`'s tree now (no check runs). A tree that cannot be read is `broken`. */
@@ -178,19 +213,29 @@ export class VerificationGate {
     captureMessage: string;
     mergeMessage: string;
     taskId: string;
+    attempt: number;
     signal: AbortSignal;
   }): Promise<void> {
+    const key = candidateKey(request.taskId, request.attempt, request.worktree);
     try {
-      const captured = await request.workspaces.capture(request.worktree, request.captureMessage, request.base);
+      // A re-verification on a moved head takes the capture made before (the worktree cannot have changed).
+      const earlier = this.candidates.get(key);
+      const captured =
+        earlier?.base === request.base
+          ? earlier.captured
+          : await request.workspaces.capture(request.worktree, request.captureMessage, request.base);
+      const prepared: PreparedCandidate = { base: request.base, captured };
+      remember(this.candidates, key, prepared);
       if (captured.commit === null || request.signal.aborted) return;
-      const merge = await request.workspaces.merge(
+      const outcome = await request.workspaces.merge(
         this.deps.cwd(),
         request.head,
         captured.commit,
         request.mergeMessage,
       );
-      if (merge.kind === "conflict" || request.signal.aborted) return;
-      await this.verify({ commit: merge.commit, taskId: request.taskId, scope: "task", signal: request.signal });
+      if (outcome.kind === "conflict" || request.signal.aborted) return;
+      prepared.merged = { head: request.head, outcome };
+      await this.verify({ commit: outcome.commit, taskId: request.taskId, scope: "task", signal: request.signal });
     } catch (err) {
       this.deps.logger.warn(
         { productId: this.deps.productId, taskId: request.taskId, err: message(err) },
@@ -198,6 +243,17 @@ export class VerificationGate {
       );
     }
   }
+}
+
+function candidateKey(taskId: string, attempt: number, worktree: string): string {
+  return `${taskId}\u0000${attempt}\u0000${worktree}`;
+}
+
+/** Sets `key` in a bounded map (the oldest entry goes past `MAX_REMEMBERED`). */
+function remember<V>(map: Map<string, V>, key: string, value: V): void {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > MAX_REMEMBERED) map.delete(map.keys().next().value as string);
 }
 
 function message(err: unknown): string {
