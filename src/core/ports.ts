@@ -391,6 +391,8 @@ export interface WorkerRequest extends AgentInputs {
    * the orchestrator's merge, so the default permission policy may allow `read` and `edit` there (issue 12).
    */
   isolated?: boolean;
+  /** With `isolated`: the product's own `cwd` (the user's checkout), which the attempt may reach only through its worktree. */
+  checkout?: string;
   /** 1-based attempt number. */
   attempt: number;
   dependencyOutputs: DependencyOutput[];

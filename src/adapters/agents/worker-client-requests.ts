@@ -155,8 +155,10 @@ export class WorkerClientRequests {
     if (this.deps.sessionId() === undefined || sessionId !== this.deps.sessionId()) {
       throw RequestError.invalidParams({ path, sessionId }, `Unknown session "${sessionId}" for this worker.`);
     }
+    const checkout = this.deps.request.isolated === true ? this.deps.request.checkout : undefined;
     this.workspace ??= new WorkspaceFs(this.deps.request.cwd, {
       additionalRoots: this.deps.additionalRoots(),
+      ...(checkout !== undefined ? { protectedRoots: [checkout] } : {}),
     });
     return this.workspace;
   }

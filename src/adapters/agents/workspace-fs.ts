@@ -98,21 +98,26 @@ export class WorkspaceFs {
   private readonly maxReadBytes: number;
   /** The workspace first, then the additional roots (issue 31): a path is served under the first that holds it. */
   readonly roots: readonly string[];
+  /** Folders never served through an additional root (the user's checkout of an isolated attempt; guarantee 16). */
+  private readonly protectedRoots: readonly string[];
 
   /**
    * `root` must be absolute (the task's workspace); so must each of `additionalRoots` (the product's additional
    * directories, ACP session-setup: further roots served with the same rules). Does not touch the disk until a
-   * request comes.
+   * request comes. `protectedRoots` (absolute; e.g. the user's checkout when the workspace is its own worktree) are
+   * never served through an additional root that overlaps them: an additional directory that contains the checkout,
+   * lies inside it or aliases it by a symlink does not open it to the worker.
    */
   constructor(
     readonly root: string,
-    options: { maxReadBytes?: number; additionalRoots?: readonly string[] } = {},
+    options: { maxReadBytes?: number; additionalRoots?: readonly string[]; protectedRoots?: readonly string[] } = {},
   ) {
     for (const r of [root, ...(options.additionalRoots ?? [])]) {
       if (!isAbsolute(r)) throw new RangeError(`A workspace root must be an absolute path, got "${r}".`);
     }
     this.roots = [root, ...(options.additionalRoots ?? []).filter((r) => resolve(r) !== resolve(root))];
     this.maxReadBytes = options.maxReadBytes ?? DEFAULT_MAX_READ_BYTES;
+    this.protectedRoots = (options.protectedRoots ?? []).filter((r) => isAbsolute(r));
   }
 
   private refuse(code: number, path: string, reason: WorkspaceFsReason, message: string): WorkspaceFsError {
@@ -154,6 +159,39 @@ export class WorkspaceFs {
       if (isInside(resolve(root), lexical) || isInside(real, lexical)) return { root, real };
     }
     return undefined;
+  }
+
+  /**
+   * Throws when the resolved `full` (`lexical` as asked) is git's (guarantee 16: `.git` and everything under it) or, by
+   * an additional root, inside a protected root (the user's checkout of an isolated attempt). Reads the disk only.
+   */
+  private async refuseReserved(path: string, root: string, rootReal: string, full: string, lexical: string) {
+    if (root !== this.root && (await this.isProtected(full, lexical))) {
+      throw this.refuse(
+        FS_ERROR_CODES.refused,
+        path,
+        "outside_workspace",
+        `Refused "${path}": it is inside the user's checkout, which this task reaches only through its own worktree ${this.root} (isolation), not through an additional directory.`,
+      );
+    }
+    if (touchesGitDir(relative(rootReal, full)) || touchesGitDir(relative(resolve(root), lexical))) {
+      // Guarantee 16: a worktree is data, never configuration; git's own files are out of a worker's reach.
+      throw this.refuse(
+        FS_ERROR_CODES.refused,
+        path,
+        "git_dir",
+        `Refused "${path}": .git and everything under it are git's, not the workspace's; workers may not read or write them.`,
+      );
+    }
+  }
+
+  /** True when `full` (real) or `lexical` lies in a protected root, by its path or by its real path. */
+  private async isProtected(full: string, lexical: string): Promise<boolean> {
+    for (const root of this.protectedRoots) {
+      const real = await realpath(root).catch(() => resolve(root));
+      if (isInside(real, full) || isInside(resolve(root), lexical) || isInside(resolve(root), full)) return true;
+    }
+    return false;
   }
 
   /**
@@ -229,15 +267,7 @@ export class WorkspaceFs {
         `Refused "${path}": it resolves through a symlink to ${full}, outside ${root === this.root ? `the workspace ${root}` : `the additional directory ${root}`}.`,
       );
     }
-    if (touchesGitDir(relative(rootReal, full)) || touchesGitDir(relative(resolve(root), lexical))) {
-      // Guarantee 16: a worktree is data, never configuration; git's own files are out of a worker's reach.
-      throw this.refuse(
-        FS_ERROR_CODES.refused,
-        path,
-        "git_dir",
-        `Refused "${path}": .git and everything under it are git's, not the workspace's; workers may not read or write them.`,
-      );
-    }
+    await this.refuseReserved(path, root, rootReal, full, lexical);
     return full;
   }
 

@@ -419,7 +419,7 @@ export class ExecutionLoop {
         attempt: task.attempts,
         instance: { ...instance, agentId: this.workerAgentFor(instance.agentId) },
         cwd,
-        isolated: cwd !== p.model.state.cwd,
+        ...(cwd !== p.model.state.cwd ? { isolated: true, checkout: p.model.state.cwd } : { isolated: false }),
         dependencyOutputs,
         briefChars,
         inputHash,

@@ -40,6 +40,8 @@ export interface LaunchSpec {
   instance: Instance;
   cwd: string;
   isolated: boolean;
+  /** With `isolated`: the product's `cwd`, the user's checkout (WorkerRequest.checkout). */
+  checkout?: string;
   dependencyOutputs: { taskId: string; title: string; output: string }[];
   briefChars: number;
   inputHash: string;
@@ -240,6 +242,7 @@ export class WorkerPool {
           instance: spec.instance,
           cwd: spec.cwd,
           ...(spec.isolated ? { isolated: true } : {}),
+          ...(spec.checkout !== undefined ? { checkout: spec.checkout } : {}),
           attempt: spec.attempt,
           dependencyOutputs: spec.dependencyOutputs,
           ...agentInputsOf(spec.inputs ?? {}),

@@ -223,4 +223,29 @@ describe("WorkspaceFs additional roots (issue 31: a session's additionalDirector
     expect(await both.readTextFile(join(root, "src", "a.txt"))).toBe("one\ntwo\nthree\n");
     expect(() => new WorkspaceFs(root, { additionalRoots: ["relative"] })).toThrow(RangeError);
   });
+
+  it("never opens the user's checkout through an additional root that holds it, lies in it or aliases it", async () => {
+    // Found by review: with the product's checkout `proj` (an isolated attempt works in its own worktree `ws`), an
+    // additional directory `proj/src`, a parent of `proj` or a symlink to it let a worker write into the checkout.
+    const proj = join(base, "proj");
+    mkdirSync(join(proj, "src"), { recursive: true });
+    writeFileSync(join(proj, "src", "main.ts"), "user's\n");
+    symlinkSync(proj, join(base, "proj-link"));
+    mkdirSync(join(base, "docs"));
+    const guarded = new WorkspaceFs(root, {
+      additionalRoots: [join(proj, "src"), base, join(base, "proj-link")],
+      protectedRoots: [proj],
+    });
+    for (const target of [join(proj, "src", "main.ts"), join(base, "proj-link", "src", "main.ts")]) {
+      const refused = await refusal(guarded.writeTextFile(target, "worker's"));
+      expect(refused.data.reason).toBe("outside_workspace");
+      expect(refused.message).toContain("user's checkout");
+    }
+    expect((await refusal(guarded.readTextFile(join(proj, "src", "main.ts")))).data.reason).toBe("outside_workspace");
+    expect(readFileSync(join(proj, "src", "main.ts"), "utf8")).toBe("user's\n");
+    // The rest of an additional root that holds the checkout is served; so is the workspace itself.
+    await guarded.writeTextFile(join(base, "docs", "note.md"), "ok");
+    expect(readFileSync(join(base, "docs", "note.md"), "utf8")).toBe("ok");
+    expect(await guarded.readTextFile(join(root, "src", "a.txt"))).toBe("one\ntwo\nthree\n");
+  });
 });
