@@ -65,6 +65,8 @@ export interface VerifyCost {
 
 const PROJECT = "bench";
 const PRODUCT = "prd_verify_bench";
+/** The attempts' launch (their `startedAt` in a product): one launch each here. */
+const LAUNCH = "bench";
 
 interface Side {
   repo: string;
@@ -100,7 +102,7 @@ async function prepareTask(side: Side, n: number): Promise<string> {
 async function integrate(side: Side, n: number, path: string, gate?: VerificationGate): Promise<string> {
   const { port, repo, head } = side;
   const task = { taskId: `t${n}`, title: `Task ${n}`, description: "", attempts: 1 };
-  const prepared = gate?.takeCandidate(task.taskId, 1, path, head);
+  const prepared = gate?.takeCandidate(task.taskId, 1, path, head, LAUNCH);
   const captured = prepared?.captured ?? (await port.capture(path, attemptMessage(PRODUCT, task, 1), head));
   if (!captured.commit) throw new Error("no commit");
   const ref = integrationRef(PRODUCT);
@@ -188,6 +190,7 @@ export async function verifyCost(dir: string, cacheDir: string, files: number, t
             captureMessage: attemptMessage(PRODUCT, { taskId: `t${n}`, title: `Task ${n}`, description: "" }, 1),
             mergeMessage: mergeMessage(PRODUCT, `task t${n} (attempt 1)`),
             taskId: `t${n}`,
+            launch: LAUNCH,
             attempt: 1,
             signal,
           });

@@ -1,11 +1,8 @@
 /**
- * Isolation and integration of a product's tasks (DESIGN.md guarantee 11; PROTOCOL.md section 5, Isolation and
- * integration), as steps of the orchestrator: choose the isolation at confirmation, give each task attempt a worktree
- * based on the integration head, commit and merge its result, keep failed attempts' commits, verify a recorded step
- * after a crash, prune what a dead owner left, end the integration, move the branch on rollback, and remove it all on
- * delete.
- *
- * Every step that moves a ref is recorded as an event first (`commit`), and every move is a compare-and-swap through
+ * Isolation and integration of a product's tasks (DESIGN.md guarantee 11; PROTOCOL.md section 5): choose the isolation
+ * at confirmation, give each attempt a worktree on the integration head, commit and merge its result, keep failed
+ * attempts' commits, verify a recorded step after a crash, prune what a dead owner left, end the integration, move the
+ * branch on rollback, remove it all on delete. Every step that moves a ref is recorded as an event first (`commit`), and every move is a compare-and-swap through
  * `WorkspacePort`. The decisions themselves are pure functions of src/core/workspace/. This file must never import I/O.
  */
 import type { TaskState, TaskWorkspace } from "../../../protocol/common.js";
@@ -104,6 +101,7 @@ export class WorkspaceCoordinator {
       mergeMessage: mergeMessage(this.productId, `task ${task.taskId} (attempt ${task.attempts})`),
       taskId,
       attempt: task.attempts,
+      launch: task.startedAt ?? "",
       signal,
     });
   }
@@ -342,7 +340,8 @@ export class WorkspaceCoordinator {
     const ws = task.workspace;
     if (!iso || !ws) return { ok: true, events: [] };
     const { port, integration, repo: cwd } = iso;
-    const prepared = this.verificationGate?.takeCandidate(task.taskId, task.attempts, ws.path, ws.baseCommit);
+    const launch = task.startedAt ?? "";
+    const prepared = this.verificationGate?.takeCandidate(task.taskId, task.attempts, ws.path, ws.baseCommit, launch);
     let captured;
     try {
       const msg = attemptMessage(this.productId, task, task.attempts);

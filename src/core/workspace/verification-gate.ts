@@ -75,12 +75,20 @@ export class VerificationGate {
   }
 
   /**
-   * What `preVerify` captured (and merged) for attempt `attempt` of `taskId` in `worktree` on `base`, forgotten as it
+   * What `preVerify` captured (and merged) for attempt `attempt` of `taskId` in `worktree` on `base` in one launch
+   * (`launch`: the attempt's `startedAt`; a replay or rollback runs the same attempt number again in the same path,
+   * and must never get an earlier launch's capture), forgotten as it
    * is handed over; undefined when it did not run in this process (a restart, no verification) or ran on another
    * base. The caller merges again when the head moved since.
    */
-  takeCandidate(taskId: string, attempt: number, worktree: string, base: string): PreparedCandidate | undefined {
-    const key = candidateKey(taskId, attempt, worktree);
+  takeCandidate(
+    taskId: string,
+    attempt: number,
+    worktree: string,
+    base: string,
+    launch: string,
+  ): PreparedCandidate | undefined {
+    const key = candidateKey(taskId, attempt, worktree, launch);
     const found = this.candidates.get(key);
     this.candidates.delete(key);
     return found?.base === base ? found : undefined;
@@ -214,9 +222,11 @@ export class VerificationGate {
     mergeMessage: string;
     taskId: string;
     attempt: number;
+    /** The attempt's `startedAt`: tells a re-run of the same attempt number apart (see `takeCandidate`). */
+    launch: string;
     signal: AbortSignal;
   }): Promise<void> {
-    const key = candidateKey(request.taskId, request.attempt, request.worktree);
+    const key = candidateKey(request.taskId, request.attempt, request.worktree, request.launch);
     try {
       // A re-verification on a moved head takes the capture made before (the worktree cannot have changed).
       const earlier = this.candidates.get(key);
@@ -245,8 +255,8 @@ export class VerificationGate {
   }
 }
 
-function candidateKey(taskId: string, attempt: number, worktree: string): string {
-  return `${taskId}\u0000${attempt}\u0000${worktree}`;
+function candidateKey(taskId: string, attempt: number, worktree: string, launch: string): string {
+  return `${taskId}\u0000${attempt}\u0000${worktree}\u0000${launch}`;
 }
 
 /** Sets `key` in a bounded map (the oldest entry goes past `MAX_REMEMBERED`). */

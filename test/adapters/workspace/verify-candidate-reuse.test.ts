@@ -33,13 +33,14 @@ describe("VerificationGate: the verified candidate is reused at integration", ()
     const state: { verification: VerificationState } = {
       verification: { config: { commands: [{ name: "readme", run: "test -f README.md" }] }, results: [] },
     };
+    const logger = new RecordingLogger();
     const gate = new VerificationGate({
       productId: "prd_reuse",
       cwd: () => repo,
       state: () => state,
       verifier: countingVerifier,
       notifier: new RecordingNotifier(),
-      logger: new RecordingLogger(),
+      logger,
       now: () => new Date().toISOString(),
       record: async (event) => applyVerified(state, { ...event, v: 1, at: new Date().toISOString() }),
     });
@@ -55,6 +56,7 @@ describe("VerificationGate: the verified candidate is reused at integration", ()
       mergeMessage: "merge t1\n",
       taskId: "t1",
       attempt: 1,
+      launch: "launch-1",
       signal: new AbortController().signal,
     };
     await gate.preVerify(request);
@@ -73,7 +75,7 @@ describe("VerificationGate: the verified candidate is reused at integration", ()
     expect(state.verification.results).toHaveLength(2);
 
     // Integration takes the candidate prepared on the head it merges onto: no capture, no merge, no tree read.
-    const prepared = gate.takeCandidate("t1", 1, path, base);
+    const prepared = gate.takeCandidate("t1", 1, path, base, "launch-1");
     expect(prepared?.merged?.head).toBe(moved);
     const commit = prepared?.merged?.outcome.commit as string;
     const before = treeReads;
@@ -81,10 +83,19 @@ describe("VerificationGate: the verified candidate is reused at integration", ()
     expect(treeReads).toBe(before);
     expect(treeReads).toBeGreaterThan(reads);
     // Taken once: a second integration of the same attempt (after a restart, say) captures afresh.
-    expect(gate.takeCandidate("t1", 1, path, base)).toBeUndefined();
+    expect(gate.takeCandidate("t1", 1, path, base, "launch-1")).toBeUndefined();
     // Another base (a retry prepared elsewhere) never gets it.
     await gate.preVerify({ ...request, attempt: 2 });
-    expect(gate.takeCandidate("t1", 2, path, moved)).toBeUndefined();
+    expect(gate.takeCandidate("t1", 2, path, moved, "launch-1")).toBeUndefined();
+    // The same attempt number in the same worktree on the same base, launched again (a replay or rollback reset the
+    // task while its first launch was being verified; found by review): the earlier launch's capture, left in the gate,
+    // is never reused for the new launch's work (nor then handed to its integration).
+    await gate.preVerify({ ...request, launch: "launch-1" });
+    writeFileSync(join(path, "a.txt"), "the second launch's work\n");
+    const captures = calls.capture;
+    await gate.preVerify({ ...request, launch: "launch-2" });
+    // Captured afresh (it used to take launch-1's capture, whose base is the same, and integrate that).
+    expect(calls.capture).toBe(captures + 1);
     await gate.releaseWorktrees(true);
     await inner.release(repo, path);
   }, 60_000);
