@@ -229,7 +229,7 @@ describe("guarantee 10 and drift detection over stdio: a killed run whose worksp
     await first.request("product.confirm", { productId, instances: SLOW, tasks: chain("t1", "t2", "t3") });
     await first.waitFor(
       (n) => n.method === "product.taskStatus" && n.params.taskId === "t2" && n.params.status === "running",
-      30_000,
+      90_000,
     );
     await first.kill();
 
@@ -259,7 +259,7 @@ describe("guarantee 10 and drift detection over stdio: a killed run whose worksp
       },
     ]);
 
-    const done = second.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 30_000);
+    const done = second.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
     expect(await second.request("product.resume", { productId })).toEqual({ productId, phase: "executing" });
     expect((await done).params.phase).toBe("completed");
     const after = await second.request<Status>("product.status", { productId });
@@ -273,5 +273,5 @@ describe("guarantee 10 and drift detection over stdio: a killed run whose worksp
     expect(starts.filter((l) => l.taskId === "t1").map((l) => l.ppid)).toEqual([first.child.pid]);
     expect(starts.filter((l) => l.ppid === second.child.pid).map((l) => l.taskId)).toEqual(["t2", "t3"]);
     expect(await second.close()).toBe(0);
-  }, 40_000);
+  }, 240_000);
 });
