@@ -90,7 +90,17 @@ describePostgres("many servers on one PostgreSQL store", () => {
     const cwd = fleetWorkspace(logPath, 150, 400);
     const env = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "3000" };
     const servers = await Promise.all(
-      [0, 1, 2, 3].map(() => startServer({ statePath: url, cwd, env, args: ["--recover", "--log-level", "warn"] })),
+      // A wide fence bound: this test is about recovering from kill -9, not about self-fencing (postgres-partition
+      // tests that); a survivor starved for 5 s on a loaded 2-core machine fenced itself and a third server re-ran
+      // the attempt it had finished but not yet recorded.
+      [0, 1, 2, 3].map(() =>
+        startServer({
+          statePath: url,
+          cwd,
+          env,
+          args: ["--recover", "--log-level", "warn", "--liveness-fence-ms", "30000"],
+        }),
+      ),
     );
     const productIds: string[] = [];
     await Promise.all(
