@@ -22,18 +22,7 @@ const LEASE_ENV = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "300000" };
 
 /** `run` as a subprocess, not awaited: its server is killed under it. */
 function startRun(args: string[], cwd: string): Promise<CliResult> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, "run", ...args], {
-      cwd,
-      env: { ...process.env, ...LEASE_ENV },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    child.once("close", (code) => resolve({ code, stdout, stderr }));
-  });
+  return runCli(["run", ...args], cwd, LEASE_ENV);
 }
 
 /** Starts `acp-orchestrator ui`; resolves its origin once it prints its address, and a way to stop it. */
