@@ -32,7 +32,6 @@ const PRUNE_TESTS = [
   "leaves a hole that readEvents skips, in order, with the kept sequence numbers",
   "counts only kept events against limit across a hole",
   "refuses to prune the last event with AuthorityFailure",
-  "deletes nothing when it refuses",
   "rejects a negative beforeSeq with AuthorityFailure",
 ];
 

@@ -1,7 +1,8 @@
 /**
  * The test PostgreSQL database (issue 14): `ACP_ORCHESTRATOR_TEST_PG` names it (scripts/pg-test-cluster.sh starts a
  * private cluster and sets it; `npm run test:postgres` and `.ci/run` do so). Without it the Postgres suites are
- * skipped, and this module says so loudly on stderr, once per test file.
+ * skipped, and this module says so loudly on stderr, once per test file; with `ACP_ORCHESTRATOR_REQUIRE_PG=1` (set by
+ * `.ci/run`) they fail instead.
  *
  * Every authority a test opens gets its own PostgreSQL schema (a fresh namespace), dropped again afterwards, so
  * tests never see each other's data.
@@ -17,6 +18,12 @@ export const TEST_PG_URL = process.env.ACP_ORCHESTRATOR_TEST_PG || undefined;
 /** `describe`, or `describe.skip` with a loud message when no test database is configured. */
 export function describePostgres(title: string, body: () => void): void {
   if (TEST_PG_URL === undefined) {
+    // CI sets ACP_ORCHESTRATOR_REQUIRE_PG: there a missing database is a broken set-up, not a reason to skip.
+    if (process.env.ACP_ORCHESTRATOR_REQUIRE_PG === "1") {
+      throw new Error(
+        `"${title}" needs PostgreSQL: ACP_ORCHESTRATOR_TEST_PG is not set (ACP_ORCHESTRATOR_REQUIRE_PG=1)`,
+      );
+    }
     process.stderr.write(
       `\n*** SKIPPED (no PostgreSQL): "${title}". Set ACP_ORCHESTRATOR_TEST_PG=postgres://… or run ` +
         "`npm run test:postgres` (scripts/pg-test-cluster.sh starts a private cluster). ***\n\n",
