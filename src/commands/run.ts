@@ -9,7 +9,7 @@ import { createInterface } from "node:readline/promises";
 import type { Plan } from "../../protocol/common.js";
 import { withServer, type ServerSession } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
-import { UsageError } from "../cli-kit/errors.js";
+import { ReportedFailure, UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
 import { DRIVE_OPTIONS as COMMON, followToEnd, resumeCommandLine, serveArgs, write } from "./drive.js";
 import { tryControlFirst } from "./control.js";
@@ -66,6 +66,22 @@ async function readStdin(): Promise<string> {
     if (text.length > MAX_GOAL_CHARS) break;
   }
   return text;
+}
+
+/**
+ * What to throw when the server refused `product.plan`: an unknown `--agents` id (its `-32602` issue at
+ * `allowedAgents`) is the user's mistake, one sentence naming the option, the id and the agents there are (exit 2);
+ * any other refusal (a JSON-RPC error) is its one sentence (exit 1), never a stack. Anything else is returned as is.
+ */
+function planRefusal(err: unknown): unknown {
+  const e = err as { code?: unknown; message?: unknown; data?: { issues?: { path?: unknown[]; message?: string }[] } };
+  if (typeof e?.code !== "number" || typeof e.message !== "string") return err;
+  const issue = e.data?.issues?.[0];
+  if (e.code === -32602 && issue?.path?.[0] === "allowedAgents" && issue.message !== undefined) {
+    return new UsageError(`--agents ${issue.message.replace(/\.$/u, "")}.`, "run");
+  }
+  process.stderr.write(`acp-orchestrator: ${e.message}\n`);
+  return new ReportedFailure(e.message, 1);
 }
 
 async function confirmInteractively(): Promise<boolean> {
@@ -134,12 +150,16 @@ Options:
       const planned = session.waitFor(
         (m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined,
       );
-      const { productId } = await session.request<{ productId: string }>("product.plan", {
-        goal,
-        cwd,
-        ...(integration !== undefined ? { integration: { mode: integration } } : {}),
-        ...(allowedAgents !== undefined ? { allowedAgents } : {}),
-      });
+      const { productId } = await session
+        .request<{ productId: string }>("product.plan", {
+          goal,
+          cwd,
+          ...(integration !== undefined ? { integration: { mode: integration } } : {}),
+          ...(allowedAgents !== undefined ? { allowedAgents } : {}),
+        })
+        .catch((err: unknown) => {
+          throw planRefusal(err);
+        });
       write(`product ${productId}\n`);
       const ready = await planned;
       if (!ready.plan) {

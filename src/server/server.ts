@@ -338,6 +338,17 @@ export class OrchestratorServer {
     this.options.logger.info({ timeoutMs: host.timeoutMs }, "run state is persisted by the host (runState/*)");
   }
 
+  /**
+   * The agents a plan may name, for an unknown-agent refusal (a new user's trial: a typo in `--agents` must show what
+   * there is): the team's ids (at most 20, then "and N more"), and the built-in worker, which is always startable.
+   */
+  private knownAgents(): string {
+    const ids = this.options.agents.list().map((a) => a.agentId);
+    if (!ids.includes(BUILTIN_WORKER_AGENT_ID)) ids.push(BUILTIN_WORKER_AGENT_ID);
+    const shown = ids.slice(0, 20).join(", ");
+    return `its agents: ${shown}${ids.length > 20 ? ` and ${ids.length - 20} more` : ""}`;
+  }
+
   private register(): void {
     const p = this.products;
     this.on("initialize", async (params) => {
@@ -360,7 +371,7 @@ export class OrchestratorServer {
         throw invalidParams([
           {
             path: ["allowedAgents", unknown],
-            message: `names "${params.allowedAgents?.[unknown]}", which is not an agent of the registry`,
+            message: `names "${params.allowedAgents?.[unknown]}", which is not an agent of the registry (${this.knownAgents()})`,
           },
         ]);
       }

@@ -79,7 +79,12 @@ describe.concurrent("the configured team runs (issue 28)", () => {
       ["run", "--goal", goal, "--agents", "gamma", "--yes", "--config", config, "--state", state, "--cwd", dir],
       dir,
     );
-    expect(refused.code).not.toBe(0);
-    expect(refused.stderr).toMatch(/allowedAgents\[0\] names "gamma", which is not an agent of the registry/u);
+    // One plain sentence naming the unknown agent and the ones there are, exit 2, no stack (a new user's trial).
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toBe(
+      `acp-orchestrator: --agents names "gamma", which is not an agent of the registry (its agents: alpha, beta, ` +
+        `builtin-worker). See "acp-orchestrator help run".\n`,
+    );
+    expect(refused.stdout).toBe("");
   });
 });
