@@ -5,7 +5,7 @@
  * branch and the checkout untouched while something of the user's is in the way.
  */
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -15,6 +15,8 @@ import { REPO_ROOT, tempDir } from "../support/server-process.js";
 
 const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+/** 22 more files the task writes besides GUIDE.md (so a refusal that names them has to bound its list). */
+const PAGES = Array.from({ length: 22 }, (_, i) => `pages/p${String(i + 1).padStart(2, "0")}.md`);
 
 it("diff shows the product's and a task's change; merge brings it into the checked-out branch, never past the user", async () => {
   const dir = tempDir("acp-orch-diff-");
@@ -28,7 +30,14 @@ it("diff shows the product's and a task's change; merge brings it into the check
   writeFileSync(
     scriptFile,
     JSON.stringify({
-      worker: { default: { actions: [{ write: { path: "GUIDE.md", content: "# Guide\n\nHow to use it.\n" } }] } },
+      worker: {
+        default: {
+          actions: [
+            { write: { path: "GUIDE.md", content: "# Guide\n\nHow to use it.\n" } },
+            ...PAGES.map((path) => ({ write: { path, content: `# ${path}\n` } })),
+          ],
+        },
+      },
     }),
   );
   const configFile = join(dir, "agents.json");
@@ -67,15 +76,22 @@ it("diff shows the product's and a task's change; merge brings it into the check
   expect(missing.code).toBe(1);
   expect(missing.stderr).toContain(`Product ${id} has no task t9.`);
 
-  // An untracked file where the merge would write: nothing of the user's is touched.
+  // Untracked files where the merge would write: nothing of the user's is touched, and the refusal names them (the
+  // first 20, then how many more; a new user's trial: it named none).
   writeFileSync(join(repo, "GUIDE.md"), "mine\n");
+  mkdirSync(join(repo, "pages"));
+  for (const page of PAGES) writeFileSync(join(repo, page), "mine\n");
   const head = git("rev-parse", "HEAD").stdout;
   const blocked = await runCli(["merge", id, "--state", state], repo);
   expect(blocked.code).toBe(1);
-  expect(blocked.stderr).toMatch(/main was not changed/);
+  expect(blocked.stderr).toContain(
+    `main was not changed: the checkout has untracked files where the merge writes (GUIDE.md, ` +
+      `${PAGES.slice(0, 19).join(", ")} and 3 more); move or remove them and merge again.`,
+  );
   expect(git("rev-parse", "HEAD").stdout).toBe(head);
   expect(readFileSync(join(repo, "GUIDE.md"), "utf8")).toBe("mine\n");
   rmSync(join(repo, "GUIDE.md"));
+  rmSync(join(repo, "pages"), { recursive: true });
 
   const merged = await runCli(["merge", id, "--state", state], repo);
   expect(merged.code, merged.stderr).toBe(0);

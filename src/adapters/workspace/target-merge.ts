@@ -15,7 +15,7 @@
  * Owns those checks and the move; it reads the user's git directories as files and never writes in them, except the
  * fast-forward itself.
  */
-import { readdir, readFile, stat } from "node:fs/promises";
+import { lstat, readdir, readFile, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { TargetOutcome } from "../../core/ports.js";
 import { git, runGit } from "./git-cli.js";
@@ -37,6 +37,14 @@ function lines(text: string): string[] {
 
 async function present(path: string): Promise<boolean> {
   return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Whether `path` exists, without following a symlink at it. */
+async function lexists(path: string): Promise<boolean> {
+  return lstat(path).then(
     () => true,
     () => false,
   );
@@ -92,6 +100,42 @@ async function blockedBy(common: string, ownGitDir: string, ref: string): Promis
     if (!own && head === `ref: ${ref}`) return `The branch is checked out in another worktree (${dir}).`;
   }
   return null;
+}
+
+/** At most 20 paths, comma-separated, then "and N more". */
+function boundedList(paths: readonly string[]): string {
+  return paths.slice(0, 20).join(", ") + (paths.length > 20 ? ` and ${paths.length - 20} more` : "");
+}
+
+/**
+ * The untracked (not ignored) files of the checkout at `cwd` at paths the merge from `current` to `commit` adds,
+ * sorted, relative to the repository's top: what makes `git merge --ff-only` refuse ("untracked working tree files
+ * would be overwritten"; a new user's trial: the refusal named none of them). Reads only.
+ */
+async function untrackedInTheWay(cwd: string, current: string, commit: string): Promise<string[]> {
+  const top = (await git(cwd, ["rev-parse", "--show-toplevel"])).trim();
+  const added = (
+    await git(top, ["diff-tree", "-r", "--no-renames", "--diff-filter=A", "--name-only", "-z", current, commit])
+  )
+    .split("\0")
+    .filter(Boolean);
+  const onDisk: string[] = [];
+  for (const path of added) if (await lexists(join(top, path))) onDisk.push(path);
+  const untracked: string[] = [];
+  for (let i = 0; i < onDisk.length; i += 500) {
+    const chunk = onDisk.slice(i, i + 500);
+    const listed = await git(top, [
+      "--literal-pathspecs",
+      "ls-files",
+      "--others",
+      "--exclude-standard",
+      "-z",
+      "--",
+      ...chunk,
+    ]);
+    untracked.push(...listed.split("\0").filter(Boolean));
+  }
+  return [...new Set(untracked)].sort();
 }
 
 /** The merge result of `head` into `current` (the target's head): the commit to move to, or the conflict. */
@@ -153,14 +197,22 @@ export async function integrateIntoTarget(
   const unstaged = (await git(cwd, ["diff-files", "--no-renames", "--name-only", "-z"])).split("\0").filter(Boolean);
   const inWay = [...new Set([...staged, ...unstaged])].filter((f) => touched.has(f)).sort();
   if (inWay.length > 0) {
-    const shown = inWay.slice(0, 20).join(", ") + (inWay.length > 20 ? ` and ${inWay.length - 20} more` : "");
     return {
       state: "deferred",
-      reason: `${target} was not changed: the checkout has uncommitted changes in files the merge changes (${shown}).`,
+      reason: `${target} was not changed: the checkout has uncommitted changes in files the merge changes (${boundedList(inWay)}).`,
     };
   }
   const ff = await runGit(cwd, ["merge", "--ff-only", "--no-edit", "-q", outcome.commit]);
   if (ff.code !== 0) {
+    const untracked = await untrackedInTheWay(cwd, current, outcome.commit);
+    if (untracked.length > 0) {
+      return {
+        state: "deferred",
+        reason:
+          `${target} was not changed: the checkout has untracked files where the merge writes (${boundedList(untracked)}); ` +
+          "move or remove them and merge again.",
+      };
+    }
     const line = (ff.stderr || ff.stdout).trim().split("\n")[0] ?? "";
     return { state: "deferred", reason: `${target} was not changed: git refused to update the checkout (${line}).` };
   }
