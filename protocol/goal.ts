@@ -119,6 +119,29 @@ export const CriterionCheckResult = lazySchema(
 );
 export type CriterionCheckResult = z.infer<typeof CriterionCheckResult>;
 
+/**
+ * Why a command criterion's check could not be run at all on phase `phaseIndex`'s integrated head (docs/VERIFY.md,
+ * Goals): the verify worktree could not be prepared or the command could not be started. Not a verdict on the
+ * criterion: the check is tried again with backoff, `attempts` counts the tries that errored on this head (at most
+ * `CRITERION_CHECK_ATTEMPTS`; then the goal is `blocked` with the reason), and a check that runs to its end clears it.
+ */
+export const CriterionCheckError = lazySchema(
+  () =>
+    z.object({
+      error: z.string().max(10_000),
+      attempts: z.number().int().min(1).max(1_000),
+      phaseIndex: Count,
+      productId: Id,
+      commit: CommitId.optional(),
+      at: Timestamp,
+    }),
+  "CriterionCheckError",
+);
+export type CriterionCheckError = z.infer<typeof CriterionCheckError>;
+
+/** How many times a command criterion's check is tried on one head when its runner errors (the first try included). */
+export const CRITERION_CHECK_ATTEMPTS = 4;
+
 export const Criterion = lazySchema(
   () =>
     z.object({
@@ -127,6 +150,8 @@ export const Criterion = lazySchema(
       passed: z.boolean(),
       check: CriterionCheck.optional(),
       lastCheck: CriterionCheckResult.optional(),
+      /** Set while the check's last tries on the current head could not be run (see CriterionCheckError). */
+      checkError: CriterionCheckError.optional(),
     }),
   "Criterion",
 );

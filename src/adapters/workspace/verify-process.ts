@@ -16,6 +16,8 @@ export interface CommandOutcome {
   exitCode: number | null;
   timedOut: boolean;
   aborted: boolean;
+  /** The shell could not be started at all (ENOENT, EAGAIN, a missing cwd...): the outcome says nothing of the code. */
+  startFailed: boolean;
   durationMs: number;
   outputTail: string;
 }
@@ -56,10 +58,17 @@ export class BoundedOutput {
   }
 }
 
+/** The outcome of a command that did not run to an exit: aborted before it started, or not startable. */
+function notRun(
+  o: Pick<CommandOutcome, "exitCode" | "durationMs" | "outputTail"> & { aborted?: boolean; startFailed?: boolean },
+): CommandOutcome {
+  return { ok: false, timedOut: false, aborted: false, startFailed: false, ...o };
+}
+
 /**
  * Runs `run` with `/bin/sh -c` in `cwd`. Resolves when the command (and its whole group) is gone: `ok` for exit 0,
  * `timedOut` when `timeoutMs` passed first (the group was killed), `aborted` when `signal` aborted first. A shell that
- * cannot be started is a failed run with the reason as output. Never rejects.
+ * cannot be started is a failed run with `startFailed` and the reason as output. Never rejects.
  */
 export async function runCheckCommand(options: {
   run: string;
@@ -72,21 +81,13 @@ export async function runCheckCommand(options: {
   const now = options.now ?? Date.now;
   const started = now();
   const output = new BoundedOutput();
-  if (options.signal.aborted)
-    return { ok: false, exitCode: null, timedOut: false, aborted: true, durationMs: 0, outputTail: "" };
+  if (options.signal.aborted) return notRun({ aborted: true, exitCode: null, durationMs: 0, outputTail: "" });
   let proc: AgentProcess;
   try {
     proc = AgentProcess.spawn({ command: "/bin/sh", args: ["-c", options.run], cwd: options.cwd, env: options.env });
   } catch (err) {
     const text = `The check could not be started: ${err instanceof Error ? err.message : String(err)}`;
-    return {
-      ok: false,
-      exitCode: null,
-      timedOut: false,
-      aborted: false,
-      durationMs: now() - started,
-      outputTail: text,
-    };
+    return notRun({ startFailed: true, exitCode: null, durationMs: now() - started, outputTail: text });
   }
   proc.stdin.on("error", () => undefined);
   proc.stdin.end();
@@ -114,7 +115,7 @@ export async function runCheckCommand(options: {
   const durationMs = now() - started;
   if ("failure" in result) {
     output.push(`The check could not be started: ${result.failure.message}`);
-    return { ok: false, exitCode: 127, timedOut: false, aborted, durationMs, outputTail: output.text() };
+    return notRun({ aborted, startFailed: true, exitCode: 127, durationMs, outputTail: output.text() });
   }
   const exitCode = result.exit.signal !== null ? null : result.exit.code;
   if (timedOut) output.push(`\n[the check was killed after its timeout of ${options.timeoutMs} ms]\n`);
@@ -123,6 +124,7 @@ export async function runCheckCommand(options: {
     exitCode: exitCode === null ? null : Math.max(-1, Math.min(255, exitCode)),
     timedOut,
     aborted,
+    startFailed: false,
     durationMs,
     outputTail: output.text(),
   };

@@ -82,6 +82,9 @@ export class GitVerifier implements VerifyPort {
           signal: request.signal,
         });
         if (outcome.aborted) return null;
+        // No verdict on the candidate: the command never ran (the caller treats it as the run failing, not as red).
+        if (outcome.startFailed)
+          throw new Error(`The check "${command.name}" could not be started: ${outcome.outputTail}`);
         checks.push({
           name: command.name,
           ok: outcome.ok,

@@ -55,9 +55,9 @@ import type { ProductService } from "../product/service.js";
 import { decideGoal, mayStart, resumeRefusal, type GoalEffect, type GoalInput } from "./decide.js";
 import { GoalJournal, type NewGoalEvent } from "./journal.js";
 import { GoalLeaderTurns, isLoopInterrupted, loopInterrupted } from "./leader-turns.js";
-import { CriterionChecks, phaseHead } from "./criterion-checks.js";
+import { CriterionChecks, phaseHead, retryWait, type PhaseHead } from "./criterion-checks.js";
 import { PhaseProducts } from "./phase-product.js";
-import { failClosedRecovery, passedCriteria, pendingChecks } from "./policy.js";
+import { checkErrorAttempts, checkRetryDelayMs, failClosedRecovery, passedCriteria, pendingChecks } from "./policy.js";
 import type { GoalBudget, GoalState } from "./records.js";
 
 export interface GoalContext {
@@ -417,18 +417,50 @@ export class GoalRun {
     const pending = pendingChecks(this.state, phaseIndex, productId, "commit" in head ? head.commit : undefined);
     if (pending.length === 0) return;
     try {
-      for (const criterion of pending) {
-        if (criterion.check === undefined) continue;
-        const goalRunId = this.id;
-        const result = await this.checks.run({ goalRunId, head, phaseIndex, check: criterion.check, signal });
-        if (result === null) throw loopInterrupted("criterion check");
-        await this.exclusive(async () => {
-          await this.refresh();
-          await this.record({ kind: "criterionChecked", productId, criterionId: criterion.id, result });
-        });
-      }
+      for (const criterion of pending) await this.checkCriterion(criterion.id, { productId, head, phaseIndex }, signal);
     } finally {
       await this.checks.release(head.cwd, this.id);
+    }
+  }
+
+  /**
+   * Runs one command criterion's check until it runs to its end (`criterion_checked`). A try whose runner failed (no
+   * verdict on the criterion) is recorded (`criterion_check_errored`) and tried again after a backoff, counting the
+   * tries recorded before on this head (a crash and a resume do not reset them); the last allowed try blocks the goal
+   * (decide.ts), which ends the loop's step, as a pause, stop or shutdown does (nothing recorded for a cut try).
+   */
+  private async checkCriterion(
+    criterionId: string,
+    at: { productId: string; head: PhaseHead; phaseIndex: number },
+    signal: AbortSignal,
+  ): Promise<void> {
+    const { productId, head, phaseIndex } = at;
+    const commit = "commit" in head ? head.commit : undefined;
+    for (;;) {
+      const criterion = this.state.criteria.find((c) => c.id === criterionId);
+      if (criterion?.check === undefined) return;
+      const tries = checkErrorAttempts(criterion, phaseIndex, productId, commit);
+      if (tries > 0) await retryWait(this.ctx.clock, checkRetryDelayMs(tries), signal);
+      const result = await this.checks.run({ goalRunId: this.id, head, phaseIndex, check: criterion.check, signal });
+      if (result === null) throw loopInterrupted("criterion check");
+      const input: GoalInput =
+        "error" in result
+          ? {
+              kind: "criterionCheckErrored",
+              productId,
+              criterionId,
+              phaseIndex,
+              error: result.error,
+              ...(commit !== undefined ? { commit } : {}),
+            }
+          : { kind: "criterionChecked", productId, criterionId, result };
+      const running = await this.exclusive(async () => {
+        await this.refresh();
+        await this.record(input);
+        return this.state.status === "running" && this.live;
+      });
+      if (!("error" in result)) return;
+      if (!running) throw loopInterrupted("criterion check could not be run");
     }
   }
 

@@ -10,8 +10,10 @@
  */
 import { DEFAULT_CHECK_TIMEOUT_MS } from "../../../protocol/verify.js";
 import type { CriterionCheck } from "../../../protocol/goal.js";
+import type { Clock } from "../ports.js";
 import type { ProductState } from "../product/records.js";
 import type { VerifyPort } from "../workspace/verify-port.js";
+import { loopInterrupted } from "./leader-turns.js";
 import type { CriterionCheckOutcome } from "./policy.js";
 
 /** Where a phase's checks run: the integrated head, or why the phase has none. */
@@ -34,8 +36,11 @@ export class CriterionChecks {
 
   /**
    * Runs `check` on `head` (phase `phaseIndex`) in the goal run's verify worktree (`goalRunId` names it). Resolves
-   * the outcome to record, a failed one (exit code null, the reason as output) when the check cannot run on a head at
-   * all, or `null` when `signal` aborted it (nothing may be recorded: it runs again). Never rejects.
+   * the outcome to record; a failed one (exit code null, the reason as output) when the phase has no head to check
+   * or this server no verifier (facts about the phase, not passing errors); `{error}` when the runner failed — the
+   * verify worktree could not be prepared or the command could not be started — which is no verdict on the criterion
+   * (the caller tries again); or `null` when `signal` aborted it (nothing may be recorded: it runs again). Never
+   * rejects.
    */
   async run(request: {
     goalRunId: string;
@@ -43,7 +48,7 @@ export class CriterionChecks {
     phaseIndex: number;
     check: CriterionCheck;
     signal: AbortSignal;
-  }): Promise<CriterionCheckOutcome | null> {
+  }): Promise<CriterionCheckOutcome | { error: string } | null> {
     const { head, phaseIndex } = request;
     if ("reason" in head) return failed(phaseIndex, head.reason);
     if (!this.verifier) {
@@ -64,8 +69,7 @@ export class CriterionChecks {
       });
     } catch (err) {
       if (request.signal.aborted) return null;
-      const why = err instanceof Error ? err.message : String(err);
-      return failed(phaseIndex, `The check could not be run on the integrated head: ${why}`, head.commit);
+      return { error: err instanceof Error ? err.message : String(err) };
     }
     const result = run?.checks[0];
     if (run === null || result === undefined || request.signal.aborted) return null;
@@ -85,6 +89,28 @@ export class CriterionChecks {
   async release(cwd: string, goalRunId: string): Promise<void> {
     await this.verifier?.release(cwd, goalRunId).catch(() => undefined);
   }
+}
+
+/**
+ * Resolves after `ms` milliseconds of `clock`, or rejects with a loop interruption as soon as `signal` aborts (a
+ * pause, stop or shutdown during the wait before a check is tried again).
+ */
+export function retryWait(clock: Clock, ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolveWait, reject) => {
+    if (signal.aborted) {
+      reject(loopInterrupted("criterion check retry"));
+      return;
+    }
+    const onAbort = (): void => {
+      cancel();
+      reject(loopInterrupted("criterion check retry"));
+    };
+    const cancel = clock.setTimer(ms, () => {
+      signal.removeEventListener("abort", onAbort);
+      resolveWait();
+    });
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
 }
 
 function failed(phaseIndex: number, reason: string, commit?: string): CriterionCheckOutcome {

@@ -10,7 +10,7 @@
  * Pure: no I/O, no clock, no ports, nothing kept between calls. Run-time facts (is this instance fenced or shut down,
  * does it drive the loop, a new product id) come in with the input. Never changes the state.
  */
-import type { GoalEndReason } from "../../../protocol/goal.js";
+import { CRITERION_CHECK_ATTEMPTS, type GoalEndReason } from "../../../protocol/goal.js";
 import type { Budget } from "../../../protocol/common.js";
 import { validatePlanGraph } from "../dag/graph.js";
 import { DomainError, invalidPhase } from "../errors.js";
@@ -18,7 +18,7 @@ import type { AcceptanceCriterion, DraftPlan } from "../ports.js";
 import { remediationThen } from "../ports.js";
 import type { NewGoalEvent } from "./journal.js";
 import { STATUS_AFTER_END, TERMINAL_GOAL_STATUSES, type GoalBudget, type GoalState } from "./records.js";
-import { checkedGreen, clip, endReasonNow, failClosedRecovery, phaseBudget } from "./policy.js";
+import { checkedGreen, checkErrorAttempts, clip, endReasonNow, failClosedRecovery, phaseBudget } from "./policy.js";
 import type { CriterionCheckOutcome } from "./policy.js";
 
 /** What the goal run carries out after the events of a decision were written, in order. */
@@ -74,6 +74,18 @@ export type GoalInput =
   | { kind: "productPaused"; product: PausedProduct }
   /** A command criterion's check ran to its end on the integrated head of phase `phaseIndex`'s product. */
   | { kind: "criterionChecked"; productId: string; criterionId: string; result: CriterionCheckOutcome }
+  /**
+   * A command criterion's check could not be run at all on `commit` (the integrated head of phase `phaseIndex`'s
+   * product): its runner failed, which says nothing about the criterion.
+   */
+  | {
+      kind: "criterionCheckErrored";
+      productId: string;
+      criterionId: string;
+      phaseIndex: number;
+      commit?: string;
+      error: string;
+    }
   | { kind: "productMissing"; productId: string }
   /** The leader assessed the phase whose product `productId` ended (`passed`: known ids, `before`: at the turn). */
   | {
@@ -119,6 +131,8 @@ export function decideGoal(s: GoalState, input: GoalInput): GoalDecision {
       return productPausedDecision(s, input.product);
     case "criterionChecked":
       return criterionCheckedDecision(s, input);
+    case "criterionCheckErrored":
+      return criterionCheckErroredDecision(s, input);
     case "productMissing":
       return productMissingDecision(s, input.productId);
     case "assessed":
@@ -330,6 +344,40 @@ function criterionCheckedDecision(s: GoalState, input: Extract<GoalInput, { kind
   if (criterion?.check === undefined) return NOTHING;
   const result = { ...input.result, productId: input.productId };
   return { events: [{ type: "criterion_checked", criterionId: input.criterionId, result }], effects: [] };
+}
+
+/**
+ * Records that a command criterion's check could not be run (docs/VERIFY.md, Goals): the try is counted on that head,
+ * and the `CRITERION_CHECK_ATTEMPTS`th such try blocks a running goal with the error — reported as a check that could
+ * not run, never as a criterion that is not met (the phase is not assessed until the check runs to its end).
+ */
+function criterionCheckErroredDecision(
+  s: GoalState,
+  input: Extract<GoalInput, { kind: "criterionCheckErrored" }>,
+): GoalDecision {
+  if (s.productId !== input.productId || TERMINAL_GOAL_STATUSES.includes(s.status)) return NOTHING;
+  const criterion = s.criteria.find((c) => c.id === input.criterionId);
+  if (criterion?.check === undefined) return NOTHING;
+  const { productId, phaseIndex, commit } = input;
+  const attempts = checkErrorAttempts(criterion, phaseIndex, productId, commit) + 1;
+  const error = clip(input.error, 10_000);
+  const events: NewGoalEvent[] = [
+    {
+      type: "criterion_check_errored",
+      criterionId: criterion.id,
+      error: { error, attempts, phaseIndex, productId, ...(commit !== undefined ? { commit } : {}) },
+    },
+  ];
+  if (attempts >= CRITERION_CHECK_ATTEMPTS && s.status === "running") {
+    events.push(
+      blocked(
+        `Criterion ${criterion.id}'s check could not be run on phase ${phaseIndex + 1}'s integrated head ` +
+          `(${attempts} tries): ${clip(error, 2_000)} This is an error of the check's runner, not a verdict on the ` +
+          "criterion; fix its cause, then resume the goal (the check is tried again).",
+      ),
+    );
+  }
+  return { events, effects: [] };
 }
 
 /** `x/goal.pause`: idempotent on paused; refused in any other status than running. */

@@ -57,7 +57,13 @@ const HANDLERS: Handlers = {
   },
   criterion_checked: (s, e) => {
     const c = s.criteria.find((x) => x.id === e.criterionId);
-    if (c) c.lastCheck = { ...e.result, at: e.at };
+    if (!c) return;
+    c.lastCheck = { ...e.result, at: e.at };
+    delete c.checkError;
+  },
+  criterion_check_errored: (s, e) => {
+    const c = s.criteria.find((x) => x.id === e.criterionId);
+    if (c) c.checkError = { ...e.error, at: e.at };
   },
   goal_edited: (s, e) => {
     s.pendingGoal = e.goal;
@@ -133,6 +139,9 @@ function onResumed(s: GoalState, e: EventOf<"resumed">): void {
   // Resuming a blocked goal (no progress, or a loop error) gives it a fresh run of `noProgressLimit` phases;
   // pausing and resuming does not.
   if (s.status === "blocked") s.noProgressCount = 0;
+  // Resuming a blocked goal also gives each command criterion whose check could not run a fresh set of tries (the
+  // user resumes once the cause is fixed); resuming a running or paused one keeps the count (bounded across crashes).
+  if (s.status === "blocked") for (const c of s.criteria) delete c.checkError;
   s.status = "running";
   delete s.statusReason;
   delete s.endReason;

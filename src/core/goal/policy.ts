@@ -4,7 +4,7 @@
  * criteria a leader's answer may name, and the progress summary `x/goal.status` reports and the leader plans with.
  * Pure: no I/O, no clock, no state of its own. decide.ts and the goal run's collaborators use them.
  */
-import type { GoalEndReason } from "../../../protocol/goal.js";
+import { CRITERION_CHECK_ATTEMPTS, type GoalEndReason } from "../../../protocol/goal.js";
 import type { Budget } from "../../../protocol/common.js";
 import type { AcceptanceCriterion } from "../ports.js";
 import type { CriterionCheckResult } from "../../../protocol/goal.js";
@@ -43,6 +43,26 @@ export function pendingChecks(
     if (c.check === undefined) return false;
     return !(last && last.phaseIndex === phaseIndex && last.productId === productId && last.commit === commit);
   });
+}
+
+/**
+ * How many tries of `c`'s check errored (could not be run at all) on `commit` of phase `phaseIndex`'s product
+ * `productId` since the count was last cleared; 0 when its recorded error is about another head or there is none.
+ */
+export function checkErrorAttempts(
+  c: GoalCriterion,
+  phaseIndex: number,
+  productId: string,
+  commit: string | undefined,
+): number {
+  const e = c.checkError;
+  if (e === undefined || e.phaseIndex !== phaseIndex || e.productId !== productId || e.commit !== commit) return 0;
+  return e.attempts;
+}
+
+/** The wait before trying a check again after its `attempts`th errored try: 1 s, doubling, at most 30 s. */
+export function checkRetryDelayMs(attempts: number): number {
+  return Math.min(30_000, 1_000 * 2 ** Math.max(0, attempts - 1));
 }
 
 /** The default of `noProgressLimit` (PROTOCOL.md section 6). */
@@ -153,7 +173,20 @@ export function progressSummaryOf(s: GoalState): string {
     });
   const head =
     s.criteria.length === 0 ? "Deriving acceptance criteria." : `${passed} of ${s.criteria.length} criteria pass.`;
-  return [head, ...lines, ...failingChecks(s)].join("\n");
+  return [head, ...lines, ...failingChecks(s), ...erroredChecks(s)].join("\n");
+}
+
+/** One line per command criterion whose check could not be run on its last tries (not a verdict on it). */
+function erroredChecks(s: GoalState): string[] {
+  return s.criteria.flatMap((c) => {
+    const e = c.checkError;
+    if (c.check === undefined || e === undefined) return [];
+    return [
+      `Criterion ${c.id}'s check could not be run on phase ${e.phaseIndex + 1}'s integrated head ` +
+        `(${e.attempts} of ${CRITERION_CHECK_ATTEMPTS} tries; an error of the check's runner, not a verdict on the ` +
+        `criterion): ${clip(e.error, 1_000)}`,
+    ];
+  });
 }
 
 /** One line per command criterion whose last check failed: the command, how it failed and its output's end. */

@@ -12,9 +12,11 @@ import * as z from "zod";
 import { Count, Id, Timestamp } from "../../../protocol/common.js";
 import {
   CriterionCheck,
+  CriterionCheckError,
   CriterionCheckResult,
   GoalEndReason,
   GoalStatus,
+  type CriterionCheckError as CheckErrorShape,
   type CriterionCheckResult as CheckResultShape,
 } from "../../../protocol/goal.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
@@ -49,6 +51,20 @@ const criterionChecked = () =>
     type: z.literal("criterion_checked"),
     criterionId: Id,
     result: CriterionCheckResult.omit({ at: true }),
+  });
+
+/**
+ * `criterion_check_errored`: a command criterion's check could not be run at all on phase `error.phaseIndex`'s
+ * integrated head (the verify worktree could not be prepared, or the command could not be started): not a verdict on
+ * the criterion. `error.attempts` counts such tries on that head (evolve.ts keeps it across a crash and a resume of a
+ * running goal; a resume of a blocked goal starts counting again).
+ */
+const criterionCheckErrored = () =>
+  z.object({
+    ...base(),
+    type: z.literal("criterion_check_errored"),
+    criterionId: Id,
+    error: CriterionCheckError.omit({ at: true }),
   });
 
 export const GoalEvent = lazySchema(
@@ -89,6 +105,7 @@ export const GoalEvent = lazySchema(
       }),
       z.object({ ...base(), type: z.literal("phase_started"), phaseIndex: Count, productId: Id }),
       criterionChecked(),
+      criterionCheckErrored(),
       z.object({
         ...base(),
         type: z.literal("task_settled"),
@@ -141,6 +158,8 @@ export interface GoalCriterion {
   check?: CriterionCheck;
   /** The last run of `check` that ran to its end. */
   lastCheck?: CheckResultShape;
+  /** Why the last tries of `check` on the current head could not run (cleared by a check that ran to its end). */
+  checkError?: CheckErrorShape;
 }
 
 export interface GoalPhaseRecord {

@@ -35,7 +35,8 @@ export interface VerifyPort {
   /**
    * Checks `commit` out in a verify worktree of `productId` (one of at most `parallel`, reused across candidates)
    * and runs `commands` in order, stopping at the first that fails. Resolves `null` when `signal` aborted the run
-   * (its processes are gone then; nothing of it may be recorded). Throws when the worktree cannot be prepared.
+   * (its processes are gone then; nothing of it may be recorded). Throws when the worktree cannot be prepared or a
+   * command cannot be started at all (no verdict: a command that ran and failed is a red check, never a throw).
    * `tree`, when the caller already read `commit`'s tree id, is returned as the run's tree (not read again).
    */
   run(request: {

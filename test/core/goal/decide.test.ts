@@ -413,4 +413,51 @@ describe("decideGoal: command acceptance criteria (issue 30, docs/VERIFY.md Goal
     expect(progressSummaryOf(s)).toContain("Criterion c2's check `npm test` failed with exit code 1");
     expect(progressSummaryOf(s)).toContain("1 failing");
   });
+
+  it("a check whose runner failed is counted per head, never a verdict; the last try blocks, a blocked resume resets", () => {
+    const errored = (attempts: number, commit = HEAD): NewGoalEvent => ({
+      type: "criterion_check_errored",
+      criterionId: "c2",
+      error: { error: "mkdir failed", attempts, phaseIndex: 0, productId: "prd_1", commit },
+    });
+    const input: GoalInput = {
+      kind: "criterionCheckErrored",
+      productId: "prd_1",
+      criterionId: "c2",
+      phaseIndex: 0,
+      commit: HEAD,
+      error: "mkdir failed",
+    };
+    // First try: recorded as an error (attempt 1), nothing about the criterion's verdict, the goal keeps running.
+    const first = when(givenCriteria(...started(0, "prd_1")), input);
+    expect(first.events).toEqual([{ ...errored(1) }]);
+    // The tries before count on the same head; another head starts again at 1.
+    const two = givenCriteria(...started(0, "prd_1"), errored(1), errored(2));
+    expect(when(two, input).events).toEqual([errored(3)]);
+    expect(when(two, { ...input, commit: "b".repeat(40) }).events).toEqual([errored(1, "b".repeat(40))]);
+    // The still-pending check runs again (nothing ran to its end), and the status shows why it did not.
+    expect(pendingChecks(two, 0, "prd_1", HEAD).map((c) => c.id)).toEqual(["c2"]);
+    expect(two.criteria[1]?.lastCheck).toBeUndefined();
+    expect(progressSummaryOf(two)).toContain("Criterion c2's check could not be run on phase 1's integrated head");
+    expect(progressSummaryOf(two)).not.toContain("failed with exit code");
+    // The fourth try blocks the goal, saying it is the runner's error.
+    const three = givenCriteria(...started(0, "prd_1"), errored(1), errored(2), errored(3));
+    const last = when(three, input);
+    expect(last.events[0]).toEqual(errored(4));
+    expect(last.events[1]).toMatchObject({ type: "status", status: "blocked" });
+    expect((last.events[1] as { reason: string }).reason).toMatch(/could not be run .*4 tries.*not a verdict/s);
+    // A resume of a running goal (after a crash) keeps the count; a resume of a blocked one starts it again.
+    const crashed = givenCriteria(...started(0, "prd_1"), errored(1), { type: "resumed" });
+    expect(crashed.criteria[1]?.checkError?.attempts).toBe(1);
+    const unblocked = givenCriteria(
+      ...started(0, "prd_1"),
+      ...[1, 2, 3, 4].map((n) => errored(n)),
+      { type: "status", status: "blocked", reason: "x" },
+      { type: "resumed" },
+    );
+    expect(unblocked.criteria[1]?.checkError).toBeUndefined();
+    // A check that ran to its end clears the error.
+    const ran = givenCriteria(...started(0, "prd_1"), errored(1), checked(0, "prd_1", false));
+    expect(ran.criteria[1]?.checkError).toBeUndefined();
+  });
 });
