@@ -16,11 +16,12 @@ import { AuthorityFailure } from "../core/ports.js";
 import type { ControlMethod } from "../core/product/control-requests.js";
 import { RequestId } from "../core/product/control-requests.js";
 import { requestControl, type ControlCall, type ControlOutcome } from "../operator/control-client.js";
+import { inCliWords, storeFlags } from "../operator/cli-verbs.js";
 import { withServer } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
-import { DRIVE_OPTIONS, followToEnd, serveArgs, write, type DriveValues } from "./drive.js";
+import { DRIVE_OPTIONS, commandFlags, followToEnd, serveArgs, write, type DriveValues } from "./drive.js";
 
 const OPTIONS = {
   ...DRIVE_OPTIONS,
@@ -130,7 +131,9 @@ export async function tryControlFirst(
       }
       return 0;
     case "refused":
-      process.stderr.write(`acp-orchestrator: ${outcome.error.message}\n`);
+      process.stderr.write(
+        `acp-orchestrator: ${inCliWords(outcome.error.message, call.productId, storeFlags(values.state))}\n`,
+      );
       return 1;
     case "unanswered":
       process.stderr.write(
@@ -181,7 +184,9 @@ async function takeOwnership(values: ControlValues, call: VerbCall): Promise<num
       return status.phase === "executing" ? followToEnd(session, productId, values) : 0;
     } catch (err) {
       const e = err as { message?: string };
-      process.stderr.write(`acp-orchestrator: ${e.message ?? String(err)}\n`);
+      process.stderr.write(
+        `acp-orchestrator: ${inCliWords(e.message ?? String(err), productId, commandFlags(values))}\n`,
+      );
       return 1;
     }
   });

@@ -10,6 +10,7 @@
  */
 import { resolve } from "node:path";
 import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
+import { inCliWords } from "../operator/cli-verbs.js";
 import { followProduct, type FollowedStatus } from "../operator/follow.js";
 import { formatDuration, taskDurationMs } from "../operator/format.js";
 import { ProgressView } from "../operator/progress-view.js";
@@ -45,13 +46,21 @@ export function serveArgs(values: DriveValues): string[] {
   ];
 }
 
-/** The command that resumes `productId` with the same store and config. */
-export function resumeCommandLine(productId: string, values: DriveValues): string {
+/** A word of a command line, shell-quoted when it needs to be. */
+const shellWord = (p: string): string => (/^[\w@%+=:,./-]+$/u.test(p) ? p : `'${p.replace(/'/g, `'\\''`)}'`);
+
+/** ` --state ABS --config ABS` (each when given): what a printed command needs to reach the same store and agents. */
+export function commandFlags(values: DriveValues): string {
   const state = values.state;
-  const parts = ["acp-orchestrator", "resume", productId];
+  const parts: string[] = [];
   if (state !== undefined) parts.push("--state", isPostgresUrl(state) ? state : resolve(state));
   if (values.config !== undefined) parts.push("--config", resolve(values.config));
-  return parts.map((p) => (/^[\w@%+=:,./-]+$/u.test(p) ? p : `'${p.replace(/'/g, `'\\''`)}'`)).join(" ");
+  return parts.map((p) => ` ${shellWord(p)}`).join("");
+}
+
+/** The command that resumes `productId` with the same store and config. */
+export function resumeCommandLine(productId: string, values: DriveValues): string {
+  return `acp-orchestrator resume ${shellWord(productId)}${commandFlags(values)}`;
 }
 
 export const write = (text: string): boolean => process.stdout.write(text);
@@ -66,8 +75,11 @@ export function progressView(): ProgressView {
   return new ProgressView({ write, live: process.stdout.isTTY === true, columns: terminalColumns() });
 }
 
-/** The end-of-run summary; exit code 0 only when the product completed. */
-export function summarise(status: FollowedStatus): number {
+/**
+ * The end-of-run summary; exit code 0 only when the product completed. `flags` (`commandFlags`) follow the arguments
+ * of the commands its recovery names (cli-verbs.ts: the protocol's texts name methods).
+ */
+export function summarise(status: FollowedStatus, productId: string, flags = ""): number {
   const now = Date.now();
   write(`\nphase: ${status.phase}\n`);
   for (const t of status.tasks) {
@@ -85,7 +97,10 @@ export function summarise(status: FollowedStatus): number {
       integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";
     write(`result: branch ${integration.branch}${where}, integration ${integration.state ?? "pending"}\n`);
   }
-  if (status.recovery) write(`recovery: ${status.recovery.cause}\n  ${status.recovery.remediation}\n`);
+  if (status.recovery) {
+    const { cause, remediation } = status.recovery;
+    write(`recovery: ${inCliWords(cause, productId, flags)}\n  ${inCliWords(remediation, productId, flags)}\n`);
+  }
   return status.phase === "completed" ? 0 : 1;
 }
 
@@ -113,7 +128,7 @@ export async function followToEnd(session: ServerSession, productId: string, val
       write(`left ${productId} as it is — resume with: ${resumeCommandLine(productId, values)}\n`);
       return 130;
     }
-    const code = summarise(outcome);
+    const code = summarise(outcome, productId, commandFlags(values));
     if (outcome.phase === "paused")
       write(`paused ${productId} — resume with: ${resumeCommandLine(productId, values)}\n`);
     return code;

@@ -11,7 +11,8 @@ import { withServer, type ServerSession } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { ReportedFailure, UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
-import { DRIVE_OPTIONS as COMMON, followToEnd, resumeCommandLine, serveArgs, write } from "./drive.js";
+import { DRIVE_OPTIONS as COMMON, commandFlags, followToEnd, resumeCommandLine, serveArgs, write } from "./drive.js";
+import { inCliWords } from "../operator/cli-verbs.js";
 import { tryControlFirst } from "./control.js";
 
 /** `--agents a,b` as agent ids; an empty list is a `UsageError` (the team cannot be empty). */
@@ -82,6 +83,23 @@ function planRefusal(err: unknown): unknown {
   }
   process.stderr.write(`acp-orchestrator: ${e.message}\n`);
   return new ReportedFailure(e.message, 1);
+}
+
+/** `--add-tokens` and `--add-duration-ms` as product.resume's `additionalBudget`, or undefined when neither is given. */
+function budgetOf(values: { "add-tokens"?: string; "add-duration-ms"?: string }): Record<string, number> | undefined {
+  const budget: Record<string, number> = {};
+  for (const [option, field] of [
+    ["add-tokens", "maxTotalTokens"],
+    ["add-duration-ms", "maxDurationMs"],
+  ] as const) {
+    const text = values[option];
+    if (text === undefined) continue;
+    const n = Number(text);
+    if (!Number.isSafeInteger(n) || n < 1)
+      throw new UsageError(`--${option} must be a positive integer, not "${text}".`, "resume");
+    budget[field] = n;
+  }
+  return Object.keys(budget).length > 0 ? budget : undefined;
 }
 
 async function confirmInteractively(): Promise<boolean> {
@@ -191,34 +209,45 @@ Options:
 
 export const resumeCommand: Command = {
   name: "resume",
-  synopsis: "resume ID [--config FILE] [--state PATH|URL]",
+  synopsis: "resume ID [--add-tokens N] [--add-duration-ms N] [--config FILE] [--state PATH|URL]",
   summary: "resume a paused or interrupted product and follow it to the end",
-  help: `Usage: acp-orchestrator resume ID [--config FILE] [--state PATH|URL]
+  help: `Usage: acp-orchestrator resume ID [--add-tokens N] [--add-duration-ms N] [--config FILE] [--state PATH|URL]
 
 A server that owns product ID, or that made it and holds it paused, resumes it itself (a control request,
 answered within a second). Otherwise this starts a server on the store, resumes product ID (completed tasks are not run again; tasks that were running
 run again) and follows it with live progress until it completes, fails or pauses. Refused while another server
-holds the product's lease. Exits 0 when the product completed.
+holds the product's lease. Exits 0 when the product completed. A product paused because its budget is spent goes on
+with more budget: --add-tokens and --add-duration-ms add to its limits (product.resume's additionalBudget).
 
 Options:
+  --add-tokens N        add N tokens to the product's token budget
+  --add-duration-ms N   add N ms to the product's time budget
   --config FILE     agent registry file (the agents the product was planned with)
   --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
   --log-level LEVEL the server's log level; its logs are plain lines on stderr (default warn)
 `,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("resume", argv, COMMON);
+    const { values, positionals } = parseCommandArgs("resume", argv, {
+      ...COMMON,
+      "add-tokens": { type: "string" },
+      "add-duration-ms": { type: "string" },
+    });
     expectPositionals("resume", positionals, 1, 1, "a product id");
     const productId = positionals[0] as string;
+    const additionalBudget = budgetOf(values);
+    const params = additionalBudget !== undefined ? { additionalBudget } : {};
     // A server that owns it, or made it and holds it paused, resumes it itself (issue 29); else a server of our own.
-    const asked = await tryControlFirst(values, { productId, method: "product.resume" });
+    const asked = await tryControlFirst(values, { productId, method: "product.resume", params }, "resume");
     if (asked !== undefined) return asked;
     const stoppedNote = () => ` while running ${productId} — resume with: ${resumeCommandLine(productId, values)}`;
     return withServer({ serveArgs: serveArgs(values), cwd: process.cwd(), stoppedNote }, async (session) => {
       try {
-        await session.request("product.resume", { productId });
+        await session.request("product.resume", { productId, ...params });
       } catch (err) {
         const e = err as { message?: string; code?: number };
-        process.stderr.write(`acp-orchestrator: ${e.message ?? String(err)}\n`);
+        process.stderr.write(
+          `acp-orchestrator: ${inCliWords(e.message ?? String(err), productId, commandFlags(values))}\n`,
+        );
         return 1;
       }
       write(`resumed ${productId}:\n`);

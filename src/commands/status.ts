@@ -2,6 +2,7 @@
  * `acp-orchestrator status ID`: one product (tasks, attempts, durations, errors, budget, checkpoints, recovery) or one
  * goal run (criteria, phases) as `product.status` / `x/goal.status` would report it (issue 15). Reads only.
  */
+import { storeFlags } from "../operator/cli-verbs.js";
 import { formatGoalStatus, formatProductStatus } from "../operator/format.js";
 import { orNotFound } from "../operator/not-found.js";
 import { openReader } from "../operator/open-reader.js";
@@ -42,7 +43,7 @@ Options:
         await writeOut(
           values.json
             ? `${JSON.stringify({ ...status, checkpointList: checkpoints }, null, 2)}\n`
-            : formatProductStatus(status, checkpoints, Date.now()),
+            : formatProductStatus(status, checkpoints, Date.now(), storeFlags(values.state)),
         );
         return 0;
       });

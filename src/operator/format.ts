@@ -6,6 +6,7 @@
  */
 import type { Integration, Mutation, Plan, TaskState } from "../../protocol/common.js";
 import type { ProductEvent } from "../core/product/records.js";
+import { inCliWords } from "./cli-verbs.js";
 import type { GoalRow, ProductEventRow, ProductRow } from "./run-state-reader.js";
 
 /** A duration in ms as `1.2 s`, `3 m 04 s`, `2 h 05 m`. */
@@ -120,6 +121,8 @@ export function formatProductStatus(
   raw: Record<string, unknown>,
   checkpoints: { checkpointId: string; at: string; completed: number; total: number }[],
   now: number,
+  /** What the commands the recovery names need after their arguments (`storeFlags`, cli-verbs.ts). */
+  flags = "",
 ): string {
   const s = raw as StatusLike;
   const out: string[] = [];
@@ -133,10 +136,7 @@ export function formatProductStatus(
   const time = `${formatDuration(s.budget.elapsedMs)}${s.budget.maxDurationMs !== undefined ? ` of ${formatDuration(s.budget.maxDurationMs)}` : ""}`;
   out.push(`budget:      ${tokens}, ${time}`);
   if (s.dropped > 0) out.push(`dropped:     ${s.dropped} stored records failed validation`);
-  if (s.recovery) {
-    out.push(`recovery:    ${s.recovery.cause}`);
-    out.push(`             ${s.recovery.resumable ? "resumable" : "not resumable"}: ${s.recovery.remediation}`);
-  }
+  out.push(...recoveryLines(s, flags));
   out.push(...describeWhereItRuns(s, now));
   const instances = new Map((s.plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
   if (s.tasks.length === 0 && s.plan !== undefined && s.plan.tasks.length > 0) {
@@ -193,6 +193,16 @@ export function formatProductStatus(
   out.push(`checkpoints: ${s.checkpoints}${s.lastCheckpointAt ? ` (last ${ago(s.lastCheckpointAt, now)})` : ""}`);
   for (const c of checkpoints) out.push(`  ${c.checkpointId}  ${c.at}  ${c.completed}/${c.total} completed`);
   return `${out.join("\n")}\n`;
+}
+
+/** The recovery of a product: the protocol's texts name methods, a person at a terminal gets the commands (cli-verbs.ts). */
+function recoveryLines(s: StatusLike, flags: string): string[] {
+  if (!s.recovery) return [];
+  const { cause, resumable, remediation } = s.recovery;
+  return [
+    `recovery:    ${inCliWords(cause, s.productId, flags)}`,
+    `             ${resumable ? "resumable" : "not resumable"}: ${inCliWords(remediation, s.productId, flags)}`,
+  ];
 }
 
 /** Owner, isolation and integration of a product in words (`status` lines; absent fields give no line). */
