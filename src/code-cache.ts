@@ -56,7 +56,9 @@ function freshCache(bundle: string, cache: string): Buffer | undefined {
 export function runBundle(bundle: string): unknown {
   const out = process.env[CODE_CACHE_OUT_ENV];
   const cachedData = out ? undefined : freshCache(bundle, `${bundle}.cache`);
-  const source = readFileSync(bundle, "utf8");
+  // Latin-1, not UTF-8: the bundle is ASCII only (scripts/bundle.ts asciiOnly), where both read the same text, and
+  // Latin-1 makes the one-byte string without decoding (issue 34, cold start: about 4 ms of CPU less per start).
+  const source = readFileSync(bundle, "latin1");
   // Node's own CommonJS wrapper, so that the bundle sees what a required file sees.
   const script = new Script(`(function (exports, require, module, __filename, __dirname) {${source}\n})`, {
     filename: bundle,

@@ -13,7 +13,7 @@ import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-a
 import { McpSecrets } from "../adapters/agents/mcp-servers.js";
 import { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
-import { describeLocation, openStore, stateLocation } from "../adapters/persistence/open-store.js";
+import { describeLocation, openStore, stateLocation, type StateLocation } from "../adapters/persistence/open-store.js";
 import { defaultProjectId, defaultStatePath, STATE_PATH_ENV } from "../adapters/persistence/state-path.js";
 import { SERVER_LEADER_PROMPT_VERSION } from "../adapters/agents/leader-prompts.js";
 import { GitWorkspaceProbe } from "../adapters/workspace/git-probe.js";
@@ -252,6 +252,8 @@ interface ServerParts {
   authority: DelegatingAuthority;
   liveness: Awaited<ReturnType<typeof openServeLiveness>>["liveness"];
   ownerId: string;
+  /** Opens the store and attaches it to `authority` when it was not opened before serving (see `serve`). */
+  openStore?: () => Promise<void>;
 }
 
 /** The JSON-RPC server on stdin/stdout, wired to its ports (DESIGN.md, Layers); serves nothing until `serve()`. */
@@ -296,6 +298,7 @@ function buildServer(parts: ServerParts): OrchestratorServer {
       livenessCheckMs: settings.fleet.probeMs,
     },
     mcpSecrets,
+    ...(parts.openStore !== undefined ? { openStore: parts.openStore } : {}),
   });
   // Worker permission questions go to the IDE of the product's ACP session, else the config's policy decides.
   workers.setPermissionForwarder((request) => server.sessions.forwardWorkerPermission(request));
@@ -348,8 +351,12 @@ async function serve(argv: readonly string[]): Promise<number> {
   const ownerId = process.env[OWNER_ID_ENV] || processLiveness.ownerId;
   const location = stateLocation(values.state);
   // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
-  // initialize (PROTOCOL.md section 7).
-  const authority = new DelegatingAuthority(await openStore(location));
+  // initialize (PROTOCOL.md section 7). A SQLite file is opened once serving began, after an `initialize` already
+  // waiting is answered (issue 34, cold start: better-sqlite3's load and the open were a sixth of the start); every
+  // other request waits for it, and one that cannot be opened still ends the server with its sentence and exit code
+  // 2, only after that first answer. PostgreSQL is opened first, as its liveness lock must be held before serving.
+  const deferred = location.kind === "sqlite";
+  const authority = deferred ? new DelegatingAuthority() : new DelegatingAuthority(await openStore(location));
   // On PostgreSQL, the liveness lock is taken before any lease (docs/FLEET.md) and released after every lease.
   const { liveness, close: closeLiveness } = await openServeLiveness(
     location,
@@ -359,7 +366,10 @@ async function serve(argv: readonly string[]): Promise<number> {
     logger,
   );
   const agents = buildAgents(registry, logger, authority);
-  const server = buildServer({ values, settings, registry, agents, logger, authority, liveness, ownerId });
+  const server = buildServer({
+    ...{ values, settings, registry, agents, logger, authority, liveness, ownerId },
+    ...(deferred ? { openStore: () => openAndAttach(location, authority) } : {}),
+  });
   logger.info({ statePath: describeLocation(location), ownerId }, "acp-orchestrator serving on stdio");
   stopOnSignals(server, logger, () =>
     Promise.allSettled([agents.leaders.close(), authority.close()]).then(() => closeLiveness()),
@@ -371,6 +381,23 @@ async function serve(argv: readonly string[]): Promise<number> {
   logger.info({}, "stdin closed; stopped");
   logger.flush();
   return 0;
+}
+
+/** Opens the store at `location` and attaches it to `authority`; closes it again when `authority` closed meanwhile. */
+async function openAndAttach(location: StateLocation, authority: DelegatingAuthority): Promise<void> {
+  let store: RunStateAuthority;
+  try {
+    store = await openStore(location);
+  } catch (err) {
+    authority.openFailed(err); // the requests held meanwhile fail with it (-32013), then the server stops
+    throw err;
+  }
+  try {
+    authority.attach(store);
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
 }
 
 /** `value` without its `undefined` fields (exactOptionalPropertyTypes). */

@@ -40,6 +40,7 @@ import {
   type RequestHandler,
 } from "./inbound-request.js";
 import { ExtensionAudience } from "./extension-audience.js";
+import { InputHold } from "./input-hold.js";
 import { checkInputBounds } from "./input-bounds.js";
 import { sendOutboundRequest } from "./outbound-request.js";
 import { jsonRpcLogger } from "./logger.js";
@@ -149,6 +150,7 @@ export class RpcConnection {
    * its turn counts for them, as when vscode-jsonrpc dispatched one message per turn.
    */
   private initializeTurn: Promise<void> | undefined;
+  private readonly inputHold = new InputHold(INITIALIZE); // see holdUntil
   /** Inbound requests received whose answer the writer has not accepted yet (counted on arrival). */
   private unanswered = 0;
   /** Settles one answer (see `answer`): one function for every answer, so an answer allocates no callback. */
@@ -324,6 +326,11 @@ export class RpcConnection {
   /** Registers `callback` for when the input ends or the output closes. Returns a disposable that unregisters it. */
   onClose(callback: () => void): Disposable {
     return this.connection.onClose(callback);
+  }
+
+  /** Holds inbound requests but a first `initialize` until `until` settles (input-hold.ts; before `listen()`). */
+  holdUntil(until: Promise<unknown>): void {
+    this.inputHold.holdUntil(until);
   }
 
   /** Starts reading. To be called once. Throws if the connection is closed, disposed or already listening. */
@@ -550,9 +557,8 @@ export class RpcConnection {
       get onPartialMessage() {
         return inner.onPartialMessage;
       },
-      listen: (callback) =>
-        inner.listen((message) => {
-          if (isRequestMessage(message)) this.unanswered += 1;
+      listen: (callback) => {
+        const deliver = (message: Message): void => {
           const held = this.initializeTurn;
           if (held === undefined) {
             this.route(message, callback);
@@ -564,7 +570,12 @@ export class RpcConnection {
           void next.then(() => {
             if (this.initializeTurn === next) this.initializeTurn = undefined;
           });
-        }),
+        };
+        return inner.listen((message) => {
+          if (isRequestMessage(message)) this.unanswered += 1;
+          this.inputHold.pass(message, deliver);
+        });
+      },
       dispose: () => inner.dispose(),
     };
   }

@@ -92,6 +92,13 @@ export interface ServerOptions {
   fleet?: { recover: boolean; scanMs?: number; livenessCheckMs?: number };
   /** Where the secrets of the ACP sessions' MCP servers are held for their products' agents (issue 28). */
   mcpSecrets?: McpSecrets;
+  /**
+   * Opens the run-state store behind `authority` (issue 34, cold start): called by `serve()` after the event loop's
+   * first read of the input, so an `initialize` already waiting in the input is answered first; every other request
+   * waits until it settled, and the fleet and the control-request pickup start after it. When it rejects, `serve()`
+   * shuts down and rejects with its error. Without it the store is open already.
+   */
+  openStore?: () => Promise<void>;
 }
 
 type Handler<M extends string> = M extends keyof HandlerParams
@@ -461,11 +468,25 @@ export class OrchestratorServer {
 
   /**
    * Serves until the input ends, then shuts down gracefully: scheduling stops, in-flight tasks are persisted as
-   * interrupted, workers are stopped, pending writes are flushed (PROTOCOL.md section 1). Resolves when done.
+   * interrupted, workers are stopped, pending writes are flushed (PROTOCOL.md section 1). Resolves when done; with
+   * `openStore`, rejects with its error after shutting down when the store cannot be opened.
    */
   async serve(): Promise<void> {
     this.connection.onClose(() => this.resolveClosed());
+    const openStore = this.options.openStore;
+    // In the check phase after the next poll phase, in which the input is first read (whatever phase this is).
+    const opened =
+      openStore && new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve))).then(openStore);
+    if (opened) this.connection.holdUntil(opened);
     this.connection.listen();
+    if (opened) {
+      try {
+        await opened;
+      } catch (err) {
+        await this.shutdown();
+        throw err;
+      }
+    }
     this.fleet.start();
     this.controlRequests.start();
     await this.closed;

@@ -30,8 +30,9 @@ export async function resolve(specifier, context, next) {
   return result;
 }`;
 /**
- * Registers the hook, logs what CommonJS code `require`s (`cjs:` lines: Node 20's resolve hooks do not see it), and
- * on exit writes the built schemas' names (lazy-schema.ts publishes them) as one line.
+ * Registers the hook, logs what CommonJS code `require`s (`cjs:` lines: Node 20's resolve hooks do not see it) and
+ * the first write to stdout (`answered`: the answer to `initialize`), and on exit writes the built schemas' names
+ * (lazy-schema.ts publishes them) as one line.
  */
 const REGISTER = `import { register, Module } from "node:module"; import { appendFileSync } from "node:fs";
 register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});
@@ -39,6 +40,12 @@ const load = Module._load;
 Module._load = function (request, ...rest) {
   appendFileSync(process.env.START_UP_MODULES_LOG, "cjs:" + request + "\\n");
   return load.call(this, request, ...rest);
+};
+const write = process.stdout.write;
+process.stdout.write = function (...args) {
+  if (!globalThis.__answered) appendFileSync(process.env.START_UP_MODULES_LOG, "answered\\n");
+  globalThis.__answered = true;
+  return write.apply(this, args);
 };
 process.on("exit", () => appendFileSync(process.env.START_UP_MODULES_LOG, "schemas:" +
   JSON.stringify(globalThis[Symbol.for("acp-orchestrator.builtSchemas")] ?? null) + "\\n" + "codeCache:" +
@@ -51,6 +58,8 @@ process.on("exit", () => appendFileSync(process.env.START_UP_MODULES_LOG, "schem
 interface StartUp {
   urls: string[];
   required: string[];
+  /** What CommonJS code required before the answer to `initialize` was written. */
+  requiredBeforeAnswer: string[];
   schemas: string[] | null;
   /** What became of the bundle's code cache (src/code-cache.ts, CodeCacheState). */
   codeCache: string | undefined;
@@ -89,8 +98,15 @@ async function startUp(): Promise<StartUp> {
     .split("\n")
     .filter((line) => line !== "");
   const schemaLine = lines.find((line) => line.startsWith("schemas:"));
-  const tagged = (line: string) => ["schemas:", "cjs:", "codeCache:"].some((tag) => line.startsWith(tag));
+  const tagged = (line: string) =>
+    ["schemas:", "cjs:", "codeCache:"].some((tag) => line.startsWith(tag)) || line === "answered";
+  const answeredAt = lines.indexOf("answered");
+  expect(answeredAt).toBeGreaterThan(0);
   return {
+    requiredBeforeAnswer: lines
+      .slice(0, answeredAt)
+      .filter((line) => line.startsWith("cjs:"))
+      .map((line) => line.slice("cjs:".length)),
     codeCache: lines.find((line) => line.startsWith("codeCache:"))?.slice("codeCache:".length),
     urls: lines.filter((line) => !tagged(line)),
     required: lines.filter((line) => line.startsWith("cjs:")).map((line) => line.slice("cjs:".length)),
@@ -127,6 +143,13 @@ describe("server start-up (issue 16, cold start)", () => {
     expect(bundle.length).toBeGreaterThan(100_000);
     expect(bundle.findIndex((byte) => byte > 0x7f)).toBe(-1);
   });
+
+  it("serve answers initialize before it loads better-sqlite3, then opens its state file (issue 34)", async () => {
+    const { required, requiredBeforeAnswer } = await startUp();
+    expect(requiredBeforeAnswer).toContain("node:fs");
+    expect(requiredBeforeAnswer.filter((r) => r === "better-sqlite3" || r === "./database")).toEqual([]);
+    expect(required).toContain("better-sqlite3");
+  }, 60_000);
 
   it("serve opens its SQLite state file without better-sqlite3's addon search (the bindings package)", async () => {
     const { required } = await startUp();

@@ -168,7 +168,7 @@ afterEach(() => {
   for (const h of harnesses.splice(0)) h.connection.dispose();
 });
 
-function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
+function start(options: { logger?: Logger; register?: boolean; hold?: Promise<unknown> } = {}): Harness {
   const input = new PassThrough();
   const output = new PassThrough();
   const logs: LogEntry[] = [];
@@ -220,6 +220,7 @@ function start(options: { logger?: Logger; register?: boolean } = {}): Harness {
       });
     });
   }
+  if (options.hold !== undefined) connection.holdUntil(options.hold);
   connection.listen();
 
   const lines: string[] = [];
@@ -329,6 +330,43 @@ describe("initialize gate", () => {
     const h = start();
     expect((await h.call(1, "initialize", { protocolVersion: "x" })).error?.code).toBe(-32602);
     expect((await h.call(2, "test.fast", {})).error?.code).toBe(-32600);
+  });
+});
+
+describe("holdUntil (issue 34: serve answers initialize before its store is open)", () => {
+  /** True when `reply` is still pending after a few turns. */
+  async function stillPending(reply: Promise<unknown>): Promise<boolean> {
+    let settled = false;
+    void reply.then(() => (settled = true));
+    await settle();
+    return !settled;
+  }
+
+  it("answers a first initialize at once and the requests behind it, in order, once the hold settles", async () => {
+    let open!: () => void;
+    const h = start({ hold: new Promise<void>((resolve) => (open = resolve)) });
+    h.send({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: 1 } });
+    h.send({ jsonrpc: "2.0", id: 2, method: "test.fast", params: {} });
+    h.send({ jsonrpc: "2.0", id: 3, method: "session/new", params: { cwd: "/w", mcpServers: [] } });
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 1, result: { protocolVersion: 1 } });
+    const second = h.next();
+    expect(await stillPending(second)).toBe(true);
+    open();
+    expect(await second).toEqual({ jsonrpc: "2.0", id: 2, result: { fast: true } });
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 3, result: { sessionId: "ses_1" } });
+  });
+
+  it("keeps an initialize behind a request held before it, and delivers both when the hold rejects", async () => {
+    let fail!: (reason: Error) => void;
+    const h = start({ hold: new Promise<void>((_resolve, reject) => (fail = reject)) });
+    h.send({ jsonrpc: "2.0", id: 1, method: "test.fast", params: {} });
+    h.send({ jsonrpc: "2.0", id: 2, method: "initialize", params: { protocolVersion: 1 } });
+    const first = h.next();
+    expect(await stillPending(first)).toBe(true);
+    fail(new Error("the store cannot be opened"));
+    expect((await first).error?.code).toBe(-32600); // before initialize, in input order
+    expect(await h.next()).toEqual({ jsonrpc: "2.0", id: 2, result: { protocolVersion: 1 } });
+    expect((await h.call(3, "test.fast", {})).result).toEqual({ fast: true });
   });
 });
 

@@ -24,30 +24,53 @@ import { listRecordValues } from "../../core/indexed-records.js";
  *
  * Meant to be switched before anything is persisted (the server refuses every request before `initialize`); it
  * does NOT move records from one backend to another. `close` closes every backend it was given.
+ *
+ * It may start with no backend while the embedded store is still being opened (`serve` opens its SQLite file after
+ * answering `initialize`, issue 34: cold start): until `attach` or `use` gives it one, every call fails with
+ * `AuthorityFailure` and the optional methods are `undefined` (the server holds every request but `initialize` until
+ * the store is open, so nothing calls it meanwhile).
  */
 export class DelegatingAuthority implements RunStateAuthority {
-  #current: RunStateAuthority;
+  #current: RunStateAuthority | undefined;
   /** The function `changeMark` last returned, for the backend and method it reads (see `changeMark`). */
   #markReader: { backend: RunStateAuthority; changeMark: () => string; read: () => string } | undefined;
   /** Every backend ever current, in order, so `close` releases them all. */
   readonly #backends: RunStateAuthority[] = [];
   #closed = false;
+  /** Why the store could not be opened (`openFailed`); every call fails with it while there is no backend. */
+  #openFailure: unknown;
   #markEpoch: (() => number) | undefined;
 
-  /** Starts with `initial` as the current backend. */
-  constructor(initial: RunStateAuthority) {
-    this.#current = initial;
-    this.#backends.push(initial);
+  /** Starts with `initial` as the current backend, or with none until `attach` or `use` gives it one. */
+  constructor(initial?: RunStateAuthority) {
+    if (initial !== undefined) {
+      this.#current = initial;
+      this.#backends.push(initial);
+    }
   }
 
-  /** The current backend's name (`sqlite`, then `host` after a switch). */
+  /** The current backend's name (`sqlite`, then `host` after a switch; `none` before it has a backend). */
   get name(): string {
-    return this.#current.name;
+    return this.#current?.name ?? "none";
   }
 
-  /** The backend calls go to now. */
-  get current(): RunStateAuthority {
+  /** The backend calls go to now; `undefined` before it has one. */
+  get current(): RunStateAuthority | undefined {
     return this.#current;
+  }
+
+  /**
+   * Adds the embedded store once it is open: it becomes current unless a backend was switched in meanwhile (the
+   * host's, at `initialize`), and is closed by `close` either way. Throws `AuthorityFailure` after `close` (the store
+   * would never be closed: the caller closes it).
+   */
+  attach(store: RunStateAuthority): void {
+    if (this.#closed) throw new AuthorityFailure("The run-state authority is closed; the store cannot be attached.");
+    if (this.#current === undefined) this.use(store);
+    else if (!this.#backends.includes(store)) {
+      this.#backends.push(store);
+      if (this.#markEpoch !== undefined) store.shareChangeMarks?.(this.#markEpoch);
+    }
   }
 
   /**
@@ -122,7 +145,7 @@ export class DelegatingAuthority implements RunStateAuthority {
     | ((projectId: string, stream: string, beforeSeq: number, afterSeq?: number) => Promise<number>)
     | undefined {
     const backend = this.#current;
-    const pruneEvents = backend.pruneEvents;
+    const pruneEvents = backend?.pruneEvents;
     if (pruneEvents === undefined) return undefined;
     return (projectId, stream, beforeSeq, afterSeq) =>
       this.#closed
@@ -133,7 +156,7 @@ export class DelegatingAuthority implements RunStateAuthority {
   /** The current backend's `listProjects`, bound to it; `undefined` when that backend has none. */
   get listProjects(): (() => Promise<string[]>) | undefined {
     const backend = this.#current;
-    const listProjects = backend.listProjects;
+    const listProjects = backend?.listProjects;
     if (listProjects === undefined) return undefined;
     return () => (this.#closed ? Promise.reject(closedError("listProjects")) : listProjects.call(backend));
   }
@@ -141,7 +164,7 @@ export class DelegatingAuthority implements RunStateAuthority {
   /** The current backend's `listAcrossProjects`, bound to it; `undefined` when that backend has none. */
   get listAcrossProjects(): RunStateAuthority["listAcrossProjects"] {
     const backend = this.#current;
-    const listAcross = backend.listAcrossProjects;
+    const listAcross = backend?.listAcrossProjects;
     if (listAcross === undefined) return undefined;
     return (kind, options) =>
       this.#closed ? Promise.reject(closedError("list")) : listAcross.call(backend, kind, options);
@@ -153,8 +176,8 @@ export class DelegatingAuthority implements RunStateAuthority {
    */
   get changeMark(): (() => string) | undefined {
     const backend = this.#current;
-    const changeMark = backend.changeMark;
-    if (changeMark === undefined) return undefined;
+    const changeMark = backend?.changeMark;
+    if (backend === undefined || changeMark === undefined) return undefined;
     const known = this.#markReader;
     if (known !== undefined && known.backend === backend && known.changeMark === changeMark) return known.read;
     const index = this.#backends.indexOf(backend);
@@ -175,6 +198,11 @@ export class DelegatingAuthority implements RunStateAuthority {
     return read;
   }
 
+  /** Records why the store could not be opened: every later call without a backend fails with `failure`. */
+  openFailed(failure: unknown): void {
+    this.#openFailure = failure;
+  }
+
   /** Hands `epoch` to every backend given so far and to each one given later (see `RunStateAuthority.shareChangeMarks`). */
   shareChangeMarks(epoch: () => number): void {
     this.#markEpoch = epoch;
@@ -184,7 +212,7 @@ export class DelegatingAuthority implements RunStateAuthority {
   /** The current backend's change feed (`watch`), bound to it; `undefined` when that backend has none. */
   get watch(): ((listener: (change: AuthorityChange) => void) => () => void) | undefined {
     const backend = this.#current;
-    const watch = backend.watch;
+    const watch = backend?.watch;
     if (watch === undefined) return undefined;
     return (listener) => {
       if (this.#closed) throw closedError("watch");
@@ -209,6 +237,10 @@ export class DelegatingAuthority implements RunStateAuthority {
   /** The backend for one call. Throws `AuthorityFailure` after `close` (the async callers turn it into a rejection). */
   #target(op: string): RunStateAuthority {
     if (this.#closed) throw closedError(op);
+    if (this.#current === undefined) {
+      if (this.#openFailure !== undefined) throw this.#openFailure;
+      throw new AuthorityFailure(`The run-state store is not open yet (${op}).`);
+    }
     return this.#current;
   }
 }

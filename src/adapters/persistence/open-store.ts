@@ -10,7 +10,6 @@ import type { RunStateAuthority } from "../../core/ports.js";
 import { fleetWatches } from "../../core/product/fleet.js";
 import { isPostgresUrl, redact } from "./postgres-url.js";
 import { ReadOnlyAuthority } from "./read-only-authority.js";
-import { SqliteAuthority } from "./sqlite-authority.js";
 import { STATE_PATH_ENV, defaultStatePath } from "./state-path.js";
 
 /** Where the embedded state lives. */
@@ -52,6 +51,8 @@ export async function openStore(location: StateLocation, options: OpenStoreOptio
     const authority = await PostgresAuthority.open(location.url, { announce: fleetWatches });
     return options.readOnly ? new ReadOnlyAuthority(authority) : authority;
   }
+  // better-sqlite3 loads here too, on first use: `serve` answers `initialize` before it opens its store (issue 34).
+  const { SqliteAuthority } = await import("./sqlite-authority.js");
   if (options.readOnly) return new ReadOnlyAuthority(SqliteAuthority.open(location.path, { readOnly: true }));
   return SqliteAuthority.open(location.path);
 }

@@ -11,6 +11,7 @@
  * in the journal as before. A failed write is logged and forgotten (live output is best effort). Never imports I/O.
  */
 import * as z from "zod";
+import { lazySchema } from "../../../protocol/lazy-schema.js";
 import type { Clock, Logger, RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
 import { listRecordValues } from "../indexed-records.js";
@@ -23,15 +24,19 @@ export const LIVE_OUTPUT_MAX_CHARS = 16 * 1024;
 export const LIVE_OUTPUT_FLUSH_MS = 500;
 
 /** One task's live output as stored. */
-export const LiveOutputRecord = z.object({
-  v: z.literal(1),
-  productId: z.string().min(1).max(200),
-  taskId: z.string().min(1).max(200),
-  attempt: z.number().int().min(0),
-  text: z.string().max(LIVE_OUTPUT_MAX_CHARS),
-  length: z.number().int().min(0),
-  at: z.string().max(100),
-});
+export const LiveOutputRecord = lazySchema(
+  () =>
+    z.object({
+      v: z.literal(1),
+      productId: z.string().min(1).max(200),
+      taskId: z.string().min(1).max(200),
+      attempt: z.number().int().min(0),
+      text: z.string().max(LIVE_OUTPUT_MAX_CHARS),
+      length: z.number().int().min(0),
+      at: z.string().max(100),
+    }),
+  "LiveOutputRecord",
+);
 export type LiveOutputRecord = z.infer<typeof LiveOutputRecord>;
 
 interface Pending {

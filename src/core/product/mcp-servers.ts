@@ -11,8 +11,8 @@ import * as z from "zod";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import type { McpServer } from "../../../protocol/acp.js";
 
-const Name = z.string().min(1).max(500);
-const SecretNames = z.array(z.object({ name: Name }).strict()).max(200);
+const Name = lazySchema(() => z.string().min(1).max(500), "McpName");
+const SecretNames = lazySchema(() => z.array(z.object({ name: Name }).strict()).max(200), "McpSecretNames");
 
 /** One stored MCP server: ACP's shape with `env`/`headers` reduced to names. */
 export const StoredMcpServer = lazySchema(
