@@ -17,6 +17,8 @@ import type { ControlMethod } from "../core/product/control-requests.js";
 import { RequestId } from "../core/product/control-requests.js";
 import { requestControl, type ControlCall, type ControlOutcome } from "../operator/control-client.js";
 import { inCliWords, storeFlags } from "../operator/cli-verbs.js";
+import { orNotFound } from "../operator/not-found.js";
+import { openReader } from "../operator/open-reader.js";
 import { withServer } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { UsageError } from "../cli-kit/errors.js";
@@ -152,6 +154,35 @@ export async function tryControlFirst(
   }
 }
 
+/**
+ * A product verb given a goal run id (`goal_…`): one sentence that says what a goal run is steered by and names its
+ * current product, with the command for it (a new user's trial: "pause goal_…" said only that there was no product).
+ * The command line has no goal-run verbs: x/goal.* is the ACP client's (docs/HOSTS.md). Exit 2; 1 when it is unknown.
+ */
+export async function refuseGoalRun(state: string | undefined, goalRunId: string, verb: string): Promise<number> {
+  const { reader, where } = await openReader(state);
+  try {
+    return await orNotFound(where, async () => {
+      const goal = (await reader.goalStatus(goalRunId)) as { status: string; productId?: string };
+      const product = goal.productId;
+      const then =
+        verb === "pause" ? "; the goal run then waits, blocked, until its client resumes it (x/goal.resume)" : "";
+      const current =
+        product === undefined
+          ? ""
+          : ` Its current product is ${product}: "acp-orchestrator ${verb} ${product}" acts on that product alone${then}.`;
+      process.stderr.write(
+        `acp-orchestrator: ${goalRunId} is a goal run (${goal.status}), not a product: "${verb}" acts on a product, ` +
+          `and a goal run is steered by the ACP client that started it (x/goal.pause, x/goal.resume, x/goal.stop; ` +
+          `docs/HOSTS.md).${current}\n`,
+      );
+      return 2;
+    });
+  } finally {
+    await reader.close();
+  }
+}
+
 /** With no owner: a server of our own runs the method, and follows the product when it is left executing. */
 async function takeOwnership(values: ControlValues, call: VerbCall): Promise<number> {
   return withServer({ serveArgs: serveArgs(values), cwd: process.cwd() }, async (session) => {
@@ -234,6 +265,7 @@ ${COMMON_HELP}`,
       const [min, max, what] = spec.extra;
       expectPositionals(spec.name, positionals, 1 + min, 1 + max, `a product id${what ? ` and ${what}` : ""}`);
       const [productId, ...extra] = positionals as [string, ...string[]];
+      if (productId.startsWith("goal_")) return refuseGoalRun(values.state, productId, spec.name);
       const call = spec.toCall(productId, extra, values);
       const asked = await tryControlFirst(values, call, spec.name);
       return asked ?? takeOwnership(values, call);

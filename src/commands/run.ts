@@ -13,7 +13,7 @@ import { ReportedFailure, UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
 import { DRIVE_OPTIONS as COMMON, commandFlags, followToEnd, resumeCommandLine, serveArgs, write } from "./drive.js";
 import { inCliWords } from "../operator/cli-verbs.js";
-import { tryControlFirst } from "./control.js";
+import { refuseGoalRun, tryControlFirst } from "./control.js";
 
 /** `--agents a,b` as agent ids; an empty list is a `UsageError` (the team cannot be empty). */
 function agentList(text: string): string[] {
@@ -234,6 +234,7 @@ Options:
     });
     expectPositionals("resume", positionals, 1, 1, "a product id");
     const productId = positionals[0] as string;
+    if (productId.startsWith("goal_")) return refuseGoalRun(values.state, productId, "resume");
     const additionalBudget = budgetOf(values);
     const params = additionalBudget !== undefined ? { additionalBudget } : {};
     // A server that owns it, or made it and holds it paused, resumes it itself (issue 29); else a server of our own.

@@ -7,7 +7,8 @@
 import type { Integration, Mutation, Plan, TaskState } from "../../protocol/common.js";
 import type { ProductEvent } from "../core/product/records.js";
 import { inCliWords } from "./cli-verbs.js";
-import type { GoalRow, ProductEventRow, ProductRow } from "./run-state-reader.js";
+import type { GoalEvent } from "../core/goal/records.js";
+import type { GoalEventRow, GoalRow, ProductEventRow, ProductRow } from "./run-state-reader.js";
 
 /** A duration in ms as `1.2 s`, `3 m 04 s`, `2 h 05 m`. */
 export function formatDuration(ms: number): string {
@@ -311,6 +312,43 @@ export function formatEvent(row: ProductEventRow): string {
   const seq = String(row.seq).padStart(5);
   if (!e) return `${seq}  (invalid record, skipped: guarantee 4) ${clip(JSON.stringify(row.raw), 120)}`;
   return `${seq}  ${e.at}  ${describeEvent(e)}`;
+}
+
+/** One human-readable line per stored goal-run event (`events` of a goal run). */
+export function formatGoalEvent(row: GoalEventRow): string {
+  const e = row.event;
+  const seq = String(row.seq).padStart(5);
+  if (!e) return `${seq}  (invalid record, skipped: guarantee 4) ${clip(JSON.stringify(row.raw), 120)}`;
+  return `${seq}  ${e.at}  ${describeGoalEvent(e)}`;
+}
+
+function describeGoalEvent(e: GoalEvent): string {
+  const one = (text: string, max: number) => clip(text.replace(/\s+/g, " "), max);
+  switch (e.type) {
+    case "goal_started":
+      return `goal run started: ${one(e.goal, 100)}`;
+    case "phase_planned":
+      return `phase ${e.phaseIndex + 1} planned: ${one(e.message, 120)}`;
+    case "phase_started":
+      return `phase ${e.phaseIndex + 1} started: product ${e.productId}`;
+    case "task_settled":
+      return `phase ${e.phaseIndex + 1}: task ${e.taskId} ${e.status}`;
+    case "phase_assessed":
+      return `phase ${e.phaseIndex + 1} assessed (product ${e.productPhase}): ${e.passed.length} criteria pass; ${one(e.message, 100)}`;
+    case "status":
+      return `status ${e.status}${e.reason ? ` — ${one(e.reason, 120)}` : ""}`;
+    case "ended":
+      return `ended ${e.endReason}: ${one(e.failedReason ?? e.summary, 120)}`;
+    case "message_queued":
+      return `message queued: ${one(e.content, 120)}`;
+    default: {
+      const rest = { ...(e as Record<string, unknown>) };
+      delete rest.v;
+      delete rest.at;
+      delete rest.type;
+      return `${e.type} ${clip(JSON.stringify(rest), 120)}`;
+    }
+  }
 }
 
 function describeEvent(e: ProductEvent): string {

@@ -12,7 +12,9 @@ import { nodeSha256Hex } from "../adapters/system/digest.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
 import type { ProductContext } from "../core/product/context.js";
 import { GoalService } from "../core/goal/service.js";
-import { ProductEvent, productStream } from "../core/product/records.js";
+import { GoalEvent, GoalIndexRecord, goalStream } from "../core/goal/records.js";
+import { INDEX_PROJECT, ProductEvent, productStream } from "../core/product/records.js";
+import { notFound } from "../core/errors.js";
 import { ProductService } from "../core/product/service.js";
 import { ProductStore } from "../core/product/store.js";
 import {
@@ -48,6 +50,13 @@ export interface GoalRow {
 }
 
 /** One product event as stored, validated (`event` is undefined when the record does not parse: guarantee 4). */
+/** One stored goal-run event (`events` of a goal run). */
+export interface GoalEventRow {
+  seq: number;
+  event: GoalEvent | undefined;
+  raw: unknown;
+}
+
 export interface ProductEventRow {
   seq: number;
   event: ProductEvent | undefined;
@@ -213,6 +222,21 @@ export class RunStateReader {
     return events.map((e) => {
       const parsed = ProductEvent.safeParse(e.event);
       return { seq: e.seq, event: parsed.success ? parsed.data : undefined, raw: e.event };
+    });
+  }
+
+  /**
+   * A goal run's stored events with `seq > afterSeq`, oldest first, at most `limit` per call; each validated by its
+   * schema (an invalid one has `event: undefined`). Throws not_found (kind `goal run`) for an unknown goal run.
+   */
+  async goalEvents(goalRunId: string, afterSeq = 0, limit = 1000): Promise<GoalEventRow[]> {
+    const index = await this.authority.get(INDEX_PROJECT, "goal-index", goalRunId);
+    const parsed = index ? GoalIndexRecord.safeParse(index.value) : undefined;
+    if (!parsed?.success) throw notFound("goal run", goalRunId);
+    const events = await this.authority.readEvents(parsed.data.projectId, goalStream(goalRunId), afterSeq, limit);
+    return events.map((e) => {
+      const event = GoalEvent.safeParse(e.event);
+      return { seq: e.seq, event: event.success ? event.data : undefined, raw: e.event };
     });
   }
 
