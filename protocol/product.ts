@@ -209,8 +209,61 @@ export const StatusResult = lazySchema(
 );
 export type StatusResult = z.infer<typeof StatusResult>;
 
+/** The most products one `product.list` page may ask for (`limit`, PROTOCOL.md section 5). */
+export const LIST_LIMIT_MAX = 1_000;
+
+/**
+ * Where a `product.list` page resumes: the last listed product's creation time (its header's `createdAt`) and id. On
+ * the wire it is the opaque `cursor` / `nextCursor` string (`encodeListCursor`).
+ */
+export interface ListPosition {
+  createdAt: string;
+  productId: string;
+}
+
+/** The `nextCursor` text of a position: base64url of `[createdAt, productId]` as JSON. Pure. */
+export function encodeListCursor(position: ListPosition): string {
+  const bytes = new TextEncoder().encode(JSON.stringify([position.createdAt, position.productId]));
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** The position a `cursor` names, or `undefined` when it is not one `encodeListCursor` could have written. Pure. */
+export function decodeListCursor(cursor: string): ListPosition | undefined {
+  if (!/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined;
+  try {
+    const binary = atob(cursor.replace(/-/g, "+").replace(/_/g, "/"));
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
+    const parsed = z.tuple([Timestamp, Id]).safeParse(JSON.parse(text));
+    return parsed.success ? { createdAt: parsed.data[0], productId: parsed.data[1] } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `cursor`: a `nextCursor` an earlier `product.list` answered (bounded, decoded before any read). */
+export const ListCursor = lazySchema(
+  () =>
+    z
+      .string()
+      .max(1_000, { abort: true })
+      .refine((c) => decodeListCursor(c) !== undefined, { message: "is not a cursor that product.list returned" }),
+  "ListCursor",
+);
+
+/**
+ * `limit` (1 to `LIST_LIMIT_MAX`) asks for one page, oldest first, and `cursor` for the page after an earlier one;
+ * without `limit` every product is listed (a `cursor` alone pages with the largest `limit`).
+ */
 export const ListParams = lazySchema(
-  () => requestParams({ projectId: Id.optional(), phase: Phase.optional() }),
+  () =>
+    requestParams({
+      projectId: Id.optional(),
+      phase: Phase.optional(),
+      limit: z.number().int().min(1).max(LIST_LIMIT_MAX).optional(),
+      cursor: ListCursor.optional(),
+    }),
   "ListParams",
 );
 export type ListParams = z.infer<typeof ListParams>;
@@ -231,9 +284,12 @@ export const ProductSummary = lazySchema(
 );
 export type ProductSummary = z.infer<typeof ProductSummary>;
 
-/** `dropped`: header and index records that did not parse (guarantee 4); their products stay reachable by id. */
+/**
+ * `dropped`: header and index records that did not parse (guarantee 4); their products stay reachable by id. With a
+ * `limit`, only those this page read. `nextCursor`: present when products after this page remain (paged requests only).
+ */
 export const ListResult = lazySchema(
-  () => z.object({ products: z.array(ProductSummary), dropped: Count }),
+  () => z.object({ products: z.array(ProductSummary), dropped: Count, nextCursor: z.string().optional() }),
   "ListResult",
 );
 export type ListResult = z.infer<typeof ListResult>;

@@ -9,6 +9,7 @@ import type { Budget, Instance, Mutation, Plan, Task, TaskState } from "../../pr
 import type { AgentInputs, AttachmentRef, SessionInputs } from "./product/agent-inputs.js";
 import type { RefMove } from "./workspace/records.js";
 import type { AgentDirectory, AgentInfo } from "./team.js";
+import type { CreationPageOptions, CreationRecord } from "./creation-order.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Time, ids, logging
@@ -62,6 +63,9 @@ export interface ListedRecord extends StoredRecord {
 
 /** A record with its project and id, as `listAcrossProjects` returns it. */
 export type ProjectRecord = ListedRecord & { projectId: string };
+
+// A page in creation order (`listByCreation`): in creation-order.ts, re-exported here.
+export type { CreationPageOptions, CreationRecord };
 
 export interface RecordInfo {
   id: string;
@@ -135,6 +139,8 @@ export interface RunStateAuthority {
    * text may be left out: a pre-filter (one holding it is always returned) the caller narrows further. Never writes.
    */
   listAcrossProjects?(kind: string, options?: { containing?: string }): Promise<ProjectRecord[]>;
+  /** Optional, `product` records only (issue 32): a page in creation order, one indexed read. Never writes. */
+  listByCreation?(kind: string, options: CreationPageOptions): Promise<CreationRecord[]>;
   appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }>;
   /**
    * Events with `seq > afterSeq`, oldest first. With `limit` (a positive integer), the first `limit` of them, or all

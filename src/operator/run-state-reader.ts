@@ -9,6 +9,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
+import { encodeListCursor, type ListPosition } from "../../protocol/product.js";
 import { DEFAULT_PRODUCT_OPTIONS } from "../core/product/context.js";
 import type { ProductContext } from "../core/product/context.js";
 import { GoalService } from "../core/goal/service.js";
@@ -174,6 +175,16 @@ export class RunStateReader {
     const { products } = await this.products.list();
     const rows: ProductRow[] = products.map((p) => ({ ...p, progress: p.progress as ProductRow["progress"] }));
     return rows.sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : a.updatedAt > b.updatedAt ? -1 : 0));
+  }
+
+  /**
+   * One page of `product.list` (PROTOCOL.md section 5): at most `limit` products after `after`, oldest first, and the
+   * cursor of the next page (`nextCursor`) when more remain.
+   */
+  async listProductsPage(limit: number, after?: ListPosition): Promise<{ rows: ProductRow[]; nextCursor?: string }> {
+    const { products, next } = await this.products.list(undefined, undefined, { limit, ...(after ? { after } : {}) });
+    const rows: ProductRow[] = products.map((p) => ({ ...p, progress: p.progress as ProductRow["progress"] }));
+    return { rows, ...(next ? { nextCursor: encodeListCursor(next) } : {}) };
   }
 
   /** Every goal run of every project. */

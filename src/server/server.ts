@@ -11,6 +11,7 @@ import type { Readable, Writable } from "node:stream";
 import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
 import type { ParamsOf } from "../../protocol/methods.js";
+import { LIST_LIMIT_MAX, decodeListCursor, encodeListCursor } from "../../protocol/product.js";
 import type { ProductContext, ProductOptions } from "../core/product/context.js";
 import { GoalService } from "../core/goal/service.js";
 import { Fleet } from "../core/product/fleet.js";
@@ -415,7 +416,7 @@ export class OrchestratorServer {
         ? this.statusTextLater(params.productId, answer)
         : this.statusText(params.productId, answer);
     });
-    this.on("product.list", (params) => p.list(params.projectId, params.phase));
+    this.on("product.list", (params) => listProducts(p, params));
     this.on("product.pause", (params) => p.pause(params.productId));
     this.on("product.resume", (params) => p.resume(params.productId, params.additionalBudget));
     this.on("product.cancel", (params) => p.cancel(params.productId));
@@ -513,4 +514,16 @@ export class OrchestratorServer {
     })();
     return this.shuttingDown;
   }
+}
+
+/**
+ * `product.list` (PROTOCOL.md section 5): every product, or one page when `limit` or `cursor` is given (a `cursor`
+ * alone pages by `LIST_LIMIT_MAX`); `nextCursor` names the page after it when more remain. zod validated the cursor.
+ */
+async function listProducts(p: ProductService, params: ParamsOf<"product.list">) {
+  const after = params.cursor === undefined ? undefined : decodeListCursor(params.cursor);
+  const paged = params.limit !== undefined || after !== undefined;
+  const page = paged ? { limit: params.limit ?? LIST_LIMIT_MAX, ...(after ? { after } : {}) } : undefined;
+  const { next, ...rest } = await p.list(params.projectId, params.phase, page);
+  return next ? { ...rest, nextCursor: encodeListCursor(next) } : rest;
 }

@@ -5,6 +5,7 @@
  * surrogates are refused because SQLite would store them as U+FFFD and two different ids could then collide.
  * This file must never perform I/O.
  */
+import type { CreationPageOptions } from "../../core/creation-order.js";
 import { AuthorityConflict, AuthorityFailure } from "../../core/ports.js";
 
 /** Throws `AuthorityConflict` (with the current revision) unless `current` is what `expected` says. */
@@ -104,4 +105,23 @@ export function toJson(value: unknown, what: string): string {
 /** The message of a thrown value, for error texts. */
 export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** The one record kind `listByCreation` serves: the backends index the creation key of these only (issue 32). */
+export const CREATION_KIND = "product";
+
+/** Checks the arguments of `listByCreation` (creation-order.ts `CreationPageOptions`); throws `AuthorityFailure`. */
+export function checkCreationPage(kind: string, options: CreationPageOptions): void {
+  checkName(kind, "kind");
+  if (kind !== CREATION_KIND) throw new AuthorityFailure(`listByCreation lists ${CREATION_KIND} records only.`);
+  if (typeof options !== "object" || options === null) throw new AuthorityFailure("options must be an object.");
+  if (!Number.isSafeInteger(options.limit) || options.limit < 1)
+    throw new AuthorityFailure(`limit must be a positive integer, got ${String(options.limit)}.`);
+  if (options.projectId !== undefined) checkName(options.projectId, "projectId");
+  if (options.after !== undefined) {
+    if (typeof options.after.createdAt !== "string") throw new AuthorityFailure("after.createdAt must be a string.");
+    checkName(options.after.id, "after.id");
+  }
+  if (options.containing !== undefined && typeof options.containing !== "string")
+    throw new AuthorityFailure("containing must be a string.");
 }

@@ -14,6 +14,7 @@ const READS: ReadonlySet<PropertyKey> = new Set([
   "list",
   "listValues",
   "listAcrossProjects",
+  "listByCreation",
   "readEvents",
   "listProjects",
 ]);

@@ -20,6 +20,8 @@ import {
   AuthorityFailure,
   type AuthorityChange,
   type Clock,
+  type CreationPageOptions,
+  type CreationRecord,
   type ListedRecord,
   type ProjectRecord,
   type RecordInfo,
@@ -37,6 +39,7 @@ import {
   parseStored,
   toJson,
 } from "./authority-checks.js";
+import { readCreationPage } from "./postgres-creation.js";
 import { ChangeFeed, type AnnouncedChange } from "./postgres-feed.js";
 import { INSERT_APPENDED, pruneEventRows, readEventsSql, toStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
@@ -471,6 +474,11 @@ export class PostgresAuthority implements RunStateAuthority {
         updatedAt: row.updated_at,
       }));
     });
+  }
+
+  /** `product` records in creation order, one statement on the creation index (postgres-creation.ts). Never writes. */
+  async listByCreation(kind: string, options: CreationPageOptions): Promise<CreationRecord[]> {
+    return this.#run("list", () => readCreationPage(this.#pool, kind, options));
   }
 
   /**

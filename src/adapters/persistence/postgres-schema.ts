@@ -63,6 +63,22 @@ const MIGRATIONS: readonly Migration[] = [
       ) NOT VALID;
     `,
   },
+  {
+    // Issue 32 (`product.list` pages at 100,000 stored products): a product header's creation key, the text of its
+    // value's top-level "createdAt" as JSON.stringify writes it (a regular expression: no JSON parse that a stored
+    // text could make fail, NULL for every other kind), stored and indexed with the id, whole store and per project,
+    // for product headers only. A stored generated column keeps updates HOT: the index reads no column a header
+    // update changes unless the key itself changes, which it never does (an index on \`value\` would disable HOT for
+    // every record update, leases included). Adding it rewrites the table once, under the migration lock.
+    version: 3,
+    sql: `
+      ALTER TABLE records ADD COLUMN created_key TEXT COLLATE "C" GENERATED ALWAYS AS (
+        CASE WHEN kind = 'product' THEN substring(value from '"createdAt":"([^"\\\\]*)"') END) STORED;
+      CREATE INDEX records_by_creation ON records (kind, created_key, id) WHERE created_key IS NOT NULL;
+      CREATE INDEX records_project_by_creation ON records (project_id, kind, created_key, id)
+        WHERE created_key IS NOT NULL;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

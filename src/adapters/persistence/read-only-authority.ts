@@ -45,6 +45,12 @@ export class ReadOnlyAuthority implements RunStateAuthority {
     return listAcross === undefined ? undefined : (kind, options) => listAcross.call(this.inner, kind, options);
   }
 
+  /** The backend's `listByCreation` (a read), bound to it; `undefined` when it has none. */
+  get listByCreation(): RunStateAuthority["listByCreation"] {
+    const list = this.inner.listByCreation;
+    return list === undefined ? undefined : (kind, options) => list.call(this.inner, kind, options);
+  }
+
   listProjects(): Promise<string[]> {
     return this.inner.listProjects ? this.inner.listProjects() : Promise.resolve([]);
   }

@@ -20,6 +20,8 @@ import {
   AuthorityConflict,
   AuthorityFailure,
   type Clock,
+  type CreationPageOptions,
+  type CreationRecord,
   type ProjectRecord,
   type RecordInfo,
   type RunStateAuthority,
@@ -47,6 +49,7 @@ import {
   readSchemaVersion,
   type Statements,
 } from "./sqlite-schema.js";
+import { readAcross, readCreationPage } from "./sqlite-across.js";
 import { WAL_INDEX_HEADER_BYTES, WalIndexHeader } from "./wal-index.js";
 export { SQLITE_SCHEMA_VERSION };
 
@@ -442,18 +445,12 @@ export class SqliteAuthority implements RunStateAuthority {
 
   /** `kind` in every project by project then id, one statement; `containing` matched by `instr`. Never writes. */
   async listAcrossProjects(kind: string, options: { containing?: string } = {}): Promise<ProjectRecord[]> {
-    return this.#run("list", () => {
-      checkName(kind, "kind");
-      const containing = options.containing ?? "";
-      if (typeof containing !== "string") throw new AuthorityFailure("containing must be a string.");
-      return this.#statements.listAcross.all(kind, containing).map((r) => ({
-        projectId: r.project_id,
-        id: r.id,
-        value: parseStored(r.value),
-        revision: r.revision,
-        updatedAt: r.updated_at,
-      }));
-    });
+    return this.#run("list", () => readAcross(this.#statements, kind, options));
+  }
+
+  /** `product` records in creation order, one statement on the creation index (sqlite-across.ts). Never writes. */
+  async listByCreation(kind: string, options: CreationPageOptions): Promise<CreationRecord[]> {
+    return this.#run("list", () => readCreationPage(this.#db, kind, options));
   }
 
   /** Reports the connection settings in force. Never writes. Throws `AuthorityFailure` when closed. */

@@ -39,6 +39,20 @@ const MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    // Issue 32 (`product.list` pages at 100,000 stored products): a product header's creation key, its value's text
+    // `createdAt` (NULL for every other kind and for a value that is not JSON), as a virtual column (nothing stored,
+    // no table rewrite) indexed with the id, whole-store and per project, for product headers only.
+    version: 2,
+    sql: `
+      ALTER TABLE records ADD COLUMN created_key TEXT GENERATED ALWAYS AS (
+        CASE WHEN kind = 'product' AND json_valid(value) AND json_type(value, '$.createdAt') = 'text'
+             THEN json_extract(value, '$.createdAt') END) VIRTUAL;
+      CREATE INDEX records_by_creation ON records (kind, created_key, id) WHERE created_key IS NOT NULL;
+      CREATE INDEX records_project_by_creation ON records (project_id, kind, created_key, id)
+        WHERE created_key IS NOT NULL;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */

@@ -16,6 +16,7 @@ import { ProductOrchestrator } from "./orchestrator.js";
 import type { VersionedStatus } from "./status.js";
 import type { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
+import type { HeaderQuery } from "./header-list.js";
 import { storedMcpServers } from "./mcp-servers.js";
 import type { AttachmentRef } from "./agent-inputs.js";
 import type { McpServer } from "../../../protocol/acp.js";
@@ -344,9 +345,13 @@ export class ProductService {
     return kept;
   }
 
-  /** `product.list`: persisted products (headers), live ones refreshed from memory. Never writes. */
-  async list(projectId?: string, phase?: Phase) {
-    const { headers, dropped } = await this.ctx.store.listHeaders(projectId, phase);
+  /**
+   * `product.list`: persisted products (headers), live ones refreshed from memory, oldest first. With `page`, at most
+   * `page.limit` of them after `page.after`, and `next` when more remain (header-list.ts). Never writes.
+   */
+  async list(projectId?: string, phase?: Phase, page?: HeaderQuery["page"]) {
+    const query = { ...(projectId !== undefined ? { projectId } : {}), ...(phase !== undefined ? { phase } : {}) };
+    const { headers, dropped, next } = await this.ctx.store.listHeaders({ ...query, ...(page ? { page } : {}) });
     const products = headers.map((h): ListedProduct => {
       // Memory is the truth for what this process drives; a stale in-memory copy of a product another process
       // drives (the header moved on) is not.
@@ -371,7 +376,8 @@ export class ProductService {
         if (owner) p.owner = owner;
       }),
     );
-    return { products: phase === undefined ? products : products.filter((p) => p.phase === phase), dropped };
+    const listed = phase === undefined ? products : products.filter((p) => p.phase === phase);
+    return { products: listed, dropped, ...(next ? { next } : {}) };
   }
 
   /** The `Owner` of a product's lease as this process sees it now (PROTOCOL.md section 5), or `undefined`. Read-only. */

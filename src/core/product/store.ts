@@ -10,7 +10,9 @@ import type { Phase } from "../../../protocol/common.js";
 import type { RunStateAuthority } from "../ports.js";
 import { AuthorityConflict, STORED_TEXT_LENGTH } from "../ports.js";
 import { notFound } from "../errors.js";
-import { listIndexedRecords, listMatchingRecords } from "../indexed-records.js";
+import { listMatchingRecords } from "../indexed-records.js";
+import { compareCreation } from "../creation-order.js";
+import { listProductHeaders, type HeaderList, type HeaderQuery } from "./header-list.js";
 import { checkProductState } from "./integrity.js";
 import {
   INDEX_PROJECT,
@@ -563,19 +565,9 @@ export class ProductStore {
     return had;
   }
 
-  /**
-   * Lists product headers, of one project or of every project the index knows. Invalid headers are skipped and
-   * counted. Never writes.
-   */
-  async listHeaders(projectId?: string, phase?: Phase): Promise<{ headers: ProductHeaderRecord[]; dropped: number }> {
-    const { records, dropped } = await listIndexedRecords(this.authority, {
-      ...(projectId !== undefined ? { projectId } : {}),
-      indexKind: "product-index",
-      kind: "product",
-      schema: ProductHeaderRecord,
-    });
-    const headers = phase === undefined ? records : records.filter((h) => h.phase === phase);
-    return { headers: byCreation(headers), dropped };
+  /** Product headers for `product.list`, all or one page, oldest first (header-list.ts). Never writes. */
+  listHeaders(query: HeaderQuery = {}): Promise<HeaderList> {
+    return listProductHeaders(this.authority, query);
   }
 
   /**
@@ -589,11 +581,8 @@ export class ProductStore {
       ...{ indexKind: "product-index", kind: "product", schema: ProductHeaderRecord, containing },
       matches: (h) => h.phase === phase,
     });
-    return byCreation(records);
+    return records.sort((a, b) => compareCreation(keyOf(a), keyOf(b)));
   }
 }
 
-/** `headers` sorted by `createdAt`, oldest first (in place). */
-function byCreation(headers: ProductHeaderRecord[]): ProductHeaderRecord[] {
-  return headers.sort((a, b) => (a.createdAt < b.createdAt ? -1 : a.createdAt > b.createdAt ? 1 : 0));
-}
+const keyOf = (h: ProductHeaderRecord) => ({ createdAt: h.createdAt, id: h.productId });

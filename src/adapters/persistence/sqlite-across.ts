@@ -1,0 +1,76 @@
+/**
+ * The SQLite authority's reads across projects (issue 32, 100,000 stored products): `listAcrossProjects` (one
+ * statement over every project) and `listByCreation`, one statement on the creation index of schema version 2
+ * (sqlite-schema.ts: the virtual column `created_key`, indexed with the id, whole store and per project), so a page
+ * costs its own rows, not the store's. Its statements are prepared once per connection and shape (with or without a
+ * project, with or without a position). Never writes.
+ */
+import type Database from "better-sqlite3";
+import type { CreationPageOptions, CreationRecord } from "../../core/creation-order.js";
+import { AuthorityFailure, type ProjectRecord } from "../../core/ports.js";
+import { checkCreationPage, checkName, parseStored } from "./authority-checks.js";
+import type { Statements } from "./sqlite-schema.js";
+
+/** `kind` in every project by project then id (`Statements.listAcross`); `containing` matched by `instr`. */
+export function readAcross(statements: Statements, kind: string, options: { containing?: string }): ProjectRecord[] {
+  checkName(kind, "kind");
+  const containing = options.containing ?? "";
+  if (typeof containing !== "string") throw new AuthorityFailure("containing must be a string.");
+  return statements.listAcross.all(kind, containing).map((r) => ({
+    projectId: r.project_id,
+    id: r.id,
+    value: parseStored(r.value),
+    revision: r.revision,
+    updatedAt: r.updated_at,
+  }));
+}
+
+interface CreationRow {
+  project_id: string;
+  id: string;
+  value: string;
+  revision: number;
+  updated_at: string;
+  created_key: string;
+}
+
+/** The prepared statements of each connection, by shape (`p` project, `a` after). */
+const prepared = new WeakMap<Database.Database, Map<string, Database.Statement<unknown[], CreationRow>>>();
+
+/** The SQL of one shape; `created_key IS NOT NULL` names the partial index's condition as it is written there. */
+function creationSql(project: boolean, after: boolean): string {
+  return `SELECT project_id, id, value, revision, updated_at, created_key FROM records
+    WHERE kind = ? AND created_key IS NOT NULL ${project ? "AND project_id = ?" : ""}
+      ${after ? "AND (created_key, id) > (?, ?)" : ""} AND instr(value, ?) > 0
+    ORDER BY created_key, id LIMIT ?`;
+}
+
+/**
+ * Up to `options.limit` records of `kind` (`product`) in creation order after `options.after` (ports.ts
+ * `listByCreation`). Throws `AuthorityFailure` on an invalid argument; a SQLite error is thrown as it came (the
+ * authority's `#run` turns it into `AuthorityFailure`). Never writes.
+ */
+export function readCreationPage(db: Database.Database, kind: string, options: CreationPageOptions): CreationRecord[] {
+  checkCreationPage(kind, options);
+  const { projectId, after } = options;
+  const shape = `${projectId !== undefined ? "p" : ""}${after !== undefined ? "a" : ""}`;
+  let statements = prepared.get(db);
+  if (statements === undefined) prepared.set(db, (statements = new Map()));
+  let statement = statements.get(shape);
+  if (statement === undefined) {
+    statement = db.prepare<unknown[], CreationRow>(creationSql(projectId !== undefined, after !== undefined));
+    statements.set(shape, statement);
+  }
+  const args: unknown[] = [kind];
+  if (projectId !== undefined) args.push(projectId);
+  if (after !== undefined) args.push(after.createdAt, after.id);
+  args.push(options.containing ?? "", options.limit);
+  return statement.all(...args).map((r) => ({
+    projectId: r.project_id,
+    id: r.id,
+    value: parseStored(r.value),
+    revision: r.revision,
+    updatedAt: r.updated_at,
+    createdAt: r.created_key,
+  }));
+}

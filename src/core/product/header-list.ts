@@ -1,0 +1,73 @@
+/**
+ * Reading product headers for `product.list` (PROTOCOL.md section 5), all of them or one page, in creation order
+ * (oldest first: `createdAt`, then product id). A page comes from the authority's `listByCreation` when it has one
+ * (SQLite, PostgreSQL: one indexed read of `limit + 1` headers, issue 32), else from every header sorted in memory
+ * (memory and host authorities). Headers that do not parse are skipped and counted (guarantee 4). Never writes.
+ */
+import type { ListPosition } from "../../../protocol/product.js";
+import type { Phase } from "../../../protocol/common.js";
+import { compareCreation, pageOf, type CreationKey } from "../creation-order.js";
+import { listIndexedRecords } from "../indexed-records.js";
+import type { RunStateAuthority } from "../ports.js";
+import { INDEX_PROJECT, ProductHeaderRecord } from "./records.js";
+
+/** Which headers to read: a project (else every one), a phase, and a page (else all). */
+export interface HeaderQuery {
+  projectId?: string;
+  phase?: Phase;
+  /** At most `limit` headers after `after` (exclusive). */
+  page?: { limit: number; after?: ListPosition };
+}
+
+/** Headers read, how many records did not parse, and where the next page starts when one remains. */
+export interface HeaderList {
+  headers: ProductHeaderRecord[];
+  dropped: number;
+  next?: ListPosition;
+}
+
+const keyOf = (h: ProductHeaderRecord): CreationKey => ({ createdAt: h.createdAt, id: h.productId });
+
+/**
+ * The valid headers `query` names, oldest first. Without a page: every header (`dropped` counts the invalid headers
+ * and product-index records). With a page: at most `limit` of them, `dropped` counting the invalid ones among those
+ * this page read, and `next` set when more follow (with `phase`, a page may hold fewer than `limit` even then).
+ */
+export async function listProductHeaders(authority: RunStateAuthority, query: HeaderQuery): Promise<HeaderList> {
+  const { projectId, phase, page } = query;
+  if (page !== undefined && authority.listByCreation) {
+    const after = page.after && { createdAt: page.after.createdAt, id: page.after.productId };
+    const rows = await authority.listByCreation("product", {
+      limit: page.limit + 1,
+      ...(after ? { after } : {}),
+      ...(projectId !== undefined ? { projectId } : {}),
+      ...(phase !== undefined ? { containing: `"phase":${JSON.stringify(phase)}` } : {}),
+    });
+    const read = rows.slice(0, page.limit);
+    const headers: ProductHeaderRecord[] = [];
+    let dropped = 0;
+    for (const row of read) {
+      if (row.projectId === INDEX_PROJECT) continue;
+      const parsed = ProductHeaderRecord.safeParse(row.value);
+      if (!parsed.success) dropped++;
+      else if (phase === undefined || parsed.data.phase === phase) headers.push(parsed.data);
+    }
+    const last = read.at(-1);
+    const next = rows.length > page.limit && last ? { createdAt: last.createdAt, productId: last.id } : undefined;
+    return { headers, dropped, ...(next ? { next } : {}) };
+  }
+  const { records, dropped } = await listIndexedRecords(authority, {
+    ...(projectId !== undefined ? { projectId } : {}),
+    ...{ indexKind: "product-index", kind: "product", schema: ProductHeaderRecord },
+  });
+  const headers = phase === undefined ? records : records.filter((h) => h.phase === phase);
+  if (page === undefined) return { headers: headers.sort((a, b) => compareCreation(keyOf(a), keyOf(b))), dropped };
+  const after = page.after && { createdAt: page.after.createdAt, id: page.after.productId };
+  const { page: slice, more } = pageOf(headers, keyOf, { limit: page.limit, ...(after ? { after } : {}) });
+  const last = slice.at(-1);
+  return {
+    headers: slice,
+    dropped,
+    ...(more && last ? { next: { createdAt: last.createdAt, productId: last.productId } } : {}),
+  };
+}
