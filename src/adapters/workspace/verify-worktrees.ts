@@ -11,16 +11,26 @@
  * file, a config) redirects the orchestrator's own git commands (guarantee 16). Adding, removing and pruning verify
  * worktrees is serialised with the task worktrees' administration of the same repository (worktree-lock.ts, issue
  * 26: a concurrent `worktree add` can fail half done). A worktree found at a slot's path when a process first uses
- * the slot (a dead server's) is removed and made anew.
+ * the slot (a dead server's) is removed and made anew. Each product folder names the process using it (verify-owner.ts),
+ * and before its first verification in a repository a process removes the verify folders of processes that are
+ * provably gone (a server or a `verify` command killed with SIGKILL), never one whose owner may be alive.
  *
  * The commands themselves run the candidate's code with the server's privileges: that is what verification is. The
  * processes are confined in lifetime (watchdog, timeout), not in what they may touch.
  */
-import { readFile, rm, writeFile, mkdir } from "node:fs/promises";
+import { readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { CheckCommand, VerifyPort, VerifyRun } from "../../core/workspace/verify-port.js";
 import { git, runGit } from "./git-cli.js";
+import { ProcessLiveness } from "../system/process-liveness.js";
 import { runCheckCommand } from "./verify-process.js";
+import {
+  claimVerifyDir,
+  discardVerifyDir,
+  sweepStaleVerifyDirs,
+  verifyRoot,
+  type VerifyOwnerLiveness,
+} from "./verify-owner.js";
 import { clearIndexBits, commonDirLookup, component, type WorktreeRun } from "./worktree-git.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
 
@@ -42,11 +52,30 @@ interface Pool {
 export class GitVerifier implements VerifyPort {
   private readonly commonDir = commonDirLookup();
   private readonly pools = new Map<string, Pool>();
+  /** The sweep of stale verify folders, once per repository (common dir) for this verifier's lifetime. */
+  private readonly sweeps = new Map<string, Promise<unknown>>();
+  private readonly liveness: VerifyOwnerLiveness;
 
-  constructor(private readonly options: { env?: Record<string, string> } = {}) {}
+  constructor(private readonly options: { env?: Record<string, string>; liveness?: VerifyOwnerLiveness } = {}) {
+    this.liveness = options.liveness ?? new ProcessLiveness();
+  }
 
   private async productDir(cwd: string, productId: string): Promise<string> {
-    return join(await this.commonDir(cwd), "acp-orchestrator", "verify", component(productId));
+    return join(verifyRoot(await this.commonDir(cwd)), component(productId));
+  }
+
+  /**
+   * Removes the repository's verify folders whose owner process is gone (verify-owner.ts), once per repository; the
+   * first verification there waits for it. Best effort: a failure leaves them for the next process.
+   */
+  private async sweepOnce(cwd: string): Promise<void> {
+    const common = await this.commonDir(cwd);
+    let sweep = this.sweeps.get(common);
+    if (!sweep) {
+      sweep = sweepStaleVerifyDirs(cwd, common, this.liveness).catch(() => undefined);
+      this.sweeps.set(common, sweep);
+    }
+    await sweep;
   }
 
   async treeOf(cwd: string, commit: string): Promise<string> {
@@ -64,6 +93,7 @@ export class GitVerifier implements VerifyPort {
     parallel: number;
     signal: AbortSignal;
   }): Promise<VerifyRun | null> {
+    await this.sweepOnce(request.cwd);
     const key = await this.productDir(request.cwd, request.productId);
     const slot = await this.acquire(key, request);
     if (slot === null) return null;
@@ -154,7 +184,7 @@ export class GitVerifier implements VerifyPort {
     );
     await rm(path, { recursive: true, force: true });
     await withWorktreeAdmin(common, () => runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]));
-    await mkdir(join(path, ".."), { recursive: true });
+    await claimVerifyDir(common, join(path, ".."), this.liveness);
     const head = (await git(cwd, [`--git-dir=${common}`, "rev-parse", "--verify", "HEAD^{commit}"])).trim();
     await withWorktreeAdmin(common, () =>
       git(cwd, [`--git-dir=${common}`, "worktree", "add", "--detach", "-f", "-q", path, head]),
@@ -181,13 +211,6 @@ export class GitVerifier implements VerifyPort {
     const pool = this.pools.get(key);
     if (pool && pool.made > pool.free.length) return; // a run is using a slot: its product is still verifying
     this.pools.delete(key);
-    const common = await this.commonDir(cwd);
-    for (const slot of pool?.free ?? []) {
-      await withWorktreeAdmin(common, () =>
-        runGit(cwd, [`--git-dir=${common}`, "worktree", "remove", "--force", "--force", slot.path]),
-      );
-    }
-    await rm(key, { recursive: true, force: true });
-    await withWorktreeAdmin(common, () => runGit(cwd, [`--git-dir=${common}`, "worktree", "prune"]));
+    await discardVerifyDir(cwd, await this.commonDir(cwd), key);
   }
 }

@@ -1,0 +1,118 @@
+/**
+ * A `verify` command killed with SIGKILL leaves no verify worktree for good (issue 30 follow-up; docs/VERIFY.md,
+ * Surface): the real CLI (`acp-orchestrator verify ID`) runs a product's check in a verify worktree of its own; one is
+ * SIGKILLed while its check runs, which leaves its folder and git's registration of its worktree behind. The next
+ * `verify` removes both — and keeps the verify worktree of another `verify` that is alive and still checking.
+ *
+ * The check holds (waits for a file to go) only when it takes a "hold" token the test laid down, so each run is told
+ * apart: A holds and is killed, B holds and stays alive, C runs straight through.
+ */
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
+import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { runCli } from "../support/cli-run.js";
+import { git, makeRepo, worktreePaths } from "../support/git-repo.js";
+import { CLI, startServer, tempDir } from "../support/server-process.js";
+import { scriptedConfig, write } from "../support/verify-project.js";
+
+/** Polls `probe` (20 ms apart) until it returns a value. */
+async function until<T>(what: string, probe: () => T | undefined, ms = 60_000): Promise<T> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = probe();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("verify: a killed verify command's worktree", () => {
+  it("is removed by the next verify, and a live one's is kept", async () => {
+    const repo = makeRepo({ "README.md": "# app\n" });
+    const base = tempDir("acp-orch-verify-stale-");
+    const verifyRoot = join(repo, ".git", "acp-orchestrator", "verify");
+    // Takes the token `hold` when there is one (mv is atomic), notes where it runs, and waits until released.
+    const check = join(base, "check.sh");
+    writeFileSync(
+      check,
+      [
+        "#!/bin/sh",
+        `if mv '${base}/hold' '${base}/held-'$$ 2>/dev/null; then`,
+        `  printf '%s\\n' "$PWD" > '${base}/started-'$$`,
+        `  while [ -e '${base}/held-'$$ ]; do sleep 0.05; done`,
+        "fi",
+        "test -f README.md",
+        "",
+      ].join("\n"),
+    );
+    chmodSync(check, 0o755);
+    const { config } = scriptedConfig(base, { worker: { default: write("notes.txt", "notes\n") } });
+    const server = await startServer({ cwd: base, args: ["--config", config] });
+    let productId = "";
+    try {
+      ({ productId } = await server.request<{ productId: string }>("product.plan", {
+        goal: "Notes",
+        cwd: repo,
+        verify: { commands: [{ name: "check", run: `'${check}'`, timeoutMs: 120_000 }] },
+      }));
+      await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
+      const done = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
+      await server.request("product.confirm", {
+        productId,
+        instances: [{ instanceId: "w1", agentId: "scripted", role: "worker" }],
+        tasks: [{ taskId: "notes", title: "Notes", description: "Write notes.", instanceId: "w1", dependsOn: [] }],
+      });
+      expect((await done).params.phase).toBe("completed");
+    } finally {
+      await server.close();
+    }
+    expect(worktreePaths(repo)).toEqual([repo]);
+    const state = server.statePath;
+
+    /** Starts `verify` with a hold token laid down; resolves the process and the folder its check runs in. */
+    const startHolding = async (): Promise<{ child: ChildProcess; exited: Promise<number | null>; cwd: string }> => {
+      const before = new Set(readdirSync(base).filter((f) => f.startsWith("started-")));
+      writeFileSync(join(base, "hold"), "");
+      const child = spawn(process.execPath, [CLI, "verify", productId, "--state", state], {
+        cwd: base,
+        stdio: ["ignore", "ignore", "ignore"],
+      });
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      const started = await until("the check to hold", () =>
+        readdirSync(base).find((f) => f.startsWith("started-") && !before.has(f)),
+      );
+      return { child, exited, cwd: readFileSync(join(base, started), "utf8").trim() };
+    };
+
+    // A: killed with SIGKILL while its check runs. Its verify worktree stays behind (folder and registration).
+    const a = await startHolding();
+    a.child.kill("SIGKILL");
+    await a.exited;
+    expect(existsSync(a.cwd)).toBe(true);
+    const stale = worktreePaths(repo).filter((p) => p.startsWith(verifyRoot));
+    expect(stale).toHaveLength(1);
+    expect(git(repo, "worktree", "list")).toContain(".manual-");
+
+    // B: alive, its check holding.
+    const b = await startHolding();
+    try {
+      // C: the next verify. It removes A's worktree (its owner is dead), never B's (alive), and its own when done.
+      const c = await runCli(["verify", productId, "--state", state], base);
+      expect(c.code, c.stderr).toBe(0);
+      expect(c.stdout).toMatch(/ok +check/);
+      expect(existsSync(a.cwd)).toBe(false);
+      expect(existsSync(b.cwd)).toBe(true);
+      const left = worktreePaths(repo).filter((p) => p.startsWith(verifyRoot));
+      expect(left).toHaveLength(1);
+      expect(b.cwd.startsWith(left[0] as string) || (left[0] as string).startsWith(b.cwd)).toBe(true);
+      expect(readdirSync(verifyRoot).filter((n) => n.startsWith(".trash-"))).toEqual([]);
+    } finally {
+      // B's check is released; B ends green and removes its own worktree.
+      for (const f of readdirSync(base).filter((n) => n.startsWith("held-"))) rmSync(join(base, f), { force: true });
+    }
+    expect(await b.exited).toBe(0);
+    expect(worktreePaths(repo)).toEqual([repo]);
+    expect(readdirSync(verifyRoot)).toEqual([]);
+  }, 180_000);
+});
