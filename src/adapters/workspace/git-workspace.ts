@@ -272,8 +272,12 @@ export class GitWorkspace implements WorkspacePort {
     const repo = await this.worktreeRepo(path);
     const run = await worktreeGit(repo);
     // The worker's index is a cache only: no bit it set may hide a file, and the stage starts from the base's tree.
+    // `--reset`, not `-m`: the stage may hold an earlier capture's entries (a capture again after a re-prepare of the
+    // same worktree) or unmerged ones (the worker's own `git merge`), which `-m` refuses ("not uptodate", "resolve
+    // your current index first"); `--reset` replaces them and still keeps the stat data of entries equal to the
+    // base's, so `add -A` rereads only the files that changed. No `-u`: the files are not touched.
     await clearIndexBits(run);
-    await run(["read-tree", "-m", base]);
+    await run(["read-tree", "--reset", base]);
     await run(["add", "-A"]);
     const all = (await run(["diff-index", "--cached", "--no-renames", "--name-only", "-z", base]))
       .split("\0")

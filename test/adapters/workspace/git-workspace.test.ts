@@ -4,6 +4,7 @@
  * files), parked worktrees are listed as leftovers and removed like any other, and a capture lists both names of a
  * rename.
  */
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -120,6 +121,38 @@ describe("GitWorkspace", () => {
     });
     await port.release(repo, p2);
   });
+  it("captures the same worktree again after a re-prepare and more edits (the stage is reset to the base)", async () => {
+    // Seen around verify-candidate-reuse: the first capture leaves the worker's edit staged; a re-prepare of the same
+    // path keeps the worktree as it is (a repeated prepare after a crash); the worker edits again; the second capture
+    // failed in `git read-tree -m` with "Entry 'src/a.txt' not uptodate. Cannot merge." (the staged entry differs
+    // from the base and from the file). An unmerged index the worker's own `git merge` left must not stop it either.
+    const { repo, initial, port } = await setup();
+    const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
+    await port.prepare(repo, p1, initial);
+    writeFileSync(join(p1, "src/a.txt"), "one\n");
+    const first = await port.capture(p1, message("t1"), initial);
+    expect(git(repo, "show", `${first.commit}:src/a.txt`)).toBe("one");
+    await port.prepare(repo, p1, initial);
+    writeFileSync(join(p1, "src/a.txt"), "the second version\n");
+    const second = await port.capture(p1, message("t1"), initial);
+    expect(second.changedFiles).toEqual(["src/a.txt"]);
+    expect(git(repo, "show", `${second.commit}:src/a.txt`)).toBe("the second version");
+    expect(git(repo, "rev-parse", `${second.commit}^`)).toBe(initial);
+    // The worker leaves src/a.txt unmerged in its index (stages 1-3), then edits it once more.
+    const blob = git(repo, "rev-parse", `${initial}:src/a.txt`);
+    const stages = [1, 2, 3].map((n) => `100644 ${blob} ${n}\tsrc/a.txt\n`).join("");
+    execFileSync("git", ["update-index", "--index-info"], {
+      cwd: p1,
+      input: `0 ${"0".repeat(40)}\tsrc/a.txt\n${stages}`,
+    });
+    expect(git(p1, "ls-files", "-u")).not.toBe("");
+    writeFileSync(join(p1, "src/a.txt"), "resolved by hand\n");
+    const third = await port.capture(p1, message("t1"), initial);
+    expect(git(repo, "show", `${third.commit}:src/a.txt`)).toBe("resolved by hand");
+    await port.release(repo, p1);
+    expect(worktreePaths(repo)).toEqual([repo]);
+  });
+
   it("clears index flags and bisect state an earlier attempt's own git commands left, on the same base", async () => {
     const { repo, initial, port } = await setup();
     const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
