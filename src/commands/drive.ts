@@ -12,7 +12,7 @@ import { resolve } from "node:path";
 import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
 import { inCliWords } from "../operator/cli-verbs.js";
 import { followProduct, type FollowedStatus } from "../operator/follow.js";
-import { formatDuration, taskDurationMs } from "../operator/format.js";
+import { formatDuration, shownStatus, taskDurationMs } from "../operator/format.js";
 import { ProgressView } from "../operator/progress-view.js";
 import type { ServerSession } from "../operator/server-client.js";
 
@@ -85,13 +85,16 @@ export function summarise(status: FollowedStatus, productId: string, flags = "")
   for (const t of status.tasks) {
     const d = taskDurationMs(t, now);
     write(
-      `  ${t.taskId.padEnd(5)} ${t.status.padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`,
+      `  ${t.taskId.padEnd(5)} ${shownStatus(t).padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`,
     );
   }
   const integration = status.integration as
-    | { mode?: string; branch?: string; state?: string; targetBranch?: string }
+    | { mode?: string; branch?: string; state?: string; targetBranch?: string; merged?: string[] }
     | undefined;
-  if (integration?.branch) {
+  if (integration?.branch && integration.merged?.length === 0 && status.phase !== "completed") {
+    // Nothing of the product reached its branch (a new user's trial read "integration integrated" on a failed run).
+    write(`result: nothing integrated; branch ${integration.branch} is at the commit the product started from\n`);
+  } else if (integration?.branch) {
     // Worktree isolation (PROTOCOL.md section 5): the result is on the integration branch, not in the working tree.
     const where =
       integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";

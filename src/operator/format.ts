@@ -75,7 +75,7 @@ export function formatList(products: ProductRow[], goals: GoalRow[], now: number
         products.map((p) => [
           p.productId,
           p.phase,
-          `${p.progress.completed}/${p.progress.total}${p.progress.failed > 0 ? ` (${p.progress.failed} failed)` : ""}`,
+          progressText(p.progress),
           p.owner ? `${ownerState(p.owner, now)} ${clip(p.owner.ownerId, 40)}` : "-",
           ago(p.updatedAt, now),
           clip(p.name, 60),
@@ -93,6 +93,16 @@ export function formatList(products: ProductRow[], goals: GoalRow[], now: number
     );
   }
   return `${out.join("\n")}\n`;
+}
+
+/** `2/3 (1 failed, 1 superseded)`: superseded tasks (a fix-up replaces them) are not counted as failed. */
+function progressText(p: ProductRow["progress"] & { superseded?: number }): string {
+  const superseded = p.superseded ?? 0;
+  const failed = p.failed - superseded;
+  const notes = [failed > 0 ? `${failed} failed` : "", superseded > 0 ? `${superseded} superseded` : ""].filter(
+    Boolean,
+  );
+  return `${p.completed}/${p.total}${notes.length > 0 ? ` (${notes.join(", ")})` : ""}`;
 }
 
 interface StatusLike {
@@ -117,6 +127,12 @@ interface StatusLike {
   [extra: string]: unknown;
 }
 
+/** "2 failed" of a status's progress, with the superseded ones apart ("1 failed, 1 superseded"). */
+function progressFailed(tasks: readonly TaskState[], failed: number): string {
+  const superseded = tasks.filter((t) => shownStatus(t) === "superseded").length;
+  return `${failed - superseded} failed${superseded > 0 ? `, ${superseded} superseded` : ""}`;
+}
+
 /** The `status` view of a product (`product.status` plus the checkpoints list). */
 export function formatProductStatus(
   raw: Record<string, unknown>,
@@ -131,7 +147,7 @@ export function formatProductStatus(
   out.push(`phase:       ${s.phase}`);
   out.push(`project:     ${s.projectId}`);
   out.push(
-    `progress:    ${s.progress.completed}/${s.progress.total} completed, ${s.progress.running} running, ${s.progress.failed} failed, ${s.progress.pending} pending`,
+    `progress:    ${s.progress.completed}/${s.progress.total} completed, ${s.progress.running} running, ${progressFailed(s.tasks, s.progress.failed)}, ${s.progress.pending} pending`,
   );
   const tokens = `${s.budget.usedTokens}${s.budget.maxTotalTokens !== undefined ? ` of ${s.budget.maxTotalTokens}` : ""} tokens (${s.budget.tokenSource})`;
   const time = `${formatDuration(s.budget.elapsedMs)}${s.budget.maxDurationMs !== undefined ? ` of ${formatDuration(s.budget.maxDurationMs)}` : ""}`;
@@ -230,9 +246,10 @@ function describeWhereItRuns(s: StatusLike, now: number): string[] {
   if (integration) {
     const target =
       integration.mode === "merge" && integration.targetBranch ? `, merged into ${integration.targetBranch}` : "";
-    out.push(
-      `integration: ${integration.state} on branch ${integration.branch}${target}, head ${integration.head.slice(0, 12)}`,
-    );
+    // Nothing merged on a product that did not complete: "integrated" would claim what did not happen (a new
+    // user's trial read "integration integrated" on a failed run).
+    const state = integration.merged.length === 0 && s.phase !== "completed" ? "nothing integrated" : integration.state;
+    out.push(`integration: ${state} on branch ${integration.branch}${target}, head ${integration.head.slice(0, 12)}`);
     if (integration.merged.length > 0) out.push(`             merged: ${integration.merged.join(", ")}`);
     if (integration.conflict) {
       const by = integration.conflict.taskId ? ` (task ${integration.conflict.taskId})` : "";

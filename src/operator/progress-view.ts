@@ -5,7 +5,7 @@
  * Owns rendering only; it is fed task states and output text, and writes through the `write` it is given.
  */
 import type { TaskState } from "../../protocol/common.js";
-import { clip, formatDuration, lastLine, taskDurationMs } from "./format.js";
+import { clip, formatDuration, lastLine, shownStatus, taskDurationMs } from "./format.js";
 
 const MARK: Record<string, string> = {
   pending: "·",
@@ -44,7 +44,8 @@ export class ProgressView {
     this.tasks = tasks;
     if (this.options.live) return this.redraw(now);
     for (const t of tasks) {
-      const key = `${t.status}:${t.attempts}`;
+      // A failed task a fix-up replaces is shown superseded (as status shows it), once more when that is known.
+      const key = `${shownStatus(t)}:${t.attempts}`;
       if (this.reported.get(t.taskId) === key) continue;
       this.reported.set(t.taskId, key);
       if (t.status === "pending" && t.attempts === 0) continue;
@@ -78,7 +79,7 @@ export class ProgressView {
     const d = taskDurationMs(t, now);
     const out = lastLine(this.output.get(t.taskId) ?? t.output, 60);
     const err = t.error ? ` — ${clip(t.error.replace(/\s+/g, " "), 60)}` : "";
-    const text = `${MARK[t.status] ?? " "} ${t.taskId.padEnd(4)} ${t.status.padEnd(9)} ${(d === undefined ? "" : formatDuration(d)).padStart(8)}  #${t.attempts}  ${clip(t.title, 40)}${err}${out && !err ? `  | ${out}` : ""}`;
+    const text = `${MARK[t.status] ?? " "} ${t.taskId.padEnd(4)} ${shownStatus(t).padEnd(9)} ${(d === undefined ? "" : formatDuration(d)).padStart(8)}  #${t.attempts}  ${clip(t.title, 40)}${err}${out && !err ? `  | ${out}` : ""}`;
     return clip(text, this.options.columns ?? 100);
   }
 

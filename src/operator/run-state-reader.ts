@@ -173,7 +173,16 @@ export class RunStateReader {
   async listProducts(): Promise<ProductRow[]> {
     // product.list's own rows: the owner (guarantee 13) is there for executing products.
     const { products } = await this.products.list();
-    const rows: ProductRow[] = products.map((p) => ({ ...p, progress: p.progress as ProductRow["progress"] }));
+    const rows: ProductRow[] = products.map((p) => ({ ...p, progress: { ...(p.progress as ProductRow["progress"]) } }));
+    // A failed task a fix-up replaces stays `failed` on the wire; the views show it superseded (a new user's trial:
+    // list counted it as failed). Only products with a failed task are read in full.
+    for (const row of rows) {
+      if (row.progress.failed === 0) continue;
+      const status = await this.products.status(row.productId).catch(() => undefined);
+      const tasks = (status?.tasks ?? []) as { status: string; supersededBy?: string }[];
+      const superseded = tasks.filter((t) => t.status === "failed" && t.supersededBy !== undefined).length;
+      if (superseded > 0) row.progress.superseded = superseded;
+    }
     return rows.sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : a.updatedAt > b.updatedAt ? -1 : 0));
   }
 

@@ -103,8 +103,14 @@ describe("a fix-up (issue 28, case 5)", () => {
         .map((l) => l.taskId),
     ).toContain("t1-fix");
 
+    // The run's summary, status's progress and list say superseded where they said failed (a new user's trial).
+    expect(run.stdout).toMatch(/^ {2}t1 +superseded /mu);
+    const list = await runCli(["list", "--state", state], dir);
+    expect(list.stdout).toMatch(new RegExp(`^${id} +completed +2/3 \\(1 superseded\\) `, "mu"));
+
     // status (human): t1 reads superseded with its link.
     const human = await runCli(["status", id, "--state", state], dir);
+    expect(human.stdout).toContain("progress:    2/3 completed, 0 running, 0 failed, 1 superseded, 0 pending");
     expect(human.stdout).toMatch(/^t1 +superseded /mu);
     expect(human.stdout).toContain("t1  superseded by its fix-up t1-fix");
     expect(human.stdout).toContain("t1-fix  fix-up of t1");
