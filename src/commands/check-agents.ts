@@ -16,7 +16,7 @@ import type { Command } from "./command.js";
 
 const HELP = `Usage: acp-orchestrator check-agents [--config FILE] [--timeout MS] [--json]
 
-Starts each configured agent (and the built-in worker), sends initialize, authenticate (when the agent's entry names
+Starts each configured agent (and the built-in worker when it is on the team), sends initialize, authenticate (when the agent's entry names
 "auth": {"methodId": ...} and the agent offers auth methods) and session/new in a temporary folder, then stops it.
 Prints one row per agent: ok, or the stage that failed; its capabilities and auth methods; then each failure with
 its fix. Exits 1 when any agent fails.

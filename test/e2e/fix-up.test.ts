@@ -134,5 +134,5 @@ describe("a fix-up (issue 28, case 5)", () => {
     expect(view.tasks.some((t) => t.taskId === "t22")).toBe(false);
     const missing = await fetch(`${url}api/products/${id}/tasks/t22/output`);
     expect(missing.status).toBe(404);
-  });
+  }, 120_000);
 });

@@ -22,7 +22,7 @@ import {
   unknownAuthMethodError,
 } from "./agent-errors.js";
 import type { AdvertisedAuthMethod, StartStage } from "./agent-errors.js";
-import type { AgentRegistry } from "./registry.js";
+import { BUILTIN_WORKER_AGENT_ID, builtinWorkerOnTeam, type AgentRegistry } from "./registry.js";
 
 /** What one probe found. */
 export interface AgentCheck {
@@ -179,7 +179,13 @@ export async function checkAgent(registry: AgentRegistry, agentId: string, timeo
 
 /** Checks every agent of the registry (in registry order, two at a time). Never rejects. */
 export async function checkAgents(registry: AgentRegistry, timeoutMs: number): Promise<AgentCheck[]> {
-  const ids = registry.all().map((a) => a.agentId);
+  // The built-in worker only when it is on the team (issue 28: no agent configured, builtinWorker true, or
+  // allowedAgents names it); a new user's trial saw it checked beside a team that never uses it.
+  const onTeam = builtinWorkerOnTeam(registry.config);
+  const ids = registry
+    .all()
+    .map((a) => a.agentId)
+    .filter((id) => id !== BUILTIN_WORKER_AGENT_ID || onTeam);
   const results: AgentCheck[] = new Array<AgentCheck>(ids.length);
   let next = 0;
   const lane = async (): Promise<void> => {
