@@ -82,6 +82,7 @@ async function main(): Promise<void> {
     legalComments: "none",
     minifyWhitespace: true,
     minifySyntax: true,
+    plugins: [lazyJsonRpcCrypto],
   });
   if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
   writeFileSync(BUNDLE, asciiOnly(readFileSync(BUNDLE, "utf8")));
@@ -89,6 +90,28 @@ async function main(): Promise<void> {
   await trainCodeCache();
   await bundleDashboardVendor();
 }
+
+/**
+ * vscode-jsonrpc's Node entry (lib/node/main.js) and runtime (lib/node/ril.js) require `crypto` when they load but use
+ * it only in functions (`randomUUID`, `randomBytes`) the server never calls before `initialize` is answered: in the
+ * bundle that `require` becomes an object whose two properties require `crypto` when read (issue 34, cold start:
+ * loading `node:crypto` cost a few milliseconds of CPU of every start). A build where either file no longer holds
+ * that exact `require` fails, rather than bundling it unchanged.
+ */
+const lazyJsonRpcCrypto: esbuild.Plugin = {
+  name: "lazy-jsonrpc-crypto",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]vscode-jsonrpc[\\/]lib[\\/]node[\\/](main|ril)\.js$/ }, (args) => {
+      const source = readFileSync(args.path, "utf8");
+      const eager = 'const crypto_1 = require("crypto");';
+      if (source.split(eager).length !== 2) throw new Error(`bundle: ${args.path} no longer holds ${eager}`);
+      const lazy =
+        'const crypto_1 = { get randomUUID() { return require("crypto").randomUUID; }, ' +
+        'get randomBytes() { return require("crypto").randomBytes; } };';
+      return { contents: source.replace(eager, lazy), loader: "js" };
+    });
+  },
+};
 
 /**
  * `code` (esbuild's output, JavaScript) with every non-ASCII UTF-16 code unit written as a `\uXXXX` escape. What is

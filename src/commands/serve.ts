@@ -6,7 +6,6 @@
  * stdout carries protocol frames only; logs go to stderr (or --log-file). This file wires; it holds no protocol or
  * domain logic.
  */
-import { randomUUID } from "node:crypto";
 import { dirname, join, resolve } from "node:path";
 import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
 import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
@@ -45,6 +44,7 @@ import {
 } from "./environment.js";
 import { FLEET_HELP, FLEET_OPTIONS, fleetSettings, openServeLiveness } from "./serve-liveness.js";
 import { packageVersion } from "./version.js";
+import { nodeCrypto } from "../adapters/system/node-builtins.js";
 
 const OPTIONS = {
   config: { type: "string" },
@@ -231,14 +231,9 @@ function productOptions(config: AgentRegistry["config"], ownerId: string, settin
     leaseRenewMs: settings.leaseRenewMs,
     // Drift detection: plans depend on both leaders' prompt templates; the registry is immutable once loaded.
     leaderPromptVersion: SERVER_LEADER_PROMPT_VERSION,
-    agentsFingerprint: (
-      (hash: string) => () =>
-        hash
-    )(agentsHash(config.agents, nodeSha256Hex)),
-    agentHashes: (
-      (hashes: Record<string, string>) => () =>
-        hashes
-    )(agentHashes(config.agents, nodeSha256Hex)),
+    // Hashed on first use, once: not before `initialize` is answered (issue 34, cold start).
+    agentsFingerprint: once(() => agentsHash(config.agents, nodeSha256Hex)),
+    agentHashes: once(() => agentHashes(config.agents, nodeSha256Hex)),
   };
 }
 
@@ -275,7 +270,7 @@ function buildServer(parts: ServerParts): OrchestratorServer {
     workers,
     leader: leaders.resolve,
     clock: systemClock,
-    ids: (prefix) => `${prefix}_${randomUUID().replace(/-/g, "").slice(0, 20)}`,
+    ids: (prefix) => `${prefix}_${nodeCrypto().randomUUID().replace(/-/g, "").slice(0, 20)}`,
     version: packageVersion(),
     productOptions: productOptions(config, parts.ownerId, settings),
     workspace: new GitWorkspaceProbe(),
@@ -398,6 +393,12 @@ async function openAndAttach(location: StateLocation, authority: DelegatingAutho
     await store.close();
     throw err;
   }
+}
+
+/** `make()`'s value, made on the first call and kept. */
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => (made ??= { value: make() }).value;
 }
 
 /** `value` without its `undefined` fields (exactOptionalPropertyTypes). */

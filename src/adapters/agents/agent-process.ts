@@ -8,10 +8,10 @@
  * dies (kill -9 included: the kernel closes the control socket). Nothing here relies on an agent exiting when its
  * stdin closes (real agents do not). Never writes to stdout; never signals a process it did not start.
  */
-import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
 import type { Readable, Writable } from "node:stream";
 import { WATCHDOG_SCRIPT } from "./watchdog.js";
+import { nodeChildProcess } from "../system/node-builtins.js";
 
 /** How an agent process ended: its own exit code, or the signal that ended it. */
 export interface AgentExit {
@@ -119,13 +119,17 @@ export class AgentProcess {
    * piped stdio. Throws only when the watchdog (this node binary) cannot be started.
    */
   static spawn(launch: AgentLaunch): AgentProcess {
-    const child = spawn(process.execPath, ["-e", WATCHDOG_SCRIPT, "--", launch.command, ...launch.args], {
-      cwd: launch.cwd,
-      env: { ...process.env, ...launch.env },
-      stdio: ["pipe", "pipe", "pipe", "pipe"],
-      detached: true, // the watchdog's own session: signals aimed at the server's group do not cut it short
-      windowsHide: true,
-    });
+    const child = nodeChildProcess().spawn(
+      process.execPath,
+      ["-e", WATCHDOG_SCRIPT, "--", launch.command, ...launch.args],
+      {
+        cwd: launch.cwd,
+        env: { ...process.env, ...launch.env },
+        stdio: ["pipe", "pipe", "pipe", "pipe"],
+        detached: true, // the watchdog's own session: signals aimed at the server's group do not cut it short
+        windowsHide: true,
+      },
+    );
     const agent = new AgentProcess(child);
     live.add(agent);
     installExitHook();

@@ -98,10 +98,10 @@ export async function pruneEventRows(
     const texts = textsOf(r);
     if (first <= afterSeq) kept.push({ seq: afterSeq, texts: texts.slice(0, afterSeq - first + 1) });
     if (last >= beforeSeq) kept.push({ seq: last, texts: texts.slice(beforeSeq - first) });
-    const deleted = await client.query(
-      "DELETE FROM events WHERE project_id = $1 AND stream = $2 AND seq = $3",
-      [...key, last],
-    );
+    const deleted = await client.query("DELETE FROM events WHERE project_id = $1 AND stream = $2 AND seq = $3", [
+      ...key,
+      last,
+    ]);
     removed += (deleted.rowCount ?? 0) > 0 ? r.n : 0;
   }
   const inside = await client.query<{ n: string | null }>(

@@ -21,7 +21,12 @@
  */
 import { createHash } from "node:crypto";
 import pg from "pg";
-import { AuthorityFailure, type OwnerLiveness, type OwnerLivenessEvent, type OwnerLivenessVerdict } from "../../core/ports.js";
+import {
+  AuthorityFailure,
+  type OwnerLiveness,
+  type OwnerLivenessEvent,
+  type OwnerLivenessVerdict,
+} from "../../core/ports.js";
 import { DEFAULT_POSTGRES_SCHEMA } from "./postgres-schema.js";
 import { messageOf } from "./authority-checks.js";
 import { positive } from "./postgres-text.js";
@@ -71,7 +76,9 @@ export class PostgresLiveness implements OwnerLiveness {
   readonly #key: string;
   readonly #schema: string;
   readonly #connectionString: string;
-  readonly #o: Required<Pick<PostgresLivenessOptions, "probeMs" | "fenceMs" | "serverTimeoutS" | "connectionTimeoutMs">>;
+  readonly #o: Required<
+    Pick<PostgresLivenessOptions, "probeMs" | "fenceMs" | "serverTimeoutS" | "connectionTimeoutMs">
+  >;
   readonly #fallback: OwnerLiveness | undefined;
   readonly #onProblem: (message: string) => void;
   readonly #now: () => number;
@@ -295,15 +302,18 @@ export class PostgresLiveness implements OwnerLiveness {
     if (this.#fence) clearTimeout(this.#fence);
     const client = this.#client;
     const left = this.#confirmedAt + this.#o.fenceMs - this.#now();
-    this.#fence = setTimeout(() => {
-      this.#fence = null;
-      // Decide after the event loop's I/O phase: a probe answer that arrived with the timer is counted first.
-      setImmediate(() => {
-        if (client === null || client !== this.#client) return;
-        if (this.#now() - this.#confirmedAt < this.#o.fenceMs) this.#armFence();
-        else this.#lost(client, `no liveness probe answered within ${this.#o.fenceMs} ms`);
-      });
-    }, Math.max(0, left));
+    this.#fence = setTimeout(
+      () => {
+        this.#fence = null;
+        // Decide after the event loop's I/O phase: a probe answer that arrived with the timer is counted first.
+        setImmediate(() => {
+          if (client === null || client !== this.#client) return;
+          if (this.#now() - this.#confirmedAt < this.#o.fenceMs) this.#armFence();
+          else this.#lost(client, `no liveness probe answered within ${this.#o.fenceMs} ms`);
+        });
+      },
+      Math.max(0, left),
+    );
     this.#fence.unref();
   }
 

@@ -6,9 +6,9 @@
  * arguments (environment, platform, home directory, path): they must never touch the filesystem (no mkdir, no
  * realpath) — `SqliteAuthority.open` creates directories when it opens the file.
  */
-import { createHash } from "node:crypto";
 import { homedir } from "node:os";
 import path from "node:path";
+import { nodeCrypto } from "../system/node-builtins.js";
 
 /** Environment variable that overrides the state file location. */
 export const STATE_PATH_ENV = "ACP_ORCHESTRATOR_STATE";
@@ -52,5 +52,5 @@ export function defaultStatePath(
  */
 export function defaultProjectId(cwd: string, platform: NodeJS.Platform = process.platform): string {
   const resolved = platform === "win32" ? path.win32.resolve(cwd).toLowerCase() : path.posix.resolve(cwd);
-  return `p_${createHash("sha256").update(resolved, "utf8").digest("hex").slice(0, 16)}`;
+  return `p_${nodeCrypto().createHash("sha256").update(resolved, "utf8").digest("hex").slice(0, 16)}`;
 }

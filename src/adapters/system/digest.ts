@@ -3,8 +3,8 @@
  * text, hex. Gives the same digests as the core's pure `sha256Hex` (a lone surrogate is encoded as U+FFFD by both),
  * many times faster on large inputs (a 1,000-task plan's fingerprint, every task launch's input hash).
  */
-import { createHash } from "node:crypto";
+import { nodeCrypto } from "./node-builtins.js";
 import type { Digest } from "../../core/ports.js";
 
 /** SHA-256 of the UTF-8 encoding of `text`, 64 lower-case hex digits. Pure. */
-export const nodeSha256Hex: Digest = (text) => createHash("sha256").update(text, "utf8").digest("hex");
+export const nodeSha256Hex: Digest = (text) => nodeCrypto().createHash("sha256").update(text, "utf8").digest("hex");

@@ -11,10 +11,10 @@
  * It never kills, signals (except the existence probe `kill(pid, 0)` where `/proc` is absent) or waits for any
  * process, and never throws from `check`.
  */
-import { createHash } from "node:crypto";
 import { readFileSync, readlinkSync } from "node:fs";
 import { hostname } from "node:os";
 import type { OwnerLiveness, OwnerLivenessVerdict } from "../../core/ports.js";
+import { sha256Hex } from "../../core/product/fingerprint.js";
 
 /** `<host>:<pid>:<start>:<scope>`; the host may itself hold colons, so the other parts are matched from the end. */
 const OWNER_ID = /^(.+):(\d{1,10}):(\d{1,20}):([0-9a-f]{8})$/;
@@ -154,10 +154,8 @@ export class ProcessLiveness implements OwnerLiveness {
       boot = null;
     }
     const namespace = this.proc.link("/proc/self/ns/pid");
-    return createHash("sha256")
-      .update(`${boot?.trim() ?? "no-boot-id"}\n${namespace ?? "no-pid-namespace"}`)
-      .digest("hex")
-      .slice(0, 8);
+    // The pure SHA-256 of the core (the same digest): `node:crypto` is not loaded before `initialize` (issue 34).
+    return sha256Hex(`${boot?.trim() ?? "no-boot-id"}\n${namespace ?? "no-pid-namespace"}`).slice(0, 8);
   }
 }
 

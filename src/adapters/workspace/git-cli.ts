@@ -12,7 +12,7 @@
  *
  * It owns nothing and decides nothing: callers (git-workspace.ts) say what to run. It must never run a shell.
  */
-import { execFile, spawn } from "node:child_process";
+import { nodeChildProcess } from "../system/node-builtins.js";
 
 /** The committer and author of every commit the orchestrator makes. */
 export const ORCHESTRATOR_IDENTITY = { name: "acp-orchestrator", email: "acp-orchestrator@localhost" };
@@ -116,7 +116,7 @@ export function runGit(
 ): Promise<GitResult> {
   return new Promise((resolve, reject) => {
     let stdinError: NodeJS.ErrnoException | undefined;
-    const child = execFile(
+    const child = nodeChildProcess().execFile(
       "git",
       [...SAFE_CONFIG, ...args],
       { cwd, env: childEnv(env), maxBuffer: 64 * 1024 * 1024, encoding: "utf8" },
@@ -177,7 +177,7 @@ const REMOTE_OUTPUT_CAP = 4 * 1024 * 1024;
  */
 export function runRemoteGit(cwd: string, args: readonly string[], timeoutMs: number): Promise<RemoteGitResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn("git", [...SAFE_CONFIG, ...args], {
+    const child = nodeChildProcess().spawn("git", [...SAFE_CONFIG, ...args], {
       cwd,
       env: childEnv(),
       detached: true,

@@ -17,7 +17,6 @@
  * Credentials come from git itself (credential helpers, SSH agent, the environment); prompts are off (git-cli.ts).
  * Owns the mirrors under the root; must never touch a product's `cwd`.
  */
-import { createHash } from "node:crypto";
 import { mkdir, rename, rm, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { CaptureResult, MergeOutcome, TargetOutcome, WorkspaceInfo, WorkspacePort } from "../../core/ports.js";
@@ -25,6 +24,7 @@ import type { RefMove } from "../../core/workspace/records.js";
 import { git, runGit, runRemoteGit, type RemoteGitResult } from "./git-cli.js";
 import { GitWorkspace } from "./git-workspace.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
+import { nodeCrypto } from "../system/node-builtins.js";
 
 /** The default deadline of one git call that talks to a remote (a first clone of a large remote must fit in it). */
 export const DEFAULT_REMOTE_TIMEOUT_MS = 300_000;
@@ -97,7 +97,7 @@ export class RemoteWorkspace implements WorkspacePort {
 
   /** The mirror directory of `remote` under the root (from a hash of the URL; nothing is created). */
   mirrorPath(remote: string): string {
-    const id = createHash("sha256").update(remote).digest("hex").slice(0, 32);
+    const id = nodeCrypto().createHash("sha256").update(remote).digest("hex").slice(0, 32);
     return join(this.root, "mirrors", `${id}.git`);
   }
 

@@ -8,7 +8,6 @@
  * adapters/agents/prompt-content.ts, reading the record through `attachmentReader`). Embedded text resources are
  * inlined in the prompt's text, as before.
  */
-import { createHash } from "node:crypto";
 import * as z from "zod";
 import type { ContentBlock } from "../../../protocol/acp.js";
 import type { RunStateAuthority } from "../../core/ports.js";
@@ -21,6 +20,7 @@ import {
   type ReadAttachment,
 } from "../../core/product/agent-inputs.js";
 import { invalidParams } from "../wire-errors.js";
+import { nodeCrypto } from "../../adapters/system/node-builtins.js";
 
 /** The authority project of attachment records (as for session records). */
 const ATTACHMENT_PROJECT = "_";
@@ -108,7 +108,7 @@ export async function storeAttachments(
       ]);
     }
     const bytes = Buffer.from(data, "base64");
-    const digest = createHash("sha256").update(bytes).digest("hex");
+    const digest = nodeCrypto().createHash("sha256").update(bytes).digest("hex");
     pending.push({
       ref: { ref: `${sessionId}/${digest}`, kind, mimeType, bytes: bytes.length, ...(uri ? { uri } : {}) },
       record: { v: 1, mimeType, data, bytes: bytes.length },
