@@ -34,7 +34,13 @@ export interface StoredRun {
   listMs: number;
   /** One `product.list` round trip with `phase: "executing"` (none of the stored products is). */
   listExecutingMs: number;
+  /** One `product.list` page of `LIST_PAGE` products (`limit`), the first one, then the next by its `nextCursor`. */
+  listPageMs: number;
+  listNextPageMs: number;
 }
+
+/** The page size measured (issue 32: `product.list` pages). */
+export const LIST_PAGE = 100;
 
 export interface StoredFigure extends StoredRun {
   products: number;
@@ -129,7 +135,18 @@ async function measureServe(url: string): Promise<StoredRun & { listed: number }
     const t1 = performance.now();
     await proc.request("product.list", { phase: "executing" });
     const listExecutingMs = performance.now() - t1;
-    return { initializeMs, recoveredMs, listMs, listExecutingMs, listed: list.products.length };
+    const t2 = performance.now();
+    const page = await proc.request<{ products: unknown[]; nextCursor?: string }>("product.list", { limit: LIST_PAGE });
+    const listPageMs = performance.now() - t2;
+    const t3 = performance.now();
+    await proc.request("product.list", { limit: LIST_PAGE, cursor: page.nextCursor });
+    const listNextPageMs = performance.now() - t3;
+    if (page.products.length !== LIST_PAGE || page.nextCursor === undefined)
+      throw new Error("product.list paged wrong");
+    return {
+      ...{ initializeMs, recoveredMs, listMs, listExecutingMs, listPageMs, listNextPageMs },
+      listed: list.products.length,
+    };
   } finally {
     await proc.close();
     rmSync(dir, { recursive: true, force: true });
@@ -187,7 +204,8 @@ export async function storedFigure(
       `  ${fmt(products)} stored products (${seedMs === 0 ? "schema reused" : `seeded in ${fmt(seedMs / 1000, 1)} s`}): ` +
         `serve --recover start-up ${fmt(Math.max(m.initializeMs, m.recoveredMs))} ms (initialize ${fmt(m.initializeMs)}` +
         ` ms, recovery pass done ${fmt(m.recoveredMs)} ms; empty schema ${fmt(empty.at(-1) ?? 0)} ms), product.list ` +
-        `${fmt(m.listMs)} ms, product.list executing ${fmt(m.listExecutingMs)} ms`,
+        `${fmt(m.listMs)} ms, product.list executing ${fmt(m.listExecutingMs)} ms, a page of ${LIST_PAGE} ` +
+        `${fmt(m.listPageMs)} ms, the next page ${fmt(m.listNextPageMs)} ms (target: each under ${fmt(STORED_TARGET_MS)} ms)`,
     );
   }
   return {
@@ -199,6 +217,8 @@ export async function storedFigure(
     recoveredMs: median(runs.map((r) => r.recoveredMs)),
     listMs: median(runs.map((r) => r.listMs)),
     listExecutingMs: median(runs.map((r) => r.listExecutingMs)),
+    listPageMs: median(runs.map((r) => r.listPageMs)),
+    listNextPageMs: median(runs.map((r) => r.listNextPageMs)),
     emptyStartupMs: median(empty),
   };
 }
@@ -218,5 +238,9 @@ export function storedMarkdown(f: StoredFigure): string {
     `| (initialize answered) | ${fmt(f.initializeMs)} | ${each((r) => r.initializeMs)} | — |`,
     `| product.list (all ${fmt(f.listed)}) | ${fmt(f.listMs)} | ${each((r) => r.listMs)} | ${met(f.listMs)} |`,
     `| product.list, phase executing (none) | ${fmt(f.listExecutingMs)} | ${each((r) => r.listExecutingMs)} | — |`,
+    `| product.list, first page (limit ${LIST_PAGE}) | ${fmt(f.listPageMs)} | ${each((r) => r.listPageMs)} | ` +
+      `${met(f.listPageMs)} |`,
+    `| product.list, next page (its nextCursor) | ${fmt(f.listNextPageMs)} | ${each((r) => r.listNextPageMs)} | ` +
+      `${met(f.listNextPageMs)} |`,
   ].join("\n");
 }

@@ -42,6 +42,7 @@ import { scratchRoot, worktreeCost, type WorktreeCost } from "./worktrees.js";
 import { verifyCost, verifyRows, type VerifyCost } from "./verify.js";
 import { remoteCost, type PathCost, type RemoteCost } from "./remote.js";
 import { postgresFigures, withPostgres, type PostgresFigures } from "./postgres.js";
+import { LIST_PAGE } from "./postgres-stored.js";
 import { controlPickup, type PickupResult } from "./pickup.js";
 import { COMPILED, REPO_ROOT } from "./support/paths.js";
 import { describeMachine, fmt, markdownTable, median, percentile, type Machine } from "./support/stats.js";
@@ -642,6 +643,20 @@ function fleetRows(
       target: "< 1000 ms",
       met: verdict(stored.listMs < 1000),
     });
+    for (const [what, ms] of [
+      [`the first page (limit ${LIST_PAGE})`, stored.listPageMs],
+      ["the next page (its nextCursor)", stored.listNextPageMs],
+    ] as const) {
+      rows.push({
+        figure: "9",
+        measure: `product.list, ${what}, of ${n} stored products, median ms`,
+        value: fmt(ms, 0),
+        baseline: `${fmt(stored.listMs, 0)} (all)`,
+        ratio: `${fmt(ms / stored.listMs, 3)}x`,
+        target: "< 1000 ms",
+        met: verdict(ms < 1000),
+      });
+    }
   }
   details.push(
     "### Figure 9\n\n" +
