@@ -1,11 +1,48 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Test files that measure or depend on timing under a bound (fleet takeover and fencing, liveness, memory and heap
+ * bounds, back-pressure, deadlines, kill -9 windows, very large repositories). They run after the others, one file
+ * at a time, so that nothing of this suite competes with them for the machine's two cores.
+ */
+const SERIAL = [
+  "test/e2e/postgres-*.test.ts",
+  "test/e2e/owner-liveness.test.ts",
+  "test/e2e/host-check-deadline.test.ts",
+  "test/e2e/host-hostile.test.ts",
+  "test/e2e/memory-bound.test.ts",
+  "test/e2e/verify-kill.test.ts",
+  "test/e2e/worktree-safety-*.test.ts",
+  "test/e2e/guarantees.test.ts",
+  "test/ui/dashboard-backpressure.test.ts",
+  "test/adapters/workspace/prepare-concurrency.test.ts",
+  "test/adapters/system/heap-growth.test.ts",
+  "test/adapters/persistence/memory-authority-flat.test.ts",
+  "test/transcripts/corpus.test.ts",
+];
+const EXCLUDE = ["test/bench/**", "test/agents/**", "node_modules/**", "dist/**"];
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
-    exclude: ["test/bench/**", "test/agents/**", "node_modules/**", "dist/**"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: "forks",
+    projects: [
+      {
+        extends: true,
+        // Two files at a time: most of this suite waits on subprocesses (servers, git, agents), not on a core.
+        test: { name: "parallel", include: ["test/**/*.test.ts"], exclude: [...EXCLUDE, ...SERIAL], maxWorkers: 2 },
+      },
+      {
+        extends: true,
+        test: {
+          name: "serial",
+          include: SERIAL,
+          exclude: EXCLUDE,
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });
