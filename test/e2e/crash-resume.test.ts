@@ -43,6 +43,7 @@ import {
 } from "../../src/core/product/records.js";
 import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js";
 import { outputFor, type ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
 const KILLS = Number(process.env.CRASH_KILLS ?? 50);
@@ -464,10 +465,7 @@ class Lane {
     }
     expect(await server.close()).toBe(0);
     this.store.check();
-    const log = readFileSync(this.logPath, "utf8")
-      .split("\n")
-      .filter((l) => l !== "")
-      .map((l) => JSON.parse(l) as ExecutionLogLine);
+    const log = readExecutionLog(this.logPath);
     return {
       name: this.name,
       kills: this.kills,

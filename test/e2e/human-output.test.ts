@@ -7,11 +7,12 @@
  * task.
  */
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js";
 import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { runCli, type CliResult } from "../support/cli-run.js";
 import { CLI, tempDir } from "../support/server-process.js";
 
@@ -40,10 +41,7 @@ function startUi(args: string[], cwd: string): Promise<{ origin: string; stop: (
 }
 
 function executions(log: string): ExecutionLogLine[] {
-  return readFileSync(log, "utf8")
-    .split("\n")
-    .filter((l) => l !== "")
-    .map((l) => JSON.parse(l) as ExecutionLogLine);
+  return readExecutionLog(log);
 }
 
 /** Resolves once the execution log has `count` start lines (the agents write them as each task begins). */

@@ -8,12 +8,13 @@
  * suite (it needs the same PostgreSQL installation).
  */
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
 import type { Instance, Task, TaskState } from "../../protocol/common.js";
 import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js";
 import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { describePostgres, eventually } from "../support/postgres.js";
 import { REPO_ROOT, startServer, tempDir } from "../support/server-process.js";
 
@@ -60,11 +61,7 @@ describePostgres("a database that goes away mid-run", () => {
       },
     ];
     writeFileSync(join(cwd, "acp-orchestrator.json"), JSON.stringify({ agents }));
-    const log = (): ExecutionLogLine[] =>
-      readFileSync(logPath, "utf8")
-        .split("\n")
-        .filter((l) => l.trim() !== "")
-        .map((l) => JSON.parse(l) as ExecutionLogLine);
+    const log = (): ExecutionLogLine[] => readExecutionLog(logPath);
 
     // Leases renewed every second: the lost database is noticed within about a second even between task writes.
     const server = await startServer({

@@ -3,13 +3,13 @@
  * real worker subprocesses, and a second server on the same database reads it back. Runs only with
  * ACP_ORCHESTRATOR_TEST_PG (see test/support/postgres.ts).
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { afterAll, expect, it } from "vitest";
 import type { Instance, Task, TaskState } from "../../protocol/common.js";
-import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { describePostgres, dropSchema, freshSchema, urlWithSchema } from "../support/postgres.js";
 import { startServer, tempDir } from "../support/server-process.js";
 
@@ -46,10 +46,7 @@ function workspace(logPath: string): string {
 }
 
 function starts(logPath: string): string[] {
-  return readFileSync(logPath, "utf8")
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as ExecutionLogLine)
+  return readExecutionLog(logPath)
     .filter((l) => l.event === "start")
     .map((l) => l.taskId);
 }

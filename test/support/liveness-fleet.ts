@@ -4,7 +4,7 @@
  * checking a product's stream for a task completed twice, run after completion, or lost, and dropping what a test
  * created. Runs only with ACP_ORCHESTRATOR_TEST_PG (see postgres.ts).
  */
-import { readFileSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll } from "vitest";
 import type { Instance, Task } from "../../protocol/common.js";
@@ -12,6 +12,7 @@ import type { PostgresAuthority } from "../../src/adapters/persistence/postgres-
 import { ProductEvent, productStream } from "../../src/core/product/records.js";
 import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js";
 import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
+import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { adminQuery, dropSchema, TEST_PG_URL } from "./postgres.js";
 import { tempDir, type ServerHandle } from "./server-process.js";
 
@@ -41,10 +42,7 @@ export function workspace(logPath: string, minMs: number, maxMs: number, retryMs
 }
 
 export function readLog(logPath: string): ExecutionLogLine[] {
-  return readFileSync(logPath, "utf8")
-    .split("\n")
-    .filter((l) => l.trim() !== "")
-    .map((l) => JSON.parse(l) as ExecutionLogLine);
+  return readExecutionLog(logPath);
 }
 
 export async function launch(server: ServerHandle, cwd: string, goal: string, tasks = CHAIN): Promise<string> {
