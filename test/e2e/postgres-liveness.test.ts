@@ -52,14 +52,18 @@ describePostgres("liveness through PostgreSQL", () => {
     // Tasks take 300-500 ms: long enough to kill a server mid-task, short enough for cheap rounds.
     const cwd = workspace(logPath, 300, 500);
     const args = ["--recover", "--log-level", "warn"];
-    const start = (ownerId?: string): Promise<ServerHandle> =>
+    const start = (ownerId?: string, level = "warn"): Promise<ServerHandle> =>
       startServer({
         statePath: url,
         cwd,
         env: { ...SLOW_FALLBACKS, ...(ownerId ? { ACP_ORCHESTRATOR_OWNER_ID: ownerId } : {}) },
-        args,
+        args: [...args.slice(0, -1), level],
       });
-    const survivors = await Promise.all([start(`host-b-${randomUUID()}`), start(`host-c-${randomUUID()}`)]);
+    // The survivors log at debug level: their lines are printed when a takeover is late (see below).
+    const survivors = await Promise.all([
+      start(`host-b-${randomUUID()}`, "debug"),
+      start(`host-c-${randomUUID()}`, "debug"),
+    ]);
     const authority = await PostgresAuthority.open(url, { maxConnections: 2 });
     const takeoverMs: number[] = [];
     const productIds: string[] = [];
@@ -92,7 +96,11 @@ describePostgres("liveness through PostgreSQL", () => {
               },
               30_000,
               `a survivor to take ${id} over`,
-            );
+            ).catch((err: unknown) => {
+              // What the survivors logged (warnings and errors) is what tells why neither took the product over.
+              const logs = survivors.map((s, i) => `survivor ${i} stderr:\n${s.stderr().slice(-60000)}`).join("\n");
+              throw new Error(`${err instanceof Error ? err.message : String(err)}\n${logs}`);
+            });
             takeoverMs.push(Math.round(performance.now() - killedAt));
           }),
         );

@@ -382,6 +382,13 @@ export class Fleet {
       } catch (err) {
         const expected = isDomainError(err, "conflict") || isDomainError(err, "invalid_phase");
         if (!expected) this.#o.logger.warn({ productId: header.productId, err }, "could not recover a product");
+        // A lost race or a run that waits for an explicit resume: routine, but the reason is what explains a slow
+        // takeover (the fleet tests print the survivors' debug lines when one is late).
+        else
+          this.#o.logger.debug(
+            { productId: header.productId, reason: (err as Error).message },
+            "did not recover a product",
+          );
       }
     }
     return taken;
