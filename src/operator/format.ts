@@ -358,14 +358,18 @@ function describeGoalEvent(e: GoalEvent): string {
       return `ended ${e.endReason}: ${one(e.failedReason ?? e.summary, 120)}`;
     case "message_queued":
       return `message queued: ${one(e.content, 120)}`;
-    default: {
-      const rest = { ...(e as Record<string, unknown>) };
-      delete rest.v;
-      delete rest.at;
-      delete rest.type;
-      return `${e.type} ${clip(JSON.stringify(rest), 120)}`;
-    }
+    default:
+      return otherEvent(e);
   }
+}
+
+/** An event kind without a line of its own: its type and its fields (less v, at, type) as clipped JSON. */
+function otherEvent(e: { type: string }): string {
+  const rest = { ...(e as Record<string, unknown>) };
+  delete rest.v;
+  delete rest.at;
+  delete rest.type;
+  return `${e.type} ${clip(JSON.stringify(rest), 120)}`;
 }
 
 function describeEvent(e: ProductEvent): string {
@@ -396,13 +400,8 @@ function describeEvent(e: ProductEvent): string {
       return `plan v${e.plan.version} changed by the ${e.by}: ${clip(e.mutations.map(describeMutation).join("; "), 200)}`;
     case "verified":
       return `verified ${e.ok ? "green" : "red"} tree ${e.tree.slice(0, 12)}${e.taskId !== undefined ? ` (task ${e.taskId})` : ` (${e.scope})`}: ${checksLine(e.checks)}`;
-    default: {
-      const rest = { ...(e as Record<string, unknown>) };
-      delete rest.v;
-      delete rest.at;
-      delete rest.type;
-      return `${e.type} ${clip(JSON.stringify(rest), 120)}`;
-    }
+    default:
+      return otherEvent(e);
   }
 }
 
