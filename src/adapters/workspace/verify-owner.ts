@@ -14,9 +14,9 @@
  *
  * Owns the `owner` files and the `.trash-*` folders under `verify/`; never signals or waits for any process.
  */
-import { randomBytes } from "node:crypto";
 import { mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { nodeCrypto } from "../system/node-builtins.js";
 import type { OwnerLivenessVerdict } from "../../core/ports.js";
 import { runGit } from "./git-cli.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
@@ -99,5 +99,5 @@ export async function sweepStaleVerifyDirs(
 }
 
 function trashPath(commonDir: string): string {
-  return join(verifyRoot(commonDir), `.trash-${process.pid}-${randomBytes(6).toString("hex")}`);
+  return join(verifyRoot(commonDir), `.trash-${process.pid}-${nodeCrypto().randomBytes(6).toString("hex")}`);
 }
