@@ -13,13 +13,13 @@
  *
  * Without the fix the first try is recorded as a failed check (exit code null) and the phase assessed on it.
  */
-import Database from "better-sqlite3";
 import { rmSync, writeFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CRITERION_CHECK_ATTEMPTS } from "../../protocol/goal.js";
 import { makeRepo, worktreePaths } from "../support/git-repo.js";
-import { startServer, tempDir, type Notification, type ServerHandle } from "../support/server-process.js";
+import { startServer, tempDir, type Notification } from "../support/server-process.js";
+import { goalEvents, resumeGoalWhenLeaseFree } from "../support/goal-run.js";
 import { scriptedConfig } from "../support/verify-project.js";
 
 interface GoalStatus {
@@ -38,20 +38,6 @@ interface GoalStatus {
   };
 }
 
-/** The goal run's stored events (read-only), oldest first. */
-function goalEvents(statePath: string, goalRunId: string): Record<string, unknown>[] {
-  const db = new Database(statePath, { readonly: true });
-  try {
-    return (
-      db.prepare("SELECT event FROM events WHERE stream = ? ORDER BY seq").all(`goal/${goalRunId}`) as {
-        event: string;
-      }[]
-    ).map((r) => JSON.parse(r.event) as Record<string, unknown>);
-  } finally {
-    db.close();
-  }
-}
-
 /** Polls `probe` (20 ms apart) until it returns a value. */
 async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, ms = 120_000): Promise<T> {
   const end = Date.now() + ms;
@@ -60,20 +46,6 @@ async function until<T>(what: string, probe: () => Promise<T | undefined> | T | 
     if (v !== undefined) return v;
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** `x/goal.resume`, tried again while the killed server's lease has not expired yet (-32012, nothing recorded). */
-async function resume(server: ServerHandle, goalRunId: string): Promise<void> {
-  const deadline = Date.now() + 45_000;
-  for (;;) {
-    try {
-      expect(await server.request("x/goal.resume", { goalRunId })).toEqual({ goalRunId, status: "running" });
-      return;
-    } catch (err) {
-      if ((err as { code?: number }).code !== -32012 || Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 250));
-    }
   }
 }
 
@@ -126,7 +98,7 @@ describe("goal runs: a command criterion whose check cannot be run", () => {
     server = await start();
     try {
       const isGoal = (method: string) => (n: Notification) => n.method === method && n.params.goalRunId === goalRunId;
-      await resume(server, goalRunId);
+      await resumeGoalWhenLeaseFree(server, goalRunId);
       const blocked = await until("the goal to be blocked", async () => {
         const s = await server.request<GoalStatus>("x/goal.status", { goalRunId });
         return s.status === "blocked" ? s : undefined;
@@ -149,7 +121,7 @@ describe("goal runs: a command criterion whose check cannot be run", () => {
 
       // The cause is fixed; resume runs the check again (a fresh set of tries), it passes, the goal is achieved.
       rmSync(obstacle);
-      await resume(server, goalRunId);
+      await resumeGoalWhenLeaseFree(server, goalRunId);
       const ended = await server.waitFor(isGoal("x/goal.ended"), 120_000);
       expect(ended.params).toMatchObject({ endReason: "achieved" });
       const last = checkEvents(statePath, goalRunId).at(-1);

@@ -9,11 +9,11 @@
  * The user's checkout is never touched and no verify worktree is left behind. The config file's `verify` commands
  * apply to the phases' products as to any product.
  */
-import Database from "better-sqlite3";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { git, makeRepo, worktreePaths } from "../support/git-repo.js";
 import { startServer, tempDir, type Notification } from "../support/server-process.js";
+import { goalEvents } from "../support/goal-run.js";
 import { scriptedConfig } from "../support/verify-project.js";
 
 interface LastCheck {
@@ -40,20 +40,6 @@ interface GoalStatus {
 
 const isGoal = (goalRunId: string, method: string) => (n: Notification) =>
   n.method === method && n.params.goalRunId === goalRunId;
-
-/** The goal run's stored events (read-only), oldest first. */
-function goalEvents(statePath: string, goalRunId: string): Record<string, unknown>[] {
-  const db = new Database(statePath, { readonly: true });
-  try {
-    return (
-      db.prepare("SELECT event FROM events WHERE stream = ? ORDER BY seq").all(`goal/${goalRunId}`) as {
-        event: string;
-      }[]
-    ).map((r) => JSON.parse(r.event) as Record<string, unknown>);
-  } finally {
-    db.close();
-  }
-}
 
 describe("goal runs: a command acceptance criterion", () => {
   it("fails on phase 1's integrated head, passes on phase 2's, and the goal ends achieved", async () => {

@@ -13,13 +13,8 @@ import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
-import {
-  isJsonRpcLine,
-  startServer,
-  tempDir,
-  type Notification,
-  type ServerHandle,
-} from "../support/server-process.js";
+import { isJsonRpcLine, startServer, tempDir, type Notification } from "../support/server-process.js";
+import { resumeGoalWhenLeaseFree } from "../support/goal-run.js";
 
 /** Three independent items: the heuristic leader derives one criterion per item and one task per criterion. */
 const GOAL = "Prepare the release:\n- Write the changelog\n- Update the version number\n- Draft the announcement";
@@ -33,9 +28,6 @@ interface GoalStatus {
 }
 interface ProductStatus {
   tasks: { taskId: string; status: string; attempts: number }[];
-}
-interface RpcError {
-  code: number;
 }
 
 const isGoal = (goalRunId: string, method: string) => (n: Notification) =>
@@ -103,7 +95,7 @@ describe("goal runs over stdio: crash and restart", () => {
     expect(idle.progressSummary).toContain("x/goal.resume");
 
     const ended = second.waitFor(isGoal(goalRunId, "x/goal.ended"), 60_000);
-    await resumeWhenLeaseFree(second, goalRunId);
+    await resumeGoalWhenLeaseFree(second, goalRunId);
     expect((await ended).params).toMatchObject({ endReason: "achieved" });
     const status = await second.request<GoalStatus>("x/goal.status", { goalRunId });
     expect(status).toMatchObject({
@@ -137,23 +129,6 @@ async function waitForFile(condition: () => boolean): Promise<void> {
   while (!condition()) {
     if (Date.now() > deadline) throw new Error("timed out waiting for the agent's execution log");
     await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-/**
- * `x/goal.resume` after a crash. The killed process may still hold the product's lease (DESIGN.md guarantee 6) until
- * it expires; the resume is then refused with -32012 (recording nothing) and tried again.
- */
-async function resumeWhenLeaseFree(server: ServerHandle, goalRunId: string): Promise<void> {
-  const deadline = Date.now() + 45_000;
-  for (;;) {
-    try {
-      expect(await server.request("x/goal.resume", { goalRunId })).toEqual({ goalRunId, status: "running" });
-      return;
-    } catch (err) {
-      if ((err as RpcError).code !== -32012 || Date.now() > deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, 500));
-    }
   }
 }
 
