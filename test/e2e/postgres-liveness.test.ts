@@ -83,12 +83,16 @@ describePostgres("liveness through PostgreSQL", () => {
           30_000,
           `the victim's first tasks to start (round ${round})`,
         );
+        // The victim's owner id is read before the kill: read after it, a survivor may already hold the lease (the
+        // liveness probe is faster than this process on a loaded machine), and the wait below would never end.
+        const victimOwners = await Promise.all(ids.map((id, i) => leaseOwner(authority, projects[i] as string, id)));
+        expect(victimOwners.every((owner) => owner !== null)).toBe(true);
         const killedAt = performance.now();
         await victim.kill();
         await Promise.all(
           ids.map(async (id, i) => {
             const projectId = projects[i] as string;
-            const victimOwner = await leaseOwner(authority, projectId, id);
+            const victimOwner = victimOwners[i];
             await eventually(
               async () => {
                 const owner = await leaseOwner(authority, projectId, id);
