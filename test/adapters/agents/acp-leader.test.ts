@@ -15,7 +15,7 @@ import { AgentRegistry, parseAgentConfig } from "../../../src/adapters/agents/re
 import { HeuristicLeader } from "../../../src/core/leader/heuristic-leader.js";
 import { AgentConfigurationError } from "../../../src/core/ports.js";
 import type { AgentInfo, PlanRequest } from "../../../src/core/ports.js";
-import { fixturesDir, isAlive, memoryLogger, sleep, tsxLoader } from "../../fixtures/agents/pool-helpers.js";
+import { fixturesDir, isAlive, memoryLogger, tsxLoader } from "../../fixtures/agents/pool-helpers.js";
 import { eventually } from "../../support/eventually.js";
 
 const dirs: string[] = [];
