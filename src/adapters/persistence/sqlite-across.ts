@@ -9,7 +9,7 @@ import type Database from "better-sqlite3";
 import type { CreationPageOptions, CreationRecord } from "../../core/creation-order.js";
 import { AuthorityFailure, type ProjectRecord } from "../../core/ports.js";
 import { checkCreationPage, checkName, parseStored } from "./authority-checks.js";
-import type { Statements } from "./sqlite-schema.js";
+import { CREATED_KEY_SQL, SQLITE_SCHEMA_VERSION, type Statements } from "./sqlite-schema.js";
 
 /** `kind` in every project by project then id (`Statements.listAcross`); `containing` matched by `instr`. */
 export function readAcross(statements: Statements, kind: string, options: { containing?: string }): ProjectRecord[] {
@@ -37,9 +37,14 @@ interface CreationRow {
 /** The prepared statements of each connection, by shape (`p` project, `a` after). */
 const prepared = new WeakMap<Database.Database, Map<string, Database.Statement<unknown[], CreationRow>>>();
 
-/** The SQL of one shape; `created_key IS NOT NULL` names the partial index's condition as it is written there. */
-function creationSql(project: boolean, after: boolean): string {
-  return `SELECT project_id, id, value, revision, updated_at, created_key FROM records
+/**
+ * The SQL of one shape; `created_key IS NOT NULL` names the partial index's condition as it is written there. `key`
+ * is null for the stored column, or on a version-1 file (read-only) the expression it stands for (a scan: such a
+ * file has no creation index).
+ */
+function creationSql(project: boolean, after: boolean, key: string | null): string {
+  const from = key === null ? "records" : `(SELECT *, ${key} AS created_key FROM records)`;
+  return `SELECT project_id, id, value, revision, updated_at, created_key FROM ${from}
     WHERE kind = ? AND created_key IS NOT NULL ${project ? "AND project_id = ?" : ""}
       ${after ? "AND (created_key, id) > (?, ?)" : ""} AND instr(value, ?) > 0
     ORDER BY created_key, id LIMIT ?`;
@@ -47,10 +52,15 @@ function creationSql(project: boolean, after: boolean): string {
 
 /**
  * Up to `options.limit` records of `kind` (`product`) in creation order after `options.after` (ports.ts
- * `listByCreation`). Throws `AuthorityFailure` on an invalid argument; a SQLite error is thrown as it came (the
+ * `listByCreation`); `schemaVersion` is the file's (a read-only connection may read an older one). Throws `AuthorityFailure` on an invalid argument; a SQLite error is thrown as it came (the
  * authority's `#run` turns it into `AuthorityFailure`). Never writes.
  */
-export function readCreationPage(db: Database.Database, kind: string, options: CreationPageOptions): CreationRecord[] {
+export function readCreationPage(
+  db: Database.Database,
+  kind: string,
+  options: CreationPageOptions,
+  schemaVersion = SQLITE_SCHEMA_VERSION,
+): CreationRecord[] {
   checkCreationPage(kind, options);
   const { projectId, after } = options;
   const shape = `${projectId !== undefined ? "p" : ""}${after !== undefined ? "a" : ""}`;
@@ -58,7 +68,8 @@ export function readCreationPage(db: Database.Database, kind: string, options: C
   if (statements === undefined) prepared.set(db, (statements = new Map()));
   let statement = statements.get(shape);
   if (statement === undefined) {
-    statement = db.prepare<unknown[], CreationRow>(creationSql(projectId !== undefined, after !== undefined));
+    const key = schemaVersion >= 2 ? null : `(${CREATED_KEY_SQL})`;
+    statement = db.prepare<unknown[], CreationRow>(creationSql(projectId !== undefined, after !== undefined, key));
     statements.set(shape, statement);
   }
   const args: unknown[] = [kind];

@@ -46,6 +46,7 @@ import {
   SQLITE_SCHEMA_VERSION,
   migrate,
   prepareStatements,
+  readableSchemaVersion,
   readSchemaVersion,
   type Statements,
 } from "./sqlite-schema.js";
@@ -71,7 +72,8 @@ export interface SqliteAuthorityOptions {
   clock?: Pick<Clock, "now">;
   /**
    * Open an existing file for reading only (the operator commands, guarantee 3): SQLite itself refuses every write,
-   * no directory or file is created, no schema is migrated (a file of another schema version is refused).
+   * no directory or file is created, no schema is migrated: a file of an older schema version (from
+   * `SQLITE_READABLE_FROM_VERSION`) is read as it is, a newer one is refused.
    */
   readOnly?: boolean;
 }
@@ -89,6 +91,7 @@ export interface SqliteAuthorityOptions {
 export class SqliteAuthority implements RunStateAuthority {
   readonly name = "sqlite";
   readonly #db: Database.Database;
+  readonly #schemaVersion: number;
   readonly #statements: Statements;
   readonly #now: () => number;
   readonly #putTransaction: Database.Transaction<
@@ -135,8 +138,11 @@ export class SqliteAuthority implements RunStateAuthority {
     readonly path: string,
     db: Database.Database,
     options: SqliteAuthorityOptions,
+    /** The file's schema version: `SQLITE_SCHEMA_VERSION`, or an older one on a read-only connection. */
+    schemaVersion = SQLITE_SCHEMA_VERSION,
   ) {
     this.#db = db;
+    this.#schemaVersion = schemaVersion;
     const clock = options.clock;
     this.#now = clock ? () => clock.now() : Date.now;
     this.#statements = prepareStatements(db);
@@ -203,13 +209,8 @@ export class SqliteAuthority implements RunStateAuthority {
       if (options.readOnly) {
         db = new Database(location, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true, ...addon() });
         db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-        const seen = readSchemaVersion(db);
-        if (seen !== SQLITE_SCHEMA_VERSION) {
-          throw new AuthorityFailure(
-            `The state file ${location} has schema version ${seen}, not ${SQLITE_SCHEMA_VERSION}; open it once with this acp-orchestrator's server (or upgrade acp-orchestrator).`,
-          );
-        }
-        return new SqliteAuthority(location, db, options);
+        const seen = readableSchemaVersion(db, location);
+        return new SqliteAuthority(location, db, options, seen);
       }
       if (!inMemory) makeParentFolders(dirname(location));
       db = new Database(location, { timeout: busyTimeoutMs, ...addon() });
@@ -450,7 +451,7 @@ export class SqliteAuthority implements RunStateAuthority {
 
   /** `product` records in creation order, one statement on the creation index (sqlite-across.ts). Never writes. */
   async listByCreation(kind: string, options: CreationPageOptions): Promise<CreationRecord[]> {
-    return this.#run("list", () => readCreationPage(this.#db, kind, options));
+    return this.#run("list", () => readCreationPage(this.#db, kind, options, this.#schemaVersion));
   }
 
   /** Reports the connection settings in force. Never writes. Throws `AuthorityFailure` when closed. */

@@ -7,6 +7,19 @@
 import type Database from "better-sqlite3";
 import { AuthorityFailure } from "../../core/ports.js";
 
+/**
+ * A product header's creation key as SQL over a `records` row (issue 32): its value's text `createdAt`, NULL for every
+ * other kind and for a value that is not JSON. Schema version 2 stores it as the virtual column `created_key`; a
+ * read-only connection to a version-1 file computes it in the query instead (`readCreationPage`).
+ */
+// Its text (whitespace included) is the one migration 2 was released with: sqlite_master keeps it as written.
+export const CREATED_KEY_SQL = `
+        CASE WHEN kind = 'product' AND json_valid(value) AND json_type(value, '$.createdAt') = 'text'
+             THEN json_extract(value, '$.createdAt') END`;
+
+/** The oldest schema version a read-only connection reads (the operator's commands; sqlite-authority.ts). */
+export const SQLITE_READABLE_FROM_VERSION = 1;
+
 /** One schema migration, applied at most once, in version order, inside one immediate transaction. */
 interface Migration {
   version: number;
@@ -45,9 +58,7 @@ const MIGRATIONS: readonly Migration[] = [
     // no table rewrite) indexed with the id, whole-store and per project, for product headers only.
     version: 2,
     sql: `
-      ALTER TABLE records ADD COLUMN created_key TEXT GENERATED ALWAYS AS (
-        CASE WHEN kind = 'product' AND json_valid(value) AND json_type(value, '$.createdAt') = 'text'
-             THEN json_extract(value, '$.createdAt') END) VIRTUAL;
+      ALTER TABLE records ADD COLUMN created_key TEXT GENERATED ALWAYS AS (${CREATED_KEY_SQL}) VIRTUAL;
       CREATE INDEX records_by_creation ON records (kind, created_key, id) WHERE created_key IS NOT NULL;
       CREATE INDEX records_project_by_creation ON records (project_id, kind, created_key, id)
         WHERE created_key IS NOT NULL;
@@ -106,6 +117,21 @@ export function readSchemaVersion(db: Database.Database): number {
     throw new AuthorityFailure(`The state file has an unreadable schema version (${String(text)}).`);
   }
   return version;
+}
+
+/**
+ * The schema version of a file opened read-only, when this code can read it as it is (the operator's commands never
+ * migrate): from `SQLITE_READABLE_FROM_VERSION` to `SQLITE_SCHEMA_VERSION`. Throws `AuthorityFailure` naming
+ * `location` otherwise. Never writes.
+ */
+export function readableSchemaVersion(db: Database.Database, location: string): number {
+  const seen = readSchemaVersion(db);
+  if (seen < SQLITE_READABLE_FROM_VERSION || seen > SQLITE_SCHEMA_VERSION) {
+    throw new AuthorityFailure(
+      `The state file ${location} has schema version ${seen}, not ${SQLITE_READABLE_FROM_VERSION}–${SQLITE_SCHEMA_VERSION}; open it once with this acp-orchestrator's server (or upgrade acp-orchestrator).`,
+    );
+  }
+  return seen;
 }
 
 /**

@@ -148,6 +148,52 @@ describe("listByCreation on SQLite: stored text that is not JSON", () => {
   });
 });
 
+describe("listByCreation on SQLite: a version-1 file read read-only (the operator's commands never migrate)", () => {
+  it("pages as a version-2 file does, and leaves the file at version 1", async () => {
+    const path = sqlitePath();
+    const a = SqliteAuthority.open(path);
+    await seed(a);
+    const pageOf = async (b: ByCreation, limit: number, projectId?: string) =>
+      (await b.listByCreation("product", { limit, ...(projectId ? { projectId } : {}) })).map((r) => [
+        r.id,
+        r.createdAt,
+      ]);
+    const want = [await pageOf(a, 100), await pageOf(a, 4, "y")];
+    const after = await a.listByCreation("product", {
+      limit: 3,
+      after: { createdAt: "2026-01-01T00:00:02.000Z", id: "p02" },
+    });
+    await a.close();
+    // Back to what version 1 wrote: no creation column, no creation indexes.
+    const db = new Database(path);
+    db.exec(`DROP INDEX records_by_creation; DROP INDEX records_project_by_creation;
+      ALTER TABLE records DROP COLUMN created_key; UPDATE meta SET value = '1' WHERE key = 'schema_version';`);
+    db.close();
+    const old = SqliteAuthority.open(path, { readOnly: true });
+    expect([await pageOf(old, 100), await pageOf(old, 4, "y")]).toEqual(want);
+    expect(
+      await old.listByCreation("product", { limit: 3, after: { createdAt: "2026-01-01T00:00:02.000Z", id: "p02" } }),
+    ).toEqual(after);
+    await old.close();
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare("SELECT value FROM meta WHERE key = 'schema_version'").pluck().get()).toBe("1");
+    check.close();
+  });
+
+  it("refuses a read-only open of a file of a newer version, or of version 0", async () => {
+    for (const version of ["0", "999"]) {
+      const path = sqlitePath();
+      await SqliteAuthority.open(path).close();
+      const db = new Database(path);
+      db.prepare("UPDATE meta SET value = ? WHERE key = 'schema_version'").run(version);
+      db.close();
+      expect(() => SqliteAuthority.open(path, { readOnly: true })).toThrow(
+        new RegExp(`has schema version ${version}, not 1–\\d+; open it once with this acp-orchestrator's server`),
+      );
+    }
+  });
+});
+
 const schema = freshSchema();
 describePostgres("listByCreation on PostgreSQL", () => {
   registerByCreation("postgres", async () => (await emptySchema(schema), openTestAuthority({ schema })));
