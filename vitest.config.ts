@@ -24,8 +24,10 @@ const EXCLUDE = ["test/bench/**", "test/agents/**", "node_modules/**", "dist/**"
 
 export default defineConfig({
   test: {
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // Generous: e2e tests drive real servers, agents and git, and take 20-30 s on a busy 2-core machine; a limit is
+    // a backstop for a hang, never a measure (each test waits for its own events with its own bounds).
+    testTimeout: 90_000,
+    hookTimeout: 60_000,
     pool: "forks",
     projects: [
       {

@@ -57,7 +57,7 @@ const MAX_STEPS = Number(process.env.CRASH_MAX_STEPS ?? 16);
  * 10x over its cores took up to several seconds. The run-end check (nothing left 5 s after the run) stays strict.
  */
 const ORPHAN_LIMIT_MS = 15_000;
-const TIMEOUT_MS = Number(process.env.CRASH_TIMEOUT_MS ?? Math.max(240_000, KILLS * 5_000));
+const TIMEOUT_MS = Number(process.env.CRASH_TIMEOUT_MS ?? Math.max(600_000, KILLS * 8_000));
 
 // ---------------------------------------------------------------------------------------------------------------
 // The DAG

@@ -122,7 +122,7 @@ describe("guarantees 2 and 6 over stdio: a lease renewal the host fails", () => 
     expect((await done).params.phase).toBe("completed");
     expect(await server.close()).toBe(0);
     for (const line of server.stdoutLines) expect(isJsonRpcLine(line), line).toBe(true);
-  }, 30_000);
+  }, 90_000);
 });
 
 describe("guarantees 3 and 4 over stdio: a tampered state file", () => {
@@ -208,7 +208,7 @@ describe("guarantees 3 and 4 over stdio: a tampered state file", () => {
     expect(started).toEqual([]);
     expect(await server.close()).toBe(0);
     await seed.close();
-  }, 30_000);
+  }, 90_000);
 });
 
 describe("guarantee 10 and drift detection over stdio: a killed run whose workspace and agents changed", () => {

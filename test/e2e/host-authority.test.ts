@@ -112,7 +112,7 @@ describe("host run-state authority over stdio", () => {
     expect(reloaded.progress).toEqual(
       expect.objectContaining({ total: status.tasks.length, completed: status.tasks.length }),
     );
-  }, 30_000);
+  }, 90_000);
 
   it("pauses the product with a recovery cause and sends product.persistenceError when the host fails a write", async () => {
     const host = new TestHost();
@@ -150,7 +150,7 @@ describe("host run-state authority over stdio", () => {
       events: 0,
       sessions: 0,
     });
-  }, 30_000);
+  }, 90_000);
 
   it("treats a host that never answers as a persistence failure after --host-timeout-ms", async () => {
     const host = new TestHost();
@@ -173,7 +173,7 @@ describe("host run-state authority over stdio", () => {
         cause: expect.stringContaining("did not answer runState/appendEvents"),
       }),
     );
-  }, 30_000);
+  }, 90_000);
 
   it("refuses to start with a --host-timeout-ms that is not a positive integer", async () => {
     const raw = startRawServer({ args: ["--host-timeout-ms", "soon"] });

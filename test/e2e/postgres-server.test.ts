@@ -111,5 +111,5 @@ describePostgres("the server on PostgreSQL (--state postgres://)", () => {
         /^acp-orchestrator: Cannot open the PostgreSQL state store postgres:\/\/acp:\*\*\*@/,
       ),
     });
-  }, 30_000);
+  }, 90_000);
 });

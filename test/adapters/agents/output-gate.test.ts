@@ -107,5 +107,5 @@ describe("AcpWorkerPool output gate", () => {
     expect(outcome.outcome).toBe("completed");
     expect(rec.texts).toHaveLength(chunks);
     expect(rec.texts[chunks - 1]).toBe(`chunk ${chunks - 1}\n`);
-  }, 30_000);
+  }, 90_000);
 });
