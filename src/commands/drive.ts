@@ -6,7 +6,8 @@
  * Ctrl-C (issue 29): the first one pauses the product (the server keeps running until its workers stopped and the
  * pause is written) and the command ends with `paused ID — resume with: …`; a second one stops waiting and leaves the
  * product as it is (the server stops: running tasks are written back as interrupted, resumable). A server that dies
- * while followed is reported as one line with the resume command, never a stack trace.
+ * while followed is reported as one line with the resume command, never a stack trace; a product deleted while
+ * followed (`delete ID` from another shell) as one line saying so, without one (a new user's trial, item 1).
  */
 import { resolve } from "node:path";
 import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
@@ -108,6 +109,16 @@ export function summarise(status: FollowedStatus, productId: string, flags = "")
 }
 
 /**
+ * Whether `err` is the server's answer that the followed product does not exist (any more): the JSON-RPC error
+ * `-32002` (not found, PROTOCOL.md section 3) whose `data.kind` is `product`. A product the server answered before
+ * can only have gone by `product.delete` (the CLI's `delete`).
+ */
+function deletedMeanwhile(err: unknown): boolean {
+  const e = err as { code?: unknown; data?: { kind?: unknown } } | null;
+  return e?.code === -32002 && (e.data?.kind === undefined || e.data.kind === "product");
+}
+
+/**
  * Follows `productId` on `session` to its end and prints the summary; handles Ctrl-C as this file's header says.
  * Resolves with the exit code (0 completed, 1 otherwise, 130 when a second Ctrl-C left the product as it is).
  */
@@ -136,6 +147,13 @@ export async function followToEnd(session: ServerSession, productId: string, val
       write(`paused ${productId} — resume with: ${resumeCommandLine(productId, values)}\n`);
     return code;
   } catch (err) {
+    if (deletedMeanwhile(err)) {
+      // Deleted from another shell (`delete ID`, product.delete) while followed: nothing is left to resume.
+      process.stderr.write(
+        `acp-orchestrator: product ${productId} was deleted while this command ran it; there is nothing left to resume.\n`,
+      );
+      return 1;
+    }
     // The server died (or the connection broke): the product is in the store as the server last wrote it.
     const why = err instanceof Error ? err.message.split("\n")[0] : String(err);
     process.stderr.write(

@@ -566,6 +566,14 @@ export interface WorkspacePort {
   /** Worktree directories of a product that still exist (leftovers of a dead owner, or running attempts). */
   leftovers(cwd: string, productId: string): Promise<string[]>;
   /**
+   * Removes the product's own folder of worktrees with whatever is still in it (a worktree a release missed, a parked
+   * one) and git's records of those worktrees (`product.delete`, after its attempts ended). Only that folder: nothing
+   * is removed when `productId` does not name a folder of its own (a name the adapter would have to rewrite, which
+   * another product could share), or when the folder is not where it should be (a symbolic link, not a folder).
+   * Missing is fine.
+   */
+  removeProductFolder(cwd: string, productId: string): Promise<void>;
+  /**
    * Brings `head` into the branch `target` (short name): fast-forward or merge commit, never a rewrite. When `target`
    * is checked out in `cwd` the user's working tree is fast-forwarded by git itself. Never touches an operation of the
    * user's: with a merge, rebase, cherry-pick, revert or bisect in progress, or uncommitted changes in files the merge

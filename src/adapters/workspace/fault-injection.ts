@@ -47,6 +47,7 @@ export function withFaults(port: WorkspacePort, spec: string | undefined): Works
     merge: (cwd, head, commit, message) => port.merge(cwd, head, commit, message),
     release: (cwd, path, options) => port.release(cwd, path, options),
     leftovers: (cwd, productId) => port.leftovers(cwd, productId),
+    removeProductFolder: (cwd, productId) => port.removeProductFolder(cwd, productId),
     integrateInto: (cwd, target, head, message) => port.integrateInto(cwd, target, head, message),
   };
 }

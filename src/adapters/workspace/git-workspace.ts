@@ -19,7 +19,7 @@
  * It decides nothing (the core does: src/core/workspace/) and must never touch the user's working tree or branches,
  * except `integrateInto` a target branch when the product's integration mode is `merge`.
  */
-import { mkdir, readdir, rm, stat } from "node:fs/promises";
+import { lstat, mkdir, readdir, realpath, rm, stat } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { CHANGED_FILES_SAMPLE } from "../../../protocol/common.js";
 import type {
@@ -88,6 +88,8 @@ function lines(text: string): string[] {
 
 /** Prefix of a parked worktree's folder name; `component` never produces `~`, so no attempt path starts with it. */
 const SPARE_PREFIX = "~spare-";
+/** A product id that is a folder name of its own: nothing `component` rewrites, and never `.` or `..`. */
+const OWN_FOLDER = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/u;
 
 async function exists(path: string): Promise<boolean> {
   try {
@@ -363,6 +365,28 @@ export class GitWorkspace implements WorkspacePort {
       // no directory: nothing left over
     }
     return [...found].sort();
+  }
+
+  /**
+   * Removes `<git-common-dir>/acp-orchestrator/worktrees/<productId>/` with every worktree left in it and git's
+   * records of them. Only when `productId` is that folder's name as it is (`OWN_FOLDER`: no name `component` would
+   * rewrite, which another product could share) and the folder, resolved through any symbolic link on the way, is a
+   * real folder at exactly that place in the repository's git directory; else nothing is touched. Missing is fine.
+   */
+  async removeProductFolder(cwd: string, productId: string): Promise<void> {
+    if (!OWN_FOLDER.test(productId) || component(productId) !== productId) return;
+    const dir = await this.productDir(cwd, productId);
+    const info = await lstat(dir).catch(() => undefined);
+    if (!info?.isDirectory()) return;
+    const common = await this.commonDir(cwd);
+    const expected = join(await realpath(common), "acp-orchestrator", "worktrees", productId);
+    if ((await realpath(dir).catch(() => "")) !== expected) return;
+    for (const path of await this.leftovers(cwd, productId)) if (!this.claimed.has(path)) await this.remove(cwd, path);
+    this.spares.delete(dir);
+    await withWorktreeAdmin(common, async () => {
+      await rm(dir, { recursive: true, force: true });
+      await runGit(cwd, ["worktree", "prune"]);
+    });
   }
 
   async integrateInto(cwd: string, target: string, head: string, message: string): Promise<TargetOutcome> {

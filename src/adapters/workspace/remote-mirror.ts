@@ -275,6 +275,10 @@ export class RemoteWorkspace implements WorkspacePort {
     return this.local.leftovers(await this.mirror(remote), productId);
   }
 
+  async removeProductFolder(remote: string, productId: string): Promise<void> {
+    return this.local.removeProductFolder(await this.mirror(remote), productId);
+  }
+
   /** Refused: a remote product's result is its pushed branch (integration mode `merge` is for local products). */
   integrateInto(remote: string): Promise<TargetOutcome> {
     return Promise.reject(

@@ -584,6 +584,7 @@ export class WorkspaceCoordinator {
     try {
       await this.pruneWorkspaces(new Set());
       if (this.p.ctx.verifier) await this.p.ctx.verifier.release(s.cwd, this.productId);
+      await t.port.removeProductFolder(t.repo, this.productId); // its folder too, not left empty in .git
       await t.port.deleteRefs(t.repo, [integrationRef(this.productId)], productRefPrefix(this.productId));
     } catch (err) {
       this.p.ctx.logger.warn(

@@ -5,7 +5,7 @@
  * rename.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { GitWorkspace } from "../../../src/adapters/workspace/git-workspace.js";
@@ -101,6 +101,30 @@ describe("GitWorkspace", () => {
     expect(extras(p3)).toBe("");
     await port.release(repo, p3);
     expect(worktreePaths(repo)).toEqual([repo]);
+  });
+
+  it("removes the product's own folder of worktrees, and nothing that is not that folder", async () => {
+    const { repo, initial, port } = await setup();
+    const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
+    await port.prepare(repo, p1, initial);
+    await port.release(repo, p1, { reuse: true }); // parked: still a registered worktree in the folder
+    const folder = join(repo, ".git", "acp-orchestrator", "worktrees", PRODUCT);
+    writeFileSync(join(folder, "stray.txt"), "left by a crash\n");
+    // Names that are not a folder of the product's own, and a folder that is a symbolic link out of .git.
+    const outside = join(repo, "..", `${basename(repo)}-outside`);
+    mkdirSync(outside);
+    writeFileSync(join(outside, "keep.txt"), "keep\n");
+    symlinkSync(outside, join(repo, ".git", "acp-orchestrator", "worktrees", "prd_link"));
+    for (const id of ["..", ".", "prd/../..", "prd_link"]) await port.removeProductFolder(repo, id);
+    expect(existsSync(join(outside, "keep.txt"))).toBe(true);
+    expect(existsSync(folder)).toBe(true);
+
+    await port.removeProductFolder(repo, PRODUCT);
+    expect(existsSync(folder)).toBe(false);
+    expect(worktreePaths(repo)).toEqual([repo]);
+    expect(readdirSync(join(repo, ".git", "acp-orchestrator", "worktrees")).sort()).toEqual(["prd_link"]);
+    expect(existsSync(join(repo, ".git", "HEAD"))).toBe(true);
+    await port.removeProductFolder(repo, PRODUCT); // missing is fine
   });
 
   it("lists both names of a renamed file among the changed files", async () => {
