@@ -3,7 +3,7 @@
 /** Resolves once `condition()` holds (polled every 20 ms); rejects after `timeoutMs` naming `what` it waited for. */
 export async function eventually(
   condition: () => boolean | Promise<boolean>,
-  timeoutMs = 10_000,
+  timeoutMs = 30_000,
   what = "a condition",
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -61,7 +61,7 @@ export async function drain(turns = 25): Promise<void> {
  * Resolves once `condition()` is true, polling every macrotask turn. Rejects after `timeoutMs` of real time with
  * `what` in the message (a wait, not a sleep: it returns as soon as the condition holds).
  */
-export async function waitUntil(condition: () => boolean, what = "condition", timeoutMs = 3_000): Promise<void> {
+export async function waitUntil(condition: () => boolean, what = "condition", timeoutMs = 15_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}.`);

@@ -160,7 +160,7 @@ export async function startServer(options: StartOptions = {}): Promise<ServerHan
     notifications,
     stderr: s.stderr,
     request: <T>(method: string, params?: unknown) => connection.agent.request<T>(method, params ?? {}),
-    waitFor(pred, timeoutMs = 20_000) {
+    waitFor(pred, timeoutMs = 60_000) {
       const found = notifications.find(pred);
       if (found) return Promise.resolve(found);
       return new Promise((resolveWait, reject) => {
@@ -245,7 +245,7 @@ export function startRawServer(options: SpawnOptions = {}): RawServer {
     stderr: s.stderr,
     write: (data) => s.child.stdin.write(data),
     send: (message) => s.child.stdin.write(`${JSON.stringify(message)}\n`),
-    next(pred = () => true, timeoutMs = 10_000) {
+    next(pred = () => true, timeoutMs = 30_000) {
       const i = queue.findIndex(pred);
       if (i >= 0) return Promise.resolve(queue.splice(i, 1)[0]!);
       return new Promise((resolveNext, reject) => {

@@ -433,7 +433,7 @@ export async function startHostedServer(host: TestHost, options: HostedServerOpt
     notifications,
     stderr: () => stderr,
     request: <T>(method: string, params?: unknown) => connection.agent.request<T>(method, params ?? {}),
-    waitFor(pred, timeoutMs = 20_000) {
+    waitFor(pred, timeoutMs = 60_000) {
       const found = notifications.find(pred);
       if (found) return Promise.resolve(found);
       return new Promise((resolve, reject) => {
