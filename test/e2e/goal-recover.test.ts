@@ -59,9 +59,10 @@ async function goalRecoveredByOneServer(statePath: string): Promise<void> {
       builtinWorker: true,
     }),
   );
-  // Short leases: the recovery scan runs every renewal period (1 s), and an expired lease frees the run even where
-  // the killed server's process cannot be proven gone.
-  const lease = { ACP_ORCHESTRATOR_LEASE_TTL_MS: "3000" };
+  // The default lease (30 s) with a recovery scan every second: the killed server is proven gone by its process
+  // (SQLite, one host) or its liveness lock (PostgreSQL), never by an expiry. A short lease (3 s) let a recovering
+  // server starved for 3 s on a busy machine lose the run to the other one while its agent ran on.
+  const lease = { ACP_ORCHESTRATOR_RECOVER_SCAN_MS: "1000" };
   const first = await startServer({
     cwd: workspace,
     statePath,
