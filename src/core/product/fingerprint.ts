@@ -154,8 +154,8 @@ const planHashes = new WeakMap<Plan, Map<string, { digest: Digest; hash: string 
 
 /**
  * The plan fingerprint: the plan (its tasks, instances, budget, version) together with the leader prompt version.
- * The plan is normalised through its schema first, so fields a store does not keep (unknown keys) cannot make a
- * plan read back differ from the one that was written. Remembered per plan object (issue 16: a resume asks for the
+ * The plan is reduced to the keys its schema declares first (`normalisedPlan`, no zod parse), so fields a store does
+ * not keep (unknown keys) cannot make a plan read back differ from the one that was written. Remembered per plan object (issue 16: a resume asks for the
  * fingerprint of the same 1,000-task plan several times), which relies on plan objects never being changed in place:
  * the state replaces its plan on every event that changes it (state.ts). `digest` is any SHA-256 (`Digest` port).
  */
@@ -164,11 +164,103 @@ export function planHash(plan: Plan | undefined, promptVersion: string, digest: 
   let known = planHashes.get(plan);
   const hit = known?.get(promptVersion);
   if (hit !== undefined && hit.digest === digest) return hit.hash;
-  const parsed = Plan.safeParse(plan);
-  const hash = `pl1:${hashOf({ plan: parsed.success ? parsed.data : plan, promptVersion }, digest)}`;
+  const hash = `pl1:${hashOf({ plan: normalisedPlan(plan), promptVersion }, digest)}`;
   if (!known) planHashes.set(plan, (known = new Map()));
   known.set(promptVersion, { digest, hash });
   return hash;
+}
+
+/**
+ * The plan as its schema's parse returns it: keys `Plan` does not declare are left out (a store keeps only the declared
+ * ones). Walks the plan once along `PLAN_KEYS` and copies only the objects that carry unknown keys; it does not check
+ * values, which the plan's writers did (issue 34: the zod parse of a 1,000-task plan at confirmation, schemas built on
+ * first use included, was ~14 % of the run). A value of another kind than the schema's (a list where an object is
+ * declared...) falls back to `Plan.safeParse`, and to the plan as given when it does not parse, as before: the hash of
+ * a plan the schema accepts is unchanged.
+ */
+function normalisedPlan(plan: Plan): unknown {
+  const stripped = declaredOnly(PLAN_KEYS, plan);
+  if (stripped !== UNSUPPORTED) return stripped;
+  const parsed = Plan.safeParse(plan);
+  return parsed.success ? parsed.data : plan;
+}
+
+/**
+ * Where a schema declares keys: `scalar` (a string, number...: nothing to strip), an object's declared fields, a list's
+ * items, or an optional (or nullable) value. test/core/product/plan-hash.test.ts derives this tree from the `Plan`
+ * schema itself and fails when the two differ (a field added to the schema must be added here).
+ */
+export type DeclaredKeys =
+  | "scalar"
+  | { object: Readonly<Record<string, DeclaredKeys>> }
+  | { array: DeclaredKeys }
+  | { optional: DeclaredKeys };
+
+const INSTANCE_KEYS: DeclaredKeys = {
+  object: { instanceId: "scalar", agentId: "scalar", role: "scalar", name: { optional: "scalar" } },
+};
+const TASK_KEYS: DeclaredKeys = {
+  object: {
+    taskId: "scalar",
+    title: "scalar",
+    description: "scalar",
+    instanceId: "scalar",
+    dependsOn: { array: "scalar" },
+    acceptance: { optional: "scalar" },
+    maxAttempts: { optional: "scalar" },
+    supersedes: { optional: "scalar" },
+  },
+};
+
+/** The keys `Plan` (protocol/common.ts) declares, at every level. */
+export const PLAN_KEYS: DeclaredKeys = {
+  object: {
+    productId: "scalar",
+    version: "scalar",
+    name: "scalar",
+    summary: "scalar",
+    instances: { array: INSTANCE_KEYS },
+    tasks: { array: TASK_KEYS },
+    budget: { optional: { object: { maxTotalTokens: { optional: "scalar" }, maxDurationMs: { optional: "scalar" } } } },
+  },
+};
+
+/** Marks a value of another kind than its schema's (`declaredOnly`; the caller parses instead). */
+const UNSUPPORTED: unique symbol = Symbol("unsupported");
+
+/**
+ * `value` without the object keys `keys` does not declare (the same object when it has none), or `UNSUPPORTED`.
+ * Recursion depth is the schema's nesting (a few levels for a plan), not the value's size.
+ */
+function declaredOnly(keys: DeclaredKeys, value: unknown): unknown {
+  if (keys === "scalar") return value !== null && typeof value === "object" ? UNSUPPORTED : value;
+  if ("optional" in keys) return value === undefined || value === null ? value : declaredOnly(keys.optional, value);
+  if ("array" in keys) {
+    if (!Array.isArray(value)) return UNSUPPORTED;
+    let out: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const item = declaredOnly(keys.array, value[i]);
+      if (item === UNSUPPORTED) return UNSUPPORTED;
+      if (item !== value[i]) (out ??= value.slice())[i] = item;
+    }
+    return out ?? value;
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return UNSUPPORTED;
+  const fields = keys.object;
+  const record = value as Record<string, unknown>;
+  let out: Record<string, unknown> | undefined;
+  for (const key of Object.keys(record)) {
+    const field = Object.hasOwn(fields, key) ? fields[key] : undefined;
+    if (field === undefined) {
+      out ??= { ...record };
+      delete out[key];
+      continue;
+    }
+    const kept = declaredOnly(field, record[key]);
+    if (kept === UNSUPPORTED) return UNSUPPORTED;
+    if (kept !== record[key]) (out ??= { ...record })[key] = kept;
+  }
+  return out ?? value;
 }
 
 /** The fingerprint of a registry's agent definitions (any JSON-able description of them). */
