@@ -95,6 +95,14 @@ export function storedEvent(seq: number, event: unknown, textLength: number): St
   return stored;
 }
 
+/**
+ * `appendEvents`' answer: the last sequence number and, when known, the summed length of the events' stored JSON texts
+ * (non-enumerable, as in `StoredEvent`; issue 34: the compaction policy need not serialise each batch again). */
+export interface AppendedEvents {
+  lastSeq: number;
+  readonly [STORED_TEXT_LENGTH]?: number;
+}
+
 /** One change announced by `RunStateAuthority.watch`: a record (`kind`, `id`) or an event stream (`stream`). */
 export interface AuthorityChange {
   projectId: string;
@@ -141,7 +149,7 @@ export interface RunStateAuthority {
   listAcrossProjects?(kind: string, options?: { containing?: string }): Promise<ProjectRecord[]>;
   /** Optional, `product` records only (issue 32): a page in creation order, one indexed read. Never writes. */
   listByCreation?(kind: string, options: CreationPageOptions): Promise<CreationRecord[]>;
-  appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<{ lastSeq: number }>;
+  appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<AppendedEvents>;
   /**
    * Events with `seq > afterSeq`, oldest first. With `limit` (a positive integer), the first `limit` of them, or all
    * of them when fewer remain: a result shorter than `limit` means the stream has nothing more after it. Events pruned

@@ -6,7 +6,7 @@
  * This file must never perform I/O.
  */
 import type { CreationPageOptions } from "../../core/creation-order.js";
-import { AuthorityConflict, AuthorityFailure } from "../../core/ports.js";
+import { AuthorityConflict, AuthorityFailure, STORED_TEXT_LENGTH, type AppendedEvents } from "../../core/ports.js";
 
 /** Throws `AuthorityConflict` (with the current revision) unless `current` is what `expected` says. */
 export function checkRevisionMatches(
@@ -124,4 +124,13 @@ export function checkCreationPage(kind: string, options: CreationPageOptions): v
   }
   if (options.containing !== undefined && typeof options.containing !== "string")
     throw new AuthorityFailure("containing must be a string.");
+}
+
+/** An `appendEvents` answer stating the summed length of the appended events' stored JSON texts (non-enumerable). */
+export function appendedEvents(lastSeq: number, texts: readonly string[]): AppendedEvents {
+  let textLength = 0;
+  for (const text of texts) textLength += text.length;
+  const appended: AppendedEvents = { lastSeq };
+  Object.defineProperty(appended, STORED_TEXT_LENGTH, { value: textLength });
+  return appended;
 }

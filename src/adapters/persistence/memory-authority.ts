@@ -10,6 +10,7 @@
 import {
   AuthorityConflict,
   AuthorityFailure,
+  type AppendedEvents,
   type Clock,
   type RecordInfo,
   type RunStateAuthority,
@@ -18,6 +19,7 @@ import {
   storedEvent,
 } from "../../core/ports.js";
 import {
+  appendedEvents,
   checkKey,
   checkLimit,
   checkName,
@@ -241,7 +243,7 @@ export class MemoryAuthority implements RunStateAuthority {
     stream: string,
     events: object[],
     expectedSeq: number,
-  ): Promise<{ lastSeq: number }> {
+  ): Promise<AppendedEvents> {
     this.#enter({ op: "appendEvents", projectId, stream });
     checkStream(projectId, stream);
     checkSeq(expectedSeq, "expectedSeq");
@@ -265,7 +267,7 @@ export class MemoryAuthority implements RunStateAuthority {
       );
     target.events.push(...copies);
     this.#writeCount += 1;
-    return { lastSeq: target.pruned + target.events.length };
+    return appendedEvents(target.pruned + target.events.length, copies);
   }
 
   /**

@@ -20,6 +20,7 @@ import {
   AuthorityConflict,
   AuthorityFailure,
   type Clock,
+  type AppendedEvents,
   type CreationPageOptions,
   type CreationRecord,
   type ProjectRecord,
@@ -30,6 +31,7 @@ import {
   storedEvent,
 } from "../../core/ports.js";
 import {
+  appendedEvents,
   checkKey,
   checkLimit,
   checkName,
@@ -307,7 +309,7 @@ export class SqliteAuthority implements RunStateAuthority {
     stream: string,
     events: object[],
     expectedSeq: number,
-  ): Promise<{ lastSeq: number }> {
+  ): Promise<AppendedEvents> {
     return this.#write("appendEvents", () => {
       checkName(projectId, "projectId");
       checkName(stream, "stream");
@@ -316,7 +318,7 @@ export class SqliteAuthority implements RunStateAuthority {
       const texts = events.map((event, index) => toJson(event, `events[${index}]`));
       const lastSeq = this.#appendTransaction.immediate(projectId, stream, texts, expectedSeq);
       this.#heads.set(headKey(projectId, stream), lastSeq);
-      return { lastSeq };
+      return appendedEvents(lastSeq, texts);
     });
   }
 

@@ -434,10 +434,14 @@ export class ProductStore {
     const projectId = events[0]?.type === "created" ? events[0].projectId : model.state.projectId;
     const productId = events[0]?.type === "created" ? events[0].productId : model.state.productId;
     const from = model.state.seq;
-    await this.authority.appendEvents(projectId, productStream(productId), events, from);
+    const appended = await this.authority.appendEvents(projectId, productStream(productId), events, from);
     events.forEach((e, i) => evolve(model, e, from + i + 1));
+    // The JSON of the list is its items' texts, a comma between each two and the brackets (issue 34: from the texts the
+    // authority stored when it says how long they were, not by serialising the batch again).
+    const texts = appended[STORED_TEXT_LENGTH];
+    const bytes = texts !== undefined ? texts + events.length + 1 : jsonLength(events);
     this.eventsSinceSnapshot.set(productId, (this.eventsSinceSnapshot.get(productId) ?? 0) + events.length);
-    this.bytesSinceSnapshot.set(productId, (this.bytesSinceSnapshot.get(productId) ?? 0) + jsonLength(events));
+    this.bytesSinceSnapshot.set(productId, (this.bytesSinceSnapshot.get(productId) ?? 0) + bytes);
   }
 
   private readonly eventsSinceSnapshot = new Map<string, number>();
