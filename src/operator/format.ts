@@ -10,14 +10,18 @@ import { inCliWords } from "./cli-verbs.js";
 import type { GoalEvent } from "../core/goal/records.js";
 import type { GoalEventRow, GoalRow, ProductEventRow, ProductRow } from "./run-state-reader.js";
 
-/** A duration in ms as `1.2 s`, `3 m 04 s`, `2 h 05 m`. */
+/**
+ * A duration in milliseconds (the protocol's unit for every duration, budgets included) as a person reads it:
+ * `40 ms` under a second, `1.2 s` / `40.0 s` under a minute, `3 min 04 s` under an hour, `2 h 05 min` beyond.
+ * `-` for a negative or non-finite value.
+ */
 export function formatDuration(ms: number): string {
   if (!Number.isFinite(ms) || ms < 0) return "-";
-  if (ms < 1000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
-  const s = Math.floor(ms / 1000);
-  if (s < 3600) return `${Math.floor(s / 60)} m ${String(s % 60).padStart(2, "0")} s`;
-  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")} m`;
+  if (ms < 999.5) return `${Math.round(ms)} ms`;
+  if (ms < 59_950) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${String(s % 60).padStart(2, "0")} s`;
+  return `${Math.floor(s / 3600)} h ${String(Math.floor((s % 3600) / 60)).padStart(2, "0")} min`;
 }
 
 /** How long a task ran (or has been running at `now`), or undefined when it never started. */
@@ -150,7 +154,8 @@ export function formatProductStatus(
     `progress:    ${s.progress.completed}/${s.progress.total} completed, ${s.progress.running} running, ${progressFailed(s.tasks, s.progress.failed)}, ${s.progress.pending} pending`,
   );
   const tokens = `${s.budget.usedTokens}${s.budget.maxTotalTokens !== undefined ? ` of ${s.budget.maxTotalTokens}` : ""} tokens (${s.budget.tokenSource})`;
-  const time = `${formatDuration(s.budget.elapsedMs)}${s.budget.maxDurationMs !== undefined ? ` of ${formatDuration(s.budget.maxDurationMs)}` : ""}`;
+  // Durations are milliseconds on the wire (PROTOCOL.md section 5); formatDuration says them in ms, s, min or h.
+  const time = `${formatDuration(s.budget.elapsedMs)}${s.budget.maxDurationMs !== undefined ? ` of ${formatDuration(s.budget.maxDurationMs)}` : ""} elapsed`;
   out.push(`budget:      ${tokens}, ${time}`);
   if (s.dropped > 0) out.push(`dropped:     ${s.dropped} stored records failed validation`);
   out.push(...recoveryLines(s, flags));
@@ -176,12 +181,13 @@ export function formatProductStatus(
     out.push("");
     out.push(
       table(
-        ["TASK", "STATUS", "ATTEMPTS", "DURATION", "AGENT", "AFTER", "TITLE"],
+        ["TASK", "STATUS", "WAITING FOR", "ATTEMPTS", "DURATION", "AGENT", "AFTER", "TITLE"],
         s.tasks.map((t) => {
           const d = taskDurationMs(t, now);
           return [
             t.taskId,
             shownStatus(t),
+            waitingForText(t, s.tasks),
             String(t.attempts),
             d === undefined ? "-" : formatDuration(d),
             instances.get(t.instanceId) ?? t.instanceId,
@@ -198,6 +204,7 @@ export function formatProductStatus(
       if (t.error) notes.push(`error: ${clip(t.error.replace(/\s+/g, " "), 200)}`);
       if (t.interruption) notes.push(`interrupted: ${clip(t.interruption, 200)}`);
       if (t.question) notes.push(`waiting: ${clip(t.question, 200)}`);
+      if (t.waiting) notes.push(clip(t.waiting, 200));
       if (t.workspace?.commit) notes.push(`commit: ${t.workspace.commit} on ${t.workspace.branch}`);
       if (t.workspace?.changedFiles)
         notes.push(`changed: ${clip(t.workspace.changedFiles.join(", ") || "no files", 200)}`);
@@ -210,6 +217,34 @@ export function formatProductStatus(
   out.push(`checkpoints: ${s.checkpoints}${s.lastCheckpointAt ? ` (last ${ago(s.lastCheckpointAt, now)})` : ""}`);
   for (const c of checkpoints) out.push(`  ${c.checkpointId}  ${c.at}  ${c.completed}/${c.total} completed`);
   return `${out.join("\n")}\n`;
+}
+
+/**
+ * What a pending task waits for, in the `status` table's WAITING FOR column (PROTOCOL.md section 5, "Waiting tasks":
+ * `waitingFor` of `product.status`): `t1, t2` (the dependencies not completed yet), `seat (w1 runs t2)` (its instance
+ * is busy; `seat` alone when the product's maxParallelTasks is), `budget`, `leader` (a leader turn runs), `merge of
+ * t1` (a completed dependency's result is not on the integration branch yet); `-` when it waits for nothing.
+ */
+export function waitingForText(task: TaskState, tasks: readonly TaskState[]): string {
+  const byId = new Map(tasks.map((t) => [t.taskId, t]));
+  switch (task.waitingFor) {
+    case undefined:
+      return "-";
+    case "dependencies": {
+      const open = task.dependsOn.filter((d) => byId.get(d)?.status !== "completed");
+      return clip(open.join(", ") || "dependencies", 30);
+    }
+    case "seat": {
+      const busy = tasks.find((t) => t.instanceId === task.instanceId && t.status === "running");
+      return busy ? `seat (${task.instanceId} runs ${busy.taskId})` : "seat";
+    }
+    case "workspace": {
+      const waiting = task.dependsOn.filter((d) => byId.get(d)?.status === "completed");
+      return clip(`merge of ${waiting.join(", ")}`, 30);
+    }
+    default:
+      return task.waitingFor;
+  }
 }
 
 /** The recovery of a product: the protocol's texts name methods, a person at a terminal gets the commands (cli-verbs.ts). */

@@ -109,11 +109,11 @@ export const MAIN_SCRIPT = String.raw`"use strict";
 ${DOM_HELPERS}
   function duration(ms) {
     if (typeof ms !== "number" || !isFinite(ms) || ms < 0) return "-";
-    if (ms < 1000) return Math.round(ms) + " ms";
-    if (ms < 60000) return (ms / 1000).toFixed(1) + " s";
-    var s = Math.floor(ms / 1000);
-    if (s < 3600) return Math.floor(s / 60) + " m " + String(s % 60).padStart(2, "0") + " s";
-    return Math.floor(s / 3600) + " h " + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + " m";
+    if (ms < 999.5) return Math.round(ms) + " ms";
+    if (ms < 59950) return (ms / 1000).toFixed(1) + " s";
+    var s = Math.round(ms / 1000);
+    if (s < 3600) return Math.floor(s / 60) + " min " + String(s % 60).padStart(2, "0") + " s";
+    return Math.floor(s / 3600) + " h " + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + " min";
   }
   function ago(iso) {
     var t = Date.parse(iso);

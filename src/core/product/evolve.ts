@@ -72,6 +72,7 @@ const HANDLERS: Handlers = {
   },
   elapsed: ({ state: s }, e) => {
     s.usage.elapsedMs = e.elapsedMs;
+    s.usage.elapsedAt = e.at;
   },
   budgetAdded: ({ state: s }, e) => {
     s.budget = addBudget(s, e.budget);

@@ -84,6 +84,11 @@ export const Usage = lazySchema(
       /** Tokens that came from the 4-characters-per-token estimate rather than from worker reports. */
       estimatedTokens: Count,
       elapsedMs: Count,
+      /**
+       * When `elapsedMs` was last recorded (the `at` of its `elapsed` event). A process that does not drive the run
+       * adds the time since then while a live owner drives it (StatusView), so its answer is not stale.
+       */
+      elapsedAt: Timestamp.optional(),
     }),
   "Usage",
 );

@@ -89,6 +89,17 @@ export class StatusView {
     };
   }
 
+  /**
+   * A run a live owner elsewhere drives: its clock runs there, and the stored `elapsedMs` is as old as the owner's
+   * last `elapsed` event (a new user's trial, item 5: `status` said "1 ms" of a run going for a minute). The time since
+   * that event (`usage.elapsedAt`, the owner's clock) is added, as the owner's own answer would have it.
+   */
+  private addOwnersSpan(status: Record<string, unknown>): void {
+    const at = Date.parse(this.p.model.state.usage.elapsedAt ?? "");
+    const budget = status.budget as { elapsedMs: number };
+    if (Number.isFinite(at)) budget.elapsedMs += Math.max(0, this.p.ctx.clock.now() - at);
+  }
+
   /** What `tasksWithWaits` needs from this process (task-waits.ts, issue 28). */
   private waitFacts(): WaitFacts {
     return {
@@ -153,6 +164,7 @@ export class StatusView {
         live: holder.live,
         ...(holder.renewedAt !== undefined ? { renewedAt: holder.renewedAt } : {}),
       };
+      if (holder.live && phase === "executing" && !this.p.run.driving) this.addOwnersSpan(status);
     }
     // A product that lost events stays refused whatever else changed (guarantee 4 outranks drift).
     if (
