@@ -519,10 +519,10 @@ export type WorkspaceInfo =
   /** Not usable for worktrees; `reason` says why in one plain sentence (not a git checkout, no commit yet, …). */
   | { kind: "none"; reason: string };
 
-/** What merging a task attempt's commit into the integration head would give. Computed only: no ref moves. */
+/** What merging a task attempt's commit into the integration head would give (`tree`: the commit's, when known). */
 export type MergeOutcome =
-  | { kind: "fastForward"; commit: string }
-  | { kind: "merge"; commit: string }
+  | { kind: "fastForward"; commit: string; tree?: string }
+  | { kind: "merge"; commit: string; tree?: string }
   | { kind: "conflict"; files: string[] };
 
 /**
@@ -593,9 +593,10 @@ export interface WorkspacePort {
   refresh?(cwd: string): Promise<void>;
 }
 
-/** What `WorkspacePort.capture` gives: the task commit, a bounded sample of the changed paths, and their number. */
+/** What `WorkspacePort.capture` gives: the task commit (`tree`: its tree id, when known), a sample of the changed paths. */
 export interface CaptureResult {
   commit: string | null;
+  tree?: string;
   changedFiles: string[];
   changedFilesTotal: number;
 }

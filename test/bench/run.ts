@@ -3,7 +3,7 @@
  * and writes BENCHMARKS.md at the repository root (machine, Node version, date, every figure beside its baseline,
  * each target met or not with its ratio; the format is test/bench/support/results-doc.ts).
  *
- *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,remote,postgres,pickup,fleet]
+ *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,remote,verify,postgres,pickup,fleet]
  *     [--no-write | --write FILE | --update]
  *     [--fleet-products N] [--fleet-rounds N] [--fleet-in-flight N] [--stored-products N] [--stored-schema NAME]
  *
@@ -269,7 +269,7 @@ async function main(): Promise<void> {
     }
     if (only.has("verify")) {
       begin("verify");
-      log("figure 9: verification bookkeeping per task (verify.when each, check `true`)");
+      log("figure 10: verification bookkeeping per task (verify.when each, check `true`)");
       const costs: VerifyCost[] = [];
       const scratch = mkdtempSync(join(scratchRoot(), "acp-orchestrator-bench-verify-"));
       try {
@@ -280,7 +280,9 @@ async function main(): Promise<void> {
             `  ${files} files: bookkeeping ${fmt(cost.bookkeepingMs)} ms per task (with ${fmt(cost.withMs)} ms incl. check` +
               ` ${fmt(cost.checkMs)} ms [bare sh ${fmt(cost.bareCheckMs)} ms], without ${fmt(cost.withoutMs)} ms;` +
               ` first task ${fmt(cost.coldBookkeepingMs)} ms, release ${fmt(cost.releaseMs)} ms;` +
-              ` CPU ${cpuText(cost.cpuBookkeepingMs)} ms per task, check alone ${cpuText(cost.cpuCheckMs)} ms)`,
+              ` CPU ${cpuText(cost.cpuBookkeepingMs)} ms per task, check alone ${cpuText(cost.cpuCheckMs)} ms;` +
+              ` git processes per task ${fmt(cost.gitPerTaskWith, 1)} with, ${fmt(cost.gitPerTaskWithout, 1)} without,` +
+              ` ${fmt(cost.gitPerCheck, 1)} per check in the verify worktree)`,
           );
           costs.push(cost);
         }

@@ -299,9 +299,13 @@ export class GitWorkspace implements WorkspacePort {
       const date = `${Math.floor(Date.now() / 1000) + later} +0000`;
       commit = await commitTree({ GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date });
     }
-    return { commit, changedFiles, changedFilesTotal: all.length };
+    return { commit, tree, changedFiles, changedFilesTotal: all.length };
   }
 
+  /**
+   * Merges `commit` into `head` as objects only (no checkout, no ref move). A merge commit carries the tree id
+   * `merge-tree` wrote; a fast-forward carries none (the caller knows it from the capture, or reads it).
+   */
   async merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome> {
     // One merge base decides both fast-forwards (head is an ancestor of commit, or the reverse).
     const mergeBase = await runGit(cwd, ["merge-base", head, commit]);
@@ -311,7 +315,7 @@ export class GitWorkspace implements WorkspacePort {
     const tree = await mergeTree(cwd, head, commit);
     if (tree.kind === "conflict") return tree;
     const merged = await git(cwd, ["commit-tree", tree.tree, "-p", head, "-p", commit, "-F", "-"], message);
-    return { kind: "merge", commit: merged.trim() };
+    return { kind: "merge", commit: merged.trim(), tree: tree.tree };
   }
 
   /**

@@ -6,7 +6,8 @@
  * and then reused for every candidate of the product (the cost per task at 10,000 files is what changed, not the whole
  * checkout): `checkout -f --detach <candidate>` and `clean -ffdx` give exactly the candidate's tree (tracked files are
  * the candidate's; untracked and ignored files are gone; skip-worktree and assume-unchanged bits a check set are
- * cleared first). Every git command names the worktree's git directory and work tree explicitly (`--git-dir`,
+ * undone first, by putting back the index as the last preparation left it). `clean` is skipped when no folder of the
+ * worktree changed since then (verify-marks.ts), so a check that leaves nothing costs one git process. Every git command names the worktree's git directory and work tree explicitly (`--git-dir`,
  * `--work-tree`), with hooks, fsmonitor and signing off, so nothing a check left in the folder (a rewritten `.git`
  * file, a config) redirects the orchestrator's own git commands (guarantee 16). Adding, removing and pruning verify
  * worktrees is serialised with the task worktrees' administration of the same repository (worktree-lock.ts, issue
@@ -18,12 +19,13 @@
  * The commands themselves run the candidate's code with the server's privileges: that is what verification is. The
  * processes are confined in lifetime (watchdog, timeout), not in what they may touch.
  */
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { lstat, readFile, rm, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { CheckCommand, VerifyPort, VerifyRun } from "../../core/workspace/verify-port.js";
 import { git, runGit } from "./git-cli.js";
 import { ProcessLiveness } from "../system/process-liveness.js";
 import { runCheckCommand } from "./verify-process.js";
+import { foldersUnchanged, markFolders, settleClock, type WorktreeMarks } from "./verify-marks.js";
 import {
   claimVerifyDir,
   discardVerifyDir,
@@ -38,7 +40,27 @@ interface Slot {
   path: string;
   /** The worktree's own git directory (`<common>/worktrees/<name>`), read when this process made it. */
   gitDir: string;
+  /** What the last preparation left (verify-marks.ts); absent before the first, or when they could not be taken. */
+  marks?: WorktreeMarks;
 }
+
+/**
+ * `-c` options of every git command in a verify worktree: whatever configuration a check wrote (repository,
+ * worktree or global), stat data is compared in full (ctime included) and no entry is skipped or hidden, so
+ * `checkout -f` sees every file a check changed.
+ */
+const STAT_CONFIG: readonly string[] = [
+  "-c",
+  "core.trustctime=true",
+  "-c",
+  "core.checkStat=default",
+  "-c",
+  "core.ignoreStat=false",
+  "-c",
+  "core.sparseCheckout=false",
+  "-c",
+  "core.splitIndex=false",
+];
 
 interface Pool {
   /** Slots made by this process and free now. */
@@ -195,15 +217,36 @@ export class GitVerifier implements VerifyPort {
     return { path, gitDir: resolve(path, m[1]) };
   }
 
-  /** Puts exactly `commit`'s tree in the slot (see the file comment). */
+  /**
+   * Puts exactly `commit`'s tree in the slot (see the file comment): the index as the last preparation left it (or,
+   * the first time, its bits cleared), `checkout -f`, and `clean -ffdx` unless no folder changed since the last
+   * preparation (verify-marks.ts: then no path was added, and there is nothing to clean). One git process per check
+   * when the check left nothing behind, two when it did.
+   */
   private async checkout(cwd: string, slot: Slot, commit: string): Promise<void> {
     const run: WorktreeRun = (args, input) =>
-      git(cwd, [`--git-dir=${slot.gitDir}`, `--work-tree=${slot.path}`, ...args], input);
-    // A check may have rewritten the `.git` file: put it back so the next check's own git commands see this worktree.
-    await writeFile(join(slot.path, ".git"), `gitdir: ${slot.gitDir}\n`);
-    await clearIndexBits(run);
+      git(cwd, [`--git-dir=${slot.gitDir}`, `--work-tree=${slot.path}`, ...STAT_CONFIG, ...args], input);
+    const marks = slot.marks;
+    slot.marks = undefined;
+    const index = join(slot.gitDir, "index");
+    await restoreGitfile(slot);
+    if (marks) await writeFile(index, marks.index);
+    else await clearIndexBits(run);
+    const untouched = marks !== undefined && (await foldersUnchanged(marks.dirs));
     await run(["checkout", "-q", "-f", "--detach", commit]);
-    await run(["clean", "-ffdxq"]);
+    if (!untouched) await run(["clean", "-ffdxq"]);
+    slot.marks = await this.mark(slot, index);
+  }
+
+  /** The slot's marks after a preparation, or undefined when they cannot be taken or trusted (the next one cleans). */
+  private async mark(slot: Slot, index: string): Promise<WorktreeMarks | undefined> {
+    try {
+      const dirs = await markFolders(slot.path);
+      if (!(await settleClock(dirs, `${slot.path}.clock`))) return undefined;
+      return { index: await readFile(index), dirs };
+    } catch {
+      return undefined;
+    }
   }
 
   async release(cwd: string, productId: string): Promise<void> {
@@ -213,4 +256,16 @@ export class GitVerifier implements VerifyPort {
     this.pools.delete(key);
     await discardVerifyDir(cwd, await this.commonDir(cwd), key);
   }
+}
+
+/**
+ * Puts the slot's `.git` file back (a check may have rewritten it, so the next check's own git commands see this
+ * worktree). Written in place when it is still a plain file of one link (the folder is not touched, so its mark
+ * holds); anything else there (a symlink, a hard link, a folder) is removed first, never written through.
+ */
+async function restoreGitfile(slot: Slot): Promise<void> {
+  const path = join(slot.path, ".git");
+  const info = await lstat(path).catch(() => null);
+  if (info !== null && !(info.isFile() && info.nlink === 1)) await rm(path, { recursive: true, force: true });
+  await writeFile(path, `gitdir: ${slot.gitDir}\n`);
 }

@@ -245,6 +245,9 @@ export class VerificationGate {
       );
       if (outcome.kind === "conflict" || request.signal.aborted) return;
       prepared.merged = { head: request.head, outcome };
+      // The tree ids the capture and the merge wrote: the verification reads none again (issue 30 bench).
+      if (captured.tree !== undefined) remember(this.trees, captured.commit, captured.tree);
+      if (outcome.tree !== undefined) remember(this.trees, outcome.commit, outcome.tree);
       await this.verify({ commit: outcome.commit, taskId: request.taskId, scope: "task", signal: request.signal });
     } catch (err) {
       this.deps.logger.warn(

@@ -36,7 +36,7 @@ export const SECTION_TITLES: Readonly<Record<BenchSection, string>> = {
   peer: "Figure 6: LangGraph.js on the identical DAG",
   worktrees: "Figure 7: worktree isolation cost per task",
   remote: "Figure 7b: the remote path (code through a git remote) per task",
-  verify: "Figure 9: verification bookkeeping per task (green-only integration)",
+  verify: "Figure 10: verification bookkeeping per task (green-only integration)",
   postgres: "Figure 8: PostgreSQL store and many servers on one database",
   pickup: "Control request pickup from a second process (SQLite and PostgreSQL)",
   fleet: "Figure 9: a fleet of servers on one PostgreSQL, and 100,000 stored products",
