@@ -6,15 +6,20 @@
  *
  * The check holds (waits for a file to go) only when it takes a "hold" token the test laid down, so each run is told
  * apart: A holds and is killed, B holds and stays alive, C runs straight through.
+ *
+ * A server sweeps too, when a product of the repository starts executing, checks or none: a dead process's verify
+ * worktree planted in the repository is gone once a product without `verify` ran there (it used to stay until some
+ * product's first check).
  */
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
-import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, chmodSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
 import { git, makeRepo, worktreePaths } from "../support/git-repo.js";
 import { CLI, startServer, tempDir } from "../support/server-process.js";
 import { scriptedConfig, write } from "../support/verify-project.js";
+import { ProcessLiveness } from "../../src/adapters/system/process-liveness.js";
 
 /** Polls `probe` (20 ms apart) until it returns a value. */
 async function until<T>(what: string, probe: () => T | undefined, ms = 60_000): Promise<T> {
@@ -115,4 +120,35 @@ describe("verify: a killed verify command's worktree", () => {
     expect(worktreePaths(repo)).toEqual([repo]);
     expect(readdirSync(verifyRoot)).toEqual([]);
   }, 180_000);
+
+  it("is removed when a server starts a product of the repository, even one without checks", async () => {
+    const repo = makeRepo({ "README.md": "# app\n" });
+    const base = tempDir("acp-orch-verify-sweep-");
+    const verifyRoot = join(repo, ".git", "acp-orchestrator", "verify");
+    // A verify folder with a real worktree, owned by a process that is provably gone (a finished child, this host).
+    const { host, scope } = new ProcessLiveness().identity;
+    const gone = spawnSync(process.execPath, ["-e", "0"]).pid as number;
+    mkdirSync(join(verifyRoot, "prd_dead"), { recursive: true });
+    git(repo, "worktree", "add", "--detach", "-q", join(verifyRoot, "prd_dead", "slot-1"), "HEAD");
+    writeFileSync(join(verifyRoot, "prd_dead", "owner"), `${host}:${gone}:12345:${scope}\n`);
+    expect(worktreePaths(repo)).toHaveLength(2);
+
+    const { config } = scriptedConfig(base, { worker: { default: write("notes.txt", "notes\n") } });
+    const server = await startServer({ cwd: base, args: ["--config", config] });
+    try {
+      const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Notes", cwd: repo });
+      await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
+      const done = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
+      await server.request("product.confirm", {
+        productId,
+        instances: [{ instanceId: "w1", agentId: "scripted", role: "worker" }],
+        tasks: [{ taskId: "notes", title: "Notes", description: "Write notes.", instanceId: "w1", dependsOn: [] }],
+      });
+      expect((await done).params.phase).toBe("completed");
+    } finally {
+      await server.close();
+    }
+    expect(existsSync(join(verifyRoot, "prd_dead"))).toBe(false);
+    expect(worktreePaths(repo)).toEqual([repo]);
+  }, 120_000);
 });

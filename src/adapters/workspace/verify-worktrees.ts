@@ -88,8 +88,14 @@ export class GitVerifier implements VerifyPort {
 
   /**
    * Removes the repository's verify folders whose owner process is gone (verify-owner.ts), once per repository; the
-   * first verification there waits for it. Best effort: a failure leaves them for the next process.
+   * first verification there waits for it, and a server calls it when a product of the repository starts executing
+   * (so a stale folder goes at start-up even when no check runs). Best effort: a failure (not a repository,
+   * say) leaves them for the next process; never rejects.
    */
+  async sweep(cwd: string): Promise<void> {
+    await this.sweepOnce(cwd).catch(() => undefined);
+  }
+
   private async sweepOnce(cwd: string): Promise<void> {
     const common = await this.commonDir(cwd);
     let sweep = this.sweeps.get(common);

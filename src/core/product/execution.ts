@@ -338,6 +338,8 @@ export class ExecutionLoop {
     // A resumed product first removes what a dead owner left and checks its branch (guarantee 11).
     this.#checkWorkspaceFirst = false;
     await p.workspaces.pruneWorkspaces(new Set());
+    // And the verify worktrees of its repository that gone processes left (once per repository per server process).
+    if (p.model.state.isolation === "worktree") await p.ctx.verifier?.sweep?.(p.model.state.cwd);
     const problem = await p.workspaces.verifyBranch();
     if (!problem) return false;
     const remediation =

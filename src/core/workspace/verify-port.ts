@@ -51,4 +51,10 @@ export interface VerifyPort {
   }): Promise<VerifyRun | null>;
   /** Removes the product's verify worktrees (the product stopped running here, or was deleted). Missing is fine. */
   release(cwd: string, productId: string): Promise<void>;
+  /**
+   * Removes the verify worktrees of the repository of `cwd` left by processes that are provably gone (a server or a
+   * `verify` command killed with SIGKILL), at most once per repository for the port's lifetime (later calls wait for
+   * the first). Optional: a port without it sweeps before its first check only. Never rejects.
+   */
+  sweep?(cwd: string): Promise<void>;
 }
