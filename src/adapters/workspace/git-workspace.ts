@@ -31,14 +31,17 @@ import type {
   WorkspacePort,
 } from "../../core/ports.js";
 import { git, runGit } from "./git-cli.js";
+import { PreparedIndexes } from "./prepared-index.js";
 import { integrateIntoTarget, mergeTree } from "./target-merge.js";
 import {
   clearIndexBits,
   commonDirLookup,
   component,
   findAdminDir,
+  moveWorktree,
   verifyGitfile,
   type WorktreeRepo,
+  type WorktreeRun,
   worktreeGit,
 } from "./worktree-git.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
@@ -68,15 +71,48 @@ const OPERATION_STATE = [
 /**
  * Clears what an earlier attempt's own git commands left in a parked worktree beyond its files, so a reused worktree
  * is exactly a fresh one (guarantee 11): index entries marked skip-worktree or assume-unchanged (which would hide a
- * stale file from `checkout -f` and from the next capture), and bisect, merge, rebase and sequencer state.
- * Throws when git fails (the caller then starts a fresh worktree).
+ * stale file from `checkout -f` and from the next capture; skipped when `bitsFree`: the index is still the one the
+ * orchestrator's last capture staged, prepared-index.ts), and bisect, merge, rebase and sequencer state. Bisect refs
+ * are per-worktree refs, which git keeps loose in the worktree's own git dir (never packed): with no
+ * `<git dir>/refs/bisect` (and no reftable there) there is none and no git command is run for them. Throws when git
+ * fails (the caller then starts a fresh worktree).
  */
-async function forgetAttemptState(repo: WorktreeRepo): Promise<void> {
-  const run = await worktreeGit(repo);
-  await clearIndexBits(run);
+async function forgetAttemptState(repo: WorktreeRepo, run: WorktreeRun, bitsFree: boolean): Promise<void> {
+  if (!bitsFree) await clearIndexBits(run);
   await Promise.all(OPERATION_STATE.map((name) => rm(join(repo.gitDir, name), { recursive: true, force: true })));
+  if (!(await exists(join(repo.gitDir, "refs", "bisect"))) && !(await exists(join(repo.gitDir, "reftable")))) return;
   const bisectRefs = lines(await run(["for-each-ref", "--format=%(refname)", "refs/bisect/"]));
   for (const ref of bisectRefs) await run(["update-ref", "-d", ref]);
+}
+
+/**
+ * Stages everything the worktree holds that differs from `base` and writes its tree: from the prepared copy of the
+ * index (`prepared`, prepared-index.ts) when there is one, else from the worker's index with its bits cleared and the
+ * base's tree read into it. Returns the tree (`null` when nothing changed and no tree was needed) and every changed
+ * path (no renames). Throws when git fails.
+ */
+async function stageChanges(
+  run: WorktreeRun,
+  base: string,
+  prepared: string | null,
+): Promise<{ tree: string | null; all: string[] }> {
+  const paths = (out: string) => out.split("\0").filter((f) => f.length > 0);
+  if (prepared !== null) {
+    const env = { GIT_INDEX_FILE: prepared };
+    await run(["add", "-A"], undefined, env);
+    const tree = (await run(["write-tree"], undefined, env)).trim();
+    return { tree, all: paths(await run(["diff-tree", "-r", "--no-renames", "--name-only", "-z", base, tree])) };
+  }
+  // The worker's index is a cache only: no bit it set may hide a file, and the stage starts from the base's tree.
+  // `--reset`, not `-m`: the stage may hold an earlier capture's entries (a capture again after a re-prepare of the
+  // same worktree) or unmerged ones (the worker's own `git merge`), which `-m` refuses ("not uptodate", "resolve
+  // your current index first"); `--reset` replaces them and still keeps the stat data of entries equal to the
+  // base's, so `add -A` rereads only the files that changed. No `-u`: the files are not touched.
+  await clearIndexBits(run);
+  await run(["read-tree", "--reset", base]);
+  await run(["add", "-A"]);
+  const all = paths(await run(["diff-index", "--cached", "--no-renames", "--name-only", "-z", base]));
+  return { tree: all.length === 0 ? null : (await run(["write-tree"])).trim(), all };
 }
 
 /** Backoff (ms) between the tries of a worktree preparation that failed (issue 26: not the agent's fault). */
@@ -116,6 +152,8 @@ export class GitWorkspace implements WorkspacePort {
   /** Parked worktrees a `prepare` took and is moving: a concurrent `release` of one of them leaves it alone. */
   private readonly claimed = new Set<string>();
   private spareSeq = 0;
+  /** Prepared index copies, the indexes captures left, captured commits' parents (prepared-index.ts). */
+  private readonly indexes = new PreparedIndexes();
 
   async inspect(cwd: string): Promise<WorkspaceInfo> {
     try {
@@ -203,23 +241,27 @@ export class GitWorkspace implements WorkspacePort {
           () => true,
           () => false,
         ))
-      )
+      ) {
+        this.indexes.forget(path);
         return;
+      }
     }
     const spare = this.takeSpare(dirname(path));
     if (spare !== undefined) {
       try {
         await rm(path, { recursive: true, force: true });
-        await withWorktreeAdmin(common, () => git(cwd, ["worktree", "move", spare, path]));
+        if (!(await withWorktreeAdmin(common, () => moveWorktree(cwd, common, spare, path))))
+          throw new Error(`git refused to move the parked worktree ${spare}`);
         this.claimed.delete(spare);
         const gitDir = await findAdminDir(common, path);
         if (gitDir === null) throw new Error(`git does not list the moved worktree ${path}`);
         const repo = { workTree: path, gitDir };
         await verifyGitfile(repo);
-        await forgetAttemptState(repo);
         const run = await worktreeGit(repo);
+        await forgetAttemptState(repo, run, await this.indexes.bitsFree(repo));
         await run(["checkout", "-q", "-f", "--detach", base]);
         await run(["clean", "-ffdxq"]);
+        await this.indexes.keep(repo, base);
         return;
       } catch {
         // Anything unexpected (a folder the worker made unremovable, a damaged worktree): start afresh.
@@ -236,8 +278,10 @@ export class GitWorkspace implements WorkspacePort {
     );
     const gitDir = await findAdminDir(common, path);
     if (gitDir === null) throw new Error(`git does not list the new worktree ${path}`);
-    const run = await worktreeGit({ workTree: path, gitDir });
+    const repo = { workTree: path, gitDir };
+    const run = await worktreeGit(repo);
     await run(["checkout", "-q", "-f", "--detach", base]);
+    await this.indexes.keep(repo, base);
   }
 
   /** Takes a parked worktree of the product folder `dir` (synchronously, so two prepares never take the same one). */
@@ -273,20 +317,11 @@ export class GitWorkspace implements WorkspacePort {
   async capture(path: string, message: string, base: string): Promise<CaptureResult> {
     const repo = await this.worktreeRepo(path);
     const run = await worktreeGit(repo);
-    // The worker's index is a cache only: no bit it set may hide a file, and the stage starts from the base's tree.
-    // `--reset`, not `-m`: the stage may hold an earlier capture's entries (a capture again after a re-prepare of the
-    // same worktree) or unmerged ones (the worker's own `git merge`), which `-m` refuses ("not uptodate", "resolve
-    // your current index first"); `--reset` replaces them and still keeps the stat data of entries equal to the
-    // base's, so `add -A` rereads only the files that changed. No `-u`: the files are not touched.
-    await clearIndexBits(run);
-    await run(["read-tree", "--reset", base]);
-    await run(["add", "-A"]);
-    const all = (await run(["diff-index", "--cached", "--no-renames", "--name-only", "-z", base]))
-      .split("\0")
-      .filter((f) => f.length > 0);
+    const prepared = await this.indexes.take(repo, base);
+    const { tree, all } = await stageChanges(run, base, prepared);
+    await this.indexes.settle(repo, prepared);
     const changedFiles = all.slice(0, CHANGED_FILES_SAMPLE);
-    if (all.length === 0) return { commit: null, changedFiles, changedFilesTotal: 0 };
-    const tree = (await run(["write-tree"])).trim();
+    if (all.length === 0 || tree === null) return { commit: null, changedFiles, changedFilesTotal: 0 };
     // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
     const commitTree = async (env?: Record<string, string>) =>
       (await run(["commit-tree", tree, "-p", base, "-F", "-"], message, env)).trim();
@@ -299,6 +334,7 @@ export class GitWorkspace implements WorkspacePort {
       const date = `${Math.floor(Date.now() / 1000) + later} +0000`;
       commit = await commitTree({ GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date });
     }
+    this.indexes.captured(commit, base);
     return { commit, tree, changedFiles, changedFilesTotal: all.length };
   }
 
@@ -307,6 +343,8 @@ export class GitWorkspace implements WorkspacePort {
    * `merge-tree` wrote; a fast-forward carries none (the caller knows it from the capture, or reads it).
    */
   async merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome> {
+    // A commit captured here on `head` itself (its only parent) is a fast-forward: no need to ask git.
+    if (this.indexes.parentOf(commit) === head) return { kind: "fastForward", commit };
     // One merge base decides both fast-forwards (head is an ancestor of commit, or the reverse).
     const mergeBase = await runGit(cwd, ["merge-base", head, commit]);
     const common = mergeBase.code === 0 ? mergeBase.stdout.trim() : null;
@@ -325,6 +363,7 @@ export class GitWorkspace implements WorkspacePort {
    */
   async release(cwd: string, path: string, options?: { reuse?: boolean }): Promise<void> {
     if (this.claimed.has(path)) return;
+    this.indexes.forget(path);
     const dir = dirname(path);
     const parked = this.spares.get(dir);
     if (parked?.includes(path))
@@ -335,7 +374,8 @@ export class GitWorkspace implements WorkspacePort {
     if (options?.reuse === true && !basename(path).startsWith(SPARE_PREFIX) && (await exists(join(path, ".git")))) {
       const spare = join(dir, `${SPARE_PREFIX}${process.pid}-${++this.spareSeq}`);
       const common = await this.commonDir(cwd);
-      if ((await withWorktreeAdmin(common, () => runGit(cwd, ["worktree", "move", path, spare]))).code === 0) {
+      const moved = await withWorktreeAdmin(common, () => moveWorktree(cwd, common, path, spare).catch(() => false));
+      if (moved) {
         this.spares.set(dir, [...(this.spares.get(dir) ?? []), spare]);
         return;
       }

@@ -8,11 +8,11 @@
  * gitfile git wrote (a folder, a symlink, another target) is tampering, reported as `WorktreeTamperedError`.
  *
  * Owns: finding a repository's common dir and a worktree's admin folder, the explicit-repository argument list, the
- * filter overrides, the gitfile check, clearing the index bits a worker (or a check) set, and the safe path component
- * of the folders under `<common dir>/acp-orchestrator/`. Must never discover a repository from inside a worktree and
+ * filter overrides, the gitfile check, clearing the index bits a worker (or a check) set, moving a worktree, and the
+ * safe path component of the folders under `<common dir>/acp-orchestrator/`. Must never discover a repository from inside a worktree and
  * never write to the worktree's `.git`.
  */
-import { lstat, readdir, readFile } from "node:fs/promises";
+import { lstat, readdir, readFile, realpath, rename, stat, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { git, runGit } from "./git-cli.js";
 
@@ -160,4 +160,40 @@ async function filterOverrides(repo: WorktreeRepo): Promise<string[]> {
 export async function worktreeGit(repo: WorktreeRepo): Promise<WorktreeRun> {
   const explicit = [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`, ...(await filterOverrides(repo))];
   return (args, input, env) => git(repo.workTree, [...explicit, ...args], input, env);
+}
+
+async function present(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
+
+/**
+ * Moves the linked worktree at `from` to `to` (which must not exist, or be an empty folder) as `git worktree move`
+ * does: renames the folder, then points the admin folder's `gitdir` file at the new `.git` (gitrepository-layout(5):
+ * `worktrees/<id>/gitdir`, the absolute path of the worktree's `.git`; written aside and renamed into place), with no
+ * git process and no read of the worktree's index (issue 34). Done so only where git would move it without a
+ * question: the gitfile is the absolute one git wrote (`verifyGitfile`), the worktree is not locked (`<admin>/locked`)
+ * and has no submodule git dirs (`<admin>/modules`). Anything else runs `git worktree move` itself, which may refuse.
+ * Resolves true when the worktree moved, false when git refused; rejects when the rename fails. Call it holding the
+ * worktree-administration lock (worktree-lock.ts).
+ */
+export async function moveWorktree(cwd: string, commonDir: string, from: string, to: string): Promise<boolean> {
+  const gitDir = await findAdminDir(commonDir, from);
+  const plain =
+    gitDir !== null &&
+    /^gitdir: \//.test((await readText(join(from, ".git"))) ?? "") &&
+    (await verifyGitfile({ workTree: from, gitDir }).then(
+      () => true,
+      () => false,
+    )) &&
+    !(await present(join(gitDir, "locked"))) &&
+    !(await present(join(gitDir, "modules")));
+  if (!plain) return (await runGit(cwd, ["worktree", "move", from, to])).code === 0;
+  await rename(from, to);
+  const aside = join(gitDir, `gitdir.acp-orchestrator-${process.pid}`);
+  await writeFile(aside, `${join(await realpath(to), ".git")}\n`);
+  await rename(aside, join(gitDir, "gitdir"));
+  return true;
 }

@@ -206,4 +206,47 @@ describe("GitWorkspace", () => {
     expect((await port.capture(p2, message("t1"), initial)).changedFiles).toEqual(["src/a.txt"]);
     await port.release(repo, p2);
   });
+  it("stages a capture from the prepared index whatever the worker did to its own, and clears bits set after it", async () => {
+    const { repo, initial, port } = await setup();
+    const p1 = await port.attemptPath(repo, PRODUCT, "t1", 1);
+    await port.prepare(repo, p1, initial);
+    const gitDir = git(p1, "rev-parse", "--absolute-git-dir");
+    // The worker hides its edits with index bits, stages an ignored file by force and unstages a tracked one.
+    git(p1, "update-index", "--skip-worktree", "src/a.txt");
+    git(p1, "update-index", "--assume-unchanged", "README.md");
+    writeFileSync(join(p1, "src/a.txt"), "hidden edit\n");
+    writeFileSync(join(p1, "README.md"), "hidden edit\n");
+    writeFileSync(join(p1, "debug.log"), "ignored\n");
+    git(p1, "add", "-f", "debug.log");
+    git(p1, "rm", "-q", "--cached", ".gitignore");
+    const first = await port.capture(p1, message("t1"), initial);
+    expect([...first.changedFiles].sort()).toEqual(["README.md", "src/a.txt"]);
+    expect(git(repo, "show", `${first.commit}:src/a.txt`)).toBe("hidden edit");
+    // After the capture something sets a bit again: the next attempt's prepare sees an index it did not leave.
+    git(p1, "update-index", "--skip-worktree", "src/a.txt");
+    await port.release(repo, p1, { reuse: true });
+    const p2 = await port.attemptPath(repo, PRODUCT, "t2", 1);
+    await port.prepare(repo, p2, initial);
+    expect(git(p2, "rev-parse", "--absolute-git-dir")).toBe(gitDir); // the parked worktree, moved
+    expect(
+      git(p2, "ls-files", "-v")
+        .split("\n")
+        .every((line) => line.startsWith("H ")),
+    ).toBe(true);
+    expect(extras(p2)).toBe("");
+    // A prepared copy written by someone else is not used: the capture stages from the cleared worker index instead.
+    writeFileSync(join(gitDir, "acp-orchestrator-prepared-index"), "not an index");
+    writeFileSync(join(p2, "src/a.txt"), "second\n");
+    const second = await port.capture(p2, message("t2"), initial);
+    expect(second.changedFiles).toEqual(["src/a.txt"]);
+    // A locked worktree is not moved behind git's back: git refuses, so it is removed and the next prepare is fresh.
+    git(repo, "worktree", "lock", p2);
+    await port.release(repo, p2, { reuse: true });
+    expect(existsSync(p2)).toBe(false);
+    const p3 = await port.attemptPath(repo, PRODUCT, "t3", 1);
+    await port.prepare(repo, p3, initial);
+    expect(git(p3, "rev-parse", "--absolute-git-dir")).not.toBe(gitDir);
+    expect(extras(p3)).toBe("");
+    await port.release(repo, p3);
+  });
 });
