@@ -11,16 +11,20 @@
  *   base's tree into it: the same stage, capture against the prepared base, one index scan instead of three. A copy
  *   whose mark moved (anything wrote to it) or a capture on another base is not used: the caller does the full
  *   capture.
- * - The index a capture left: its mark, per admin folder. When the next `prepare` of that worktree finds the index
- *   unchanged, no bit can be set in it (it was staged from a bit-free index by the orchestrator) and clearing the bits
- *   is skipped; any other index is cleared as before.
+ * - The index a capture staged from the prepared copy left: its mark, per admin folder. When the next `prepare` of
+ *   that worktree finds the index unchanged, no bit can be set in it (it was staged from a bit-free index by the
+ *   orchestrator's git, which sets none: worktree-git.ts `INDEX_CONFIG`) and clearing the bits is skipped; any other
+ *   index (the worker's, one a full capture left) is cleared as before.
  * - The parent of each commit captured here: a merge of a commit whose only parent is the integration head is a
  *   fast-forward, decided without `git merge-base`.
  *
- * A file mark is device, inode, size, mtime and ctime (ns): a write in place changes ctime (which no user can set
- * back), a replacement changes the inode. Owns the copy files and the in-memory records only; never runs git.
+ * A file mark is device, inode, size, mtime and ctime (ns) of the file itself (`lstat`: a symlink has no mark): a write
+ * in place changes ctime (which no user can set back), a replacement changes the inode. The copy is written to a new
+ * file (`O_EXCL`) and renamed into place, so a symlink a worker planted at its name is replaced, never written
+ * through. Owns the copy files and the in-memory records only; never runs git.
  */
-import { copyFile, rename, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { copyFile, lstat, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { WorktreeRepo } from "./worktree-git.js";
 
@@ -30,7 +34,7 @@ export const PREPARED_INDEX = "acp-orchestrator-prepared-index";
 /** One version of a file (see the file comment), or `null` when it is missing. */
 export async function fileMark(path: string): Promise<string | null> {
   try {
-    const s = await stat(path, { bigint: true });
+    const s = await lstat(path, { bigint: true });
     return s.isFile() ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}` : null;
   } catch {
     return null;
@@ -48,11 +52,21 @@ export class PreparedIndexes {
   /** Captured commit → its only parent. */
   private readonly parents = new Map<string, string>();
 
-  /** Keeps a copy of the index `prepare` just made at `base` (the worktree is checked out and clean). */
+  /**
+   * Keeps a copy of the index `prepare` just made at `base` (the worktree is checked out and clean). When the copy
+   * cannot be made (a file in the way of its temporary name, a full disk) none is kept: the capture is the full one.
+   */
   async keep(repo: WorktreeRepo, base: string): Promise<void> {
     const copy = join(repo.gitDir, PREPARED_INDEX);
     this.prepared.delete(repo.workTree);
-    await copyFile(join(repo.gitDir, "index"), copy);
+    const fresh = `${copy}.${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+    try {
+      await copyFile(join(repo.gitDir, "index"), fresh, constants.COPYFILE_EXCL);
+      await rename(fresh, copy);
+    } catch {
+      await rm(fresh, { force: true }).catch(() => undefined);
+      return;
+    }
     const mark = await fileMark(copy);
     if (mark !== null) this.prepared.set(repo.workTree, { gitDir: repo.gitDir, base, mark });
   }
@@ -71,14 +85,16 @@ export class PreparedIndexes {
 
   /**
    * Ends a capture: the index it staged (`staged`, the prepared copy, when it used one) becomes the worktree's index
-   * (what the full capture leaves there too: the base's tree and every change), and that index's mark is kept.
+   * (what the full capture leaves there too: the base's tree and every change), and that index's mark is kept. Only
+   * an index staged from the prepared copy is vouched for: one the full capture left was the worker's before.
    */
   async settle(repo: WorktreeRepo, staged: string | null): Promise<void> {
+    this.left.delete(repo.gitDir);
+    if (staged === null) return;
     const index = join(repo.gitDir, "index");
-    if (staged !== null) await rename(staged, index);
+    await rename(staged, index);
     const mark = await fileMark(index);
-    if (mark === null) this.left.delete(repo.gitDir);
-    else this.left.set(repo.gitDir, mark);
+    if (mark !== null) this.left.set(repo.gitDir, mark);
   }
 
   /**

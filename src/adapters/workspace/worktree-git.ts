@@ -4,7 +4,9 @@
  * `<common dir>/worktrees/` (found from the common dir's own back-pointers, never from the worktree's `.git` file) and
  * `--work-tree` is the worktree; hooks and fsmonitor are off (git-cli.ts) and every clean/smudge/process filter the
  * repository's configuration defines is overridden with an empty command, so checking out or adding files runs no
- * program at all. Before a worktree's result is captured its gitfile is verified: a `.git` that is not exactly the
+ * program at all; the settings that decide what the index caches (assume-unchanged on every write, ctime checks,
+ * sparse checkout, split index) are pinned (`INDEX_CONFIG`), so a worker's `git config` cannot make a capture miss a
+ * change. Before a worktree's result is captured its gitfile is verified: a `.git` that is not exactly the
  * gitfile git wrote (a folder, a symlink, another target) is tampering, reported as `WorktreeTamperedError`.
  *
  * Owns: finding a repository's common dir and a worktree's admin folder, the explicit-repository argument list, the
@@ -12,8 +14,8 @@
  * safe path component of the folders under `<common dir>/acp-orchestrator/`. Must never discover a repository from inside a worktree and
  * never write to the worktree's `.git`.
  */
-import { lstat, readdir, readFile, realpath, rename, stat, writeFile } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { lstat, readdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
 import { git, runGit } from "./git-cli.js";
 
 /** A path component made of safe characters only (ids are validated ids already; this is a second fence). */
@@ -48,7 +50,9 @@ export type WorktreeRun = (args: readonly string[], input?: string, env?: Record
  */
 export async function clearIndexBits(run: WorktreeRun): Promise<void> {
   const entries = (await run(["ls-files", "-v", "-z"])).split("\0").filter((entry) => entry.length > 2);
-  const skipped = entries.filter((entry) => entry[0] === "S").map((entry) => entry.slice(2));
+  // `ls-files -v` tags a skip-worktree entry `S`, and lowercases every tag of an assume-unchanged one: an entry with
+  // both bits is `s`, which must lose both.
+  const skipped = entries.filter((entry) => entry[0] === "S" || entry[0] === "s").map((entry) => entry.slice(2));
   const assumed = entries.filter((entry) => /^[a-z]$/.test(entry[0] as string)).map((entry) => entry.slice(2));
   // One flag per command: git 2.39 applies only one of --no-skip-worktree/--no-assume-unchanged to --stdin paths.
   if (skipped.length > 0) await run(["update-index", "--no-skip-worktree", "-z", "--stdin"], `${skipped.join("\0")}\0`);
@@ -154,16 +158,49 @@ async function filterOverrides(repo: WorktreeRepo): Promise<string[]> {
 }
 
 /**
- * A runner of git commands inside one worktree with its repository named explicitly and filters overridden (see the
- * file comment). The overrides are read once per runner: make one per operation (prepare, capture).
+ * `git -c …` options of every command inside a task worktree that keep the index a faithful cache of the files, whatever
+ * configuration a worker wrote with its own `git config` (the repository's or its worktree's, `git sparse-checkout`):
+ * - `core.ignoreStat=false`: else every entry git checks out or adds gets the assume-unchanged bit, and the next
+ *   `add -A` never looks at those files again (the prepared index would hide the next worker's edits);
+ * - `core.trustctime=true`, `core.checkStat=default`: else a rewrite of the same size with its mtime put back
+ *   (`touch -d`) matches the cached stat data and is not staged;
+ * - `core.sparseCheckout=false`, `index.sparse=false`: else `checkout -f` of a reused worktree applies the sparse
+ *   patterns an earlier worker set (files missing from the worktree, skip-worktree bits in the index);
+ * - `core.splitIndex=false`: the index is one self-contained file (no shared index elsewhere in the admin folder).
+ */
+const INDEX_CONFIG: readonly string[] = [
+  "-c",
+  "core.ignoreStat=false",
+  "-c",
+  "core.trustctime=true",
+  "-c",
+  "core.checkStat=default",
+  "-c",
+  "core.sparseCheckout=false",
+  "-c",
+  "index.sparse=false",
+  "-c",
+  "core.splitIndex=false",
+];
+
+/**
+ * A runner of git commands inside one worktree with its repository named explicitly, filters overridden and the index
+ * settings of `INDEX_CONFIG` (see the file comment). The overrides are read once per runner: make one per operation
+ * (prepare, capture).
  */
 export async function worktreeGit(repo: WorktreeRepo): Promise<WorktreeRun> {
-  const explicit = [`--git-dir=${repo.gitDir}`, `--work-tree=${repo.workTree}`, ...(await filterOverrides(repo))];
+  const explicit = [
+    `--git-dir=${repo.gitDir}`,
+    `--work-tree=${repo.workTree}`,
+    ...INDEX_CONFIG,
+    ...(await filterOverrides(repo)),
+  ];
   return (args, input, env) => git(repo.workTree, [...explicit, ...args], input, env);
 }
 
+/** Whether anything is at `path` (a symlink too, wherever it points). */
 async function present(path: string): Promise<boolean> {
-  return stat(path).then(
+  return lstat(path).then(
     () => true,
     () => false,
   );
@@ -174,15 +211,22 @@ async function present(path: string): Promise<boolean> {
  * does: renames the folder, then points the admin folder's `gitdir` file at the new `.git` (gitrepository-layout(5):
  * `worktrees/<id>/gitdir`, the absolute path of the worktree's `.git`; written aside and renamed into place), with no
  * git process and no read of the worktree's index (issue 34). Done so only where git would move it without a
- * question: the gitfile is the absolute one git wrote (`verifyGitfile`), the worktree is not locked (`<admin>/locked`)
- * and has no submodule git dirs (`<admin>/modules`). Anything else runs `git worktree move` itself, which may refuse.
- * Resolves true when the worktree moved, false when git refused; rejects when the rename fails. Call it holding the
- * worktree-administration lock (worktree-lock.ts).
+ * question: `from` is a folder (not a symlink a worker put in its place), the gitfile is the absolute one git wrote
+ * (`verifyGitfile`), the worktree is not locked (`<admin>/locked`) and has no submodule git dirs (`<admin>/modules`).
+ * Anything else runs `git worktree move` itself, which may refuse. The new `gitdir` is written before the folder moves,
+ * to a new file (`O_EXCL`: never through a symlink a worker planted in the admin folder), then renamed over the old one.
+ * Resolves true when the worktree moved, false when git refused; rejects when a write or rename fails (nothing moved
+ * when the folder's rename fails). Call it holding the worktree-administration lock (worktree-lock.ts).
  */
 export async function moveWorktree(cwd: string, commonDir: string, from: string, to: string): Promise<boolean> {
   const gitDir = await findAdminDir(commonDir, from);
+  const folder = await lstat(from).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
   const plain =
     gitDir !== null &&
+    folder &&
     /^gitdir: \//.test((await readText(join(from, ".git"))) ?? "") &&
     (await verifyGitfile({ workTree: from, gitDir }).then(
       () => true,
@@ -191,9 +235,17 @@ export async function moveWorktree(cwd: string, commonDir: string, from: string,
     !(await present(join(gitDir, "locked"))) &&
     !(await present(join(gitDir, "modules")));
   if (!plain) return (await runGit(cwd, ["worktree", "move", from, to])).code === 0;
-  await rename(from, to);
-  const aside = join(gitDir, `gitdir.acp-orchestrator-${process.pid}`);
-  await writeFile(aside, `${join(await realpath(to), ".git")}\n`);
+  const aside = join(
+    gitDir,
+    `gitdir.acp-orchestrator-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`,
+  );
+  await writeFile(aside, `${join(await realpath(dirname(to)), basename(to), ".git")}\n`, { flag: "wx" });
+  try {
+    await rename(from, to);
+  } catch (err) {
+    await rm(aside, { force: true });
+    throw err;
+  }
   await rename(aside, join(gitDir, "gitdir"));
   return true;
 }
