@@ -425,7 +425,11 @@ export class GitWorkspace implements WorkspacePort {
     const common = await this.commonDir(cwd);
     const expected = join(await realpath(common), "acp-orchestrator", "worktrees", productId);
     if ((await realpath(dir).catch(() => "")) !== expected) return;
-    for (const path of await this.leftovers(cwd, productId)) if (!this.claimed.has(path)) await this.remove(cwd, path);
+    for (const path of await this.leftovers(cwd, productId)) {
+      if (this.claimed.has(path)) continue;
+      this.indexes.forget(path);
+      await this.remove(cwd, path);
+    }
     this.spares.delete(dir);
     await withWorktreeAdmin(common, async () => {
       await rm(dir, { recursive: true, force: true });

@@ -41,7 +41,7 @@ export async function fileMark(path: string): Promise<string | null> {
   }
 }
 
-/** Commits remembered at most (a product's captured, not yet merged commits are far fewer). */
+/** Commits (and capture-left index marks) remembered at most (a product's captured, not yet merged commits are far fewer). */
 const PARENTS_KEPT = 10_000;
 
 export class PreparedIndexes {
@@ -94,7 +94,10 @@ export class PreparedIndexes {
     const index = join(repo.gitDir, "index");
     await rename(staged, index);
     const mark = await fileMark(index);
-    if (mark !== null) this.left.set(repo.gitDir, mark);
+    if (mark === null) return;
+    // A worktree removed without reuse is never asked about again: the oldest records go first.
+    if (this.left.size >= PARENTS_KEPT) this.left.delete(this.left.keys().next().value as string);
+    this.left.set(repo.gitDir, mark);
   }
 
   /**
