@@ -172,6 +172,8 @@ function rawGit(cwd: string, args: string[], input?: string): Promise<string> {
     const child = execFile("git", args, { cwd, env: ENV, encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (e, out) =>
       e ? reject(e) : resolve(out),
     );
+    // A git that exits before it reads its stdin (a quick command on a loaded machine) must not crash the run (EPIPE).
+    child.stdin?.on("error", () => undefined);
     child.stdin?.end(input ?? "");
   });
 }
