@@ -10,6 +10,7 @@ import type { AgentInputs, AttachmentRef, SessionInputs } from "./product/agent-
 import type { RefMove } from "./workspace/records.js";
 import type { AgentDirectory, AgentInfo } from "./team.js";
 import type { CreationPageOptions, CreationRecord } from "./creation-order.js";
+import type { AppendedEvents, StoredEvent } from "./stored-event.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Time, ids, logging
@@ -73,35 +74,8 @@ export interface RecordInfo {
   updatedAt: string;
 }
 
-export interface StoredEvent {
-  /** 1-based sequence number within the stream. */
-  seq: number;
-  event: unknown;
-  /**
-   * The length, in UTF-16 code units, of the JSON text the authority stored `event` as, when it knows it: what the
-   * store's compaction policy measures, so a load need not serialise every event again to count it (issue 16,
-   * resume). Non-enumerable (see `storedEvent`): stored events still compare and print as `{ seq, event }`.
-   */
-  readonly [STORED_TEXT_LENGTH]?: number;
-}
-
-/** The key of `StoredEvent`'s stored text length. */
-export const STORED_TEXT_LENGTH: unique symbol = Symbol("acp-orchestrator.storedTextLength");
-
-/** A `StoredEvent` that states the length of the JSON text `event` was stored as (non-enumerable). */
-export function storedEvent(seq: number, event: unknown, textLength: number): StoredEvent {
-  const stored: StoredEvent = { seq, event };
-  Object.defineProperty(stored, STORED_TEXT_LENGTH, { value: textLength });
-  return stored;
-}
-
-/**
- * `appendEvents`' answer: the last sequence number and, when known, the summed length of the events' stored JSON texts
- * (non-enumerable, as in `StoredEvent`; issue 34: the compaction policy need not serialise each batch again). */
-export interface AppendedEvents {
-  lastSeq: number;
-  readonly [STORED_TEXT_LENGTH]?: number;
-}
+// Stored events and appendEvents' answer (with their stored text length): in stored-event.ts, re-exported here.
+export { STORED_TEXT_LENGTH, storedEvent, type AppendedEvents, type StoredEvent } from "./stored-event.js";
 
 /** One change announced by `RunStateAuthority.watch`: a record (`kind`, `id`) or an event stream (`stream`). */
 export interface AuthorityChange {
