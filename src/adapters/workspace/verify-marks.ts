@@ -27,6 +27,13 @@ type DirMark = string;
 export interface WorktreeMarks {
   /** The index file's bytes as the preparation left them. */
   index: Buffer;
+  /**
+   * The index file's access and modification times as git wrote them. Put back with the bytes, so that git's racy
+   * check still sees entries written in the index's own second as unproven and compares their content: a check
+   * that rewrote a file in that second with its size and mtime kept is found (an index rewritten now would vouch
+   * for them by stat alone).
+   */
+  indexTimes: { atime: Date; mtime: Date };
   /** Folder path (absolute) → its mark; the root is among them. */
   dirs: Map<string, DirMark>;
 }

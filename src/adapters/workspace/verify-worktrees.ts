@@ -19,7 +19,7 @@
  * The commands themselves run the candidate's code with the server's privileges: that is what verification is. The
  * processes are confined in lifetime (watchdog, timeout), not in what they may touch.
  */
-import { lstat, readFile, rm, writeFile } from "node:fs/promises";
+import { lstat, readFile, rm, stat, utimes, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import type { CheckCommand, VerifyPort, VerifyRun } from "../../core/workspace/verify-port.js";
 import { git, runGit } from "./git-cli.js";
@@ -236,8 +236,10 @@ export class GitVerifier implements VerifyPort {
     slot.marks = undefined;
     const index = join(slot.gitDir, "index");
     await restoreGitfile(slot);
-    if (marks) await writeFile(index, marks.index);
-    else await clearIndexBits(run);
+    if (marks) {
+      await writeFile(index, marks.index);
+      await utimes(index, marks.indexTimes.atime, marks.indexTimes.mtime);
+    } else await clearIndexBits(run);
     const untouched = marks !== undefined && (await foldersUnchanged(marks.dirs));
     await run(["checkout", "-q", "-f", "--detach", commit]);
     if (!untouched) await run(["clean", "-ffdxq"]);
@@ -249,7 +251,8 @@ export class GitVerifier implements VerifyPort {
     try {
       const dirs = await markFolders(slot.path);
       if (!(await settleClock(dirs, `${slot.path}.clock`))) return undefined;
-      return { index: await readFile(index), dirs };
+      const { atime, mtime } = await stat(index);
+      return { index: await readFile(index), indexTimes: { atime, mtime }, dirs };
     } catch {
       return undefined;
     }
