@@ -118,6 +118,9 @@ function deletedMeanwhile(err: unknown): boolean {
   return e?.code === -32002 && (e.data?.kind === undefined || e.data.kind === "product");
 }
 
+/** How long (ms) a command that lost its server's connection waits for the process's exit to say how it ended. */
+const SERVER_EXIT_WAIT_MS = 5000;
+
 /**
  * Follows `productId` on `session` to its end and prints the summary; handles Ctrl-C as this file's header says.
  * Resolves with the exit code (0 completed, 1 otherwise, 130 when a second Ctrl-C left the product as it is).
@@ -154,11 +157,16 @@ export async function followToEnd(session: ServerSession, productId: string, val
       );
       return 1;
     }
-    // The server died (or the connection broke): the product is in the store as the server last wrote it.
+    // The server died (or the connection broke): the product is in the store as the server last wrote it. The
+    // connection's close can be seen before the process's exit; wait a moment for the exit, which says how it ended.
+    const how = await session.ended(SERVER_EXIT_WAIT_MS);
     const why = err instanceof Error ? err.message.split("\n")[0] : String(err);
     process.stderr.write(
-      `acp-orchestrator: the server stopped while running ${productId} (${why}) — resume with: ` +
-        `${resumeCommandLine(productId, values)}\n`,
+      how === undefined
+        ? `acp-orchestrator: the server stopped while running ${productId} (${why}) — resume with: ` +
+            `${resumeCommandLine(productId, values)}\n`
+        : `acp-orchestrator: the server stopped (${how}) while running ${productId} — resume with: ` +
+            `${resumeCommandLine(productId, values)}\n`,
     );
     return 1;
   } finally {
