@@ -139,6 +139,8 @@ export class OrchestratorServer {
   readonly fleet: Fleet;
   /** Control requests written by other processes (the CLI, the dashboard) for products this server owns. */
   readonly controlRequests: ControlRequestPickup;
+  /** The owner's live-output writer (live-output.ts), closed at shutdown after the products stopped. */
+  private readonly liveOutput: LiveOutputRecorder;
   readonly goals: GoalService;
   readonly sessions: SessionAdapter;
   private readonly notifier: FanOutNotifier;
@@ -169,6 +171,7 @@ export class OrchestratorServer {
     }, options.logger);
     // -32013 says whether a read or a write failed (PROTOCOL.md section 3).
     const authority = withFailureOperations(options.authority);
+    this.liveOutput = new LiveOutputRecorder(authority, options.clock, options.logger);
     const ctx = this.productContext(authority);
     this.products = new ProductService(ctx);
     this.fleet = this.buildFleet(ctx);
@@ -214,7 +217,7 @@ export class OrchestratorServer {
       ...(options.remoteWorkspaces ? { remoteWorkspaces: options.remoteWorkspaces } : {}),
       ...(options.liveness ? { liveness: options.liveness } : {}),
       digest: nodeSha256Hex,
-      liveOutput: new LiveOutputRecorder(authority, options.clock, options.logger),
+      liveOutput: this.liveOutput,
       onPhaseChange: (productId) => this.goals.onProductPhaseChange(productId),
     };
   }
@@ -499,13 +502,15 @@ export class OrchestratorServer {
   /** Stops everything this server runs. Idempotent. Does NOT close the authority (the owner of it does). */
   shutdown(): Promise<void> {
     this.shuttingDown ??= (async () => {
-      this.fleet.stop();
-      this.controlRequests.stop();
+      // Their work already running (a recovery pass, a control request) ends before the owner closes the authority.
+      const pickupsDone = Promise.all([this.fleet.stop(), this.controlRequests.stop()]);
       this.sessions.shutdown();
       const goalsDown = this.goals.shutdown();
       await this.products.shutdown();
       await goalsDown;
       await this.options.workers.shutdown();
+      await pickupsDone;
+      await this.liveOutput.close();
       // Requests that arrived before stdin closed are still answered (e.g. `initialize` piped then EOF).
       this.connection.abortInFlight();
       await this.connection.idle();

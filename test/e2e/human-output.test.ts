@@ -108,6 +108,8 @@ describe("human commands (issue 28)", () => {
       /^acp-orchestrator: warning: the lease's owner process is gone; taking the product over without waiting for the lease to expire \(productId prd_\w+, owner \S+\)$/mu,
     );
     expectHumanLines(resumed.stdout);
+    // Nothing of the server's background work read the store after it was closed at the end (a user's finding).
+    expect(resumed.stderr).not.toMatch(/is closed|not stored|could not/u);
     expectHumanLines(resumed.stderr);
     expect(
       resumed.stderr

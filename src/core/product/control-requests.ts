@@ -18,6 +18,7 @@ import * as wire from "../../../protocol/product.js";
 import { DomainError, isDomainError } from "../errors.js";
 import type { AuthorityChange, Clock, Logger, OwnerLiveness, RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
+import { WorkInFlight } from "../work-in-flight.js";
 import type { ProductService } from "./service.js";
 
 /** The record kind of control requests from any process (distinct from the fleet's server-to-server `control`). */
@@ -193,6 +194,7 @@ export class ControlRequestPickup {
   #lastListAt = 0;
   #stopped = false;
   #scanning = false;
+  readonly #work = new WorkInFlight();
 
   constructor(options: ControlPickupOptions) {
     this.#o = options;
@@ -205,32 +207,36 @@ export class ControlRequestPickup {
     this.#arm();
   }
 
-  /** Stops listening and polling. Requests being executed finish. Idempotent. */
-  stop(): void {
+  /**
+   * Stops listening and polling. Resolves once the look and the requests being executed finished, so the authority
+   * can be closed after it (nothing of this pickup reads it later). Idempotent; never rejects.
+   */
+  stop(): Promise<void> {
     this.#stopped = true;
     this.#unwatch?.();
     this.#unwatch = null;
     this.#cancelTimer?.();
     this.#cancelTimer = null;
+    return this.#work.settled();
   }
 
   #arm(): void {
     if (this.#stopped) return;
     this.#cancelTimer = this.#o.clock.setTimer(this.#o.pollMs ?? 200, () => {
       this.#cancelTimer = null;
-      void this.scan().finally(() => this.#arm());
+      void this.#work.track(this.scan()).finally(() => this.#arm());
     });
   }
 
   #onChange(change: AuthorityChange): void {
     if (this.#stopped || change.kind !== CONTROL_REQUEST_KIND) return;
     if (change.id === undefined) {
-      void this.scan(true);
+      void this.#work.track(this.scan(true));
       return;
     }
     const productId = change.id.slice(0, change.id.indexOf("/"));
     const orchestrator = this.#o.service.peek(productId);
-    if (orchestrator) void this.#handle(change.projectId, change.id);
+    if (orchestrator) void this.#work.track(this.#handle(change.projectId, change.id));
   }
 
   /**

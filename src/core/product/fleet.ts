@@ -22,6 +22,7 @@ import { Id, Mutation, Timestamp } from "../../../protocol/common.js";
 import { DomainError, isDomainError, type DomainErrorCode } from "../errors.js";
 import type { AuthorityChange, Clock, IdGenerator, Logger, OwnerLiveness, RunStateAuthority } from "../ports.js";
 import { AuthorityConflict } from "../ports.js";
+import { WorkInFlight } from "../work-in-flight.js";
 import { FleetLiveness } from "./fleet-liveness.js";
 import type { ControlRequest, ProductService } from "./service.js";
 import type { ProductStore } from "./store.js";
@@ -102,6 +103,7 @@ export class Fleet {
   readonly #handling = new Set<string>();
   /** Answers awaited by forwarded requests of this server (by record id). */
   readonly #waiters = new Map<string, () => void>();
+  readonly #work = new WorkInFlight();
   /** Reactions to the shared liveness service (fleet-liveness.ts), when there is one. */
   readonly #liveness: FleetLiveness | null;
 
@@ -141,14 +143,19 @@ export class Fleet {
     if (this.#o.recover || this.canForward) this.#schedule(this.#o.recover ? 0 : this.#o.scanMs);
   }
 
-  /** Stops listening and scanning. Forwarded requests still waiting give up at their timeout. Idempotent. */
-  stop(): void {
+  /**
+   * Stops listening and scanning. Resolves once the scan, lease re-checks and forwarded requests being applied here
+   * finished, so the authority can be closed after it. Forwarded requests this server still waits for give up at
+   * their timeout. Idempotent; never rejects.
+   */
+  stop(): Promise<void> {
     this.#stopped = true;
     this.#liveness?.stop();
     this.#unwatch?.();
     this.#unwatch = null;
     this.#cancelScan?.();
     this.#cancelScan = null;
+    return this.#work.settled();
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -170,7 +177,7 @@ export class Fleet {
         return;
       }
       const productId = change.id.slice(0, change.id.indexOf("/"));
-      if (this.#drives(productId)) void this.#apply(change.projectId, change.id);
+      if (this.#drives(productId)) void this.#work.track(this.#apply(change.projectId, change.id));
     }
   }
 
@@ -182,9 +189,11 @@ export class Fleet {
   #verifyOwnership(productId: string): void {
     const orchestrator = this.#o.service.loaded().find((o) => o.productId === productId && o.isDriving);
     if (!orchestrator) return;
-    orchestrator.verifyLease().catch((err: unknown) => {
-      this.#o.logger.warn({ productId, err }, "could not re-check the product lease");
-    });
+    void this.#work.track(
+      orchestrator.verifyLease().catch((err: unknown) => {
+        this.#o.logger.warn({ productId, err }, "could not re-check the product lease");
+      }),
+    );
   }
 
   // -------------------------------------------------------------------------------------------------------------
@@ -327,7 +336,7 @@ export class Fleet {
     this.#cancelScan?.();
     this.#cancelScan = this.#o.clock.setTimer(ms, () => {
       this.#cancelScan = null;
-      this.#scanning = this.#tick().finally(() => {
+      this.#scanning = this.#work.track(this.#tick()).finally(() => {
         this.#scanning = null;
         const again = this.#rescan;
         this.#rescan = false;

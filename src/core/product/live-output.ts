@@ -57,6 +57,7 @@ interface Pending {
 /** The owner's writer: coalesces deltas per task and writes the bounded tail. */
 export class LiveOutputRecorder {
   readonly #pending = new Map<string, Pending>();
+  #closed = false;
 
   constructor(
     private readonly authority: RunStateAuthority,
@@ -79,7 +80,7 @@ export class LiveOutputRecorder {
 
   /** Adds `text` to the running attempt's output; the record is written within LIVE_OUTPUT_FLUSH_MS. */
   note(projectId: string, productId: string, taskId: string, attempt: number, text: string): void {
-    if (text === "") return;
+    if (text === "" || this.#closed) return;
     const key = `${productId}/${taskId}`;
     let p = this.#pending.get(key);
     if (p === undefined || p.attempt !== attempt || p.ended) {
@@ -112,11 +113,15 @@ export class LiveOutputRecorder {
     });
   }
 
-  /** The attempt settled: pending text is dropped and the record deleted (the journal has the final output). */
+  /**
+   * The attempt settled: pending text is dropped and the record deleted (the journal has the final output). Does
+   * nothing after `close`.
+   */
   end(productId: string, taskId: string): void {
     const key = `${productId}/${taskId}`;
     const p = this.#pending.get(key);
-    if (p === undefined) return;
+    // After close the authority may be closed: a record left behind names an attempt readers no longer show.
+    if (p === undefined || this.#closed) return;
     p.cancelTimer?.();
     p.cancelTimer = undefined;
     p.ended = true;
@@ -125,6 +130,21 @@ export class LiveOutputRecorder {
       await this.authority.delete(p.projectId, LIVE_OUTPUT_KIND, key);
       if (this.#pending.get(key) === p) this.#pending.delete(key);
     });
+  }
+
+  /**
+   * Stops recording: text not yet written is dropped, and the writes and deletes already queued finish before it
+   * resolves, so the owner may close the authority after it (a write timer firing after the close read a closed
+   * authority and logged "live output not stored"). Notes after it are ignored. Idempotent; never rejects.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    for (const p of this.#pending.values()) {
+      p.cancelTimer?.();
+      p.cancelTimer = undefined;
+      p.dirty = false;
+    }
+    await Promise.all([...this.#pending.values()].map((p) => p.chain));
   }
 
   private enqueue(p: Pending, fn: () => Promise<void>): void {
