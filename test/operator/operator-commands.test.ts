@@ -189,7 +189,7 @@ describe("operator commands on a store written by real servers", () => {
     expect(parsed.recovery?.cause).toMatch(/is gone/);
     expect(parsed.recovery?.drift).toBeUndefined();
     expect(parsed.recovery?.needsExplicitResume).toBeUndefined();
-  }, 60_000);
+  }, 120_000);
 
   it("status read away from the server's config names the agents that differ, not a changed team (issue 28)", async () => {
     // `workspace` has no acp-orchestrator.json: this reader's registry is the built-in one, the server's had "slow".
@@ -208,7 +208,7 @@ describe("operator commands on a store written by real servers", () => {
       'the agent registry read here differs from the one the server that drove this run recorded: "slow" not defined here',
     );
     expect(human.stdout).not.toContain("registry changed");
-  }, 60_000);
+  }, 120_000);
 
   it("reading commands change no byte of the store", async () => {
     const before = fileHash(statePath);
