@@ -25,7 +25,14 @@ import type { CheckCommand, VerifyPort, VerifyRun } from "../../core/workspace/v
 import { git, runGit } from "./git-cli.js";
 import { ProcessLiveness } from "../system/process-liveness.js";
 import { runCheckCommand } from "./verify-process.js";
-import { foldersUnchanged, markFolders, settleClock, type WorktreeMarks } from "./verify-marks.js";
+import {
+  foldersUnchanged,
+  markFolders,
+  remarkFolders,
+  settleClock,
+  type FolderMarks,
+  type WorktreeMarks,
+} from "./verify-marks.js";
 import {
   claimVerifyDir,
   discardVerifyDir,
@@ -240,19 +247,23 @@ export class GitVerifier implements VerifyPort {
       await writeFile(index, marks.index);
       await utimes(index, marks.indexTimes.atime, marks.indexTimes.mtime);
     } else await clearIndexBits(run);
-    const untouched = marks !== undefined && (await foldersUnchanged(marks.dirs));
+    const untouched = marks !== undefined && foldersUnchanged(marks.folders);
     await run(["checkout", "-q", "-f", "--detach", commit]);
     if (!untouched) await run(["clean", "-ffdxq"]);
-    slot.marks = await this.mark(slot, index);
+    slot.marks = await this.mark(slot, index, marks?.folders);
   }
 
-  /** The slot's marks after a preparation, or undefined when they cannot be taken or trusted (the next one cleans). */
-  private async mark(slot: Slot, index: string): Promise<WorktreeMarks | undefined> {
+  /**
+   * The slot's marks after a preparation, or undefined when they cannot be taken or trusted (the next one cleans).
+   * The folders are those of `last` when their link counts prove the worktree has no other (verify-marks.ts), else
+   * walked.
+   */
+  private async mark(slot: Slot, index: string, last?: FolderMarks): Promise<WorktreeMarks | undefined> {
     try {
-      const dirs = await markFolders(slot.path);
-      if (!(await settleClock(dirs, `${slot.path}.clock`))) return undefined;
+      const folders = (last && remarkFolders(last)) ?? (await markFolders(slot.path));
+      if (!(await settleClock(folders, `${slot.path}.clock`))) return undefined;
       const { atime, mtime } = await stat(index);
-      return { index: await readFile(index), indexTimes: { atime, mtime }, dirs };
+      return { index: await readFile(index), indexTimes: { atime, mtime }, folders };
     } catch {
       return undefined;
     }

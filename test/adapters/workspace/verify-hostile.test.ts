@@ -175,4 +175,53 @@ describe("GitVerifier: a hostile check's leftovers never reach the next check", 
 
     await verifier.release(repo, "prd_hostile");
   });
+
+  it("marks a folder the candidate adds (the link-count proof of the folders falls back to reading them)", async () => {
+    const repo = makeRepo({ "README.md": "# app\n", "src/a.js": "a();\n", "src/lib/b.js": "b();\n" });
+    const first = git(repo, "rev-parse", "HEAD");
+    writeRepoFiles(repo, { "src/new/x.js": "x();\n" });
+    git(repo, "add", "-A");
+    git(repo, "commit", "-q", "-m", "a new folder");
+    const second = git(repo, "rev-parse", "HEAD");
+    const scratch = tempDir("acp-orch-hostile-");
+    const manifests: Record<string, string> = {};
+    for (const commit of [first, second]) {
+      const dir = join(scratch, `tree-${commit}`);
+      mkdirSync(dir);
+      execFileSync("sh", ["-c", `git -C "${repo}" archive ${commit} | tar -x -C "${dir}"`]);
+      manifests[commit] = join(scratch, `manifest-${commit}`);
+      writeFileSync(manifests[commit], execFileSync("sh", ["-c", MANIFEST], { cwd: dir }));
+    }
+    const verifier = new GitVerifier();
+    const check = (commit: string, commands: CheckCommand[]) =>
+      verifier.run({
+        cwd: repo,
+        productId: "prd_new_folder",
+        commit,
+        commands,
+        env: { EXPECTED: manifests[commit] as string, SCRATCH: scratch },
+        parallel: 1,
+        signal: new AbortController().signal,
+      });
+    const green = async (commit: string, commands: CheckCommand[]) => {
+      const run = await check(commit, commands);
+      expect(run?.checks.map((c) => [c.name, c.ok, c.ok ? "" : c.outputTail])).toEqual(
+        run?.checks.map((c) => [c.name, true, ""]),
+      );
+    };
+    // Folders proved by link counts while the candidates have the same folders; the second adds src/new.
+    await green(first, [SAME_AS_CANDIDATE]);
+    await green(first, [SAME_AS_CANDIDATE]);
+    // A check that writes only inside the new folder changes no folder but it: src/new must be among the marks.
+    const inNew: CheckCommand = {
+      name: "in-new",
+      run: "echo stray > src/new/stray.txt && mkdir src/new/sub && echo y > src/new/sub/y.js",
+      timeoutMs: 60_000,
+    };
+    await green(second, [SAME_AS_CANDIDATE, inNew]);
+    // Had src/new not been marked, nothing marked changed: clean skipped, src/new kept its stray files.
+    const gitThree = await verifierGit(() => green(first, [SAME_AS_CANDIDATE]));
+    expect(gitThree).toEqual(["checkout", "clean"]);
+    await verifier.release(repo, "prd_new_folder");
+  });
 });
