@@ -32,6 +32,38 @@ async function until<T>(what: string, probe: () => T | undefined, ms = 60_000): 
   }
 }
 
+/**
+ * Runs the product "Notes" (one task on one scripted worker that writes notes.txt) on `repo` to completion in a
+ * server of its own started in `base`, with `plan` added to `product.plan`'s params; the server is closed after.
+ * Resolves the product's id and the server's state path.
+ */
+async function completeNotes(
+  base: string,
+  repo: string,
+  plan: Record<string, unknown> = {},
+): Promise<{ productId: string; state: string }> {
+  const { config } = scriptedConfig(base, { worker: { default: write("notes.txt", "notes\n") } });
+  const server = await startServer({ cwd: base, args: ["--config", config] });
+  try {
+    const { productId } = await server.request<{ productId: string }>("product.plan", {
+      goal: "Notes",
+      cwd: repo,
+      ...plan,
+    });
+    await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
+    const done = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
+    await server.request("product.confirm", {
+      productId,
+      instances: [{ instanceId: "w1", agentId: "scripted", role: "worker" }],
+      tasks: [{ taskId: "notes", title: "Notes", description: "Write notes.", instanceId: "w1", dependsOn: [] }],
+    });
+    expect((await done).params.phase).toBe("completed");
+    return { productId, state: server.statePath };
+  } finally {
+    await server.close();
+  }
+}
+
 describe("verify: a killed verify command's worktree", () => {
   it("is removed by the next verify, and a live one's is kept", async () => {
     const repo = makeRepo({ "README.md": "# app\n" });
@@ -52,28 +84,10 @@ describe("verify: a killed verify command's worktree", () => {
       ].join("\n"),
     );
     chmodSync(check, 0o755);
-    const { config } = scriptedConfig(base, { worker: { default: write("notes.txt", "notes\n") } });
-    const server = await startServer({ cwd: base, args: ["--config", config] });
-    let productId = "";
-    try {
-      ({ productId } = await server.request<{ productId: string }>("product.plan", {
-        goal: "Notes",
-        cwd: repo,
-        verify: { commands: [{ name: "check", run: `'${check}'`, timeoutMs: 120_000 }] },
-      }));
-      await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
-      const done = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
-      await server.request("product.confirm", {
-        productId,
-        instances: [{ instanceId: "w1", agentId: "scripted", role: "worker" }],
-        tasks: [{ taskId: "notes", title: "Notes", description: "Write notes.", instanceId: "w1", dependsOn: [] }],
-      });
-      expect((await done).params.phase).toBe("completed");
-    } finally {
-      await server.close();
-    }
+    const { productId, state } = await completeNotes(base, repo, {
+      verify: { commands: [{ name: "check", run: `'${check}'`, timeoutMs: 120_000 }] },
+    });
     expect(worktreePaths(repo)).toEqual([repo]);
-    const state = server.statePath;
 
     /** Starts `verify` with a hold token laid down; resolves the process and the folder its check runs in. */
     const startHolding = async (): Promise<{ child: ChildProcess; exited: Promise<number | null>; cwd: string }> => {
@@ -133,21 +147,7 @@ describe("verify: a killed verify command's worktree", () => {
     writeFileSync(join(verifyRoot, "prd_dead", "owner"), `${host}:${gone}:12345:${scope}\n`);
     expect(worktreePaths(repo)).toHaveLength(2);
 
-    const { config } = scriptedConfig(base, { worker: { default: write("notes.txt", "notes\n") } });
-    const server = await startServer({ cwd: base, args: ["--config", config] });
-    try {
-      const { productId } = await server.request<{ productId: string }>("product.plan", { goal: "Notes", cwd: repo });
-      await server.waitFor((n) => n.method === "product.planReady" && n.params.productId === productId);
-      const done = server.waitFor((n) => n.method === "product.completed" && n.params.productId === productId, 90_000);
-      await server.request("product.confirm", {
-        productId,
-        instances: [{ instanceId: "w1", agentId: "scripted", role: "worker" }],
-        tasks: [{ taskId: "notes", title: "Notes", description: "Write notes.", instanceId: "w1", dependsOn: [] }],
-      });
-      expect((await done).params.phase).toBe("completed");
-    } finally {
-      await server.close();
-    }
+    await completeNotes(base, repo);
     expect(existsSync(join(verifyRoot, "prd_dead"))).toBe(false);
     expect(worktreePaths(repo)).toEqual([repo]);
   }, 120_000);

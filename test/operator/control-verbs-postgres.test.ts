@@ -6,16 +6,12 @@
  */
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { afterAll, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
 import { describePostgres, dropSchema, freshSchema, urlWithSchema } from "../support/postgres.js";
-import { REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
-
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
+import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
 describePostgres("control verbs from a second process on PostgreSQL", () => {
   const schema = freshSchema();
@@ -34,20 +30,7 @@ describePostgres("control verbs from a second process on PostgreSQL", () => {
     }),
   );
   const configFile = join(dir, "acp-orchestrator.json");
-  writeFileSync(
-    configFile,
-    JSON.stringify({
-      agents: [
-        {
-          agentId: "slow",
-          role: "worker",
-          command: process.execPath,
-          args: ["--import", tsxLoader, scripted],
-          env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
-        },
-      ],
-    }),
-  );
+  writeScriptedAgentConfig(configFile, "slow", scriptFile);
   const cli = (args: string[]) => runCli([...args, "--state", state, "--config", configFile], workspace);
   const servers: ServerHandle[] = [];
   const latencies: string[] = [];

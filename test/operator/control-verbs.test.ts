@@ -7,18 +7,15 @@
  */
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
 import { defaultProjectId } from "../../src/adapters/persistence/state-path.js";
 import { CONTROL_REQUEST_KIND } from "../../src/core/product/control-requests.js";
 import { runCli } from "../support/cli-run.js";
-import { REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
+import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
 const dir = tempDir("acp-orch-control-");
 const workspace = join(dir, "ws");
 spawnSync("git", ["init", "-q", workspace]);
@@ -38,20 +35,7 @@ writeFileSync(
     },
   }),
 );
-writeFileSync(
-  configFile,
-  JSON.stringify({
-    agents: [
-      {
-        agentId: "slow",
-        role: "worker",
-        command: process.execPath,
-        args: ["--import", tsxLoader, scripted],
-        env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
-      },
-    ],
-  }),
-);
+writeScriptedAgentConfig(configFile, "slow", scriptFile);
 
 const cli = (args: string[]) => runCli([...args, "--state", statePath, "--config", configFile], workspace);
 const servers: ServerHandle[] = [];

@@ -7,16 +7,12 @@
  */
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { afterAll, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
 import { adminQuery, describePostgres, dropSchema, freshSchema, urlWithSchema } from "../support/postgres.js";
-import { REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
-
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
+import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
 describePostgres("operator commands on a PostgreSQL store written by real servers", () => {
   const schema = freshSchema();
@@ -36,20 +32,7 @@ describePostgres("operator commands on a PostgreSQL store written by real server
     }),
   );
   const configFile = join(dir, "acp-orchestrator.json");
-  writeFileSync(
-    configFile,
-    JSON.stringify({
-      agents: [
-        {
-          agentId: "gated",
-          role: "worker",
-          command: process.execPath,
-          args: ["--import", tsxLoader, scripted],
-          env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
-        },
-      ],
-    }),
-  );
+  writeScriptedAgentConfig(configFile, "gated", scriptFile);
   const cli = (args: string[]) => runCli([...args, "--state", state], workspace);
   /** The contents of the store's tables, hashed by the database. */
   const tablesHash = async () => {

@@ -7,15 +7,12 @@
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
-import { REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
+import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
 const dir = tempDir("acp-orch-operator-");
 const workspace = join(dir, "ws");
 spawnSync("git", ["init", "-q", workspace]);
@@ -35,20 +32,7 @@ function script(hangT2: boolean) {
   );
 }
 script(true);
-writeFileSync(
-  configFile,
-  JSON.stringify({
-    agents: [
-      {
-        agentId: "slow",
-        role: "worker",
-        command: process.execPath,
-        args: ["--import", tsxLoader, scripted],
-        env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
-      },
-    ],
-  }),
-);
+writeScriptedAgentConfig(configFile, "slow", scriptFile);
 
 /** Runs the built CLI to completion (async, so the test's servers keep being served). */
 function cli(args: string[], cwd = workspace) {

@@ -7,16 +7,13 @@
  */
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { formatDuration } from "../../src/operator/format.js";
 import { runCli } from "../support/cli-run.js";
-import { REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
+import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
 const servers: ServerHandle[] = [];
 afterAll(async () => {
   for (const s of servers) if (s.child.exitCode === null) await s.kill();
@@ -37,28 +34,23 @@ function seconds(text: string): number {
 
 describe("status of a product a live server drives", () => {
   it("shows what each pending task waits for and the owner's elapsed time against a budget in minutes", async () => {
-    expect([40, 40_000, 61_000, 7_500_000].map(formatDuration)).toEqual(["40 ms", "40.0 s", "1 min 01 s", "2 h 05 min"]);
+    expect([40, 40_000, 61_000, 7_500_000].map(formatDuration)).toEqual([
+      "40 ms",
+      "40.0 s",
+      "1 min 01 s",
+      "2 h 05 min",
+    ]);
     const dir = tempDir("status-waits-");
     const workspace = join(dir, "ws");
     spawnSync("git", ["init", "-q", workspace]);
     const scriptFile = join(dir, "script.json");
     const configFile = join(dir, "agents.json");
     const statePath = join(dir, "state.db");
-    writeFileSync(scriptFile, JSON.stringify({ worker: { default: { actions: [{ say: "working\n" }], end: "hang" } } }));
     writeFileSync(
-      configFile,
-      JSON.stringify({
-        agents: [
-          {
-            agentId: "slow",
-            role: "worker",
-            command: process.execPath,
-            args: ["--import", tsxLoader, scripted],
-            env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
-          },
-        ],
-      }),
+      scriptFile,
+      JSON.stringify({ worker: { default: { actions: [{ say: "working\n" }], end: "hang" } } }),
     );
+    writeScriptedAgentConfig(configFile, "slow", scriptFile);
     const server = await startServer({ statePath, cwd: workspace, args: ["--config", configFile] });
     servers.push(server);
     const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);

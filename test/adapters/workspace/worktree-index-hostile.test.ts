@@ -36,7 +36,13 @@ async function setup() {
     await port.prepare(repo, path, base);
     return path;
   };
-  return { repo, initial, port, attempt };
+  /** Captures `path` as task `taskId` from the initial commit: `file` alone changed, committed with `content`. */
+  const capturesOnly = async (path: string, taskId: string, file: string, content: string) => {
+    const captured = await port.capture(path, message(taskId), initial);
+    expect(captured.changedFiles).toEqual([file]);
+    expect(git(repo, "show", `${captured.commit}:${file}`)).toBe(content);
+  };
+  return { repo, initial, port, attempt, capturesOnly };
 }
 
 /** Resolves once the wall clock is in a later second than `ms` (plus a margin for the file system's coarse clock). */
@@ -47,7 +53,7 @@ async function nextSecondAfter(ms: number): Promise<void> {
 
 describe("GitWorkspace against a hostile worker's index", () => {
   it("clears a skip-worktree bit set together with assume-unchanged (ls-files -v tags it 's')", async () => {
-    const { repo, initial, port, attempt } = await setup();
+    const { repo, initial, port, attempt, capturesOnly } = await setup();
     const p1 = await attempt("t1");
     // A re-prepare keeps the worktree as it is (no prepared copy): the capture stages from the worker's index.
     await port.prepare(repo, p1, initial);
@@ -55,9 +61,7 @@ describe("GitWorkspace against a hostile worker's index", () => {
     git(p1, "update-index", "--assume-unchanged", "src/a.txt");
     expect(git(p1, "ls-files", "-v", "src/a.txt")).toBe("s src/a.txt");
     writeFileSync(join(p1, "src/a.txt"), "hidden by both bits\n");
-    const first = await port.capture(p1, message("t1"), initial);
-    expect(first.changedFiles).toEqual(["src/a.txt"]);
-    expect(git(repo, "show", `${first.commit}:src/a.txt`)).toBe("hidden by both bits");
+    await capturesOnly(p1, "t1", "src/a.txt", "hidden by both bits");
     // After the capture both bits again, and an edit: the reused worktree must not keep it.
     git(p1, "update-index", "--skip-worktree", "README.md");
     git(p1, "update-index", "--assume-unchanged", "README.md");
@@ -93,7 +97,7 @@ describe("GitWorkspace against a hostile worker's index", () => {
   });
 
   it("gives a reused worktree the whole tree although the earlier worker made it sparse, and captures edits anywhere", async () => {
-    const { repo, initial, port, attempt } = await setup();
+    const { repo, port, attempt, capturesOnly } = await setup();
     const p1 = await attempt("t1");
     const gitDir = git(p1, "rev-parse", "--absolute-git-dir");
     // Cone mode with a sparse index: docs/ leaves the worktree; the settings go to the worktree's own config.
@@ -104,14 +108,12 @@ describe("GitWorkspace against a hostile worker's index", () => {
     expect(git(p2, "rev-parse", "--absolute-git-dir")).toBe(gitDir); // the parked worktree, moved
     expect(readFileSync(join(p2, "docs/guide.md"), "utf8")).toBe("guide\n");
     writeFileSync(join(p2, "docs/guide.md"), "edited outside the cone\n");
-    const captured = await port.capture(p2, message("t2"), initial);
-    expect(captured.changedFiles).toEqual(["docs/guide.md"]);
-    expect(git(repo, "show", `${captured.commit}:docs/guide.md`)).toBe("edited outside the cone");
+    await capturesOnly(p2, "t2", "docs/guide.md", "edited outside the cone");
     await port.release(repo, p2);
   });
 
   it("captures a same-size rewrite whose mtime was put back, with or without the worker's own stat settings", async () => {
-    const { repo, initial, port, attempt } = await setup();
+    const { repo, initial, port, attempt, capturesOnly } = await setup();
     const file = (p: string) => join(p, "src/a.txt");
     /** Rewrites src/a.txt with content of the same size and sets its atime and mtime back (`touch -r`, to the ns). */
     const sneak = (p: string, content: string) => {
@@ -140,9 +142,7 @@ describe("GitWorkspace against a hostile worker's index", () => {
     git(p3, "config", "core.trustctime", "false");
     git(p3, "config", "core.checkStat", "minimal");
     sneak(p3, "c\n");
-    const captured = await port.capture(p3, message("t3"), initial);
-    expect(captured.changedFiles).toEqual(["src/a.txt"]);
-    expect(git(repo, "show", `${captured.commit}:src/a.txt`)).toBe("c");
+    await capturesOnly(p3, "t3", "src/a.txt", "c");
     await port.release(repo, p3);
   });
 
