@@ -151,7 +151,7 @@ export class HeuristicLeader implements LeaderPort {
         message: `${label} failed again after ${attempts}${error} and already had a fix-up (${fixId}); I am giving up on this branch.`,
       };
     }
-    const placement = placeFixUp(request.plan, request.roster, failed);
+    const placement = placeFixUp(request.plan, request.roster, failed, request.tasks);
     const inPlan = request.tasks.some((t) => t.taskId === failed.taskId);
     const fix: Task = {
       taskId: fixId,

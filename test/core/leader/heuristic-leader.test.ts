@@ -583,8 +583,9 @@ async function send(content: string, live = livePlan()) {
 }
 
 describe("HeuristicLeader.message", () => {
-  it("turns 'add task: …' into an addTask mutation with the next free id", async () => {
+  it("turns 'add task: …' into an addTask mutation with the next free id, on the idle instance", async () => {
     const result = await send("add task: write a changelog");
+    // t2 runs on i2; i1 is idle (t3 waits for t2): the new task goes to i1 (issue 28; it went to i2, 3 % 2).
     expect(result.mutations).toEqual([
       {
         op: "addTask",
@@ -592,12 +593,12 @@ describe("HeuristicLeader.message", () => {
           taskId: "t4",
           title: "Write a changelog",
           description: "write a changelog\n\nOverall goal:\nBuild a parser",
-          instanceId: "i2",
+          instanceId: "i1",
           dependsOn: [],
         },
       },
     ]);
-    expect(result.response).toContain('Added t4 "Write a changelog".');
+    expect(result.response).toContain('Added t4 "Write a changelog" on i1 (claude, idle).');
     expect(result.response).toContain("Progress: 1 of 3 tasks completed, 1 running.");
   });
 

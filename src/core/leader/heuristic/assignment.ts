@@ -145,7 +145,7 @@ function ancestorSets(draft: readonly DraftTask[]): Set<number>[] {
 }
 
 /** The agent's strength words that match one of the task's words (equal, or one starts the other, ≥ 3 letters). */
-function matchedStrengths(strengths: ReadonlySet<string>, words: ReadonlySet<string>): string[] {
+export function matchedStrengths(strengths: ReadonlySet<string>, words: ReadonlySet<string>): string[] {
   const out: string[] = [];
   for (const s of strengths) {
     for (const w of words) {

@@ -4,6 +4,7 @@
 import type { Instance, Mutation, Plan, Task, TaskState } from "../../../../protocol/common.js";
 import type { AgentInfo } from "../../ports.js";
 import { goalContext } from "./draft-plan.js";
+import { placeAddedTask } from "./placement.js";
 import { describeRef, matchAgent, resolveRef } from "./revisions.js";
 import type { Command, Ref } from "./revisions.js";
 import { makeTitle } from "./titles.js";
@@ -96,9 +97,12 @@ interface LiveView {
   notFound(ref: Ref): Proposal;
 }
 
-/** A new task on the next instance in turn, after the tasks named (all live ones for "at the end"). */
+/**
+ * A new task after the tasks named (all live ones for "at the end"), on the least loaded instance able to take it
+ * (placement.ts: an idle instance before a busy one, never the next one in turn behind a running task).
+ */
 function addProposal(v: LiveView, command: Extract<Command, { kind: "add" }>): Proposal {
-  const { plan, states, goal, find, label } = v;
+  const { plan, states, goal, roster, find, label } = v;
   if (plan.instances.length === 0) return { kind: "text", text: "The plan has no instance to run a new task on." };
   const taskId = nextTaskId(plan);
   const deps: string[] = [];
@@ -114,21 +118,23 @@ function addProposal(v: LiveView, command: Extract<Command, { kind: "add" }>): P
     );
     deps.push(...plan.tasks.filter((t) => !dead.has(t.taskId)).map((t) => t.taskId));
   }
-  const instance = plan.instances[plan.tasks.length % plan.instances.length] as Instance;
+  const title = makeTitle(command.text, `Task ${taskId}`);
+  const placement = placeAddedTask(plan, states, roster, `${title} ${command.text}`);
   const task: Task = {
     taskId,
-    title: makeTitle(command.text, `Task ${taskId}`),
+    title,
     description: clip(`${command.full.trim()}${goalContext(goal, [])}`, MAX_DESCRIPTION),
-    instanceId: instance.instanceId,
+    instanceId: placement.instance.instanceId,
     dependsOn: [...new Set(deps)],
   };
+  const where = placement.reason ? ` ${placement.reason}` : "";
   const after = task.dependsOn.length > 0 ? ` after ${joinList(task.dependsOn)}` : "";
   const missing = unresolved.length > 0 ? ` (I found no task matching ${unresolved.join(", ")} to wait for)` : "";
   return {
     kind: "mutations",
     mutations: [{ op: "addTask", task }],
     summary: `add "${task.title}"`,
-    done: `added ${label(task)}${after}${missing}`,
+    done: `added ${label(task)}${where}${after}${missing}`,
   };
 }
 
