@@ -22,7 +22,9 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GitWorkspace } from "../../src/adapters/workspace/git-workspace.js";
+import { keepAndMoveBranch } from "../../src/core/product/remote-workspace.js";
 import { attemptMessage, attemptRef, integrationRef, mergeMessage } from "../../src/core/workspace/integration.js";
+import type { PendingIntegration } from "../../src/core/workspace/records.js";
 import { median } from "./support/stats.js";
 
 /** Medians of one side, ms per task, and its CPU per task. */
@@ -123,8 +125,13 @@ function newTimes(): Side["times"] {
 }
 
 /** Ours: the server's `GitWorkspace`, step for step as the product runs a task. */
-function oursSide(repo: string, initial: string): Side & { port: GitWorkspace; productId: string } {
+function oursSide(
+  repo: string,
+  initial: string,
+): Side & { port: GitWorkspace; productId: string; kept: { ref: string; commit: string }[] } {
   const port = new GitWorkspace();
+  /** Every attempt ref the side kept and its commit (checked after the run, outside the timings). */
+  const kept: { ref: string; commit: string }[] = [];
   const productId = "prd_bench";
   const ref = integrationRef(productId);
   let head = initial;
@@ -132,6 +139,7 @@ function oursSide(repo: string, initial: string): Side & { port: GitWorkspace; p
   return {
     port,
     productId,
+    kept,
     times,
     cpu: 0,
     async runPair(pair) {
@@ -152,12 +160,13 @@ function oursSide(repo: string, initial: string): Side & { port: GitWorkspace; p
       }
       for (const c of captured) {
         const t = performance.now();
-        // As the server does: the attempt's commit is kept under its ref, then merged and the branch moved by CAS.
-        if (!(await port.moveRef(repo, attemptRef(productId, `t${c.n}`, 1), c.commit, null)))
-          throw new Error("attempt ref");
+        // As the server does (workspace-coordinator.ts integrateAttempt): merged as objects, then the attempt's commit
+        // kept under its ref and the branch moved by compare-and-swap in one call (keepAndMoveBranch: moveRefs).
         const merge = await port.merge(repo, head, c.commit, mergeMessage(productId, `task t${c.n}`));
         if (merge.kind === "conflict") throw new Error("unexpected conflict");
-        if (!(await port.moveRef(repo, ref, merge.commit, head))) throw new Error("CAS failed");
+        const pending = { ref: attemptRef(productId, `t${c.n}`, 1), commit: c.commit, from: head, to: merge.commit };
+        if (!(await keepAndMoveBranch(port, repo, ref, pending as PendingIntegration))) throw new Error("CAS failed");
+        kept.push({ ref: pending.ref, commit: c.commit });
         head = merge.commit;
         await port.release(repo, c.path, { reuse: true });
         times.integrate.push(performance.now() - t);
@@ -259,6 +268,8 @@ export async function worktreeCost(dir: string, cacheDir: string, files: number,
       const order = (i / 2) % 2 === 0 ? [ours, floor] : [floor, ours];
       for (const side of order) await timedPair(side, pair, i >= 2);
     }
+    for (const k of ours.kept)
+      if ((await ours.port.readRef(oursRepo, k.ref)) !== k.commit) throw new Error(`${k.ref} does not keep its commit`);
     const coldPrepareMs = Math.max(...ours.times.prepare.slice(0, 2));
     const t = performance.now();
     for (const path of await ours.port.leftovers(oursRepo, ours.productId)) await ours.port.release(oursRepo, path);

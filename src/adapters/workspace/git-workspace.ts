@@ -30,7 +30,11 @@ import type {
   WorkspaceInfo,
   WorkspacePort,
 } from "../../core/ports.js";
+import type { RefMove } from "../../core/workspace/records.js";
+import { captureCommit } from "./capture-commit.js";
+import { FilterOverrides } from "./filter-overrides.js";
 import { git, runGit } from "./git-cli.js";
+import { KnownCommits } from "./known-commits.js";
 import { PreparedIndexes } from "./prepared-index.js";
 import { integrateIntoTarget, mergeTree } from "./target-merge.js";
 import {
@@ -79,30 +83,41 @@ const OPERATION_STATE = [
  */
 async function forgetAttemptState(repo: WorktreeRepo, run: WorktreeRun, bitsFree: boolean): Promise<void> {
   if (!bitsFree) await clearIndexBits(run);
-  await Promise.all(OPERATION_STATE.map((name) => rm(join(repo.gitDir, name), { recursive: true, force: true })));
-  if (!(await exists(join(repo.gitDir, "refs", "bisect"))) && !(await exists(join(repo.gitDir, "reftable")))) return;
+  // One listing of the admin folder instead of a removal attempt per name (most are never there).
+  const present = new Set(await readdir(repo.gitDir));
+  const left = OPERATION_STATE.filter((name) => present.has(name));
+  await Promise.all(left.map((name) => rm(join(repo.gitDir, name), { recursive: true, force: true })));
+  if (!present.has("reftable") && !(present.has("refs") && (await exists(join(repo.gitDir, "refs", "bisect"))))) return;
   const bisectRefs = lines(await run(["for-each-ref", "--format=%(refname)", "refs/bisect/"]));
   for (const ref of bisectRefs) await run(["update-ref", "-d", ref]);
 }
 
+/** The paths of a NUL-separated `--name-only -z` listing. */
+function paths(out: string): string[] {
+  return out.split("\0").filter((f) => f.length > 0);
+}
+
 /**
- * Stages everything the worktree holds that differs from `base` and writes its tree: from the prepared copy of the
- * index (`prepared`, prepared-index.ts) when there is one, else from the worker's index with its bits cleared and the
- * base's tree read into it. Returns the tree (`null` when nothing changed and no tree was needed) and every changed
- * path (no renames). Throws when git fails.
+ * Every path that differs between the trees of two commits or trees (no renames: both names of one). `diff-tree`
+ * reads the index before anything else although a diff of two trees never uses it: it is pointed at a file that does
+ * not exist (`NO_INDEX` in the admin folder; git then reads an empty index) instead of the worktree's, a full read of
+ * every entry at 10,000 files. Should someone put a file there, the answer is the same (or git fails on a malformed
+ * one, and the capture with it).
  */
-async function stageChanges(
-  run: WorktreeRun,
-  base: string,
-  prepared: string | null,
-): Promise<{ tree: string | null; all: string[] }> {
-  const paths = (out: string) => out.split("\0").filter((f) => f.length > 0);
-  if (prepared !== null) {
-    const env = { GIT_INDEX_FILE: prepared };
-    await run(["add", "-A"], undefined, env);
-    const tree = (await run(["write-tree"], undefined, env)).trim();
-    return { tree, all: paths(await run(["diff-tree", "-r", "--no-renames", "--name-only", "-z", base, tree])) };
-  }
+async function changedPaths(run: WorktreeRun, repo: WorktreeRepo, from: string, to: string): Promise<string[]> {
+  const env = { GIT_INDEX_FILE: join(repo.gitDir, NO_INDEX) };
+  return paths(await run(["diff-tree", "-r", "--no-renames", "--name-only", "-z", from, to], undefined, env));
+}
+
+/** A file name in a worktree's admin folder that nothing writes (see `changedPaths`). */
+const NO_INDEX = "acp-orchestrator-no-index";
+
+/**
+ * Stages everything the worktree holds that differs from `base` from the worker's index, with its bits cleared and the
+ * base's tree read into it (the capture without a prepared copy of the index), and writes its tree. Returns the tree
+ * (`null` when nothing changed and no tree was needed) and every changed path (no renames). Throws when git fails.
+ */
+async function stageFromWorkerIndex(run: WorktreeRun, base: string): Promise<{ tree: string | null; all: string[] }> {
   // The worker's index is a cache only: no bit it set may hide a file, and the stage starts from the base's tree.
   // `--reset`, not `-m`: the stage may hold an earlier capture's entries (a capture again after a re-prepare of the
   // same worktree) or unmerged ones (the worker's own `git merge`), which `-m` refuses ("not uptodate", "resolve
@@ -152,8 +167,12 @@ export class GitWorkspace implements WorkspacePort {
   /** Parked worktrees a `prepare` took and is moving: a concurrent `release` of one of them leaves it alone. */
   private readonly claimed = new Set<string>();
   private spareSeq = 0;
-  /** Prepared index copies, the indexes captures left, captured commits' parents (prepared-index.ts). */
+  /** Prepared index copies and the indexes captures left (prepared-index.ts). */
   private readonly indexes = new PreparedIndexes();
+  /** The commits made here, with parents and trees (known-commits.ts). */
+  private readonly known = new KnownCommits();
+  /** Filter overrides per worktree, reused while the configuration files are unchanged (filter-overrides.ts). */
+  private readonly filters = new FilterOverrides();
 
   async inspect(cwd: string): Promise<WorkspaceInfo> {
     try {
@@ -195,6 +214,29 @@ export class GitWorkspace implements WorkspacePort {
     const r = await runGit(cwd, ["update-ref", "-m", "acp-orchestrator", ref, to, expected ?? ""]);
     if (r.code === 0) return true;
     return (await this.readRef(cwd, ref)) === to;
+  }
+
+  /**
+   * `moveRef` for several refs (ports.ts), each its own compare-and-swap: all of them in one `update-ref --stdin`
+   * transaction first (one git process for a task's attempt ref and integration branch), which moves every ref or
+   * none; when it refuses (a ref not at its expected value), each move is made alone with `moveRef`'s answer.
+   */
+  async moveRefs(cwd: string, moves: readonly RefMove[]): Promise<boolean[]> {
+    const plain = (text: string) => /^[^\s]+$/.test(text);
+    const batch =
+      moves.length > 1 &&
+      new Set(moves.map((m) => m.ref)).size === moves.length &&
+      moves.every((m) => plain(m.ref) && plain(m.to) && (m.expected === null || plain(m.expected)));
+    if (batch) {
+      const input = moves
+        .map((m) => (m.expected === null ? `create ${m.ref} ${m.to}\n` : `update ${m.ref} ${m.to} ${m.expected}\n`))
+        .join("");
+      const r = await runGit(cwd, ["update-ref", "-m", "acp-orchestrator", "--stdin"], input);
+      if (r.code === 0) return moves.map(() => true);
+    }
+    const answers: boolean[] = [];
+    for (const m of moves) answers.push(await this.moveRef(cwd, m.ref, m.to, m.expected));
+    return answers;
   }
 
   async deleteRefs(cwd: string, refs: string[], prefix?: string): Promise<void> {
@@ -257,7 +299,7 @@ export class GitWorkspace implements WorkspacePort {
         if (gitDir === null) throw new Error(`git does not list the moved worktree ${path}`);
         const repo = { workTree: path, gitDir };
         await verifyGitfile(repo);
-        const run = await worktreeGit(repo);
+        const run = await worktreeGit(repo, this.filters);
         await forgetAttemptState(repo, run, await this.indexes.bitsFree(repo));
         await run(["checkout", "-q", "-f", "--detach", base]);
         await run(["clean", "-ffdxq"]);
@@ -279,7 +321,7 @@ export class GitWorkspace implements WorkspacePort {
     const gitDir = await findAdminDir(common, path);
     if (gitDir === null) throw new Error(`git does not list the new worktree ${path}`);
     const repo = { workTree: path, gitDir };
-    const run = await worktreeGit(repo);
+    const run = await worktreeGit(repo, this.filters);
     await run(["checkout", "-q", "-f", "--detach", base]);
     await this.indexes.keep(repo, base);
   }
@@ -316,26 +358,50 @@ export class GitWorkspace implements WorkspacePort {
    */
   async capture(path: string, message: string, base: string): Promise<CaptureResult> {
     const repo = await this.worktreeRepo(path);
-    const run = await worktreeGit(repo);
+    const run = await worktreeGit(repo, this.filters);
     const prepared = await this.indexes.take(repo, base);
-    const { tree, all } = await stageChanges(run, base, prepared);
-    await this.indexes.settle(repo, prepared);
-    const changedFiles = all.slice(0, CHANGED_FILES_SAMPLE);
-    if (all.length === 0 || tree === null) return { commit: null, changedFiles, changedFilesTotal: 0 };
-    // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
-    const commitTree = async (env?: Record<string, string>) =>
-      (await run(["commit-tree", tree, "-p", base, "-F", "-"], message, env)).trim();
-    const known = async (commit: string) =>
-      (await run(["for-each-ref", "--count=1", "--points-at", commit])).trim() !== "";
-    // A re-run after a rollback that writes the same tree on the same base within the same second would get the very
-    // commit an earlier run made (same tree, parent, message and time): a later timestamp keeps each run's commit new.
-    let commit = await commitTree();
-    for (let later = 1; later <= 60 && (await known(commit)); later++) {
-      const date = `${Math.floor(Date.now() / 1000) + later} +0000`;
-      commit = await commitTree({ GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date });
+    if (prepared === null) {
+      const { tree, all } = await stageFromWorkerIndex(run, base);
+      await this.indexes.settle(repo, null);
+      return this.commitCapture(run, repo, { tree, all }, base, message);
     }
-    this.indexes.captured(commit, base);
-    return { commit, tree, changedFiles, changedFilesTotal: all.length };
+    const env = { GIT_INDEX_FILE: prepared };
+    await run(["add", "-A"], undefined, env);
+    const tree = (await run(["write-tree"], undefined, env)).trim();
+    await this.indexes.settle(repo, prepared);
+    const baseTree = this.known.treeOf(base);
+    // The base's tree known: the same tree changed nothing; another one is listed while its commit is written.
+    if (baseTree === tree) return { commit: null, changedFiles: [], changedFilesTotal: 0 };
+    if (baseTree === undefined)
+      return this.commitCapture(run, repo, { tree, all: await changedPaths(run, repo, base, tree) }, base, message);
+    return this.commitCapture(run, repo, { tree, all: changedPaths(run, repo, base, tree) }, base, message);
+  }
+
+  /**
+   * Ends a capture: the commit of `staged.tree` on `base` (none when no path changed), recorded as known, and the
+   * changed paths, which may still be listed while the commit is written (`all` a promise).
+   */
+  private async commitCapture(
+    run: WorktreeRun,
+    repo: WorktreeRepo,
+    staged: { tree: string | null; all: string[] | Promise<string[]> },
+    base: string,
+    message: string,
+  ): Promise<CaptureResult> {
+    const { tree } = staged;
+    const listed = Array.isArray(staged.all) ? staged.all : null;
+    if (tree === null || listed?.length === 0) return { commit: null, changedFiles: [], changedFilesTotal: 0 };
+    // No ref moves here: the core records the commit, then keeps it under the attempt's ref (moveRef).
+    const bornAfter = this.known.tick();
+    const [all, written] = await Promise.all([staged.all, captureCommit(run, repo, tree, base, message)]);
+    if (all.length === 0) return { commit: null, changedFiles: [], changedFilesTotal: 0 };
+    this.known.record(written.commit, [base], tree, written.fresh ? bornAfter : undefined);
+    return {
+      commit: written.commit,
+      tree,
+      changedFiles: all.slice(0, CHANGED_FILES_SAMPLE),
+      changedFilesTotal: all.length,
+    };
   }
 
   /**
@@ -344,16 +410,20 @@ export class GitWorkspace implements WorkspacePort {
    */
   async merge(cwd: string, head: string, commit: string, message: string): Promise<MergeOutcome> {
     // A commit captured here on `head` itself (its only parent) is a fast-forward: no need to ask git.
-    if (this.indexes.parentOf(commit) === head) return { kind: "fastForward", commit };
-    // One merge base decides both fast-forwards (head is an ancestor of commit, or the reverse).
-    const mergeBase = await runGit(cwd, ["merge-base", head, commit]);
-    const common = mergeBase.code === 0 ? mergeBase.stdout.trim() : null;
-    if (common === head) return { kind: "fastForward", commit };
-    if (common === commit) return { kind: "fastForward", commit: head };
+    if (this.known.parentOf(commit) === head) return { kind: "fastForward", commit };
+    // One merge base decides both fast-forwards (head is an ancestor of commit, or the reverse), unless what was
+    // recorded here proves neither can be (known-commits.ts).
+    if (!this.known.divergent(head, commit)) {
+      const mergeBase = await runGit(cwd, ["merge-base", head, commit]);
+      const common = mergeBase.code === 0 ? mergeBase.stdout.trim() : null;
+      if (common === head) return { kind: "fastForward", commit };
+      if (common === commit) return { kind: "fastForward", commit: head };
+    }
     const tree = await mergeTree(cwd, head, commit);
     if (tree.kind === "conflict") return tree;
-    const merged = await git(cwd, ["commit-tree", tree.tree, "-p", head, "-p", commit, "-F", "-"], message);
-    return { kind: "merge", commit: merged.trim(), tree: tree.tree };
+    const merged = (await git(cwd, ["commit-tree", tree.tree, "-p", head, "-p", commit, "-F", "-"], message)).trim();
+    this.known.record(merged, [head, commit], tree.tree);
+    return { kind: "merge", commit: merged, tree: tree.tree };
   }
 
   /**

@@ -15,8 +15,6 @@
  *   that worktree finds the index unchanged, no bit can be set in it (it was staged from a bit-free index by the
  *   orchestrator's git, which sets none: worktree-git.ts `INDEX_CONFIG`) and clearing the bits is skipped; any other
  *   index (the worker's, one a full capture left) is cleared as before.
- * - The parent of each commit captured here: a merge of a commit whose only parent is the integration head is a
- *   fast-forward, decided without `git merge-base`.
  *
  * A file mark is device, inode, size, mtime and ctime (ns) of the file itself (`lstat`: a symlink has no mark): a write
  * in place changes ctime (which no user can set back), a replacement changes the inode. The copy is written to a new
@@ -41,16 +39,14 @@ export async function fileMark(path: string): Promise<string | null> {
   }
 }
 
-/** Commits (and capture-left index marks) remembered at most (a product's captured, not yet merged commits are far fewer). */
-const PARENTS_KEPT = 10_000;
+/** Capture-left index marks remembered at most (a worktree removed without reuse is never asked about again). */
+const LEFT_KEPT = 10_000;
 
 export class PreparedIndexes {
   /** Per worktree path: its admin folder, the base it was prepared at and the mark of the prepared copy. */
   private readonly prepared = new Map<string, { gitDir: string; base: string; mark: string }>();
   /** Per admin folder: the mark of the index the last capture left. */
   private readonly left = new Map<string, string>();
-  /** Captured commit → its only parent. */
-  private readonly parents = new Map<string, string>();
 
   /**
    * Keeps a copy of the index `prepare` just made at `base` (the worktree is checked out and clean). When the copy
@@ -96,7 +92,7 @@ export class PreparedIndexes {
     const mark = await fileMark(index);
     if (mark === null) return;
     // A worktree removed without reuse is never asked about again: the oldest records go first.
-    if (this.left.size >= PARENTS_KEPT) this.left.delete(this.left.keys().next().value as string);
+    if (this.left.size >= LEFT_KEPT) this.left.delete(this.left.keys().next().value as string);
     this.left.set(repo.gitDir, mark);
   }
 
@@ -108,17 +104,6 @@ export class PreparedIndexes {
     const mark = this.left.get(repo.gitDir);
     this.left.delete(repo.gitDir);
     return mark !== undefined && (await fileMark(join(repo.gitDir, "index"))) === mark;
-  }
-
-  /** Remembers that `commit` was captured with the only parent `base`. */
-  captured(commit: string, base: string): void {
-    if (this.parents.size >= PARENTS_KEPT) this.parents.delete(this.parents.keys().next().value as string);
-    this.parents.set(commit, base);
-  }
-
-  /** The only parent of a commit captured here, or `undefined`. */
-  parentOf(commit: string): string | undefined {
-    return this.parents.get(commit);
   }
 
   /**

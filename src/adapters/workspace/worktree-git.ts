@@ -16,6 +16,7 @@
  */
 import { lstat, readdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
+import { type FilterOverrides, filterOverrides } from "./filter-overrides.js";
 import { git, runGit } from "./git-cli.js";
 
 /** A path component made of safe characters only (ids are validated ids already; this is a second fence). */
@@ -134,30 +135,6 @@ export async function verifyGitfile(repo: WorktreeRepo): Promise<void> {
 }
 
 /**
- * `git -c filter.<name>.clean= -c filter.<name>.smudge= -c filter.<name>.process= -c filter.<name>.required=false`
- * for every filter driver the repository's configuration (system, global, repository, worktree) defines: a filter
- * named by a `.gitattributes` the worker wrote then runs nothing. Reads configuration only.
- */
-async function filterOverrides(repo: WorktreeRepo): Promise<string[]> {
-  const r = await runGit(repo.workTree, [
-    `--git-dir=${repo.gitDir}`,
-    "config",
-    "--name-only",
-    "--get-regexp",
-    "^filter\\..+\\.(clean|smudge|process|required)$",
-  ]);
-  const names = new Set<string>();
-  for (const line of r.stdout.split("\n")) {
-    const m = /^filter\.(.+)\.(?:clean|smudge|process|required)$/.exec(line.trim());
-    if (m?.[1]) names.add(m[1]);
-  }
-  const out: string[] = [];
-  for (const name of names) for (const key of ["clean", "smudge", "process"]) out.push("-c", `filter.${name}.${key}=`);
-  for (const name of names) out.push("-c", `filter.${name}.required=false`);
-  return out;
-}
-
-/**
  * `git -c …` options of every command inside a task worktree that keep the index a faithful cache of the files, whatever
  * configuration a worker wrote with its own `git config` (the repository's or its worktree's, `git sparse-checkout`):
  * - `core.ignoreStat=false`: else every entry git checks out or adds gets the assume-unchanged bit, and the next
@@ -185,15 +162,16 @@ const INDEX_CONFIG: readonly string[] = [
 
 /**
  * A runner of git commands inside one worktree with its repository named explicitly, filters overridden and the index
- * settings of `INDEX_CONFIG` (see the file comment). The overrides are read once per runner: make one per operation
- * (prepare, capture).
+ * settings of `INDEX_CONFIG` (see the file comment). The overrides are taken once per runner, from `filters` (which
+ * reuses them while the configuration files are unchanged: filter-overrides.ts) or read from the configuration: make
+ * one per operation (prepare, capture).
  */
-export async function worktreeGit(repo: WorktreeRepo): Promise<WorktreeRun> {
+export async function worktreeGit(repo: WorktreeRepo, filters?: FilterOverrides): Promise<WorktreeRun> {
   const explicit = [
     `--git-dir=${repo.gitDir}`,
     `--work-tree=${repo.workTree}`,
     ...INDEX_CONFIG,
-    ...(await filterOverrides(repo)),
+    ...(await (filters ? filters.of(repo) : filterOverrides(repo))),
   ];
   return (args, input, env) => git(repo.workTree, [...explicit, ...args], input, env);
 }
