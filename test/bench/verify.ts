@@ -345,8 +345,8 @@ export function verifyRows(rows: ResultRow[], details: string[], costs: VerifyCo
       "as a `verified` event to a SQLite store. Without: the integration step as without verification (capture, " +
       "branch check, merge, CAS moves, park). With: `preVerify` (capture, merge as objects with the head, the " +
       "candidate's tree, `checkout -f` in the reused verify worktree — its index put back from the orchestrator's " +
-      "copy, `clean -ffdx` only when a folder changed since the last check, which `true` never does — the check " +
-      "`true` under the " +
+      "copy, `clean -ffdx` only when a folder changed since the last check, which `true` never does, the folders " +
+      "marked again by one lstat each when their link counts prove there is no other — the check `true` under the " +
       "agent watchdog, the event) and the same integration step with verification (the candidate `preVerify` " +
       "prepared, the verdict by tree id). Bookkeeping = (with − the check's recorded `durationMs`, spawn to exit, " +
       "watchdog included) − without. CPU per task is the user + system time of this process and every process it " +

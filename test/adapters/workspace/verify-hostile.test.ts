@@ -10,7 +10,9 @@
  * assume-unchanged bits hiding edits, the `.git` file rewritten, stat configuration turned off in the repository's
  * config: no folder changes, so the next preparation skips `clean` and must still undo all of it), and one that adds
  * and removes paths (untracked, ignored, an empty folder, a deep new folder, a deleted tracked file, `.git` replaced
- * by a symlink to a file outside, which must not be written through).
+ * by a symlink to a file outside, which must not be written through). The worktree's index in its git directory is
+ * made a hard link (in place) and a symlink (add and remove) to that file outside: the index put back before the next
+ * check must replace it, never write through it.
  */
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -47,6 +49,8 @@ const IN_PLACE: CheckCommand = {
     "git update-index --skip-worktree src/lib/c.js && echo hidden >> src/lib/c.js",
     "git update-index --assume-unchanged README.md && echo assumed >> README.md",
     "git config core.trustctime false && git config core.checkStat minimal && git config core.ignoreStat true",
+    // The worktree's index made a hard link to a file outside ($VICTIM): putting the index back must not write it.
+    'gd=$(git rev-parse --absolute-git-dir) && rm "$gd/index" && ln "$VICTIM" "$gd/index"',
     "printf 'gitdir: /nowhere\\n' > .git",
   ].join(" && "),
   timeoutMs: 60_000,
@@ -62,6 +66,8 @@ const ADD_REMOVE: CheckCommand = {
     "mkdir empty",
     "mkdir -p src/lib/new/deeper && echo x > src/lib/new/deeper/x.js",
     "rm src/a.js",
+    // The index made a symlink to $VICTIM: not to be written through either.
+    'gd=$(git rev-parse --absolute-git-dir) && rm "$gd/index" && ln -s "$VICTIM" "$gd/index"',
     'rm .git && ln -s "$VICTIM" .git',
   ].join(" && "),
   timeoutMs: 60_000,
@@ -159,6 +165,7 @@ describe("GitVerifier: a hostile check's leftovers never reach the next check", 
     const gitTwo = await verifierGit(async () => (two = await check(second, [SAME_AS_CANDIDATE, ADD_REMOVE])));
     expectGreen(two);
     expect(gitTwo).toEqual(["checkout"]);
+    expect(readFileSync(victim, "utf8")).toBe("untouched\n");
 
     // 3. Paths were added and removed (and .git is a symlink): clean runs, the victim is never written.
     let three: Awaited<ReturnType<typeof check>> = null;

@@ -132,10 +132,11 @@ describe("GitVerifier: a check's same-second rewrite of a tracked file (racy git
 
     // 2. What a rewrite in the preparation's own second leaves: the file's ctime is the recorded one, its mtime was
     //    put back to the recorded one (second T), and the index was written in that second, after the file.
+    // (utimes sets the ctime too: it is read after it.)
+    const t = Math.floor(Date.now() / 1000) - 10;
+    utimesSync(file, t, t);
     const { ctimeNs } = statSync(file, { bigint: true });
     const ctime: [number, number] = [Number(ctimeNs / 1_000_000_000n), Number(ctimeNs % 1_000_000_000n)];
-    const t = ctime[0] - 10;
-    utimesSync(file, t, t);
     slot.marks.index = setEntryTimes(slot.marks.index, "src/a.js", ctime, [t, 0]);
     const written = new Date(t * 1000 + 500);
     slot.marks.indexTimes = { atime: written, mtime: written };
