@@ -69,6 +69,8 @@ export interface PeerResult {
   compileMs: number;
   /** `invoke` → resolved (resume: the continuing invoke), ms. */
   runMs: number;
+  /** CPU time of this process (user + system, all threads) from building the graph to the run's end, ms. */
+  cpuMs: number;
   /** Node functions called in this process. */
   ran: number;
   /** Task outputs in the final state (must equal `tasks`). */
@@ -269,6 +271,7 @@ async function runCase(o: PeerOptions): Promise<PeerResult> {
   };
 
   const io0 = processWriteBytes("self");
+  const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   const app = buildGraph(graph, o.tasks, width, checkpointer, hooks);
   result.compileMs = performance.now() - t0;
@@ -295,6 +298,8 @@ async function runCase(o: PeerOptions): Promise<PeerResult> {
     final = await app.invoke({}, config);
     result.runMs = performance.now() - t1;
   }
+  const cpu = process.cpuUsage(cpu0);
+  result.cpuMs = (cpu.user + cpu.system) / 1000;
   result.ran = ran;
   result.outputs = Object.keys(final.outputs).length;
   result.diskWriteBytes = processWriteBytes("self") - io0;

@@ -47,6 +47,8 @@ export interface ScaleResult {
   planMs: number;
   /** confirm → product.completed, ms (resume: resume call → product.completed). */
   runMs: number;
+  /** CPU time of this process (user + system, all threads) from plan (resume: load) to product.completed, ms. */
+  cpuMs: number;
   /** Peak resident set size of this process (VmHWM), MB. */
   peakRssMb: number;
   /**
@@ -125,6 +127,7 @@ async function runCase(o: ScaleOptions): Promise<ScaleResult> {
   let productId: string;
   let completed: Promise<Record<string, unknown>>;
   const io0 = writeBytes();
+  const cpu0 = process.cpuUsage();
   const loop = monitorEventLoopDelay({ resolution: 10 });
   loop.enable();
   if (o.mode === "resume") {
@@ -167,6 +170,8 @@ async function runCase(o: ScaleOptions): Promise<ScaleResult> {
     await completed;
     result.runMs = performance.now() - t1;
   }
+  const cpu = process.cpuUsage(cpu0);
+  result.cpuMs = (cpu.user + cpu.system) / 1000;
   loop.disable();
   result.loopDelayMaxMs = loop.max / 1e6;
   result.loopDelayP99Ms = loop.percentile(99) / 1e6;

@@ -99,6 +99,29 @@ export function validatePlanGraph(
 }
 
 /**
+ * Plan task lists that passed `validatePlanGraph`, with the instance list they passed with (issue 34: one 1,000-task
+ * plan was validated four times between the leader's answer and the first task: planning, confirmation, the
+ * catch-up before it and the start of execution).
+ */
+const validPlanLists = new WeakMap<readonly GraphTask[], readonly { instanceId: string }[]>();
+
+/**
+ * `validatePlanGraph` of a plan's own lists, remembered when they pass: the same task list checked again with the same
+ * instance list is answered without a walk. Only for a plan's lists, which are values never changed in place (a new
+ * plan, mutation or edit builds new lists; fingerprint.ts `planHash` relies on the same); never for a product state's
+ * task states, which are replaced in place as events arrive.
+ */
+export function validatePlanLists(plan: {
+  instances: readonly { instanceId: string }[];
+  tasks: readonly GraphTask[];
+}): GraphCheck {
+  if (validPlanLists.get(plan.tasks) === plan.instances) return { ok: true };
+  const check = validatePlanGraph(plan.instances, plan.tasks);
+  if (check.ok) validPlanLists.set(plan.tasks, plan.instances);
+  return check;
+}
+
+/**
  * The tasks in a topological order (every task after all of its dependencies), stable: among tasks that are ready at
  * the same time the original list order is kept. O(V+E). Returns new array, the same task objects.
  * Throws `DomainError` `invalid_plan` when a dependency is unknown or the tasks contain a cycle.

@@ -218,15 +218,25 @@ function mergePlanTasks(plan: Plan, previous: ProductModel): TaskState[] {
  * tasks keep an entry; a completion recorded without a hash (older runs) has none and is trusted as it is.
  */
 function bindInput(s: ProductState, taskId: string, hash: string | undefined): void {
-  if (hash !== undefined) {
-    // defineProperty, not assignment: a task id such as `__proto__` must stay an ordinary key.
-    Object.defineProperty((s.inputHashes ??= {}), taskId, {
-      value: hash,
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
-  } else if (s.inputHashes && Object.hasOwn(s.inputHashes, taskId)) delete s.inputHashes[taskId];
+  if (hash !== undefined) (s.inputHashes = taskRecord(s.inputHashes))[taskId] = hash;
+  else if (s.inputHashes && Object.hasOwn(s.inputHashes, taskId))
+    delete (s.inputHashes = taskRecord(s.inputHashes))[taskId];
+}
+
+/**
+ * A per-task record of the state (`inputHashes`, `interruptedAttempts`) as an object without prototype, the given one
+ * when it already is (else a copy of its own keys): there, assignment cannot reach `Object.prototype`'s `__proto__`
+ * setter, so a task id `__proto__` stays an ordinary key, and V8 keeps such an object as a hash table, so adding and
+ * deleting one key per task event is O(1) (issue 34: `Object.defineProperty` on a plain object, needed there for the
+ * same key, made V8 rebuild the object's shape on every call: 10-50 ms per 1,000 tasks). A record read back from a
+ * snapshot (JSON.parse, zod) is a plain object: it is copied once, on its first change. Its JSON text and its
+ * own keys are the same either way.
+ */
+function taskRecord<V>(record: Record<string, V> | undefined): Record<string, V> {
+  if (record !== undefined && Object.getPrototypeOf(record) === null) return record;
+  const out = Object.create(null) as Record<string, V>;
+  if (record !== undefined) for (const key of Object.keys(record)) out[key] = record[key] as V;
+  return out;
 }
 
 /**
@@ -250,11 +260,10 @@ function addBudget(
 
 /** Adds `delta` interrupted attempts for a task (`0` resets its count, e.g. on replay). */
 function countInterruption(s: ProductState, taskId: string, delta: number): void {
-  const counts = (s.interruptedAttempts ??= {});
-  const now = delta === 0 ? 0 : (Object.hasOwn(counts, taskId) ? (counts[taskId] ?? 0) : 0) + delta;
-  if (now === 0) {
-    if (Object.hasOwn(counts, taskId)) delete counts[taskId];
-  } else {
-    Object.defineProperty(counts, taskId, { value: now, enumerable: true, writable: true, configurable: true });
-  }
+  const had = s.interruptedAttempts !== undefined && Object.hasOwn(s.interruptedAttempts, taskId);
+  if (delta === 0 && !had && s.interruptedAttempts !== undefined) return;
+  const counts = (s.interruptedAttempts = taskRecord(s.interruptedAttempts));
+  const now = delta === 0 ? 0 : (had ? (counts[taskId] ?? 0) : 0) + delta;
+  if (now !== 0) counts[taskId] = now;
+  else if (had) delete counts[taskId];
 }

@@ -396,10 +396,15 @@ export class ExecutionLoop {
       task.description.length +
       (task.acceptance?.length ?? 0) +
       dependencyOutputs.reduce((n, d) => n + d.output.length + d.title.length, 0);
+    // What `RunInputs.inputOf` gives (the planned assignee, the dependency outputs now), from what is at hand here.
     const inputHash = taskInputHash(
       {
-        ...p.inputs.inputOf(task),
-        dependencyOutputs: dependencyOutputs.map((d) => ({ taskId: d.taskId, output: d.output })),
+        title: task.title,
+        description: task.description,
+        acceptance: task.acceptance,
+        instanceId: task.instanceId,
+        agentId: instance.agentId,
+        dependencyOutputs,
       },
       p.ctx.digest,
     );

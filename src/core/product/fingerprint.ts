@@ -95,12 +95,66 @@ export function sha256Hex(text: string): string {
  * record read back from a store is not significant). `undefined` fields are omitted as in `JSON.stringify`.
  */
 export function canonicalJson(value: unknown): string {
+  // Plain JSON data is written out directly (issue 34: the replacer below copies every object to sort its keys, a
+  // 1,000-task plan's fingerprint at confirmation); anything else (toJSON, BigInt, a class instance, a `__proto__`
+  // key, deep nesting) takes the replacer, whose text this equals whenever both apply.
+  const direct = canonicalText(value, 0);
+  if (direct !== undefined) return direct;
   return JSON.stringify(value, (_key, v: unknown) => {
     if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
     const sorted: Record<string, unknown> = {};
     for (const k of Object.keys(v).sort()) sorted[k] = (v as Record<string, unknown>)[k];
     return sorted;
   });
+}
+
+/** An array index key (an object enumerates those first, in numeric order): left to the replacer. */
+const ARRAY_INDEX = /^(?:0|[1-9]\d*)$/;
+
+/** How deep `canonicalText` writes before leaving a value to the replacer (which throws on a cycle). */
+const MAX_DIRECT_DEPTH = 64;
+
+/** `canonicalJson` of plain JSON data (`undefined` for what it leaves to the replacer; see there). */
+function canonicalText(v: unknown, depth: number): string | undefined {
+  if (v === null) return "null";
+  switch (typeof v) {
+    case "string":
+    case "number":
+    case "boolean":
+      return JSON.stringify(v);
+    case "object":
+      break;
+    default:
+      return undefined;
+  }
+  const proto = Object.getPrototypeOf(v) as unknown;
+  if (depth >= MAX_DIRECT_DEPTH || typeof (v as { toJSON?: unknown }).toJSON === "function") return undefined;
+  if (Array.isArray(v)) {
+    let out = "[";
+    for (let i = 0; i < v.length; i++) {
+      const item: unknown = v[i];
+      const text =
+        item === undefined || typeof item === "function" || typeof item === "symbol"
+          ? "null"
+          : canonicalText(item, depth + 1);
+      if (text === undefined) return undefined;
+      out += i === 0 ? text : `,${text}`;
+    }
+    return `${out}]`;
+  }
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  const record = v as Record<string, unknown>;
+  let out = "{";
+  for (const k of Object.keys(record).sort()) {
+    // `__proto__` was never an own key of the replacer's copy; index keys come first in its text, in numeric order.
+    if (k === "__proto__" || ARRAY_INDEX.test(k)) return undefined;
+    const item = record[k];
+    if (item === undefined || typeof item === "function" || typeof item === "symbol") continue;
+    const text = canonicalText(item, depth + 1);
+    if (text === undefined) return undefined;
+    out += `${out.length === 1 ? "" : ","}${JSON.stringify(k)}:${text}`;
+  }
+  return `${out}}`;
 }
 
 /** `digest(canonicalJson(value))`; `digest` is SHA-256 hex (`Digest` port), the pure `sha256Hex` by default. */
@@ -130,17 +184,41 @@ export interface TaskInput {
  * implementation gives the same hash.
  */
 export function taskInputHash(input: TaskInput, digest: Digest = sha256Hex): string {
-  return `ti1:${hashOf(
-    {
-      title: input.title,
-      description: input.description,
-      acceptance: input.acceptance ?? null,
-      instanceId: input.instanceId,
-      agentId: input.agentId,
-      deps: input.dependencyOutputs.map((d) => [d.taskId, d.output]),
-    },
-    digest,
-  )}`;
+  return `ti1:${digest(taskInputJson(input))}`;
+}
+
+/**
+ * `canonicalJson` of a task input's hashed fields, `{acceptance, agentId, deps, description, instanceId, title}`
+ * (keys in sorted order, `deps` as `[taskId, output]` pairs), written out directly when every field is a string as
+ * its schema says: the same text as the generic encoding, without its replacer call and key sort per object (issue
+ * 34: one per task start). Any other value takes the generic encoding.
+ */
+function taskInputJson(input: TaskInput): string {
+  const deps: [string, string][] = [];
+  let strings =
+    typeof input.title === "string" &&
+    typeof input.description === "string" &&
+    typeof input.instanceId === "string" &&
+    typeof input.agentId === "string" &&
+    (input.acceptance === undefined || typeof input.acceptance === "string");
+  for (const d of input.dependencyOutputs) {
+    if (typeof d.taskId !== "string" || typeof d.output !== "string") strings = false;
+    deps.push([d.taskId, d.output]);
+  }
+  const fields = {
+    title: input.title,
+    description: input.description,
+    acceptance: input.acceptance ?? null,
+    instanceId: input.instanceId,
+    agentId: input.agentId,
+    deps,
+  };
+  if (!strings) return canonicalJson(fields);
+  const j = JSON.stringify;
+  return (
+    `{"acceptance":${j(fields.acceptance)},"agentId":${j(fields.agentId)},"deps":${j(deps)},` +
+    `"description":${j(fields.description)},"instanceId":${j(fields.instanceId)},"title":${j(fields.title)}}`
+  );
 }
 
 // ---------------------------------------------------------------------------------------------------------------

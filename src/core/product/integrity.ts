@@ -7,7 +7,7 @@
  * fail-closed by the caller: it is never scheduled, so nothing read back can crash the process or be executed.
  * Pure and O(V+E); it never throws, never performs I/O and never changes the state it is given.
  */
-import { validatePlanGraph, type GraphTask } from "../dag/graph.js";
+import { validatePlanGraph, validatePlanLists, type GraphTask } from "../dag/graph.js";
 import type { ProductState } from "./records.js";
 
 /**
@@ -21,7 +21,7 @@ export function checkProductState(state: ProductState, productId: string): strin
   }
   const plan = state.plan;
   if (plan) {
-    const check = validatePlanGraph(plan.instances, plan.tasks);
+    const check = validatePlanLists(plan);
     if (!check.ok) return `The stored plan is not a valid DAG: ${check.reason}`;
   }
   if (state.tasks.length > 0) {

@@ -9,7 +9,7 @@
  */
 import type { Mutation, Plan, TaskState } from "../../../protocol/common.js";
 import { TerminalPhases } from "../../../protocol/common.js";
-import { validatePlanGraph } from "../dag/graph.js";
+import { validatePlanLists } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
 import { busy, invalidInput, invalidPhase } from "../errors.js";
 import { AgentConfigurationError, remediationThen } from "../ports.js";
@@ -139,7 +139,7 @@ export class LeaderChannel {
           return { response: result.message };
         }
         const plan = this.completePlan(result.plan);
-        const check = validatePlanGraph(plan.instances, plan.tasks);
+        const check = validatePlanLists(plan);
         if (!check.ok) {
           const error = `The leader's plan is invalid: ${check.reason}`;
           await this.p.journal.commit([{ type: "planFailed", error }], { header: true });

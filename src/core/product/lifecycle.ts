@@ -7,7 +7,7 @@
  * This file must never import I/O.
  */
 import type { Budget, Instance, Mutation, Plan, Task } from "../../../protocol/common.js";
-import { validatePlanGraph } from "../dag/graph.js";
+import { validatePlanLists } from "../dag/graph.js";
 import { applyMutations } from "../dag/mutations.js";
 import { DomainError, invalidMutation, invalidPhase, invalidPlan } from "../errors.js";
 import { cancelEvents, interruptedTasks, type NewEvent } from "./decide.js";
@@ -41,7 +41,7 @@ export class Lifecycle {
         version: edited ? current.version + 1 : current.version,
       };
       if (edit.budget) plan.budget = { ...(current.budget ?? {}), ...edit.budget };
-      const check = validatePlanGraph(plan.instances, plan.tasks);
+      const check = validatePlanLists(plan);
       if (!check.ok) {
         const error = invalidPlan(check.reason, check.index);
         // The list `index` points into, for the -32602 issue path (error-mapping.ts reads it; `tasks` when absent).

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { downstreamOf, topologicalOrder, validatePlanGraph } from "../../../src/core/dag/graph.js";
+import { downstreamOf, topologicalOrder, validatePlanGraph, validatePlanLists } from "../../../src/core/dag/graph.js";
 import type { GraphTask } from "../../../src/core/dag/graph.js";
 import { DomainError, isDomainError } from "../../../src/core/errors.js";
 
@@ -89,6 +89,23 @@ describe("validatePlanGraph", () => {
     const r = validatePlanGraph(inst, tasks);
     expect(r.ok).toBe(false);
     expect(!r.ok && r.index).toBe(0);
+  });
+});
+
+describe("validatePlanLists", () => {
+  it("remembers only a plan's lists that passed, and with the instance list they passed with", () => {
+    const tasks = [t("a"), t("b", ["a"], "i2")];
+    expect(validatePlanLists({ instances: inst, tasks })).toEqual({ ok: true });
+    expect(validatePlanLists({ instances: inst, tasks })).toEqual({ ok: true });
+    // The same task list with another instance list is checked again (i2 is gone).
+    const fewer = validatePlanLists({ instances: [{ instanceId: "i1" }], tasks });
+    expect(fewer).toMatchObject({ ok: false, list: "tasks", index: 1 });
+    // A list that failed is checked again each time, never remembered as passing.
+    const cyclic = [t("a", ["b"]), t("b", ["a"])];
+    expect(validatePlanLists({ instances: inst, tasks: cyclic }).ok).toBe(false);
+    expect(validatePlanLists({ instances: inst, tasks: cyclic }).ok).toBe(false);
+    // A new list (a mutation or an edit builds one) is checked, whatever an earlier list with the same tasks gave.
+    expect(validatePlanLists({ instances: inst, tasks: [...tasks, t("c", ["c"])] }).ok).toBe(false);
   });
 });
 
