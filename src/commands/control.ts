@@ -23,7 +23,16 @@ import { withServer } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
-import { DRIVE_OPTIONS, commandFlags, followToEnd, serveArgs, write, type DriveValues } from "./drive.js";
+import {
+  DRIVE_OPTIONS,
+  answeredByServer,
+  commandFlags,
+  followToEnd,
+  resumeCommandLine,
+  serveArgs,
+  write,
+  type DriveValues,
+} from "./drive.js";
 
 const OPTIONS = {
   ...DRIVE_OPTIONS,
@@ -185,7 +194,9 @@ export async function refuseGoalRun(state: string | undefined, goalRunId: string
 
 /** With no owner: a server of our own runs the method, and follows the product when it is left executing. */
 async function takeOwnership(values: ControlValues, call: VerbCall): Promise<number> {
-  return withServer({ serveArgs: serveArgs(values), cwd: process.cwd() }, async (session) => {
+  // A server killed under this command is reported once, by withServer, with the command that resumes the product.
+  const stoppedNote = () => ` while running ${call.productId} — resume with: ${resumeCommandLine(call.productId, values)}`;
+  return withServer({ serveArgs: serveArgs(values), cwd: process.cwd(), stoppedNote }, async (session) => {
     const { productId } = call;
     try {
       if (call.waitingTask !== undefined) {
@@ -214,6 +225,7 @@ async function takeOwnership(values: ControlValues, call: VerbCall): Promise<num
       const status = await session.request<{ phase: string }>("product.status", { productId });
       return status.phase === "executing" ? followToEnd(session, productId, values) : 0;
     } catch (err) {
+      if (!answeredByServer(err)) throw err; // the connection is gone: withServer says how the server ended
       const e = err as { message?: string };
       process.stderr.write(
         `acp-orchestrator: ${inCliWords(e.message ?? String(err), productId, commandFlags(values))}\n`,

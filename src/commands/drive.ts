@@ -118,11 +118,14 @@ function deletedMeanwhile(err: unknown): boolean {
   return e?.code === -32002 && (e.data?.kind === undefined || e.data.kind === "product");
 }
 
-/** How long (ms) a command that lost its server's connection waits for the process's exit to say how it ended. */
-const SERVER_EXIT_WAIT_MS = 5000;
+/** Whether `err` is an error answer of the server (a JSON-RPC error: it has a numeric `code`), not a lost connection. */
+export function answeredByServer(err: unknown): boolean {
+  return typeof (err as { code?: unknown } | null)?.code === "number";
+}
 
 /**
  * Follows `productId` on `session` to its end and prints the summary; handles Ctrl-C as this file's header says.
+ * Rejects with the connection's error when the connection is lost (withServer reports how the server ended).
  * Resolves with the exit code (0 completed, 1 otherwise, 130 when a second Ctrl-C left the product as it is).
  */
 export async function followToEnd(session: ServerSession, productId: string, values: DriveValues): Promise<number> {
@@ -157,16 +160,13 @@ export async function followToEnd(session: ServerSession, productId: string, val
       );
       return 1;
     }
-    // The server died (or the connection broke): the product is in the store as the server last wrote it. The
-    // connection's close can be seen before the process's exit; wait a moment for the exit, which says how it ended.
-    const how = await session.ended(SERVER_EXIT_WAIT_MS);
+    // The connection is gone (the server died, or its pipe broke): withServer reports how the server ended, with the
+    // resume command (`stoppedNote`), once it has seen the process exit: one line, whichever it noticed first.
+    if (!answeredByServer(err)) throw err;
+    // The server is there but answered the follow with an error: the product is in the store as it last wrote it.
     const why = err instanceof Error ? err.message.split("\n")[0] : String(err);
     process.stderr.write(
-      how === undefined
-        ? `acp-orchestrator: the server stopped while running ${productId} (${why}) — resume with: ` +
-            `${resumeCommandLine(productId, values)}\n`
-        : `acp-orchestrator: the server stopped (${how}) while running ${productId} — resume with: ` +
-            `${resumeCommandLine(productId, values)}\n`,
+      `acp-orchestrator: following ${productId} failed (${why}) — resume with: ${resumeCommandLine(productId, values)}\n`,
     );
     return 1;
   } finally {

@@ -20,12 +20,6 @@ export interface ServerSession {
   waitFor(match: (method: string, params: Params) => boolean): Promise<Params>;
   /** Calls `listener` for every notification. */
   onNotification(listener: (method: string, params: Params) => void): void;
-  /**
-   * How the server process ended (`killed by SIGKILL`, `exited with code 2`), once it has, or `undefined` when it is
-   * still running after `withinMs` (ms). For a caller that saw the connection close: the close and the process's
-   * exit arrive in either order, and only the exit says whether it was killed.
-   */
-  ended(withinMs: number): Promise<string | undefined>;
 }
 
 export interface ServerClientOptions {
@@ -91,14 +85,6 @@ export async function withServer<T>(
         request: <R>(method: string, params: Params) => ctx.request<R>(method, params),
         waitFor: (match) => new Promise((resolve) => waiters.push({ match, resolve })),
         onNotification: (listener) => listeners.push(listener),
-        ended: async (withinMs) => {
-          let timer: NodeJS.Timeout | undefined;
-          const late = new Promise<"late">((resolveLate) => (timer = setTimeout(() => resolveLate("late"), withinMs)));
-          const outcome = await Promise.race([exited, late]).finally(() => clearTimeout(timer));
-          if (outcome === "late") return undefined;
-          if (child.signalCode !== null) return `killed by ${child.signalCode}`;
-          return outcome === null ? undefined : `exited with code ${outcome}`;
-        },
       });
     });
   } catch (error) {

@@ -178,7 +178,8 @@ describe("a task that changes 150,000 files", () => {
       const t2 = Date.now();
       writeFileSync(go, "");
       await s.server.request("product.resume", { productId });
-      expect(await settledPhase(s.server, productId)).toBe("completed");
+      // 150,000 files written, captured and merged: minutes on a loaded 2-core machine (214 s at load 20).
+      expect(await settledPhase(s.server, productId, 360_000)).toBe("completed");
       lap("resumeToCompletedMs", t2);
       const done = await statusOf(s.server, productId);
       expect(done.dropped).toBe(0);
@@ -199,5 +200,5 @@ describe("a task that changes 150,000 files", () => {
     process.stderr.write(
       `case 6: ${JSON.stringify({ written, unboundedRewrite: unbounded, afterResume: after, rewritten, timings })}\n`,
     );
-  }, 240_000);
+  }, 600_000);
 });

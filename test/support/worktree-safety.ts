@@ -157,13 +157,16 @@ export async function planProduct(
   return productId;
 }
 
-/** Resolves with the product's phase once it is no longer `executing` (polls `product.status`; up to 2 minutes). */
-export async function settledPhase(server: ServerHandle, productId: string): Promise<string> {
-  const deadline = Date.now() + 120_000;
+/**
+ * Resolves with the product's phase once it is no longer `executing` (polls `product.status`; up to `limitMs`, 2
+ * minutes unless given: a bound for a hang, not a measure).
+ */
+export async function settledPhase(server: ServerHandle, productId: string, limitMs = 120_000): Promise<string> {
+  const deadline = Date.now() + limitMs;
   for (;;) {
     const status = await server.request<{ phase: string }>("product.status", { productId });
     if (status.phase !== "executing" && status.phase !== "awaiting_confirmation") return status.phase;
-    if (Date.now() > deadline) throw new Error(`product ${productId} still ${status.phase} after 2 minutes`);
+    if (Date.now() > deadline) throw new Error(`product ${productId} still ${status.phase} after ${limitMs / 1000} s`);
     await new Promise((done) => setTimeout(done, 200));
   }
 }
