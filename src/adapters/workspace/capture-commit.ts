@@ -13,7 +13,7 @@
  * proves the commit is new. Anything else (an id that differs, say because a worker set `i18n.commitEncoding`; an
  * object that was there; an object directory git was pointed away from) asks the refs as before. Never moves a ref.
  */
-import { lstat } from "node:fs/promises";
+import { lstatSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { nodeCrypto } from "../system/node-builtins.js";
 import { ORCHESTRATOR_IDENTITY } from "./git-cli.js";
@@ -44,7 +44,7 @@ function commitId(tree: string, parent: string, date: string, message: string): 
 
 async function isFile(path: string): Promise<boolean | null> {
   try {
-    return (await lstat(path)).isFile();
+    return lstatSync(path).isFile();
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "ENOENT" ? false : null;
   }

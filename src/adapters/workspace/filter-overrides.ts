@@ -21,7 +21,7 @@
  * - when the system file's name cannot be learnt.
  * Owns its in-memory records only; runs `git config` (reads only).
  */
-import { readFile, stat } from "node:fs/promises";
+import { readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, resolve } from "node:path";
 import { runGit } from "./git-cli.js";
@@ -35,7 +35,7 @@ const KEYS = "^(filter\\..+\\.(clean|smudge|process|required)|include\\.path|inc
 /** The mark of the file at `path` (followed through symbolic links), `missing`, or `null` when it cannot be trusted. */
 async function configMark(path: string, settledBefore: bigint): Promise<string | null> {
   try {
-    const s = await stat(path, { bigint: true });
+    const s = statSync(path, { bigint: true });
     if (!s.isFile() || s.ctimeNs >= settledBefore || s.mtimeNs >= settledBefore) return null;
     return `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}`;
   } catch (err) {
@@ -65,7 +65,7 @@ function commonOf(repo: WorktreeRepo): string {
 /** Whether the pointer file at `path` (a relative path is relative to `from`) names `target`. */
 async function pointsAt(path: string, from: string, target: string): Promise<boolean> {
   try {
-    return resolve(from, (await readFile(path, "utf8")).trim()) === target;
+    return resolve(from, readFileSync(path, "utf8").trim()) === target;
   } catch {
     return false;
   }

@@ -19,7 +19,8 @@
  * It decides nothing (the core does: src/core/workspace/) and must never touch the user's working tree or branches,
  * except `integrateInto` a target branch when the product's integration mode is `merge`.
  */
-import { lstat, mkdir, readdir, realpath, rm, stat } from "node:fs/promises";
+import { readdirSync, statSync } from "node:fs";
+import { lstat, mkdir, readdir, realpath, rm } from "node:fs/promises";
 import { basename, dirname, join, resolve, sep } from "node:path";
 import { CHANGED_FILES_SAMPLE } from "../../../protocol/common.js";
 import type {
@@ -84,7 +85,7 @@ const OPERATION_STATE = [
 async function forgetAttemptState(repo: WorktreeRepo, run: WorktreeRun, bitsFree: boolean): Promise<void> {
   if (!bitsFree) await clearIndexBits(run);
   // One listing of the admin folder instead of a removal attempt per name (most are never there).
-  const present = new Set(await readdir(repo.gitDir));
+  const present = new Set(readdirSync(repo.gitDir));
   const left = OPERATION_STATE.filter((name) => present.has(name));
   await Promise.all(left.map((name) => rm(join(repo.gitDir, name), { recursive: true, force: true })));
   if (!present.has("reftable") && !(present.has("refs") && (await exists(join(repo.gitDir, "refs", "bisect"))))) return;
@@ -144,7 +145,7 @@ const OWN_FOLDER = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/u;
 
 async function exists(path: string): Promise<boolean> {
   try {
-    await stat(path);
+    statSync(path);
     return true;
   } catch {
     return false;

@@ -21,8 +21,8 @@
  * file (`O_EXCL`) and renamed into place, so a symlink a worker planted at its name is replaced, never written
  * through. Owns the copy files and the in-memory records only; never runs git.
  */
-import { constants } from "node:fs";
-import { copyFile, lstat, rename, rm } from "node:fs/promises";
+import { constants, lstatSync, renameSync } from "node:fs";
+import { copyFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { WorktreeRepo } from "./worktree-git.js";
 
@@ -32,7 +32,7 @@ export const PREPARED_INDEX = "acp-orchestrator-prepared-index";
 /** One version of a file (see the file comment), or `null` when it is missing. */
 export async function fileMark(path: string): Promise<string | null> {
   try {
-    const s = await lstat(path, { bigint: true });
+    const s = lstatSync(path, { bigint: true });
     return s.isFile() ? `${s.dev}:${s.ino}:${s.size}:${s.mtimeNs}:${s.ctimeNs}` : null;
   } catch {
     return null;
@@ -58,7 +58,7 @@ export class PreparedIndexes {
     const fresh = `${copy}.${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`;
     try {
       await copyFile(join(repo.gitDir, "index"), fresh, constants.COPYFILE_EXCL);
-      await rename(fresh, copy);
+      renameSync(fresh, copy);
     } catch {
       await rm(fresh, { force: true }).catch(() => undefined);
       return;
@@ -88,7 +88,7 @@ export class PreparedIndexes {
     this.left.delete(repo.gitDir);
     if (staged === null) return;
     const index = join(repo.gitDir, "index");
-    await rename(staged, index);
+    renameSync(staged, index);
     const mark = await fileMark(index);
     if (mark === null) return;
     // A worktree removed without reuse is never asked about again: the oldest records go first.

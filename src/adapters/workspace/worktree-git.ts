@@ -14,7 +14,7 @@
  * safe path component of the folders under `<common dir>/acp-orchestrator/`. Must never discover a repository from inside a worktree and
  * never write to the worktree's `.git`.
  */
-import { lstat, readdir, readFile, realpath, rename, rm, writeFile } from "node:fs/promises";
+import { lstatSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
 import { type FilterOverrides, filterOverrides } from "./filter-overrides.js";
 import { git, runGit } from "./git-cli.js";
@@ -76,7 +76,7 @@ export interface WorktreeRepo {
 
 async function readText(path: string): Promise<string | null> {
   try {
-    return await readFile(path, "utf8");
+    return readFileSync(path, "utf8");
   } catch {
     return null;
   }
@@ -98,7 +98,7 @@ export async function findAdminDir(commonDir: string, workTree: string): Promise
   if (guess && (await matches(guess))) return join(admin, guess);
   let names: string[];
   try {
-    names = await readdir(admin);
+    names = readdirSync(admin);
   } catch {
     return null;
   }
@@ -114,7 +114,7 @@ export async function verifyGitfile(repo: WorktreeRepo): Promise<void> {
   const path = join(repo.workTree, ".git");
   let kind: string;
   try {
-    const info = await lstat(path);
+    const info = lstatSync(path);
     kind = info.isSymbolicLink() ? "a symlink" : info.isDirectory() ? "a folder" : info.isFile() ? "file" : "special";
   } catch {
     throw new WorktreeTamperedError(`The worker removed its worktree's .git file (${path}).`);
@@ -177,11 +177,13 @@ export async function worktreeGit(repo: WorktreeRepo, filters?: FilterOverrides)
 }
 
 /** Whether anything is at `path` (a symlink too, wherever it points). */
-async function present(path: string): Promise<boolean> {
-  return lstat(path).then(
-    () => true,
-    () => false,
-  );
+function present(path: string): boolean {
+  try {
+    lstatSync(path);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -198,10 +200,7 @@ async function present(path: string): Promise<boolean> {
  */
 export async function moveWorktree(cwd: string, commonDir: string, from: string, to: string): Promise<boolean> {
   const gitDir = await findAdminDir(commonDir, from);
-  const folder = await lstat(from).then(
-    (s) => s.isDirectory(),
-    () => false,
-  );
+  const folder = lstatSync(from, { throwIfNoEntry: false })?.isDirectory() === true;
   const plain =
     gitDir !== null &&
     folder &&
@@ -210,20 +209,20 @@ export async function moveWorktree(cwd: string, commonDir: string, from: string,
       () => true,
       () => false,
     )) &&
-    !(await present(join(gitDir, "locked"))) &&
-    !(await present(join(gitDir, "modules")));
+    !present(join(gitDir, "locked")) &&
+    !present(join(gitDir, "modules"));
   if (!plain) return (await runGit(cwd, ["worktree", "move", from, to])).code === 0;
   const aside = join(
     gitDir,
     `gitdir.acp-orchestrator-${process.pid}-${Date.now()}-${Math.random().toString(36).slice(2)}`,
   );
-  await writeFile(aside, `${join(await realpath(dirname(to)), basename(to), ".git")}\n`, { flag: "wx" });
+  writeFileSync(aside, `${join(realpathSync(dirname(to)), basename(to), ".git")}\n`, { flag: "wx" });
   try {
-    await rename(from, to);
+    renameSync(from, to);
   } catch (err) {
-    await rm(aside, { force: true });
+    rmSync(aside, { force: true });
     throw err;
   }
-  await rename(aside, join(gitDir, "gitdir"));
+  renameSync(aside, join(gitDir, "gitdir"));
   return true;
 }

@@ -11,7 +11,8 @@
  *
  * Owns the lock file only; must never hold it across anything but one git administration command.
  */
-import { open, readFile, rename, unlink, link, mkdir } from "node:fs/promises";
+import { closeSync, openSync, unlinkSync, writeSync } from "node:fs";
+import { readFile, rename, unlink, link, mkdir } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 
@@ -59,9 +60,13 @@ async function acquire(path: string): Promise<boolean> {
   let wait = 5;
   for (;;) {
     try {
-      const handle = await open(path, "wx", 0o644);
-      await handle.writeFile(`${process.pid} ${hostname()} ${Date.now()}\n`);
-      await handle.close();
+      // Synchronous: a few microseconds each, where a promise per call waits for a thread pool turn (issue 34).
+      const fd = openSync(path, "wx", 0o644);
+      try {
+        writeSync(fd, `${process.pid} ${hostname()} ${Date.now()}\n`);
+      } finally {
+        closeSync(fd);
+      }
       return true;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT") {
@@ -94,7 +99,12 @@ export async function withWorktreeAdmin<T>(commonDir: string, work: () => Promis
     try {
       return await work();
     } finally {
-      if (held) await unlink(path).catch(() => undefined);
+      if (held)
+        try {
+          unlinkSync(path);
+        } catch {
+          // already gone (broken as stale by another process)
+        }
     }
   });
   const settled = run.catch(() => undefined);
