@@ -5,13 +5,12 @@
  * instance `tasks.length % instances.length` — t1's, busy — and waited behind t1; now it goes to t2's idle instance,
  * runs and completes while t1 is still running, and the choice is the one the stored `mutated` event holds.
  */
-import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { Plan } from "../../protocol/common.js";
-import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
-import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { planProduct } from "../support/plan-product.js";
+import { scriptedWorkspace } from "../support/scripted-agent-config.js";
+import { startServer, type ServerHandle } from "../support/server-process.js";
 
 const servers: ServerHandle[] = [];
 afterAll(async () => {
@@ -22,32 +21,23 @@ type Status = { phase: string; tasks: { taskId: string; status: string; instance
 
 describe("a task added by a message while one instance is busy", () => {
   it("starts at once on the idle instance and completes while the busy one still runs", async () => {
-    const dir = tempDir("added-task-");
-    const workspace = join(dir, "ws");
-    spawnSync("git", ["init", "-q", workspace]);
-    const gate = join(dir, "t1.gate");
-    const scriptFile = join(dir, "script.json");
-    const configFile = join(dir, "agents.json");
-    writeFileSync(
-      scriptFile,
-      JSON.stringify({
-        worker: {
-          default: { text: "written" },
-          tasks: { t1: { actions: [{ say: "started t1\n" }, { waitForFile: gate }], text: "t1 done" } },
+    const { dir, workspace, configFile } = scriptedWorkspace("added-task-", "alpha", (folder) => ({
+      worker: {
+        default: { text: "written" },
+        tasks: {
+          t1: { actions: [{ say: "started t1\n" }, { waitForFile: join(folder, "t1.gate") }], text: "t1 done" },
         },
-      }),
-    );
-    writeScriptedAgentConfig(configFile, "alpha", scriptFile);
+      },
+    }));
+    const gate = join(dir, "t1.gate");
     const server = await startServer({ cwd: workspace, args: ["--config", configFile, "--log-level", "warn"] });
     servers.push(server);
-    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
-    const { productId } = await server.request<{ productId: string }>("product.plan", {
+    const { productId, plan } = await planProduct(server, {
       goal: "- Write note one\n- Write note two",
       cwd: workspace,
       allowedAgents: ["alpha"],
       maxParallelTasks: 2,
     });
-    const plan = (await ready).params.plan as Plan;
     const instanceOf = new Map(plan.tasks.map((t) => [t.taskId, t.instanceId]));
     expect(plan.instances).toHaveLength(2);
     expect(instanceOf.get("t1")).not.toBe(instanceOf.get("t2"));

@@ -4,33 +4,22 @@
  * picked up at once; the numbers are printed), and with the owner killed a verb takes the product over itself.
  * Skipped loudly without ACP_ORCHESTRATOR_TEST_PG (scripts/pg-test-cluster.sh run -- …).
  */
-import { spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
 import { describePostgres, dropSchema, freshSchema, urlWithSchema } from "../support/postgres.js";
-import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
-import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { planProduct } from "../support/plan-product.js";
+import { scriptedWorkspace } from "../support/scripted-agent-config.js";
+import { startServer, type ServerHandle } from "../support/server-process.js";
 
 describePostgres("control verbs from a second process on PostgreSQL", () => {
   const schema = freshSchema();
   const state = urlWithSchema(schema);
-  const dir = tempDir("acp-orch-control-pg-");
-  const workspace = join(dir, "ws");
-  spawnSync("git", ["init", "-q", workspace]);
-  const scriptFile = join(dir, "script.json");
-  writeFileSync(
-    scriptFile,
-    JSON.stringify({
-      worker: {
-        default: { actions: [{ say: "working on it\n" }], text: "all written" },
-        tasks: { t2: { actions: [{ say: "started t2\n" }], end: "hang" } },
-      },
-    }),
-  );
-  const configFile = join(dir, "acp-orchestrator.json");
-  writeScriptedAgentConfig(configFile, "slow", scriptFile);
+  const { workspace, configFile } = scriptedWorkspace("acp-orch-control-pg-", "slow", {
+    worker: {
+      default: { actions: [{ say: "working on it\n" }], text: "all written" },
+      tasks: { t2: { actions: [{ say: "started t2\n" }], end: "hang" } },
+    },
+  });
   const cli = (args: string[]) => runCli([...args, "--state", state, "--config", configFile], workspace);
   const servers: ServerHandle[] = [];
   const latencies: string[] = [];
@@ -47,13 +36,11 @@ describePostgres("control verbs from a second process on PostgreSQL", () => {
       args: ["--config", configFile, "--log-level", "warn"],
     });
     servers.push(server);
-    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
-    const { productId } = await server.request<{ productId: string }>("product.plan", {
+    const { productId } = await planProduct(server, {
       goal: "- Write the parser\n- Write the tests",
       cwd: workspace,
       allowedAgents: ["slow"],
     });
-    await ready;
     const t2Running = server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t2", 60_000);
     await server.request("product.confirm", { productId });
     await t2Running;

@@ -5,37 +5,25 @@
  * request filed by a requester that was killed is still answered, and repeating its request id gets the same answer
  * without running it twice; a stale or misaddressed request is refused and nothing of it runs.
  */
-import { spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
 import { defaultProjectId } from "../../src/adapters/persistence/state-path.js";
 import { CONTROL_REQUEST_KIND } from "../../src/core/product/control-requests.js";
 import { runCli } from "../support/cli-run.js";
-import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
-import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { planProduct } from "../support/plan-product.js";
+import { scriptedWorkspace } from "../support/scripted-agent-config.js";
+import { startServer, type ServerHandle } from "../support/server-process.js";
 
-const dir = tempDir("acp-orch-control-");
-const workspace = join(dir, "ws");
-spawnSync("git", ["init", "-q", workspace]);
-const statePath = join(dir, "state.db");
-const scriptFile = join(dir, "script.json");
-const configFile = join(dir, "acp-orchestrator.json");
 /** t2 hangs (stays running); t3 asks a question on its first attempt and finishes on the next. */
-writeFileSync(
-  scriptFile,
-  JSON.stringify({
-    worker: {
-      default: { actions: [{ say: "working on it\n" }], text: "all written" },
-      tasks: {
-        t2: { actions: [{ say: "started t2\n" }], end: "hang" },
-        t3: [{ end: "question", question: "Which licence?" }, { text: "licensed" }],
-      },
+const { workspace, statePath, configFile } = scriptedWorkspace("acp-orch-control-", "slow", {
+  worker: {
+    default: { actions: [{ say: "working on it\n" }], text: "all written" },
+    tasks: {
+      t2: { actions: [{ say: "started t2\n" }], end: "hang" },
+      t3: [{ end: "question", question: "Which licence?" }, { text: "licensed" }],
     },
-  }),
-);
-writeScriptedAgentConfig(configFile, "slow", scriptFile);
+  },
+});
 
 const cli = (args: string[]) => runCli([...args, "--state", statePath, "--config", configFile], workspace);
 const servers: ServerHandle[] = [];
@@ -54,14 +42,12 @@ async function ownedProduct(): Promise<{ server: ServerHandle; productId: string
     env: { ACP_ORCHESTRATOR_LEASE_TTL_MS: "60000" },
   });
   servers.push(server);
-  const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
-  const { productId } = await server.request<{ productId: string }>("product.plan", {
+  const { productId } = await planProduct(server, {
     goal: "- Write the parser\n- Write the tests\n- Add a licence",
     cwd: workspace,
     allowedAgents: ["slow"],
     maxParallelTasks: 4,
   });
-  await ready;
   const t2Running = server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t2", 60_000);
   await server.request("product.confirm", { productId });
   await t2Running;
@@ -156,13 +142,11 @@ describe("requests that survive a killed side, and requests that must not run", 
       args: ["--config", configFile, "--log-level", "warn"],
     });
     servers.push(server);
-    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
-    const { productId } = await server.request<{ productId: string }>("product.plan", {
+    const { productId } = await planProduct(server, {
       goal: "- Write the parser\n- Write the tests",
       cwd: workspace,
       allowedAgents: ["slow"],
     });
-    await ready;
     const confirm = await cli(["confirm", productId]);
     expect(confirm.code, confirm.stderr).toBe(0);
     expect(confirm.stdout).toMatch(/^confirmed prd_\w+; executing$/m);

@@ -11,28 +11,20 @@ import { join } from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
 import { adminQuery, describePostgres, dropSchema, freshSchema, urlWithSchema } from "../support/postgres.js";
-import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
-import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { planProduct } from "../support/plan-product.js";
+import { scriptedWorkspace } from "../support/scripted-agent-config.js";
+import { startServer, type ServerHandle } from "../support/server-process.js";
 
 describePostgres("operator commands on a PostgreSQL store written by real servers", () => {
   const schema = freshSchema();
   const state = urlWithSchema(schema);
-  const dir = tempDir("acp-orch-operator-pg-");
-  const workspace = join(dir, "ws");
-  spawnSync("git", ["init", "-q", workspace]);
+  const { dir, workspace, configFile } = scriptedWorkspace("acp-orch-operator-pg-", "gated", (folder) => ({
+    worker: {
+      default: { actions: [{ say: "working on it\n" }], text: "all written" },
+      tasks: { t2: { actions: [{ say: "started t2\n" }, { waitForFile: join(folder, "t2.gate") }], text: "t2 done" } },
+    },
+  }));
   const gate = join(dir, "t2.gate");
-  const scriptFile = join(dir, "script.json");
-  writeFileSync(
-    scriptFile,
-    JSON.stringify({
-      worker: {
-        default: { actions: [{ say: "working on it\n" }], text: "all written" },
-        tasks: { t2: { actions: [{ say: "started t2\n" }, { waitForFile: gate }], text: "t2 done" } },
-      },
-    }),
-  );
-  const configFile = join(dir, "acp-orchestrator.json");
-  writeScriptedAgentConfig(configFile, "gated", scriptFile);
   const cli = (args: string[]) => runCli([...args, "--state", state], workspace);
   /** The contents of the store's tables, hashed by the database. */
   const tablesHash = async () => {
@@ -70,14 +62,12 @@ describePostgres("operator commands on a PostgreSQL store written by real server
       env: { ACP_ORCHESTRATOR_LEASE_TTL_MS: "3000" },
     });
     servers.push(server);
-    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
-    const { productId } = await server.request<{ productId: string }>("product.plan", {
+    const { productId } = await planProduct(server, {
       goal: "- Write the parser\n- Write the tests\n- Then write the docs",
       cwd: workspace,
       allowedAgents: ["gated"],
     });
     drivenId = productId;
-    await ready;
     const t2Running = server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t2", 60_000);
     await server.request("product.confirm", { productId });
     await t2Running;

@@ -10,29 +10,27 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
-import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
+import { planProduct } from "../support/plan-product.js";
+import { scriptedWorkspace } from "../support/scripted-agent-config.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
-const dir = tempDir("acp-orch-operator-");
-const workspace = join(dir, "ws");
-spawnSync("git", ["init", "-q", workspace]);
-const statePath = join(dir, "state.db");
-const scriptFile = join(dir, "slow.script.json");
-const configFile = join(dir, "acp-orchestrator.json");
 /** t2 hangs (stays running) until the script is rewritten; the others say a line and finish. */
+const workerScript = (hangT2: boolean) => ({
+  worker: {
+    default: { actions: [{ say: "working on it\n" }], text: "all written" },
+    tasks: hangT2 ? { t2: { actions: [{ say: "started t2\n" }], end: "hang" } } : {},
+  },
+});
+const { dir, workspace, statePath, scriptFile, configFile } = scriptedWorkspace(
+  "acp-orch-operator-",
+  "slow",
+  workerScript(true),
+  { script: "slow.script.json" },
+);
+/** Rewrites the worker script (re-read at every prompt). */
 function script(hangT2: boolean) {
-  writeFileSync(
-    scriptFile,
-    JSON.stringify({
-      worker: {
-        default: { actions: [{ say: "working on it\n" }], text: "all written" },
-        tasks: hangT2 ? { t2: { actions: [{ say: "started t2\n" }], end: "hang" } } : {},
-      },
-    }),
-  );
+  writeFileSync(scriptFile, JSON.stringify(workerScript(hangT2)));
 }
-script(true);
-writeScriptedAgentConfig(configFile, "slow", scriptFile);
 
 /** Runs the built CLI to completion (async, so the test's servers keep being served). */
 function cli(args: string[], cwd = workspace) {
@@ -101,14 +99,12 @@ describe("operator commands on a store written by real servers", () => {
       env: { ACP_ORCHESTRATOR_LEASE_TTL_MS: "3000" },
     });
     servers.push(server);
-    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
-    const { productId } = await server.request<{ productId: string }>("product.plan", {
+    const { productId } = await planProduct(server, {
       goal: "- Write the parser\n- Write the tests\n- Then write the docs",
       cwd: workspace,
       allowedAgents: ["slow"],
     });
     drivenId = productId;
-    await ready;
     const t2Running = server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t2", 60_000);
     await server.request("product.confirm", { productId });
     await t2Running;

@@ -5,14 +5,12 @@
  * counts it (it said "1 ms" of a run going for seconds: the stored figure of the owner's last `elapsed` event) and the
  * time budget in minutes, not milliseconds.
  */
-import { spawnSync } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { formatDuration } from "../../src/operator/format.js";
 import { runCli } from "../support/cli-run.js";
-import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
-import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { planProduct } from "../support/plan-product.js";
+import { scriptedWorkspace } from "../support/scripted-agent-config.js";
+import { startServer, type ServerHandle } from "../support/server-process.js";
 
 const servers: ServerHandle[] = [];
 afterAll(async () => {
@@ -40,28 +38,21 @@ describe("status of a product a live server drives", () => {
       "1 min 01 s",
       "2 h 05 min",
     ]);
-    const dir = tempDir("status-waits-");
-    const workspace = join(dir, "ws");
-    spawnSync("git", ["init", "-q", workspace]);
-    const scriptFile = join(dir, "script.json");
-    const configFile = join(dir, "agents.json");
-    const statePath = join(dir, "state.db");
-    writeFileSync(
-      scriptFile,
-      JSON.stringify({ worker: { default: { actions: [{ say: "working\n" }], end: "hang" } } }),
+    const { workspace, configFile, statePath } = scriptedWorkspace(
+      "status-waits-",
+      "slow",
+      { worker: { default: { actions: [{ say: "working\n" }], end: "hang" } } },
+      { config: "agents.json" },
     );
-    writeScriptedAgentConfig(configFile, "slow", scriptFile);
     const server = await startServer({ statePath, cwd: workspace, args: ["--config", configFile] });
     servers.push(server);
-    const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
-    const { productId } = await server.request<{ productId: string }>("product.plan", {
+    const { productId } = await planProduct(server, {
       goal: "- Write the parser\n- Write the tests",
       cwd: workspace,
       allowedAgents: ["slow"],
       maxParallelTasks: 1,
       budget: { maxDurationMs: 600_000 },
     });
-    await ready;
     const running = server.waitFor((n) => n.method === "product.taskOutputDelta" && n.params.taskId === "t1", 60_000);
     await server.request("product.confirm", { productId });
     await running;
