@@ -97,6 +97,33 @@ export type Usage = z.infer<typeof Usage>;
 /** A hash written by fingerprint.ts (`ti1:…`, `pl1:…`, `ag1:…`); bounded so a tampered record cannot bloat state. */
 const Hash = lazySchema(() => z.string().min(1).max(200), "Hash");
 
+/**
+ * A map keyed by task id (`z.record(Id, value)` in meaning) that reads every id as an ordinary key. zod 4's record
+ * refuses an object with an own key `constructor` ("expected record": a product with a task `constructor` could not
+ * load its snapshots once compaction pruned the events they cover) and drops a key `__proto__` (its value assigned
+ * to the prototype). The value read back has no prototype, as evolve.ts keeps these maps.
+ */
+function taskKeyed<V extends z.ZodType>(value: V) {
+  return z
+    .custom<Record<string, unknown>>(
+      (input) => typeof input === "object" && input !== null && !Array.isArray(input),
+      "expected an object keyed by task id",
+    )
+    .transform((input, ctx): Record<string, z.output<V>> => {
+      const out = Object.create(null) as Record<string, z.output<V>>;
+      for (const key of Object.keys(input)) {
+        const id = Id.safeParse(key);
+        const read = id.success ? value.safeParse(input[key]) : undefined;
+        if (!read?.success) {
+          ctx.addIssue({ code: "custom", path: [key], message: id.success ? "invalid value" : "invalid task id" });
+          return z.NEVER;
+        }
+        out[key] = read.data;
+      }
+      return out;
+    });
+}
+
 /** The most agents a fingerprint names one by one (a registry larger than this records only its overall hash). */
 export const MAX_RECORDED_AGENTS = 200;
 
@@ -237,7 +264,7 @@ export const ProductEvent = lazySchema(
         checkpointId: Id,
         plan: Plan.optional(),
         tasks: z.array(TaskState),
-        inputHashes: z.record(Id, Hash).optional(),
+        inputHashes: taskKeyed(Hash).optional(),
       }),
       /** A new fingerprint: refreshed while driving, or recorded by an explicit resume that acknowledged `acknowledged`. */
       z.object({
@@ -292,12 +319,12 @@ export const ProductStateSchema = lazySchema(
       /** Newest last; pruned to the newest `checkpointHistory` entries. */
       checkpoints: z.array(CheckpointRef),
       /** taskId → input hash of its completed result (guarantee 7); only completed tasks have an entry. */
-      inputHashes: z.record(Id, Hash).optional(),
+      inputHashes: taskKeyed(Hash).optional(),
       /**
        * taskId → attempts that were interrupted (pause, shutdown, crash) rather than failed. They are counted in
        * `attempts` (guarantee 7) but do not use up the task's retries (`maxAttempts` limits failed attempts).
        */
-      interruptedAttempts: z.record(Id, Count).optional(),
+      interruptedAttempts: taskKeyed(Count).optional(),
       /** The latest recorded fingerprint (drift detection); absent for runs confirmed before fingerprints existed. */
       fingerprint: Fingerprint.optional(),
       /** Isolation asked for by `product.plan` (until confirmation decides). */
