@@ -38,12 +38,21 @@ async function browserPage(width: number, height: number): Promise<{ browser: Br
 /** Clicks the button of `verb` and waits for its answer to be shown as done. */
 async function press(page: Page, verb: string, label: string): Promise<void> {
   await page.locator(`button[data-verb="${verb}"]:not([disabled])`).first().click();
-  await page.waitForFunction(
-    `(() => { const r = document.querySelector("#control-result"); return r && r.dataset.state !== "busy" && r.textContent.startsWith(${JSON.stringify(label)}); })()`,
-    undefined,
-    { timeout: 60_000 },
-  );
   const box = page.locator("#control-result");
+  await page
+    .waitForFunction(
+      `(() => { const r = document.querySelector("#control-result"); return r && r.dataset.state !== "busy" && r.textContent.startsWith(${JSON.stringify(label)}); })()`,
+      undefined,
+      { timeout: 60_000 },
+    )
+    .catch(async (err: unknown) => {
+      // Say what the page showed instead (a clean-clone check once timed out here on "answer", not reproduced since).
+      const shown = `${(await box.getAttribute("data-state")) ?? "-"}: ${(await box.textContent()) ?? ""}`;
+      const phase = (await page.locator("#controls").getAttribute("data-phase")) ?? "-";
+      throw new Error(`${verb}: no "${label}" answer within 60 s; the page shows [${shown}], phase ${phase}`, {
+        cause: err,
+      });
+    });
   expect(await box.getAttribute("data-state"), (await box.textContent()) ?? "").toBe("ok");
 }
 
