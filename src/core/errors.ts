@@ -89,6 +89,19 @@ export function invalidPhase(
   });
 }
 
+/**
+ * "This server is shutting down; product prd_x was not changed …" (code `busy`, PROTOCOL.md section 3): a request
+ * that would load or drive a product, arriving after `ProductService.shutdown` began, is refused rather than start
+ * work nobody will stop.
+ */
+export function shuttingDown(productId: string, outcome = "was not changed"): DomainError<"busy"> {
+  return new DomainError(
+    "busy",
+    `This server is shutting down, so product ${productId} ${outcome}; send the request again to a running server.`,
+    { productId },
+  );
+}
+
 /** "A leader turn for product prd_x is already running; wait for it to finish and try again." */
 export function busy(productId: string): DomainError<"busy"> {
   return new DomainError(

@@ -510,6 +510,8 @@ export class OrchestratorServer {
       await goalsDown;
       await this.options.workers.shutdown();
       await pickupsDone;
+      // A pickup or request already past the service's shutdown check may have started a run meanwhile: stop it.
+      await this.products.shutdown();
       await this.liveOutput.close();
       // Requests that arrived before stdin closed are still answered (e.g. `initialize` piped then EOF).
       this.connection.abortInFlight();

@@ -9,7 +9,7 @@ import type { Budget, Instance, Mutation, Phase, Plan, Task } from "../../../pro
 import type { VerifyConfig } from "../../../protocol/verify.js";
 import type { DraftPlan } from "../ports.js";
 import type { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
-import { invalidInput, isDomainError, type DomainError } from "../errors.js";
+import { invalidInput, isDomainError, shuttingDown, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import { describeLease } from "./lease.js";
 import { ProductOrchestrator } from "./orchestrator.js";
@@ -83,6 +83,12 @@ export class ProductService {
   private readonly retainers: Retainer[] = [];
   /** Operations of this service in flight, per product: such a product is never dropped from memory. */
   private readonly inFlight = new Map<string, number>();
+  /**
+   * Set once `shutdown` began: `forWrite` (every request that may drive or change a product) and `plan` then refuse
+   * with `busy` (`shuttingDown`). A request already past that check when shutdown began may still start a run; the
+   * server calls `shutdown` again once its background work has settled, which stops what it started.
+   */
+  private closing = false;
   /** Products dropped from memory because they were idle (guarantee 14), since this service started. */
   evicted = 0;
   /** Orchestrator instances made by this service: each gets its own number (status answer versions, status.ts). */
@@ -207,7 +213,9 @@ export class ProductService {
    * freshly loaded from the authority, which decides anew whether this process may write. Throws not_found.
    */
   async forWrite(productId: string): Promise<ProductOrchestrator> {
+    if (this.closing) throw shuttingDown(productId);
     const current = await this.get(productId);
+    if (this.closing) throw shuttingDown(productId);
     if (!current.isFenced) return current;
     await current.whenStopped();
     if (this.live.get(productId) === current) this.forgetLive(productId);
@@ -217,6 +225,7 @@ export class ProductService {
   /** `product.plan`: records the product and its goal, then starts the leader after the answer is sent. */
   async plan(params: PlanParams): Promise<{ productId: string; phase: "planning" }> {
     const productId = this.ctx.ids("prd");
+    if (this.closing) throw shuttingDown(productId, "was not created");
     const at = new Date(this.ctx.clock.now()).toISOString();
     const name = params.name ?? defaultName(params.goal);
     const created: ProductEvent = {
@@ -530,10 +539,16 @@ export class ProductService {
 
   /**
    * Stops every product this process drives: scheduling stops, running tasks are persisted as interrupted (pending
-   * with a note), and the persisted phase stays `executing` so `product.resume` continues after a restart.
+   * with a note), and the persisted phase stays `executing` so `product.resume` continues after a restart. From the
+   * first call on, requests that would drive or change a product are refused (`closing`). Callable again: a later
+   * call stops the runs that requests already in flight at the first call started since.
    */
   async shutdown(): Promise<void> {
-    await Promise.all([...this.live.values()].map((o) => o.shutdown().catch(() => undefined)));
+    const again = this.closing;
+    this.closing = true;
+    // A later call stops only what work in flight at the first call started since (an idle instance has no run).
+    const pending = [...this.live.values()].filter((o) => !again || !o.isIdle);
+    await Promise.all(pending.map((o) => o.shutdown().catch(() => undefined)));
   }
 }
 
