@@ -65,6 +65,9 @@ export interface ListedRecord extends StoredRecord {
 /** A record with its project and id, as `listAcrossProjects` returns it. */
 export type ProjectRecord = ListedRecord & { projectId: string };
 
+/** Which records `listTexts` reads: one project's, or every project's but one (the index project). */
+export type TextListOptions = ({ projectId: string } | { exceptProjectId: string }) & { containing?: string };
+
 // A page in creation order (`listByCreation`): in creation-order.ts, re-exported here.
 export type { CreationPageOptions, CreationRecord };
 
@@ -123,6 +126,12 @@ export interface RunStateAuthority {
   listAcrossProjects?(kind: string, options?: { containing?: string }): Promise<ProjectRecord[]>;
   /** Optional, `product` records only (issue 32): a page in creation order, one indexed read. Never writes. */
   listByCreation?(kind: string, options: CreationPageOptions): Promise<CreationRecord[]>;
+  /**
+   * Optional (issue 32: `product.list` of 100,000 stored products): the stored JSON text of every record of `kind` in
+   * `projectId`, or in every project but `exceptProjectId`, unparsed (a text that is not JSON comes back as it is), in
+   * no particular order; with `containing`, texts lacking it may be left out (a pre-filter). One read. Never writes.
+   */
+  listTexts?(kind: string, options: TextListOptions): Promise<string[]>;
   appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<AppendedEvents>;
   /**
    * Events with `seq > afterSeq`, oldest first. With `limit` (a positive integer), the first `limit` of them, or all

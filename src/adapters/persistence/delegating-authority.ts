@@ -19,8 +19,8 @@ import { listRecordValues } from "../../core/indexed-records.js";
 
 /**
  * Forwards every call to the current backend, chosen at call time: a call already running when `use` switches
- * finishes on the backend it started on. `name`, `listProjects`, `listAcrossProjects`, `listByCreation` and
- * `pruneEvents` follow the current backend (each is `undefined` while the current backend has none, e.g. the host).
+ * finishes on the backend it started on. `name`, `listProjects`, `listAcrossProjects`, `listByCreation`, `listTexts`
+ * and `pruneEvents` follow the current backend (each is `undefined` while the current backend has none, e.g. the host).
  *
  * Meant to be switched before anything is persisted (the server refuses every request before `initialize`); it
  * does NOT move records from one backend to another. `close` closes every backend it was given.
@@ -177,6 +177,15 @@ export class DelegatingAuthority implements RunStateAuthority {
     if (listByCreation === undefined) return undefined;
     return (kind, options) =>
       this.#closed ? Promise.reject(closedError("list")) : listByCreation.call(backend, kind, options);
+  }
+
+  /** The current backend's `listTexts`, bound to it; `undefined` when that backend has none. */
+  get listTexts(): RunStateAuthority["listTexts"] {
+    const backend = this.#current;
+    const listTexts = backend?.listTexts;
+    if (listTexts === undefined) return undefined;
+    return (kind, options) =>
+      this.#closed ? Promise.reject(closedError("list")) : listTexts.call(backend, kind, options);
   }
 
   /**

@@ -15,6 +15,7 @@ const READS: ReadonlySet<PropertyKey> = new Set([
   "listValues",
   "listAcrossProjects",
   "listByCreation",
+  "listTexts",
   "readEvents",
   "listProjects",
 ]);

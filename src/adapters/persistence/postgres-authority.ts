@@ -28,6 +28,7 @@ import {
   type RunStateAuthority,
   type StoredEvent,
   type StoredRecord,
+  type TextListOptions,
 } from "../../core/ports.js";
 import {
   checkPrefix,
@@ -39,7 +40,7 @@ import {
   parseStored,
   toJson,
 } from "./authority-checks.js";
-import { readCreationPage } from "./postgres-creation.js";
+import { readCreationPage, readTexts } from "./postgres-creation.js";
 import { ChangeFeed, type AnnouncedChange } from "./postgres-feed.js";
 import { INSERT_APPENDED, pruneEventRows, readEventsSql, toStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
@@ -479,6 +480,11 @@ export class PostgresAuthority implements RunStateAuthority {
   /** `product` records in creation order, one statement on the creation index (postgres-creation.ts). Never writes. */
   async listByCreation(kind: string, options: CreationPageOptions): Promise<CreationRecord[]> {
     return this.#run("list", () => readCreationPage(this.#pool, kind, options));
+  }
+
+  /** Stored texts of `kind` in one statement, unordered (postgres-creation.ts `readTexts`). Never writes. */
+  async listTexts(kind: string, options: TextListOptions): Promise<string[]> {
+    return this.#run("list", () => readTexts(this.#pool, kind, options));
   }
 
   /**

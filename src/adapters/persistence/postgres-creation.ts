@@ -1,13 +1,13 @@
 /**
- * `listByCreation` on PostgreSQL (issue 32: `product.list` pages at 100,000 stored products): one statement on the
- * creation index of schema version 3 (postgres-schema.ts: the stored column `created_key`, indexed with the id, whole
- * store and per project), so a page costs its own rows, not the store's. One named statement per shape (with or
- * without a project, with or without a position), each naming the partial index's condition as written there so that
- * its generic plan uses it. Never writes.
+ * `listByCreation` and `listTexts` on PostgreSQL (issue 32: `product.list` at 100,000 stored products). A page is one
+ * statement on the creation index of schema version 3 (postgres-schema.ts: the stored column `created_key`, indexed
+ * with the id, whole store and per project), so a page costs its own rows, not the store's. One named statement per
+ * shape (with or without a project, with or without a position), each naming the partial index's condition as written
+ * there so that its generic plan uses it. Never writes.
  */
 import type pg from "pg";
 import type { CreationPageOptions, CreationRecord } from "../../core/creation-order.js";
-import { AuthorityFailure } from "../../core/ports.js";
+import { AuthorityFailure, type TextListOptions } from "../../core/ports.js";
 import { checkCreationPage, parseStored } from "./authority-checks.js";
 import { checkNameText } from "./postgres-text.js";
 
@@ -56,4 +56,32 @@ export async function readCreationPage(
     updatedAt: r.updated_at,
     createdAt: r.created_key,
   }));
+}
+
+/**
+ * The stored texts of `kind` in one project or in every project but one (ports.ts `listTexts`), read through `pool`
+ * in one statement: a project's records by its primary-key range, every project's by one scan of the table, with no
+ * ORDER BY (the caller orders them; a sort of 100,000 values here spilled to disk and took longer than the scan, issue
+ * 32). Only the value column, as arrays, not row objects. Throws `AuthorityFailure` on an invalid argument; a
+ * database error is thrown as it came. Never writes.
+ */
+export async function readTexts(pool: pg.Pool, kind: string, options: TextListOptions): Promise<string[]> {
+  checkNameText(kind, "kind");
+  if (typeof options !== "object" || options === null) throw new AuthorityFailure("options must be an object.");
+  const containing = options.containing ?? "";
+  if (typeof containing !== "string") throw new AuthorityFailure("containing must be a string.");
+  if (containing.includes("\u0000")) throw new AuthorityFailure("containing must not contain the character U+0000.");
+  const own = "projectId" in options;
+  const project = own ? options.projectId : options.exceptProjectId;
+  checkNameText(project, own ? "projectId" : "exceptProjectId");
+  const filter = containing === "" ? "" : "AND strpos(value, $3) > 0";
+  const result = await pool.query<[string]>({
+    name: `acp-texts${own ? "-p" : ""}${containing === "" ? "" : "-c"}`,
+    text: `SELECT value FROM records WHERE kind = $1 AND project_id ${own ? "=" : "<>"} $2 ${filter}`,
+    values: containing === "" ? [kind, project] : [kind, project, containing],
+    rowMode: "array",
+  });
+  const texts: string[] = new Array<string>(result.rows.length);
+  for (let i = 0; i < texts.length; i++) texts[i] = (result.rows[i] as [string])[0];
+  return texts;
 }

@@ -51,6 +51,12 @@ export class ReadOnlyAuthority implements RunStateAuthority {
     return list === undefined ? undefined : (kind, options) => list.call(this.inner, kind, options);
   }
 
+  /** The backend's `listTexts` (a read), bound to it; `undefined` when it has none. */
+  get listTexts(): RunStateAuthority["listTexts"] {
+    const list = this.inner.listTexts;
+    return list === undefined ? undefined : (kind, options) => list.call(this.inner, kind, options);
+  }
+
   listProjects(): Promise<string[]> {
     return this.inner.listProjects ? this.inner.listProjects() : Promise.resolve([]);
   }

@@ -2,13 +2,16 @@
  * Reading product headers for `product.list` (PROTOCOL.md section 5), all of them or one page, in creation order
  * (oldest first: `createdAt`, then product id). A page comes from the authority's `listByCreation` when it has one
  * (SQLite, PostgreSQL: one indexed read of `limit + 1` headers, issue 32), else from every header sorted in memory
- * (memory and host authorities). Headers that do not parse are skipped and counted (guarantee 4). Never writes.
+ * (memory and host authorities). All of them come from the authority's `listTexts` when it has one (PostgreSQL: one
+ * unordered read of every header's text, sorted here), else through the product index. Headers that do not parse
+ * are skipped and counted (guarantee 4). Never writes.
  */
 import type { ListPosition } from "../../../protocol/product.js";
 import type { Phase } from "../../../protocol/common.js";
 import { compareCreation, pageOf, type CreationKey } from "../creation-order.js";
 import { listIndexedRecords } from "../indexed-records.js";
 import type { RunStateAuthority } from "../ports.js";
+import { parseHeaderText } from "./header-text.js";
 import { INDEX_PROJECT, ProductHeaderRecord } from "./records.js";
 
 /** Which headers to read: a project (else every one), a phase, and a page (else all). */
@@ -29,9 +32,13 @@ export interface HeaderList {
 const keyOf = (h: ProductHeaderRecord): CreationKey => ({ createdAt: h.createdAt, id: h.productId });
 
 /**
- * The valid headers `query` names, oldest first. Without a page: every header (`dropped` counts the invalid headers
- * and product-index records). With a page: at most `limit` of them, `dropped` counting the invalid ones among those
- * this page read, and `next` set when more follow (with `phase`, a page may hold fewer than `limit` even then).
+ * The valid headers `query` names, oldest first. Without a page: every header, `dropped` counting the invalid ones
+ * read. Where the authority has `listTexts` (PostgreSQL) that read is every project's headers and nothing else (no
+ * product-index record is read: an invalid one hides nothing, so it is not counted), and with `phase` only the
+ * headers whose stored text names it; elsewhere (SQLite, memory, host) every header and every product-index record
+ * (the index names the projects), each invalid one counted. With a page: at most `limit` of them, `dropped` counting
+ * the invalid ones among those this page read, and `next` set when more follow (with `phase`, a page may hold fewer
+ * than `limit` even then).
  */
 export async function listProductHeaders(authority: RunStateAuthority, query: HeaderQuery): Promise<HeaderList> {
   const { projectId, phase, page } = query;
@@ -56,6 +63,7 @@ export async function listProductHeaders(authority: RunStateAuthority, query: He
     const next = rows.length > page.limit && last ? { createdAt: last.createdAt, productId: last.id } : undefined;
     return { headers, dropped, ...(next ? { next } : {}) };
   }
+  if (page === undefined && authority.listTexts) return readAllTexts(authority, query);
   const { records, dropped } = await listIndexedRecords(authority, {
     ...(projectId !== undefined ? { projectId } : {}),
     ...{ indexKind: "product-index", kind: "product", schema: ProductHeaderRecord },
@@ -70,4 +78,31 @@ export async function listProductHeaders(authority: RunStateAuthority, query: He
     dropped,
     ...(more && last ? { next: { createdAt: last.createdAt, productId: last.productId } } : {}),
   };
+}
+
+/**
+ * Every valid header `query` names (no page), oldest first, from the authority's `listTexts` (PostgreSQL: one
+ * statement, issue 32): no index pass, the phase as a pre-filter on the stored text, each text parsed once
+ * (header-text.ts), then sorted (the read is unordered). `dropped` counts the texts read that do not parse.
+ */
+async function readAllTexts(authority: RunStateAuthority, query: HeaderQuery): Promise<HeaderList> {
+  const { projectId, phase } = query;
+  const texts = await (authority.listTexts as NonNullable<RunStateAuthority["listTexts"]>)("product", {
+    ...(projectId !== undefined ? { projectId } : { exceptProjectId: INDEX_PROJECT }),
+    ...(phase !== undefined ? { containing: `"phase":${JSON.stringify(phase)}` } : {}),
+  });
+  const headers: ProductHeaderRecord[] = [];
+  let dropped = 0;
+  for (let i = 0; i < texts.length; i++) {
+    const header = parseHeaderText(texts[i] as string);
+    if (header === undefined) dropped++;
+    else if (phase === undefined || header.phase === phase) headers.push(header);
+  }
+  return { headers: headers.sort(byCreation), dropped };
+}
+
+/** Creation order of two headers (creation-order.ts `compareCreation`, without a key object per comparison). */
+function byCreation(a: ProductHeaderRecord, b: ProductHeaderRecord): number {
+  if (a.createdAt !== b.createdAt) return a.createdAt < b.createdAt ? -1 : 1;
+  return a.productId < b.productId ? -1 : a.productId > b.productId ? 1 : 0;
 }
