@@ -163,26 +163,30 @@ function settleDecision(model: ProductModel, input: Extract<Input, { kind: "atte
     task.refusedPermissions = [...(current.refusedPermissions ?? []), ...a.refusals].slice(-50);
   }
   const events: NewEvent[] = [...(res.outcome === "completed" && integration?.ok ? (integration.events ?? []) : [])];
-  events.push(task.status === "completed" ? { type: "task", task, inputHash: a.inputHash } : { type: "task", task });
+  const event: SettledTaskEvent = { type: "task", task };
+  if (task.status === "completed") event.inputHash = a.inputHash;
   // An attempt that never sent a prompt consumed nothing: it is not charged, not even by estimate.
   const prompted = !((res.outcome === "failed" || res.outcome === "cancelled") && res.prompted === false);
   if (!a.reportedUsage && prompted) {
     const outputChars = res.outcome === "completed" ? res.output.length : 0;
-    events.push({
-      type: "usage",
-      taskId: task.taskId,
+    event.usage = {
       inputTokens: estimateTokens(a.briefChars),
       outputTokens: estimateTokens(outputChars),
       estimated: true,
-    });
+    };
   }
   if (task.status === "completed") {
     const done = model.counts.completed + input.completedUnwritten + 1;
     const total = model.state.tasks.length;
-    events.push({ type: "checkpoint", checkpointId: input.checkpointId(), completed: Math.min(done, total), total });
+    event.checkpoint = { checkpointId: input.checkpointId(), completed: Math.min(done, total), total };
   }
+  // One event per settled attempt: its usage estimate and automatic checkpoint ride on it (issue 34; records.ts).
+  events.push(event);
   return { events, effects };
 }
+
+/** The `task` event of a settled attempt, as `settleDecision` builds it. */
+type SettledTaskEvent = Extract<NewEvent, { type: "task" }>;
 
 /**
  * Guarantee 17: the error of an attempt whose candidate is not green — a red check names itself, its exit code and

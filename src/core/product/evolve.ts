@@ -65,11 +65,7 @@ const HANDLERS: Handlers = {
   },
   task: onTask,
   mutated: onMutated,
-  usage: ({ state: s }, e) => {
-    s.usage.inputTokens += e.inputTokens;
-    s.usage.outputTokens += e.outputTokens;
-    if (e.estimated) s.usage.estimatedTokens += e.inputTokens + e.outputTokens;
-  },
+  usage: ({ state: s }, e) => addUsage(s, e),
   elapsed: ({ state: s }, e) => {
     s.usage.elapsedMs = e.elapsedMs;
     s.usage.elapsedAt = e.at;
@@ -145,7 +141,7 @@ function onConfirmed(model: ProductModel, e: EventOf<"confirmed">): void {
   reindex(model);
 }
 
-function onTask(model: ProductModel, e: EventOf<"task">): void {
+function onTask(model: ProductModel, e: EventOf<"task">, seq: number): void {
   const s = model.state;
   const i = model.index.get(e.task.taskId);
   if (i === undefined) {
@@ -162,6 +158,16 @@ function onTask(model: ProductModel, e: EventOf<"task">): void {
   if (e.task.attempts === 0) countInterruption(s, e.task.taskId, 0);
   model.counts[e.task.status]++;
   bindInput(s, e.task.taskId, e.task.status === "completed" ? e.inputHash : undefined);
+  // A settled attempt's usage and automatic checkpoint, in the order their own events were applied before (issue 34).
+  if (e.usage !== undefined) addUsage(s, e.usage);
+  if (e.checkpoint !== undefined) onCheckpoint(model, { ...e.checkpoint, at: e.at }, seq);
+}
+
+/** Adds an attempt's tokens to the product's usage (`estimated`: counted as an estimate too). */
+function addUsage(s: ProductState, u: { inputTokens: number; outputTokens: number; estimated: boolean }): void {
+  s.usage.inputTokens += u.inputTokens;
+  s.usage.outputTokens += u.outputTokens;
+  if (u.estimated) s.usage.estimatedTokens += u.inputTokens + u.outputTokens;
 }
 
 function onMutated(model: ProductModel, e: EventOf<"mutated">): void {
@@ -174,7 +180,11 @@ function onMutated(model: ProductModel, e: EventOf<"mutated">): void {
   }
 }
 
-function onCheckpoint(model: ProductModel, e: EventOf<"checkpoint">, seq: number): void {
+function onCheckpoint(
+  model: ProductModel,
+  e: Pick<EventOf<"checkpoint">, "checkpointId" | "at" | "completed" | "total">,
+  seq: number,
+): void {
   const s = model.state;
   const ref: CheckpointRef = { checkpointId: e.checkpointId, at: e.at, seq, completed: e.completed, total: e.total };
   if (s.integration) {

@@ -302,8 +302,9 @@ export class ExecutionLoop {
       sched?.settle(t.taskId, t.status === "running" ? "pending" : t.status);
     }
     for (const e of [...settled.flushed, ...settled.events]) {
-      if (e.type !== "checkpoint") continue;
-      const ref = p.model.state.checkpoints.find((c) => c.checkpointId === e.checkpointId);
+      const checkpointId = e.type === "task" ? e.checkpoint?.checkpointId : undefined; // a completion's (issue 34)
+      if (checkpointId === undefined) continue;
+      const ref = p.model.state.checkpoints.find((c) => c.checkpointId === checkpointId);
       if (ref)
         p.ctx.notifier.notify("product.checkpoint", {
           productId: this.productId,

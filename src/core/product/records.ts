@@ -237,8 +237,21 @@ export const ProductEvent = lazySchema(
       }),
       z.object({ ...base(), type: z.literal("confirmed"), plan: Plan, fingerprint: Fingerprint.optional() }),
       z.object({ ...base(), type: z.literal("phase"), phase: Phase, recovery: Recovery.nullable() }),
-      /** `inputHash` (on a completion) binds the result to the input it was run with (guarantee 7; not on the wire). */
-      z.object({ ...base(), type: z.literal("task"), task: TaskState, inputHash: Hash.optional() }),
+      /**
+       * `inputHash` (on a completion) binds the result to the input it was run with (guarantee 7; not on the wire).
+       * A settled attempt's event also carries what separate `usage` and `checkpoint` events carried before (issue 34:
+       * one event per settled attempt instead of three): `usage`, the attempt's estimated tokens, applied after the
+       * task; `checkpoint`, the automatic checkpoint of a completion, applied after both, at this event's sequence
+       * number. Events written before are read as before.
+       */
+      z.object({
+        ...base(),
+        type: z.literal("task"),
+        task: TaskState,
+        inputHash: Hash.optional(),
+        usage: z.object({ inputTokens: Count, outputTokens: Count, estimated: z.boolean() }).optional(),
+        checkpoint: z.object({ checkpointId: Id, completed: Count, total: Count }).optional(),
+      }),
       z.object({
         ...base(),
         type: z.literal("mutated"),

@@ -79,27 +79,31 @@ function settled(model: ProductModel, result: WorkerResult, over: Partial<Input 
 }
 
 describe("decide: a settled attempt", () => {
-  it("completed: the task completes with its input hash, the estimate is charged, a checkpoint follows", () => {
+  it("completed: the task completes with its input hash, the estimate is charged, a checkpoint is taken", () => {
     const model = given(running("a"));
     const d = settled(model, { outcome: "completed", output: "done!!!!" });
     expect(d.effects).toEqual([]);
+    // One event (issue 34): the estimate and the automatic checkpoint ride on the task event.
     expect(d.events).toEqual([
       {
         type: "task",
         task: expect.objectContaining({ taskId: "a", status: "completed", output: "done!!!!", endedAt: NOW }),
         inputHash: "ti1:a",
+        usage: { inputTokens: 10, outputTokens: 2, estimated: true },
+        checkpoint: { checkpointId: "ckp_1", completed: 1, total: 3 },
       },
-      { type: "usage", taskId: "a", inputTokens: 10, outputTokens: 2, estimated: true },
-      { type: "checkpoint", checkpointId: "ckp_1", completed: 1, total: 3 },
     ]);
   });
 
   it("failed with a retry left while driving: back to pending, nothing else to do", () => {
     const d = settled(given(running("a")), { outcome: "failed", error: "broke" });
-    expect(d.events[0]).toEqual({
-      type: "task",
-      task: expect.objectContaining({ status: "pending", error: "broke", attempts: 1 }),
-    });
+    expect(d.events).toEqual([
+      {
+        type: "task",
+        task: expect.objectContaining({ status: "pending", error: "broke", attempts: 1 }),
+        usage: { inputTokens: 10, outputTokens: 0, estimated: true },
+      },
+    ]);
     expect(d.effects).toEqual([]);
   });
 
@@ -162,7 +166,7 @@ describe("decide: a settled attempt", () => {
   it("an attempt that never prompted is not charged; a reported usage is not estimated again", () => {
     const model = given(running("a"));
     const unprompted = settled(model, { outcome: "failed", error: "x", prompted: false });
-    expect(unprompted.events.map((e) => e.type)).toEqual(["task"]);
+    expect(unprompted.events).toEqual([{ type: "task", task: expect.objectContaining({ status: "pending" }) }]);
     const reported = settled(
       model,
       { outcome: "completed", output: "o" },
@@ -178,7 +182,9 @@ describe("decide: a settled attempt", () => {
         },
       },
     );
-    expect(reported.events.map((e) => e.type)).toEqual(["task", "checkpoint"]);
+    expect(reported.events).toHaveLength(1);
+    expect(reported.events[0]).not.toHaveProperty("usage");
+    expect(reported.events[0]).toHaveProperty("checkpoint.checkpointId", "ckp_1");
   });
 
   it("integrated: the integration's events come first; a failed integration fails the attempt", () => {
@@ -192,7 +198,8 @@ describe("decide: a settled attempt", () => {
       changedFiles: [] as string[],
     } satisfies NewEvent;
     const ok = settled(model, { outcome: "completed", output: "o" }, { integration: { ok: true, events: [merged] } });
-    expect(ok.events.map((e) => e.type)).toEqual(["taskIntegrated", "task", "usage", "checkpoint"]);
+    expect(ok.events.map((e) => e.type)).toEqual(["taskIntegrated", "task"]);
+    expect(ok.events[1]).toMatchObject({ usage: { estimated: true }, checkpoint: { checkpointId: "ckp_1" } });
     const conflict = settled(
       model,
       { outcome: "completed", output: "o" },
@@ -203,7 +210,7 @@ describe("decide: a settled attempt", () => {
 
   it("counts completions already decided in the wave in the automatic checkpoint", () => {
     const d = settled(given(running("a")), { outcome: "completed", output: "o" }, { completedUnwritten: 1 });
-    expect(d.events.at(-1)).toEqual({ type: "checkpoint", checkpointId: "ckp_1", completed: 2, total: 3 });
+    expect(d.events.at(-1)).toHaveProperty("checkpoint", { checkpointId: "ckp_1", completed: 2, total: 3 });
   });
 });
 

@@ -126,6 +126,13 @@ function drawEvent(d: Draw, plan: Plan | undefined, version: number): Raw {
         type: "task",
         task,
         ...(task.status === "completed" && d.chance(0.7) ? { inputHash: `ti1:${d.int(9)}` } : {}),
+        // A settled attempt's usage and automatic checkpoint on its task event (issue 34).
+        ...(d.chance(0.3)
+          ? { usage: { inputTokens: d.int(500), outputTokens: d.int(500), estimated: d.chance(0.5) } }
+          : {}),
+        ...(d.chance(0.3)
+          ? { checkpoint: { checkpointId: `ckp_${d.int(1_000_000)}`, completed: d.int(5), total: 5 } }
+          : {}),
       };
     }
     case "usage":
@@ -364,6 +371,48 @@ describe("evolve: replaying a journal equals the live state", () => {
       );
       expect(model.counts).toEqual(counts);
       expect([...model.index.keys()]).toEqual(model.state.tasks.map((t) => t.taskId));
+    }
+  });
+});
+
+describe("evolve: a settled attempt in one event (issue 34)", () => {
+  it("gives the state the older task, usage and checkpoint events gave, the checkpoint at its own event", () => {
+    const d = new Draw(rng(SEED + 2));
+    for (let run = 0; run < 200; run++) {
+      const journal = drawJournal(d);
+      const plan = [...journal].reverse().find((e) => "plan" in e && e.plan !== undefined) as
+        | { plan?: Plan }
+        | undefined;
+      if (!plan?.plan || plan.plan.tasks.length === 0) continue;
+      const task = { ...drawTask(d, plan.plan), status: "completed" as const, output: "done" };
+      const usage = { inputTokens: d.int(500), outputTokens: d.int(500), estimated: d.chance(0.5) };
+      const checkpoint = { checkpointId: `ckp_new_${run}`, completed: d.int(5), total: 5 };
+      const at = "2031-01-01T00:00:00.000Z";
+      const older = [
+        ...journal,
+        ...[
+          { type: "task", task, inputHash: "ti1:1" },
+          { type: "usage", taskId: task.taskId, ...usage },
+          { type: "checkpoint", ...checkpoint },
+        ].map((raw) => ProductEvent.parse({ v: 1, at, ...raw })),
+      ];
+      const fused = [
+        ...journal,
+        ProductEvent.parse({ v: 1, at, type: "task", task, inputHash: "ti1:1", usage, checkpoint }),
+      ];
+      const history = 1 + d.int(4);
+      const before = plain(fold(older, history)) as { state: { seq: number; checkpoints: { seq: number }[] } };
+      const after = plain(fold(fused, history)) as { state: { seq: number; checkpoints: { seq: number }[] } };
+      // Only the sequence numbers differ: the state's own, and the new checkpoint's (the event that took it).
+      expect(after.state.seq).toBe(fused.length);
+      expect(after.state.checkpoints.at(-1)).toMatchObject({
+        checkpointId: checkpoint.checkpointId,
+        seq: fused.length,
+      });
+      before.state.seq = after.state.seq;
+      const last = before.state.checkpoints.at(-1);
+      if (last) last.seq = fused.length;
+      expect(after).toEqual(before);
     }
   });
 });
