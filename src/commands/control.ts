@@ -131,7 +131,9 @@ export async function tryControlFirst(
   } finally {
     await authority.close();
   }
-  if (values.json) write(`${JSON.stringify(outcome)}\n`);
+  // Unclaimed with no owner: nothing ran, and this command's own server runs it next (its outcome is what is printed).
+  const handedOver = outcome.kind === "unclaimed" && outcome.owner === undefined;
+  if (values.json && !handedOver) write(`${JSON.stringify(outcome)}\n`);
   switch (outcome.kind) {
     case "done":
       if (!values.json) {
@@ -226,13 +228,37 @@ async function takeOwnership(values: ControlValues, call: VerbCall): Promise<num
       return status.phase === "executing" ? followToEnd(session, productId, values) : 0;
     } catch (err) {
       if (!answeredByServer(err)) throw err; // the connection is gone: withServer says how the server ended
-      const e = err as { message?: string };
+      const e = err as { message?: string; code: number; data?: unknown };
+      if (values.json) write(`${JSON.stringify(refusedByOwnServer(e))}\n`);
       process.stderr.write(
         `acp-orchestrator: ${inCliWords(e.message ?? String(err), productId, commandFlags(values))}\n`,
       );
       return 1;
     }
   });
+}
+
+/** PROTOCOL.md section 3's numeric codes by the names a control request's refusal carries (control-client.ts). */
+const WIRE_CODE_NAMES: Readonly<Record<number, string>> = {
+  [-32602]: "invalid_input",
+  [-32002]: "not_found",
+  [-32010]: "invalid_phase",
+  [-32011]: "busy",
+  [-32012]: "conflict",
+  [-32013]: "persistence_failed",
+  [-32014]: "invalid_mutation",
+  [-32016]: "ownership",
+};
+
+/**
+ * `--json`'s outcome for a request this command's own server refused: the shape of an owner's refusal
+ * (`{kind: "refused", error: {code, message, details}}`), with the wire code beside the name (a new user's trial got
+ * `{"kind":"unclaimed"}` here, the outcome of the first attempt, not of the request).
+ */
+function refusedByOwnServer(e: { message?: string; code: number; data?: unknown }) {
+  const code = WIRE_CODE_NAMES[e.code] ?? String(e.code);
+  const error = { code, wireCode: e.code, message: e.message ?? "", details: e.data ?? {} };
+  return { kind: "refused", error, by: "this command's server" };
 }
 
 interface VerbSpec {

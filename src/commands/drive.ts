@@ -11,9 +11,10 @@
  */
 import { resolve } from "node:path";
 import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
-import { inCliWords } from "../operator/cli-verbs.js";
+import { inCliWords, shellWord } from "../operator/cli-verbs.js";
 import { followProduct, type FollowedStatus } from "../operator/follow.js";
 import { formatDuration, shownStatus, taskDurationMs } from "../operator/format.js";
+import { finishMergeCommand, integrationClause, type IntegrationLike } from "../operator/integration-text.js";
 import { ProgressView } from "../operator/progress-view.js";
 import type { ServerSession } from "../operator/server-client.js";
 
@@ -47,9 +48,6 @@ export function serveArgs(values: DriveValues): string[] {
   ];
 }
 
-/** A word of a command line, shell-quoted when it needs to be. */
-const shellWord = (p: string): string => (/^[\w@%+=:,./-]+$/u.test(p) ? p : `'${p.replace(/'/g, `'\\''`)}'`);
-
 /** ` --state ABS --config ABS` (each when given): what a printed command needs to reach the same store and agents. */
 export function commandFlags(values: DriveValues): string {
   const state = values.state;
@@ -78,9 +76,16 @@ export function progressView(): ProgressView {
 
 /**
  * The end-of-run summary; exit code 0 only when the product completed. `flags` (`commandFlags`) follow the arguments
- * of the commands its recovery names (cli-verbs.ts: the protocol's texts name methods).
+ * of the commands its recovery names (cli-verbs.ts: the protocol's texts name methods); `stateFlags` (the store's
+ * alone) and `productCwd` (when known) those of the `merge` command it names when a `merge`-mode product's merge was
+ * deferred or conflicted.
  */
-export function summarise(status: FollowedStatus, productId: string, flags = ""): number {
+export function summarise(
+  status: FollowedStatus,
+  productId: string,
+  opts: { flags?: string; stateFlags?: string; productCwd?: string } = {},
+): number {
+  const { flags = "", stateFlags = "" } = opts;
   const now = Date.now();
   write(`\nphase: ${status.phase}\n`);
   for (const t of status.tasks) {
@@ -89,17 +94,21 @@ export function summarise(status: FollowedStatus, productId: string, flags = "")
       `  ${t.taskId.padEnd(5)} ${shownStatus(t).padEnd(9)} ${(d === undefined ? "-" : formatDuration(d)).padStart(8)}  ${t.title}\n`,
     );
   }
-  const integration = status.integration as
-    | { mode?: string; branch?: string; state?: string; targetBranch?: string; merged?: string[] }
-    | undefined;
+  const integration = status.integration as IntegrationLike | undefined;
   if (integration?.branch && integration.merged?.length === 0 && status.phase !== "completed") {
     // Nothing of the product reached its branch (a new user's trial read "integration integrated" on a failed run).
     write(`result: nothing integrated; branch ${integration.branch} is at the commit the product started from\n`);
   } else if (integration?.branch) {
     // Worktree isolation (PROTOCOL.md section 5): the result is on the integration branch, not in the working tree.
-    const where =
-      integration.mode === "merge" && integration.targetBranch ? ` (merge into ${integration.targetBranch})` : "";
-    write(`result: branch ${integration.branch}${where}, integration ${integration.state ?? "pending"}\n`);
+    // A product that did not complete leaves what it integrated so far, never a finished result (with `verify.when:
+    // "end"` the head may even be red: a new user's trial read "integration integrated" on such a run).
+    const partial =
+      status.phase === "completed"
+        ? integrationClause(integration)
+        : `${integration.merged?.length ?? 0} task(s) integrated so far; the product ${status.phase}, so this is not a finished result`;
+    write(`result: branch ${integration.branch}, ${partial}\n`);
+    const finish = finishMergeCommand(integration, productId, status.phase, opts.productCwd, stateFlags);
+    if (finish) write(`  merge it when the checkout is ready: ${finish}\n`);
   }
   if (status.recovery) {
     const { cause, remediation } = status.recovery;
@@ -128,7 +137,13 @@ export function answeredByServer(err: unknown): boolean {
  * Rejects with the connection's error when the connection is lost (withServer reports how the server ended).
  * Resolves with the exit code (0 completed, 1 otherwise, 130 when a second Ctrl-C left the product as it is).
  */
-export async function followToEnd(session: ServerSession, productId: string, values: DriveValues): Promise<number> {
+export async function followToEnd(
+  session: ServerSession,
+  productId: string,
+  values: DriveValues,
+  /** The product's folder when the command knows it (`run`): the `merge` command it may print names it. */
+  productCwd?: string,
+): Promise<number> {
   let interrupts = 0;
   let leave: (() => void) | undefined;
   const left = new Promise<"left">((resolveLeft) => (leave = () => resolveLeft("left")));
@@ -148,7 +163,11 @@ export async function followToEnd(session: ServerSession, productId: string, val
       write(`left ${productId} as it is — resume with: ${resumeCommandLine(productId, values)}\n`);
       return 130;
     }
-    const code = summarise(outcome, productId, commandFlags(values));
+    const code = summarise(outcome, productId, {
+      flags: commandFlags(values),
+      stateFlags: commandFlags({ state: values.state }),
+      ...(productCwd !== undefined ? { productCwd } : {}),
+    });
     if (outcome.phase === "paused")
       write(`paused ${productId} — resume with: ${resumeCommandLine(productId, values)}\n`);
     return code;

@@ -202,7 +202,7 @@ Options:
       await session.request("product.confirm", { productId });
       started = productId;
       write("running:\n");
-      return followToEnd(session, productId, values);
+      return followToEnd(session, productId, values, cwd);
     });
   },
 };

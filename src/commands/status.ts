@@ -5,6 +5,8 @@
 import { storeFlags } from "../operator/cli-verbs.js";
 import { formatGoalStatus, formatProductStatus } from "../operator/format.js";
 import { orNotFound } from "../operator/not-found.js";
+import { productCwd } from "../operator/product-git.js";
+import { mergedSinceDeferral } from "../operator/product-merge.js";
 import { openReader } from "../operator/open-reader.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import type { Command } from "./command.js";
@@ -40,10 +42,18 @@ Options:
         }
         const status = await reader.productStatus(id);
         const checkpoints = await reader.checkpoints(id);
+        // Where the product ran (its `created` event): the `merge` command status may print names the checkout.
+        const cwd = values.json ? undefined : await productCwd(reader, id).catch(() => undefined);
         await writeOut(
           values.json
             ? `${JSON.stringify({ ...status, checkpointList: checkpoints }, null, 2)}\n`
-            : formatProductStatus(status, checkpoints, Date.now(), storeFlags(values.state)),
+            : formatProductStatus(
+                { ...status, ...(cwd !== undefined ? { cwd } : {}) },
+                checkpoints,
+                Date.now(),
+                storeFlags(values.state),
+                cwd !== undefined && (await mergedSinceDeferral(status, cwd)),
+              ),
         );
         return 0;
       });

@@ -50,5 +50,10 @@ export function inCliWords(text: string, productId: string, flags = ""): string 
 /** ` --state VALUE` (shell-quoted when needed) for the commands `inCliWords` names, or "" when none was given. */
 export function storeFlags(state: string | undefined): string {
   if (state === undefined) return "";
-  return ` --state ${/^[\w@%+=:,./-]+$/u.test(state) ? state : `'${state.replace(/'/g, `'\\''`)}'`}`;
+  return ` --state ${shellWord(state)}`;
+}
+
+/** `text` as one POSIX shell word: as is when it is plain, else single-quoted. */
+export function shellWord(text: string): string {
+  return /^[\w@%+=:,./-]+$/u.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
 }

@@ -5,6 +5,7 @@
  * Pure functions of their arguments: no I/O, no clock (times are passed in), no colours.
  */
 import type { Integration, Mutation, Plan, TaskState } from "../../protocol/common.js";
+import { finishMergeCommand, integrationClause } from "./integration-text.js";
 import type { ProductEvent } from "../core/product/records.js";
 import { inCliWords } from "./cli-verbs.js";
 import type { GoalEvent } from "../core/goal/records.js";
@@ -128,6 +129,7 @@ interface StatusLike {
   lastCheckpointAt?: string;
   dropped: number;
   recovery?: { cause: string; resumable: boolean; remediation: string };
+  cwd?: string;
   [extra: string]: unknown;
 }
 
@@ -144,6 +146,8 @@ export function formatProductStatus(
   now: number,
   /** What the commands the recovery names need after their arguments (`storeFlags`, cli-verbs.ts). */
   flags = "",
+  /** The target branch holds the head of a merge the product deferred (`integrationClause`'s `mergedSince`). */
+  mergedSince = false,
 ): string {
   const s = raw as StatusLike;
   const out: string[] = [];
@@ -159,7 +163,7 @@ export function formatProductStatus(
   out.push(`budget:      ${tokens}, ${time}`);
   if (s.dropped > 0) out.push(`dropped:     ${s.dropped} stored records failed validation`);
   out.push(...recoveryLines(s, flags));
-  out.push(...describeWhereItRuns(s, now));
+  out.push(...describeWhereItRuns(s, now, flags, mergedSince));
   const instances = new Map((s.plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
   if (s.tasks.length === 0 && s.plan !== undefined && s.plan.tasks.length > 0) {
     // Planned, not confirmed yet: the proposed plan is what the user has to judge.
@@ -258,7 +262,7 @@ function recoveryLines(s: StatusLike, flags: string): string[] {
 }
 
 /** Owner, isolation and integration of a product in words (`status` lines; absent fields give no line). */
-function describeWhereItRuns(s: StatusLike, now: number): string[] {
+function describeWhereItRuns(s: StatusLike, now: number, flags: string, mergedSince: boolean): string[] {
   const out: string[] = [];
   const owner = s.owner as { ownerId: string; expiresAt: string; live: boolean; renewedAt?: string } | undefined;
   if (owner && owner.live) {
@@ -279,12 +283,14 @@ function describeWhereItRuns(s: StatusLike, now: number): string[] {
   }
   const integration = s.integration as Integration | undefined;
   if (integration) {
-    const target =
-      integration.mode === "merge" && integration.targetBranch ? `, merged into ${integration.targetBranch}` : "";
     // Nothing merged on a product that did not complete: "integrated" would claim what did not happen (a new
     // user's trial read "integration integrated" on a failed run).
-    const state = integration.merged.length === 0 && s.phase !== "completed" ? "nothing integrated" : integration.state;
-    out.push(`integration: ${state} on branch ${integration.branch}${target}, head ${integration.head.slice(0, 12)}`);
+    const nothing = integration.merged.length === 0 && s.phase !== "completed";
+    const state = nothing ? "nothing integrated" : integration.state;
+    out.push(`integration: ${state} on branch ${integration.branch}, head ${integration.head.slice(0, 12)}`);
+    if (integration.mode === "merge" && !nothing) out.push(`             ${integrationClause(integration, mergedSince)}`);
+    const finish = finishMergeCommand(integration, s.productId, s.phase, s.cwd, flags, mergedSince);
+    if (finish) out.push(`             merge it when the checkout is ready: ${finish}`);
     if (integration.merged.length > 0) out.push(`             merged: ${integration.merged.join(", ")}`);
     if (integration.conflict) {
       const by = integration.conflict.taskId ? ` (task ${integration.conflict.taskId})` : "";

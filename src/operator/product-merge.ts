@@ -69,3 +69,18 @@ export async function mergeProduct(reader: RunStateReader, productId: string, cw
   }
   return { merged: false, message: outcome.reason };
 }
+
+/**
+ * True when a completed `merge`-mode product recorded its merge as deferred or conflicting, and its target branch in
+ * its folder `cwd` now holds the integration head (the user merged it since, with `merge ID` or by hand: the store is not
+ * written after a product ended). False when anything is unknown or git cannot tell.
+ */
+export async function mergedSinceDeferral(status: Record<string, unknown>, cwd: string): Promise<boolean> {
+  const i = status.integration as { mode?: string; state?: string; head?: string; targetBranch?: string } | undefined;
+  if (status.phase !== "completed" || i?.mode !== "merge") return false;
+  if ((i.state !== "deferred" && i.state !== "conflict") || !i.head || !i.targetBranch) return false;
+  const r = await runGit(cwd, ["merge-base", "--is-ancestor", i.head, `refs/heads/${i.targetBranch}`]).catch(
+    () => null,
+  );
+  return r?.code === 0;
+}
