@@ -14,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type pg from "pg";
 import { PostgresAuthority } from "../../src/adapters/persistence/postgres-authority.js";
+import { unpackTexts } from "../../src/adapters/persistence/postgres-packed.js";
 import { fleetWatches } from "../../src/core/product/fleet.js";
 import { INITIALIZE_PARAMS } from "./overhead.js";
 import { randomDag } from "./support/dag.js";
@@ -72,9 +73,26 @@ async function templateProduct(url: string): Promise<string> {
   }
 }
 
-/** Clones the template's rows `copies` times in `schema`, in batches of 10,000 copies per statement. */
+/**
+ * Clones the template's rows `copies` times in `schema`, in batches of 10,000 copies per statement. The template's
+ * packed event rows (schema version 4) are first rewritten in the plain text form (postgres-events.ts), which SQL can
+ * edit and the server still reads, so the copies hold the text form.
+ */
 async function cloneProducts(admin: pg.Client, schema: string, template: string, copies: number): Promise<void> {
   const s = `"${schema}"`;
+  const packed = await admin.query<{ stream: string; seq: string; n: number; packed: Buffer }>(
+    `SELECT stream, seq, n, packed FROM ${s}.events WHERE packed IS NOT NULL AND strpos(stream, $1) > 0`,
+    [template],
+  );
+  for (const row of packed.rows) {
+    const texts = unpackTexts(row.packed, row.n);
+    await admin.query(`UPDATE ${s}.events SET packed = NULL, event = $3, batch = $4 WHERE stream = $1 AND seq = $2`, [
+      row.stream,
+      row.seq,
+      texts.length === 1 ? texts[0] : null,
+      texts.length === 1 ? null : texts,
+    ]);
+  }
   for (let from = 1; from <= copies; from += 10_000) {
     const to = Math.min(copies, from + 9_999);
     const args = [template, from, to];
@@ -94,9 +112,9 @@ async function cloneProducts(admin: pg.Client, schema: string, template: string,
       args,
     );
     await admin.query(
-      `INSERT INTO ${s}.events (project_id, stream, seq, n, event, events)
+      `INSERT INTO ${s}.events (project_id, stream, seq, n, event, batch)
        SELECT project_id, ${sub("stream")}, seq, n, ${sub("event")},
-              (SELECT array_agg(${sub("t")} ORDER BY o) FROM unnest(events) WITH ORDINALITY AS u(t, o))
+              (SELECT array_agg(${sub("t")} ORDER BY o) FROM unnest(batch) WITH ORDINALITY AS u(t, o))
        FROM ${s}.events, ${g} WHERE ${mine("stream")}`,
       args,
     );

@@ -525,6 +525,12 @@ function worktreeRows(rows: Row[], details: string[], costs: WorktreeCost[]): vo
 /** Targets (issue 14): 10,000 tasks on PostgreSQL under 5 s on one server; 4 servers at least 0.8× one server. */
 const POSTGRES_TARGET_S = 5;
 
+/**
+ * DBOS Transact's WAL bytes per task on the same DAG, lowest and highest, as issue 34's independent measurement gave
+ * them (DBOS is not run here). Issue 34's target: ours at most DBOS's, judged against the lowest.
+ */
+const DBOS_WAL_BYTES = [577, 606] as const;
+
 function postgresRows(
   rows: Row[],
   details: string[],
@@ -557,6 +563,19 @@ function postgresRows(
       ratio: `${fmt(pgRun.runMs / sqlite.runMs, 2)}x`,
       target: big ? `< ${POSTGRES_TARGET_S} s` : "—",
       met: big ? verdict(pgRun.runMs / 1000 < POSTGRES_TARGET_S) : "—",
+    });
+  }
+  for (const f of stores) {
+    if (f.store !== "postgres" || !f.db) continue;
+    const wal = f.db.walLsnBytes;
+    rows.push({
+      figure: "8",
+      measure: `WAL bytes per task on PostgreSQL, ${f.parallel} in parallel (\`pg_current_wal_lsn()\` delta)`,
+      value: fmt(wal),
+      baseline: `${fmt(DBOS_WAL_BYTES[0])}–${fmt(DBOS_WAL_BYTES[1])} (DBOS Transact, issue 34's measurement, not measured here)`,
+      ratio: `${fmt(wal / DBOS_WAL_BYTES[0], 2)}x`,
+      target: `≤ ${fmt(DBOS_WAL_BYTES[0])} B`,
+      met: verdict(wal <= DBOS_WAL_BYTES[0]),
     });
   }
   details.push(

@@ -42,7 +42,7 @@ import {
 } from "./authority-checks.js";
 import { readCreationPage, readTexts } from "./postgres-creation.js";
 import { ChangeFeed, type AnnouncedChange } from "./postgres-feed.js";
-import { INSERT_APPENDED, pruneEventRows, readEventsSql, toStoredEvents } from "./postgres-events.js";
+import { appendedRow, INSERT_APPENDED, pruneEventRows, readStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
 import { parsePostgresUrl, quoteIdent, redact } from "./postgres-url.js";
@@ -321,7 +321,7 @@ export class PostgresAuthority implements RunStateAuthority {
    * Appends events when the stream's last sequence number equals `expectedSeq` (0 for a new stream), in ONE
    * statement (one round trip, one transaction): the stream's head row is created (`ON CONFLICT DO NOTHING`) or moved
    * by a conditional update, and the events (`expectedSeq + 1 …`) are inserted as ONE row only when it was
-   * (postgres-events.ts: one heap tuple and index entry per append, compressed together). Resolves with the new last sequence number once committed.
+   * (postgres-events.ts: one heap tuple and index entry per append, packed together by this process). Resolves with the new last sequence number once committed.
    * An empty `events` array writes nothing and returns `expectedSeq` once the check passes. Throws
    * `AuthorityConflict` on a mismatch (nothing appended), `AuthorityFailure` on an invalid argument or database error.
    */
@@ -349,7 +349,8 @@ export class PostgresAuthority implements RunStateAuthority {
       const lastSeq = expectedSeq + texts.length;
       // One statement, one round trip, one implicit transaction: the head row moves (or is created) only at the
       // expected sequence number, the events are inserted only when it did, and the notification is sent only then.
-      const notify = this.#notifySql({ p: projectId, s: stream }, 6);
+      const row = await appendedRow(texts);
+      const notify = this.#notifySql({ p: projectId, s: stream }, 9);
       const head =
         expectedSeq === 0
           ? "INSERT INTO streams (project_id, stream, last_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1"
@@ -357,7 +358,7 @@ export class PostgresAuthority implements RunStateAuthority {
       const result = await this.#pool.query({
         name: `${expectedSeq === 0 ? "acp-append-new" : "acp-append-next"}${notify.name}`,
         text: `WITH head AS (${head}), inserted AS (${INSERT_APPENDED}) SELECT ${notify.sql} FROM head`,
-        values: [projectId, stream, lastSeq, expectedSeq, texts, ...notify.params],
+        values: [projectId, stream, lastSeq, expectedSeq, ...row, ...notify.params],
       });
       if ((result.rowCount ?? 0) !== 1) throw mismatch();
       return { lastSeq };
@@ -376,12 +377,7 @@ export class PostgresAuthority implements RunStateAuthority {
       if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1)) {
         throw new AuthorityFailure(`limit must be a positive integer, got ${String(limit)}.`);
       }
-      const result = await this.#pool.query<{ seq: string; event: string }>({
-        name: limit === undefined ? "acp-read-events" : "acp-read-events-limit",
-        text: readEventsSql(limit !== undefined),
-        values: limit === undefined ? [projectId, stream, afterSeq] : [projectId, stream, afterSeq, limit],
-      });
-      return toStoredEvents(result.rows);
+      return readStoredEvents(this.#pool, projectId, stream, afterSeq, limit);
     });
   }
 

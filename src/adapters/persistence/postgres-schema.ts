@@ -79,6 +79,26 @@ const MIGRATIONS: readonly Migration[] = [
         WHERE created_key IS NOT NULL;
     `,
   },
+  {
+    // Issue 34 (WAL bytes per task): event rows packed by the server (postgres-events.ts, postgres-packed.ts). The
+    // text[] column is renamed so that a server of version 3 or older still running on the migrated store fails its
+    // event reads and appends with a database error (a persistence failure: its product pauses) instead of reading a
+    // packed row as no events; starting it again is refused (schema newer than it understands). Rows written before
+    // keep their form and stay readable. Renaming, adding a nullable column and a NOT VALID check rewrite nothing.
+    // The packed bytes are compressed already: EXTERNAL storage keeps PostgreSQL from compressing them again.
+    version: 4,
+    sql: `
+      ALTER TABLE events RENAME COLUMN events TO batch;
+      ALTER TABLE events ADD COLUMN packed BYTEA;
+      ALTER TABLE events ALTER COLUMN packed SET STORAGE EXTERNAL;
+      ALTER TABLE events DROP CONSTRAINT events_one_form;
+      ALTER TABLE events ADD CONSTRAINT events_one_form_4 CHECK (
+        CASE WHEN packed IS NOT NULL THEN event IS NULL AND batch IS NULL AND n >= 1
+             WHEN batch IS NULL THEN event IS NOT NULL AND n = 1
+             ELSE event IS NULL AND n >= 2 AND cardinality(batch) = n AND array_position(batch, NULL) IS NULL END
+      ) NOT VALID;
+    `,
+  },
 ];
 
 /** The schema version this code writes and understands. */
