@@ -201,26 +201,28 @@ export function formatProductStatus(
         }),
       ),
     );
-    for (const t of s.tasks) {
-      const notes: string[] = [];
-      if (t.supersededBy) notes.push(`superseded by its fix-up ${t.supersededBy}`);
-      if (t.supersedes) notes.push(`fix-up of ${t.supersedes}`);
-      if (t.error) notes.push(`error: ${clip(t.error.replace(/\s+/g, " "), 200)}`);
-      if (t.interruption) notes.push(`interrupted: ${clip(t.interruption, 200)}`);
-      if (t.question) notes.push(`waiting: ${clip(t.question, 200)}`);
-      if (t.waiting) notes.push(clip(t.waiting, 200));
-      if (t.workspace?.commit) notes.push(`commit: ${t.workspace.commit} on ${t.workspace.branch}`);
-      if (t.workspace?.changedFiles)
-        notes.push(`changed: ${clip(t.workspace.changedFiles.join(", ") || "no files", 200)}`);
-      const last = lastLine(t.output);
-      if (last) notes.push(`output: ${last}`);
-      for (const n of notes) out.push(`  ${t.taskId}  ${n}`);
-    }
+    for (const t of s.tasks) for (const n of taskNotes(t)) out.push(`  ${t.taskId}  ${n}`);
   }
   out.push("");
   out.push(`checkpoints: ${s.checkpoints}${s.lastCheckpointAt ? ` (last ${ago(s.lastCheckpointAt, now)})` : ""}`);
   for (const c of checkpoints) out.push(`  ${c.checkpointId}  ${c.at}  ${c.completed}/${c.total} completed`);
   return `${out.join("\n")}\n`;
+}
+
+/** The lines under the `status` table about one task: supersession, error, interruption, question, commit, output. */
+function taskNotes(t: TaskState): string[] {
+  const notes: string[] = [];
+  if (t.supersededBy) notes.push(`superseded by its fix-up ${t.supersededBy}`);
+  if (t.supersedes) notes.push(`fix-up of ${t.supersedes}`);
+  if (t.error) notes.push(`error: ${clip(t.error.replace(/\s+/g, " "), 200)}`);
+  if (t.interruption) notes.push(`interrupted: ${clip(t.interruption, 200)}`);
+  if (t.question) notes.push(`waiting: ${clip(t.question, 200)}`);
+  if (t.waiting) notes.push(clip(t.waiting, 200));
+  if (t.workspace?.commit) notes.push(`commit: ${t.workspace.commit} on ${t.workspace.branch}`);
+  if (t.workspace?.changedFiles) notes.push(`changed: ${clip(t.workspace.changedFiles.join(", ") || "no files", 200)}`);
+  const last = lastLine(t.output);
+  if (last) notes.push(`output: ${last}`);
+  return notes;
 }
 
 /**
@@ -288,7 +290,8 @@ function describeWhereItRuns(s: StatusLike, now: number, flags: string, mergedSi
     const nothing = integration.merged.length === 0 && s.phase !== "completed";
     const state = nothing ? "nothing integrated" : integration.state;
     out.push(`integration: ${state} on branch ${integration.branch}, head ${integration.head.slice(0, 12)}`);
-    if (integration.mode === "merge" && !nothing) out.push(`             ${integrationClause(integration, mergedSince)}`);
+    if (integration.mode === "merge" && !nothing)
+      out.push(`             ${integrationClause(integration, mergedSince)}`);
     const finish = finishMergeCommand(integration, s.productId, s.phase, s.cwd, flags, mergedSince);
     if (finish) out.push(`             merge it when the checkout is ready: ${finish}`);
     if (integration.merged.length > 0) out.push(`             merged: ${integration.merged.join(", ")}`);

@@ -49,7 +49,9 @@ it("a deferred merge is never called merged; run and status give the reason and 
 
   const before = await runCli(["status", id, "--state", state], dir);
   expect(before.code, before.stderr).toBe(0);
-  expect(before.stdout).toMatch(/^integration: deferred on branch acp\/\S+, head \w+\n +not merged into main: .*GUIDE\.md/m);
+  expect(before.stdout).toMatch(
+    /^integration: deferred on branch acp\/\S+, head \w+\n +not merged into main: .*GUIDE\.md/m,
+  );
   expect(before.stdout).toContain(`merge it when the checkout is ready: ${hint}`);
 
   // The user moves their file away and runs the printed command (from elsewhere: it names the checkout).
