@@ -28,7 +28,7 @@
  * Never touches the user's state directory; drops its schemas at the end.
  */
 import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
@@ -37,11 +37,14 @@ import pg from "pg";
 import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority.js";
 import { PostgresAuthority } from "../../src/adapters/persistence/postgres-authority.js";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
-import type { RunStateAuthority } from "../../src/core/ports.js";
-import { fleetWatches } from "../../src/core/product/fleet.js";
+import { PostgresLiveness } from "../../src/adapters/persistence/postgres-liveness.js";
+import { ProcessLiveness } from "../../src/adapters/system/process-liveness.js";
+import type { OwnerLiveness, RunStateAuthority } from "../../src/core/ports.js";
+import { DEFAULT_PRODUCT_OPTIONS } from "../../src/core/product/context.js";
+import { Fleet, fleetWatches } from "../../src/core/product/fleet.js";
 import { randomDag } from "./support/dag.js";
-import { benchService, type MeterReading } from "./support/in-process.js";
-import { REPO_ROOT } from "./support/paths.js";
+import { benchService, realClock, type MeterReading } from "./support/in-process.js";
+import { REPO_ROOT, serverNodeArgs } from "./support/paths.js";
 import { storedFigure, storedMarkdown, type StoredFigure } from "./postgres-stored.js";
 
 /** Statements this process sent to PostgreSQL (every `Client.query`, pooled or not): one round trip each. */
@@ -66,6 +69,9 @@ interface RunResult {
   runMs: number;
   meter: MeterReading;
   statements: number;
+  /** CPU (user + system, ms) of this process during the run, and over its whole life (start-up included). */
+  cpuRunMs?: number;
+  cpuTotalMs?: number;
 }
 
 /** Plans and runs `products` products of `tasks` tasks each, `inFlight` at a time, on one in-process service. */
@@ -76,9 +82,26 @@ async function runProducts(
   ownerId: string,
   maxParallelTasks: number,
   inFlight = 1,
+  fleet?: { liveness: OwnerLiveness },
 ): Promise<RunResult> {
   const plan = randomDag({ tasks, width: Math.min(100, tasks) });
-  const b = benchService(authority, plan, { maxParallelTasks, ownerId }, true);
+  const b = benchService(authority, plan, { maxParallelTasks, ownerId }, true, "instant", fleet?.liveness);
+  // A fleet server as `serve --recover` composes it (server.ts buildFleet): change feed, recovery, liveness.
+  const running = fleet
+    ? new Fleet({
+        service: b.service,
+        store: b.store,
+        authority,
+        clock: realClock,
+        ids: (prefix) => `${prefix}_${process.pid}_${Math.random().toString(36).slice(2)}`,
+        logger: b.logger,
+        ownerId,
+        liveness: fleet.liveness,
+        recover: true,
+        scanMs: DEFAULT_PRODUCT_OPTIONS.leaseRenewMs,
+      })
+    : undefined;
+  running?.start();
   const statementsBefore = statementsSent;
   const t0 = performance.now();
   let next = 0;
@@ -94,6 +117,7 @@ async function runProducts(
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, inFlight) }, lane));
+  await running?.stop();
   return {
     tasks: tasks * products,
     runMs: performance.now() - t0,
@@ -109,25 +133,40 @@ interface FleetServerOptions {
   /** Products this server drives at once. */
   inFlight: number;
   id: number;
+  /** Run the fleet's change feed, recovery and liveness as `serve --recover` does (default false: the service only). */
+  fleet?: boolean;
 }
 
 /** One fleet server: runs its products on the shared schema and prints its result as one JSON line. */
 async function fleetServer(options: FleetServerOptions): Promise<void> {
   const authority = await PostgresAuthority.open(options.url, { maxConnections: 4, announce: fleetWatches });
-  const result = await runProducts(
+  const processLiveness = new ProcessLiveness();
+  const ownerId = options.fleet ? processLiveness.ownerId : `bench-server-${options.id}`;
+  const liveness = options.fleet
+    ? await PostgresLiveness.open(options.url, { ownerId, fallback: processLiveness })
+    : undefined;
+  const cpu0 = process.cpuUsage();
+  const result: RunResult = await runProducts(
     authority,
     options.tasks,
     options.products,
-    `bench-server-${options.id}`,
+    ownerId,
     Math.min(4, options.tasks),
     options.inFlight,
+    liveness ? { liveness } : undefined,
   );
+  const cpu = process.cpuUsage(cpu0);
+  result.cpuRunMs = (cpu.user + cpu.system) / 1000;
   await authority.close();
+  await liveness?.close();
+  const total = process.cpuUsage();
+  result.cpuTotalMs = (total.user + total.system) / 1000;
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
 function spawnServer(options: FleetServerOptions): Promise<RunResult> {
-  const child = spawn(process.execPath, [fileURLToPath(import.meta.url), "--server", JSON.stringify(options)], {
+  const args = [...serverNodeArgs(), fileURLToPath(import.meta.url), "--server", JSON.stringify(options)];
+  const child = spawn(process.execPath, args, {
     stdio: ["ignore", "pipe", "inherit"],
   });
   let out = "";
@@ -226,6 +265,50 @@ interface FleetRound {
   tasksPerSecond: number;
   storeShare: number;
   statementsPerTask: number;
+  /** CPU ms per task: every server during its run, every server over its life, PostgreSQL (when readable). */
+  cpu: FleetCpu;
+}
+
+/** CPU milliseconds per task (user + system) of one round. */
+export interface FleetCpu {
+  /** The server processes while they ran their products. */
+  serversRun: number;
+  /** The server processes over their whole lives (start-up, pool connect and close included). */
+  serversTotal: number;
+  /** PostgreSQL's processes (the postmaster's children, exited ones included); NaN when /proc cannot show them. */
+  postgres: number;
+}
+
+/** /proc/PID/stat fields after the command name (field 3 is index 0). */
+function procStat(pid: number): string[] | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ");
+  } catch {
+    return undefined;
+  }
+}
+
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+/**
+ * CPU ms used so far by the PostgreSQL server behind `admin` (same host only): the postmaster's own and its exited
+ * children's time (cutime/cstime: a backend's CPU is added when it exits) plus every live child's. Undefined when
+ * /proc does not show it (another host, another OS).
+ */
+async function postgresCpuMs(admin: pg.Client): Promise<number | undefined> {
+  const { rows } = await admin.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
+  const backend = procStat(rows[0]?.pid ?? 0);
+  const postmaster = Number(backend?.[1]);
+  const own = procStat(postmaster);
+  if (!own) return undefined;
+  let ticks = [11, 12, 13, 14].reduce((n, i) => n + Number(own[i]), 0);
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const f = procStat(Number(entry));
+    if (f && Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
+  }
+  return (ticks / TICKS_PER_SECOND) * 1000;
 }
 
 const median = (xs: readonly number[]): number => {
@@ -239,7 +322,7 @@ async function fleetRound(
   url: string,
   admin: pg.Client,
   servers: number,
-  o: { products: number; productTasks: number; inFlight: number },
+  o: { products: number; productTasks: number; inFlight: number; fleet?: boolean },
 ): Promise<FleetRound> {
   const schema = `bench_fleet${servers}_${process.pid}`;
   const schemaUrl = withSchema(url, schema);
@@ -247,15 +330,25 @@ async function fleetRound(
   await (await PostgresAuthority.open(schemaUrl)).close(); // migrate once before the clock starts
   try {
     const products = Math.max(1, Math.round(o.products / servers));
+    const pgCpu0 = await postgresCpuMs(admin);
     const t0 = performance.now();
     const results = await Promise.all(
       Array.from({ length: servers }, (_, id) =>
-        spawnServer({ url: schemaUrl, tasks: o.productTasks, products, inFlight: o.inFlight, id }),
+        spawnServer({ url: schemaUrl, tasks: o.productTasks, products, inFlight: o.inFlight, id, fleet: o.fleet ?? false }),
       ),
     );
     const wallMs = performance.now() - t0;
     const tasks = results.reduce((n, r) => n + r.tasks, 0);
+    // Backends add their CPU to the postmaster's when they exit; the pools closed before their servers exited.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const pgCpu1 = await postgresCpuMs(admin);
+    const cpu: FleetCpu = {
+      serversRun: results.reduce((n, r) => n + (r.cpuRunMs ?? Number.NaN), 0) / tasks,
+      serversTotal: results.reduce((n, r) => n + (r.cpuTotalMs ?? Number.NaN), 0) / tasks,
+      postgres: pgCpu0 === undefined || pgCpu1 === undefined ? Number.NaN : (pgCpu1 - pgCpu0) / tasks,
+    };
     return {
+      cpu,
       wallMs,
       tasks,
       tasksPerSecond: tasks / (wallMs / 1000),
@@ -274,7 +367,14 @@ async function fleetRound(
 async function fleetFigures(
   url: string,
   admin: pg.Client,
-  o: { products: number; productTasks: number; inFlight: number; rounds: number; servers: readonly number[] },
+  o: {
+    products: number;
+    productTasks: number;
+    inFlight: number;
+    rounds: number;
+    servers: readonly number[];
+    fleet?: boolean;
+  },
   log: (line: string) => void,
 ): Promise<FleetFigure[]> {
   const byCount = new Map<number, FleetRound[]>(o.servers.map((n) => [n, []]));
@@ -285,7 +385,8 @@ async function fleetFigures(
       log(
         `  round ${round}/${o.rounds}, ${servers} server(s): ${fmt(r.tasks)} tasks in ${fmt(r.wallMs / 1000, 1)} s, ` +
           `${fmt(r.tasksPerSecond)} tasks/s, ${fmt(r.statementsPerTask, 2)} statements/task, ` +
-          `${fmt(r.storeShare * 100)} % in store calls`,
+          `${fmt(r.storeShare * 100)} % in store calls; CPU ms/task: servers ${fmt(r.cpu.serversRun, 3)} while ` +
+          `running (${fmt(r.cpu.serversTotal, 3)} with start-up), PostgreSQL ${fmt(r.cpu.postgres, 3)}`,
       );
     }
   }
@@ -337,6 +438,10 @@ export async function postgresFigures(
     fleetRounds?: number;
     /** Products each server of part 2 drives at once (default 1). */
     inFlight?: number;
+    /** Part 2's servers run the fleet (change feed, recovery, liveness) as `serve --recover` does (default false). */
+    fleetRecover?: boolean;
+    /** Server counts of part 2 (default 1, 2, 4, 8; the first is the one the others are compared with). */
+    fleetServers?: readonly number[];
     /** `serve --recover` runs of part 3 (default 3). */
     storedRuns?: number;
     skipStores?: boolean;
@@ -405,7 +510,8 @@ export async function postgresFigures(
         productTasks,
         inFlight: options.inFlight ?? 1,
         rounds: options.fleetRounds ?? 1,
-        servers: [1, 2, 4, 8],
+        servers: options.fleetServers ?? [1, 2, 4, 8],
+        fleet: options.fleetRecover ?? false,
       };
       fleet.push(...(await fleetFigures(url, admin, o, log)));
     }
@@ -543,6 +649,8 @@ async function main(): Promise<void> {
       "stored-runs": { type: "string", default: "3" },
       "fleet-rounds": { type: "string", default: "1" },
       "in-flight": { type: "string", default: "1" },
+      "fleet-servers": { type: "string", default: "1,2,4,8" },
+      "fleet-recover": { type: "boolean", default: false },
       stores: { type: "string", default: "memory,sqlite,postgres" },
       server: { type: "string" },
     },
@@ -562,6 +670,8 @@ async function main(): Promise<void> {
     storedRuns: Number(values["stored-runs"]),
     fleetRounds: Number(values["fleet-rounds"]),
     inFlight: Number(values["in-flight"]),
+    fleetServers: values["fleet-servers"].split(",").map(Number),
+    fleetRecover: values["fleet-recover"],
     skipStores: values["skip-stores"],
     storeKinds: values.stores
       .split(",")

@@ -24,6 +24,7 @@ import type {
   LeaderPort,
   Logger,
   Notifier,
+  OwnerLiveness,
   RecordInfo,
   RunStateAuthority,
   StoredEvent,
@@ -275,6 +276,8 @@ export function openAuthority(kind: AuthorityKind, sqlitePath?: string): RunStat
 
 export interface BenchService {
   service: ProductService;
+  /** The product store the service writes through (over `meter`). */
+  store: ProductStore;
   notifier: CountingNotifier;
   worker: InstantWorker;
   meter: AuthorityMeter;
@@ -283,7 +286,8 @@ export interface BenchService {
 
 /**
  * Builds one "server process" worth of core: a `ProductService` over `authority` (metered), with the given plan,
- * instant workers and product options (`maxParallelTasks` etc. on top of the defaults).
+ * instant workers and product options (`maxParallelTasks` etc. on top of the defaults), and the owner liveness the
+ * leases consult when given (as the server passes its own).
  */
 export function benchService(
   authority: RunStateAuthority,
@@ -291,6 +295,7 @@ export function benchService(
   options: Partial<ProductOptions> = {},
   countBytes = false,
   completion: Completion = "instant",
+  liveness?: OwnerLiveness,
 ): BenchService {
   const meter = new AuthorityMeter(authority, countBytes);
   const opts: ProductOptions = { ...DEFAULT_PRODUCT_OPTIONS, ...options };
@@ -299,8 +304,9 @@ export function benchService(
   const logger = new QuietLogger();
   let n = 0;
   const leader = new FixedPlanLeader(plan);
+  const store = new ProductStore(meter, opts.checkpointHistory);
   const ctx: ProductContext = {
-    store: new ProductStore(meter, opts.checkpointHistory),
+    store,
     leader: () => leader,
     workers: worker,
     agents: new OneAgent(),
@@ -311,6 +317,7 @@ export function benchService(
     defer: (fn) => setImmediate(fn),
     options: opts,
     digest: nodeSha256Hex,
+    ...(liveness ? { liveness } : {}),
   };
-  return { service: new ProductService(ctx), notifier, worker, meter, logger };
+  return { service: new ProductService(ctx), store, notifier, worker, meter, logger };
 }
