@@ -87,6 +87,8 @@ export interface AuthorityChange {
   /** Absent when the key was too long to announce: the listener must then check every record of `kind`. */
   id?: string;
   stream?: string;
+  /** Set when the change deleted the record (`delete`); absent for a put, an append, or an announcer that omits it. */
+  deleted?: true;
 }
 
 /**

@@ -8,6 +8,9 @@
  *       [--stored-products 100000] [--skip-stores]
  *       [--stores memory,sqlite,postgres]   (--fleet-products 0 skips part 2, --stored-products 0 part 3)   (needs ACP_ORCHESTRATOR_TEST_PG)
  *   node dist/bench/test/bench/postgres.js --server <json>   (one "server" of the fleet figure; internal)
+ *   part 2 knobs: [--in-flight N] [--fleet-rounds N] [--fleet-servers 1,8] [--fleet-recover] (each server runs the
+ *       real Fleet as `serve --recover` composes it); FLEET_STMT_DEBUG=1 makes each server print its statements by
+ *       name (and the kind of each `acp-get`) to stderr when it exits; BENCH_SERVER_NODE_ARGS reaches the servers.
  *
  * Part 1: one product of `tasks` tasks (random DAG, width 100, instant workers) run in-process on memory, SQLite (a
  * temp file) and PostgreSQL, twice: with a whole level in parallel (`maxParallelTasks` 100, figure 4's workload, the
@@ -47,6 +50,12 @@ import { benchService, realClock, type MeterReading } from "./support/in-process
 import { REPO_ROOT, serverNodeArgs } from "./support/paths.js";
 import { storedFigure, storedMarkdown, type StoredFigure } from "./postgres-stored.js";
 
+/** Statements by name, counted with FLEET_STMT_DEBUG=1 (see the knobs above). */
+const stmtDebug = new Map<string, number>();
+process.on("exit", () => {
+  if (process.env.FLEET_STMT_DEBUG && stmtDebug.size > 0)
+    process.stderr.write(`${process.pid} ${JSON.stringify([...stmtDebug].sort((a, b) => b[1] - a[1]).slice(0, 15))}\n`);
+});
 /** Statements this process sent to PostgreSQL (every `Client.query`, pooled or not): one round trip each. */
 let statementsSent = 0;
 const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
@@ -55,6 +64,13 @@ const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown
   ...args: unknown[]
 ) {
   statementsSent += 1;
+  if (process.env.FLEET_STMT_DEBUG) {
+    const a = args[0] as { text?: string; name?: string } | string;
+    let key = (typeof a === "string" ? a : (a?.name ?? a?.text ?? "?")).replace(/\s+/g, " ").slice(0, 90);
+    const v = (a as { values?: unknown[] })?.values ?? (args[1] as unknown[] | undefined);
+    if (key === "acp-get") key += ` ${String(v?.[1])}`;
+    stmtDebug.set(key, (stmtDebug.get(key) ?? 0) + 1);
+  }
   return clientQuery.apply(this, args);
 };
 
@@ -256,6 +272,8 @@ export interface FleetFigure {
   storeShare: number;
   /** Statements (client round trips) of every server per task (mean over the rounds). */
   statementsPerTask: number;
+  /** CPU ms per task, medians over the rounds (NaN where not measured). */
+  cpu: FleetCpu;
 }
 
 /** One round of one server count. */
@@ -334,7 +352,14 @@ async function fleetRound(
     const t0 = performance.now();
     const results = await Promise.all(
       Array.from({ length: servers }, (_, id) =>
-        spawnServer({ url: schemaUrl, tasks: o.productTasks, products, inFlight: o.inFlight, id, fleet: o.fleet ?? false }),
+        spawnServer({
+          url: schemaUrl,
+          tasks: o.productTasks,
+          products,
+          inFlight: o.inFlight,
+          id,
+          fleet: o.fleet ?? false,
+        }),
       ),
     );
     const wallMs = performance.now() - t0;
@@ -406,6 +431,11 @@ async function fleetFigures(
       vsOne: median(rates) / one,
       storeShare: mean((r) => r.storeShare),
       statementsPerTask: mean((r) => r.statementsPerTask),
+      cpu: {
+        serversRun: median(rs.map((r) => r.cpu.serversRun)),
+        serversTotal: median(rs.map((r) => r.cpu.serversTotal)),
+        postgres: median(rs.map((r) => r.cpu.postgres)),
+      },
     };
   });
 }
@@ -581,15 +611,16 @@ function markdown(stores: StoreFigure[], fleet: FleetFigure[], stored?: StoredFi
       `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2, 4 and 8 server processes ` +
         `(${rounds} round${rounds === 1 ? "" : "s"})`,
       "",
-      "| servers | wall (s, median) | tasks/s: median (lowest–highest) | each round | vs 1 server (medians) | statements/task | time in store calls (mean per server; summed over its products in flight) |",
-      "|---|---|---|---|---|---|---|",
+      "| servers | wall (s, median) | tasks/s: median (lowest–highest) | each round | vs 1 server (medians) | statements/task | CPU ms/task, servers: running (with start-up) | CPU ms/task, PostgreSQL | time in store calls (mean per server; summed over its products in flight) |",
+      "|---|---|---|---|---|---|---|---|---|",
     );
   }
   for (const f of fleet) {
     lines.push(
       `| ${f.servers} | ${fmt(f.wallMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} (${fmt(f.minTasksPerSecond)}–` +
         `${fmt(f.maxTasksPerSecond)}) | ${f.rounds.map((r) => fmt(r)).join(", ")} | ${fmt(f.vsOne, 2)}× | ` +
-        `${fmt(f.statementsPerTask, 2)} | ${fmt(f.storeShare * 100)} % |`,
+        `${fmt(f.statementsPerTask, 2)} | ${fmt(f.cpu.serversRun, 2)} (${fmt(f.cpu.serversTotal, 2)}) | ` +
+        `${fmt(f.cpu.postgres, 2)} | ${fmt(f.storeShare * 100)} % |`,
     );
   }
   const eight = fleet.find((f) => f.servers === 8);

@@ -250,7 +250,7 @@ export class PostgresAuthority implements RunStateAuthority {
     return this.#run("delete", async () => {
       checkKeyText(projectId, kind, id);
       if (expectedRevision !== undefined) checkRevision(expectedRevision);
-      const notify = this.#notifySql({ p: projectId, k: kind, i: id }, 4);
+      const notify = this.#notifySql({ p: projectId, k: kind, i: id, d: 1 }, 4);
       const result = await this.#pool.query(
         `WITH gone AS (
            DELETE FROM records WHERE project_id = $1 AND kind = $2 AND id = $3

@@ -26,6 +26,8 @@ interface ChangePayload {
   k?: string;
   i?: string;
   s?: string;
+  /** 1 when the record was deleted. */
+  d?: 1;
 }
 
 /** The change a write announces: project, and either a record's kind and id or a stream. */
@@ -78,6 +80,7 @@ export class ChangeFeed {
     if (Buffer.byteLength(text) > MAX_PAYLOAD_BYTES) {
       const short: ChangePayload = { w, n, p: change.p.slice(0, 1000) };
       if (change.k !== undefined) short.k = change.k.slice(0, 1000);
+      if (change.d !== undefined) short.d = change.d;
       text = JSON.stringify(short);
     }
     return { sql: `pg_notify('${CHANNEL}', $${index}::text)`, params: [text], name: "" };
@@ -172,6 +175,7 @@ export class ChangeFeed {
             projectId: payload.p,
             ...(payload.k !== undefined ? { kind: payload.k } : {}),
             ...(payload.i !== undefined ? { id: payload.i } : {}),
+            ...(payload.d === 1 ? { deleted: true as const } : {}),
           };
     for (const listener of this.#listeners) {
       try {

@@ -104,6 +104,8 @@ export class Fleet {
   /** Answers awaited by forwarded requests of this server (by record id). */
   readonly #waiters = new Map<string, () => void>();
   readonly #work = new WorkInFlight();
+  /** Wakes the released-lease checks waiting out their jitter (`stop` ends them at once). */
+  readonly #jitters = new Set<() => void>();
   /** Reactions to the shared liveness service (fleet-liveness.ts), when there is one. */
   readonly #liveness: FleetLiveness | null;
 
@@ -155,6 +157,7 @@ export class Fleet {
     this.#unwatch = null;
     this.#cancelScan?.();
     this.#cancelScan = null;
+    for (const wake of [...this.#jitters]) wake();
     return this.#work.settled();
   }
 
@@ -166,8 +169,11 @@ export class Fleet {
     if (change.kind === "lease") {
       if (change.id === undefined) return;
       this.#verifyOwnership(change.id);
-      // A lease released or taken elsewhere may leave a product to recover.
-      if (this.#o.recover) this.#schedule(50 + Math.floor(Math.random() * 200));
+      // Only a released lease can leave a product to recover: a written one names an owner that was live to write
+      // it (a dead one is the liveness's and the scan's). That one product is checked, not every executing one.
+      if (this.#o.recover && change.deleted === true) {
+        void this.#work.track(this.#recoverReleased(change.projectId, change.id));
+      }
       return;
     }
     if (change.kind === CONTROL_KIND && change.id !== undefined) {
@@ -362,6 +368,30 @@ export class Fleet {
   }
 
   /**
+   * A product whose lease was released elsewhere: after a short jitter (so the survivors do not all race), resumed
+   * here when its header still says `executing`, as the recovery pass would (`#recoverOne`). A product that completed
+   * costs one header read. Never throws.
+   */
+  async #recoverReleased(projectId: string, productId: string): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const wake = (): void => {
+        this.#jitters.delete(wake);
+        cancel();
+        resolve();
+      };
+      const cancel = this.#o.clock.setTimer(50 + Math.floor(Math.random() * 200), wake);
+      this.#jitters.add(wake);
+    });
+    if (this.#stopped || this.#drives(productId) || this.#o.liveness?.selfLive?.() === false) return;
+    try {
+      const header = await this.#o.store.headerOf(projectId, productId);
+      if (header?.phase === "executing" && !this.#stopped) await this.#recoverOne(header);
+    } catch (err) {
+      this.#o.logger.warn({ productId, err }, "could not check a product whose lease was released");
+    }
+  }
+
+  /**
    * One recovery pass: every product whose header says `executing`, not driven here, whose lease is missing, expired,
    * or held by an owner the liveness port proves dead (same host, process gone), is resumed here (an
    * automatic resume: a run whose inputs drifted waits for an explicit one). A lost race with another server is not
@@ -374,32 +404,41 @@ export class Fleet {
     const headers = await this.#o.store.headersInPhase("executing");
     for (const header of headers) {
       if (this.#stopped) break;
-      if (this.#drives(header.productId)) continue;
-      const { lease } = await this.#o.store.readLease(header.projectId, header.productId);
-      const unexpired = lease !== null && Date.parse(lease.expiresAt) > this.#o.clock.now();
-      // A verdict on a recent probe only: reading many headers and leases under load may take longer than one lasts.
-      if (unexpired && lease.owner !== this.#o.ownerId) await this.#o.liveness?.fresh?.();
-      const dead = lease !== null && this.#o.liveness?.check(lease.owner) === "dead";
-      if (lease && unexpired && !dead) continue;
-      try {
-        await this.#o.service.resume(header.productId, undefined, { automatic: true });
-        taken.push(header.productId);
-        this.#o.logger.info(
-          { productId: header.productId, previousOwner: lease?.owner },
-          "recovered a product whose owner is gone",
-        );
-      } catch (err) {
-        const expected = isDomainError(err, "conflict") || isDomainError(err, "invalid_phase");
-        if (!expected) this.#o.logger.warn({ productId: header.productId, err }, "could not recover a product");
-        // A lost race or a run that waits for an explicit resume: routine, but the reason is what explains a slow
-        // takeover (the fleet tests print the survivors' debug lines when one is late).
-        else
-          this.#o.logger.debug(
-            { productId: header.productId, reason: (err as Error).message },
-            "did not recover a product",
-          );
-      }
+      if (await this.#recoverOne(header)) taken.push(header.productId);
     }
     return taken;
+  }
+
+  /**
+   * Resumes one product left `executing` when this server does not drive it and its lease is missing, expired, or
+   * held by an owner the liveness port proves dead. True when it was taken over here; a lost race is not an error.
+   */
+  async #recoverOne(header: { projectId: string; productId: string }): Promise<boolean> {
+    if (this.#drives(header.productId)) return false;
+    const { lease } = await this.#o.store.readLease(header.projectId, header.productId);
+    const unexpired = lease !== null && Date.parse(lease.expiresAt) > this.#o.clock.now();
+    // A verdict on a recent probe only: reading many headers and leases under load may take longer than one lasts.
+    if (unexpired && lease.owner !== this.#o.ownerId) await this.#o.liveness?.fresh?.();
+    const dead = lease !== null && this.#o.liveness?.check(lease.owner) === "dead";
+    if (lease && unexpired && !dead) return false;
+    try {
+      await this.#o.service.resume(header.productId, undefined, { automatic: true });
+      this.#o.logger.info(
+        { productId: header.productId, previousOwner: lease?.owner },
+        "recovered a product whose owner is gone",
+      );
+      return true;
+    } catch (err) {
+      const expected = isDomainError(err, "conflict") || isDomainError(err, "invalid_phase");
+      if (!expected) this.#o.logger.warn({ productId: header.productId, err }, "could not recover a product");
+      // A lost race or a run that waits for an explicit resume: routine, but the reason is what explains a slow
+      // takeover (the fleet tests print the survivors' debug lines when one is late).
+      else
+        this.#o.logger.debug(
+          { productId: header.productId, reason: (err as Error).message },
+          "did not recover a product",
+        );
+      return false;
+    }
   }
 }

@@ -587,6 +587,12 @@ export class ProductStore {
     });
     return records.sort((a, b) => compareCreation(keyOf(a), keyOf(b)));
   }
+
+  /** One product's stored header (one read), or null when it has none or it does not parse. Never writes. */
+  async headerOf(projectId: string, productId: string): Promise<ProductHeaderRecord | null> {
+    const parsed = ProductHeaderRecord.safeParse((await this.authority.get(projectId, "product", productId))?.value);
+    return parsed.success ? parsed.data : null;
+  }
 }
 
 const keyOf = (h: ProductHeaderRecord) => ({ createdAt: h.createdAt, id: h.productId });

@@ -124,7 +124,7 @@ describePostgres("PostgresAuthority: two servers on one database", () => {
 });
 
 describePostgres("PostgresAuthority: change feed", () => {
-  it("tells a watcher about another server's put, delete and append", async () => {
+  it("tells a watcher about another server's put, delete (marked deleted) and append", async () => {
     const schema = freshSchema();
     const [owner, other] = [await open(schema), await open(schema)];
     const changes: AuthorityChange[] = [];
@@ -136,7 +136,7 @@ describePostgres("PostgresAuthority: change feed", () => {
     await eventually(() => changes.length >= 3, 10_000);
     expect(changes).toEqual([
       { projectId: "p", kind: "lease", id: "prd_1" },
-      { projectId: "p", kind: "lease", id: "prd_1" },
+      { projectId: "p", kind: "lease", id: "prd_1", deleted: true },
       { projectId: "p", stream: "product/prd_1" },
     ]);
   });
@@ -258,7 +258,16 @@ describePostgres("PostgresAuthority: one event row per append", () => {
 
   it("stores an append of many events as one row and reads, pages and prunes inside it", async () => {
     const a = await open();
-    expect((await a.appendEvents("p", "s", events(1, 5).map((e) => e.event), 0)).lastSeq).toBe(5);
+    expect(
+      (
+        await a.appendEvents(
+          "p",
+          "s",
+          events(1, 5).map((e) => e.event),
+          0,
+        )
+      ).lastSeq,
+    ).toBe(5);
     await a.appendEvents("p", "s", [{ n: 6 }], 5);
     const rows = await adminQuery(`SELECT seq, n FROM "${a.schema}".events ORDER BY seq`);
     expect(rows.rows).toEqual([

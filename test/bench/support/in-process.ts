@@ -260,6 +260,33 @@ export class AuthorityMeter implements RunStateAuthority {
     return (projectId, stream, beforeSeq, afterSeq) =>
       this.timed("write", () => prune.call(this.inner, projectId, stream, beforeSeq, afterSeq));
   }
+  // The optional methods pass through as the inner authority has them (the store and the fleet choose their paths by
+  // them: one-statement listings, change marks, the change feed), reads timed like the others.
+  get listValues(): RunStateAuthority["listValues"] {
+    const f = this.inner.listValues;
+    return f && ((projectId, kind, prefix) => this.timed("read", () => f.call(this.inner, projectId, kind, prefix)));
+  }
+  get listAcrossProjects(): RunStateAuthority["listAcrossProjects"] {
+    const f = this.inner.listAcrossProjects;
+    return f && ((kind, options) => this.timed("read", () => f.call(this.inner, kind, options)));
+  }
+  get listByCreation(): RunStateAuthority["listByCreation"] {
+    const f = this.inner.listByCreation;
+    return f && ((kind, options) => this.timed("read", () => f.call(this.inner, kind, options)));
+  }
+  get listProjects(): RunStateAuthority["listProjects"] {
+    const f = this.inner.listProjects;
+    return f && (() => this.timed("read", () => f.call(this.inner)));
+  }
+  get changeMark(): RunStateAuthority["changeMark"] {
+    return this.inner.changeMark?.bind(this.inner);
+  }
+  get shareChangeMarks(): RunStateAuthority["shareChangeMarks"] {
+    return this.inner.shareChangeMarks?.bind(this.inner);
+  }
+  get watch(): RunStateAuthority["watch"] {
+    return this.inner.watch?.bind(this.inner);
+  }
   close(): Promise<void> {
     return this.inner.close();
   }
