@@ -171,6 +171,8 @@ export const TaskWorkspace = lazySchema(
     z
       .object({
         path: AbsolutePath,
+        /** Issue 31: the agent's cwd when the product's cwd is a folder of the repository (`<path>/<folder>`). */
+        cwd: AbsolutePath.optional(),
         branch: z.string().min(1).max(1_000),
         baseCommit: CommitId,
         commit: CommitId.optional(),

@@ -392,6 +392,8 @@ export interface WorkerRequest extends AgentInputs {
   isolated?: boolean;
   /** With `isolated`: the product's own `cwd` (the user's checkout), which the attempt may reach only through its worktree. */
   checkout?: string;
+  /** With `isolated`: the attempt's worktree, its fs root, when `cwd` is a folder of it (issue 31); else `cwd`. */
+  root?: string;
   /** 1-based attempt number. */
   attempt: number;
   dependencyOutputs: DependencyOutput[];
@@ -523,6 +525,12 @@ export interface WorkspacePort {
   inspect(cwd: string): Promise<WorkspaceInfo>;
   /** The absolute directory a task attempt's worktree will use, outside the user's working tree. Creates nothing. */
   attemptPath(cwd: string, productId: string, taskId: string, attempt: number): Promise<string>;
+  /**
+   * Issue 31: the directory of the worktree at `worktree` where `cwd` lies in its repository (`<worktree>/pkg/sub` for
+   * a cwd at `pkg/sub`; `worktree` itself at the top level), the agent's cwd. Creates nothing; `prepare` creates it.
+   * Absent (a remote mirror): the worktree itself.
+   */
+  attemptCwd?(cwd: string, worktree: string): Promise<string>;
   /** The commit a ref points at, or `null` when it does not exist. Reads only. */
   readRef(cwd: string, ref: string): Promise<string | null>;
   /**
@@ -535,8 +543,8 @@ export interface WorkspacePort {
   /** Deletes every ref under `prefix` (`refs/acp-orchestrator/<productId>/`) and the given refs. Missing ones are fine. */
   deleteRefs(cwd: string, refs: string[], prefix?: string): Promise<void>;
   /**
-   * Creates a detached worktree at `path` checked out at `base`, holding exactly the base's files. Idempotent: an
-   * existing worktree at `path` is kept.
+   * Creates a detached worktree at `path` checked out at `base`, holding exactly the base's files, plus the folder
+   * `attemptCwd` names, created empty when the base lacks it (issue 31). Idempotent: an existing worktree is kept.
    */
   prepare(cwd: string, path: string, base: string): Promise<void>;
   /**

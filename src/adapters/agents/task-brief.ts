@@ -49,13 +49,16 @@ export function formatTaskBrief(
   meta: TaskBriefMeta;
 } {
   const { task, attempt } = request;
+  const root = request.root;
+  const place =
+    root !== undefined && root !== request.cwd ? `${root} (your cwd is its folder ${request.cwd})` : request.cwd;
   const shared = roots.length > 0 ? ` and the additional directories ${roots.join(", ")} (shared, not isolated)` : "";
   const lines: string[] = [
     `# Task ${task.taskId}: ${task.title}`,
     "",
     `You are a worker on one task of a larger plan run by acp-orchestrator (product ${request.productId}, attempt ${attempt}` +
       `${attempt > 1 ? "; earlier attempts failed, so check the workspace for partial work" : ""}).`,
-    `Work only inside the workspace ${request.cwd}${shared}. When you are done, reply with a short summary of what you did and where the results are.`,
+    `Work only inside the workspace ${place}${shared}. When you are done, reply with a short summary of what you did and where the results are.`,
     "",
     "## Description",
     "",

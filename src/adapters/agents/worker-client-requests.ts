@@ -156,7 +156,7 @@ export class WorkerClientRequests {
       throw RequestError.invalidParams({ path, sessionId }, `Unknown session "${sessionId}" for this worker.`);
     }
     const checkout = this.deps.request.isolated === true ? this.deps.request.checkout : undefined;
-    this.workspace ??= new WorkspaceFs(this.deps.request.cwd, {
+    this.workspace ??= new WorkspaceFs(this.deps.request.root ?? this.deps.request.cwd, {
       additionalRoots: this.deps.additionalRoots(),
       ...(checkout !== undefined ? { protectedRoots: [checkout] } : {}),
     });

@@ -28,9 +28,11 @@ export function withFaults(port: WorkspacePort, spec: string | undefined): Works
   };
   const isIntegrationMove = (ref: string, expected: string | null) =>
     ref.startsWith("refs/heads/acp/") && expected !== null;
+  const attemptCwd = port.attemptCwd?.bind(port);
   return {
     inspect: (cwd) => port.inspect(cwd),
     attemptPath: (cwd, productId, taskId, attempt) => port.attemptPath(cwd, productId, taskId, attempt),
+    ...(attemptCwd ? { attemptCwd } : {}),
     readRef: (cwd, ref) => port.readRef(cwd, ref),
     async moveRef(cwd, ref, to, expected) {
       if (isIntegrationMove(ref, expected)) crash("beforeMerge");

@@ -42,8 +42,10 @@ import {
   clearIndexBits,
   commonDirLookup,
   component,
+  ensureSubfolder,
   findAdminDir,
   moveWorktree,
+  subfolderLookup,
   verifyGitfile,
   type WorktreeRepo,
   type WorktreeRun,
@@ -163,6 +165,8 @@ export class GitWorkspace implements WorkspacePort {
 
   /** Git common directory per cwd (a repository does not move while the server runs). */
   private readonly commonDir = commonDirLookup();
+  /** Where each product cwd lies in its repository (issue 31: the agent's cwd is that folder of its worktree). */
+  private readonly subfolder = subfolderLookup();
   /** Parked worktrees per product folder, ready for that product's next attempt (see the file comment). */
   private readonly spares = new Map<string, string[]>();
   /** Parked worktrees a `prepare` took and is moving: a concurrent `release` of one of them leaves it alone. */
@@ -204,6 +208,11 @@ export class GitWorkspace implements WorkspacePort {
 
   async attemptPath(cwd: string, productId: string, taskId: string, attempt: number): Promise<string> {
     return join(await this.productDir(cwd, productId), `${component(taskId)}-${attempt}`);
+  }
+
+  async attemptCwd(cwd: string, worktree: string): Promise<string> {
+    const sub = await this.subfolder(cwd);
+    return sub === "" ? worktree : join(worktree, ...sub.split("/"));
   }
 
   async readRef(cwd: string, ref: string): Promise<string | null> {
@@ -261,7 +270,7 @@ export class GitWorkspace implements WorkspacePort {
     for (let tryNo = 0; ; tryNo++) {
       try {
         await this.prepareOnce(cwd, path, base);
-        return;
+        break;
       } catch (err) {
         const wait = PREPARE_RETRY_MS[tryNo];
         if (wait === undefined) throw err;
@@ -272,6 +281,7 @@ export class GitWorkspace implements WorkspacePort {
         await new Promise((done) => setTimeout(done, wait));
       }
     }
+    await ensureSubfolder(path, await this.subfolder(cwd));
   }
 
   private async prepareOnce(cwd: string, path: string, base: string): Promise<void> {

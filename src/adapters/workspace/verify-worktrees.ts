@@ -41,7 +41,14 @@ import {
   verifyRoot,
   type VerifyOwnerLiveness,
 } from "./verify-owner.js";
-import { clearIndexBits, commonDirLookup, component, type WorktreeRun } from "./worktree-git.js";
+import {
+  clearIndexBits,
+  commonDirLookup,
+  component,
+  ensureSubfolder,
+  subfolderLookup,
+  type WorktreeRun,
+} from "./worktree-git.js";
 import { withWorktreeAdmin } from "./worktree-lock.js";
 
 interface Slot {
@@ -81,6 +88,7 @@ interface Pool {
 
 export class GitVerifier implements VerifyPort {
   private readonly commonDir = commonDirLookup();
+  private readonly subfolder = subfolderLookup();
   private readonly pools = new Map<string, Pool>();
   /** The sweep of stale verify folders, once per repository (common dir) for this verifier's lifetime. */
   private readonly sweeps = new Map<string, Promise<unknown>>();
@@ -137,12 +145,14 @@ export class GitVerifier implements VerifyPort {
     try {
       if (request.signal.aborted) return null;
       await this.checkout(request.cwd, slot, request.commit);
+      // Issue 31: the checks run where the product's cwd lies in the repository (created empty when the candidate lacks it).
+      const where = await ensureSubfolder(slot.path, await this.subfolder(request.cwd));
       const tree = request.tree ?? (await this.treeOf(request.cwd, request.commit));
       const checks: VerifyRun["checks"] = [];
       for (const command of request.commands) {
         const outcome = await runCheckCommand({
           run: command.run,
-          cwd: slot.path,
+          cwd: where,
           env: { ...this.options.env, ...request.env },
           timeoutMs: command.timeoutMs,
           signal: request.signal,

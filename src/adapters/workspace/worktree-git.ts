@@ -15,7 +15,8 @@
  * never write to the worktree's `.git`.
  */
 import { lstatSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { mkdir, realpath } from "node:fs/promises";
+import { basename, dirname, join, resolve, sep } from "node:path";
 import { type FilterOverrides, filterOverrides } from "./filter-overrides.js";
 import { git, runGit } from "./git-cli.js";
 
@@ -40,6 +41,42 @@ export function commonDirLookup(): (cwd: string) => Promise<string> {
     }
     return dir;
   };
+}
+
+/**
+ * A memoised lookup of where a cwd lies in its repository's working tree: its path relative to the top level
+ * (`git rev-parse --show-prefix`, `/`-separated, no trailing slash; `""` at the top level), one git process per cwd
+ * for the lookup's lifetime; a failed lookup is forgotten. Rejects with `GitError` when `cwd` is not in a working
+ * tree. Issue 31: a product whose cwd is `pkg/sub` of its repository runs its workers and checks in `pkg/sub` of
+ * their worktrees.
+ */
+export function subfolderLookup(): (cwd: string) => Promise<string> {
+  const prefixes = new Map<string, Promise<string>>();
+  return (cwd) => {
+    let prefix = prefixes.get(cwd);
+    if (!prefix) {
+      prefix = git(cwd, ["rev-parse", "--show-prefix"]).then((out) => out.trim().replace(/\/+$/, ""));
+      prefix.catch(() => prefixes.delete(cwd));
+      prefixes.set(cwd, prefix);
+    }
+    return prefix;
+  };
+}
+
+/**
+ * Makes sure the folder `subfolder` (relative, `/`-separated) of the worktree at `worktree` exists, creating it empty
+ * when the checked-out commit lacks it (a folder only in the user's checkout, or empty there, so never committed), and
+ * returns its absolute path. Throws when it cannot be created or resolves outside the worktree (a symbolic link at
+ * the base commit): the agent's cwd must be inside its own worktree.
+ */
+export async function ensureSubfolder(worktree: string, subfolder: string): Promise<string> {
+  const dir = join(worktree, ...subfolder.split("/"));
+  if (subfolder === "") return dir;
+  await mkdir(dir, { recursive: true });
+  const [top, real] = await Promise.all([realpath(worktree), realpath(dir)]);
+  if (real !== top && !real.startsWith(top + sep))
+    throw new Error(`The folder ${subfolder} of the worktree ${worktree} resolves to ${real}, outside the worktree.`);
+  return dir;
 }
 
 /** Runs one git command inside a worktree with its repository named explicitly and returns its stdout. */

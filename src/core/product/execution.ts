@@ -419,7 +419,7 @@ export class ExecutionLoop {
       ...(task.maxAttempts !== undefined ? { maxAttempts: task.maxAttempts } : {}),
     };
     const workspace = task.workspace;
-    const cwd = workspace?.path ?? p.model.state.cwd;
+    const cwd = workspace?.cwd ?? workspace?.path ?? p.model.state.cwd;
     p.pool.launch(
       {
         productId: this.productId,

@@ -243,6 +243,7 @@ export class WorkerPool {
           cwd: spec.cwd,
           ...(spec.isolated ? { isolated: true } : {}),
           ...(spec.checkout !== undefined ? { checkout: spec.checkout } : {}),
+          ...(spec.workspace ? { root: spec.workspace.path } : {}), // issue 31: `cwd` may be a folder of it
           attempt: spec.attempt,
           dependencyOutputs: spec.dependencyOutputs,
           ...agentInputsOf(spec.inputs ?? {}),

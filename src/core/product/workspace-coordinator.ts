@@ -314,11 +314,10 @@ export class WorkspaceCoordinator {
   async attemptWorkspace(taskId: string, attempt: number): Promise<TaskWorkspace | undefined> {
     const iso = this.isolated();
     if (!iso) return undefined;
-    return {
-      path: await iso.port.attemptPath(iso.repo, this.productId, taskId, attempt),
-      branch: await freeAttemptRef(this.productId, taskId, attempt, (ref) => iso.port.readRef(iso.repo, ref)),
-      baseCommit: attemptBase(iso.integration),
-    };
+    const path = await iso.port.attemptPath(iso.repo, this.productId, taskId, attempt);
+    const cwd = (await iso.port.attemptCwd?.(iso.repo, path)) ?? path; // issue 31: cwd's folder of the worktree
+    const branch = await freeAttemptRef(this.productId, taskId, attempt, (ref) => iso.port.readRef(iso.repo, ref));
+    return { path, ...(cwd !== path ? { cwd } : {}), branch, baseCommit: attemptBase(iso.integration) };
   }
 
   /** Creates the attempt's worktree (after its `running` state was recorded). Throws with a plain message. */
