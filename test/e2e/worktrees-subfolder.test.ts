@@ -31,11 +31,11 @@ interface LogLine {
 }
 
 /**
- * Runs one product at `cwd` (a folder of `repo`) whose one task writes `here.txt` relative to its cwd and `../up.txt`
+ * Runs one product at `cwd` (a folder of a repository) whose one task writes `here.txt` relative to its cwd and `../up.txt`
  * (outside the folder, inside the worktree); resolves with the product branch, the task's state, the worker's log and
  * the `product.taskVerified` notifications.
  */
-async function runInFolder(repo: string, cwd: string, verify?: unknown) {
+async function runInFolder(cwd: string, verify?: unknown) {
   const base = tempDir("acp-orch-subfolder-");
   const logFile = join(base, "agent.jsonl");
   const script = join(base, "workers.json");
@@ -97,7 +97,7 @@ describe("a product cwd below the repository's top level", () => {
     const verify = {
       commands: [{ name: "in folder", run: "test -f here.txt && test -f keep.txt", timeoutMs: 60_000 }],
     };
-    const { branch, phase, task, log, verified } = await runInFolder(repo, join(repo, "pkg", "sub"), verify);
+    const { branch, phase, task, log, verified } = await runInFolder(join(repo, "pkg", "sub"), verify);
     expect(task.error).toBeUndefined();
     expect(phase).toBe("completed");
 
@@ -132,7 +132,7 @@ describe("a product cwd below the repository's top level", () => {
     const repo = makeRepo({ "README.md": "# Project\n", ".gitignore": "*.pid\n" });
     const cwd = join(repo, "pkg", "new");
     mkdirSync(cwd, { recursive: true }); // empty: git never committed it
-    const { branch, phase, task, log } = await runInFolder(repo, cwd);
+    const { branch, phase, task, log } = await runInFolder(cwd);
     expect(task.error).toBeUndefined();
     expect(phase).toBe("completed");
     const worktree = task.workspace?.path ?? "";
