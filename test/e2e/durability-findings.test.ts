@@ -31,6 +31,7 @@ import { DEFAULT_PRODUCT_OPTIONS } from "../../src/core/product/context.js";
 import type { ProductEvent } from "../../src/core/product/records.js";
 import { ProductStore } from "../../src/core/product/store.js";
 import { readExecutionLog } from "../fixtures/agents/execution-log.js";
+import { eventually } from "../support/eventually.js";
 import { isJsonRpcLine, startServer, tempDir, type Notification } from "../support/server-process.js";
 import { TestHost, startHostedServer } from "../support/test-host.js";
 
@@ -39,12 +40,13 @@ const AGENT = fileURLToPath(new URL("../fixtures/agents/logging-agent.ts", impor
 const PROJECT = "findings";
 
 /** A workspace whose registry has one logging agent `logger` (each turn takes `turnMs`). */
-function workspaceWithAgent(logPath: string, turnMs: number): string {
+function workspaceWithAgent(logPath: string, turnMs: number, extraEnv: Record<string, string> = {}): string {
   const workspace = tempDir("acp-orch-findings-");
   const env = {
     LOGGING_AGENT_LOG: logPath,
     LOGGING_AGENT_MIN_MS: String(turnMs),
     LOGGING_AGENT_MAX_MS: String(turnMs),
+    ...extraEnv,
   };
   const config = { agents: [{ agentId: "logger", command: process.execPath, args: ["--import", TSX, AGENT], env }] };
   writeFileSync(join(workspace, "acp-orchestrator.json"), JSON.stringify(config));
@@ -236,7 +238,10 @@ describe("finding 4 over stdio: the state file unlinked under a running server (
 describe("finding 8 over stdio: repeated signals during shutdown (guarantee 13)", () => {
   it("ignores further SIGTERM/SIGINT until the leases are released; exits 0 with the running task stored pending", async () => {
     const logPath = join(tempDir(), "executions.log");
-    const workspace = workspaceWithAgent(logPath, 30_000);
+    // The agent takes 1 s to stop (cancel, stdin closed, SIGTERM), so the shutdown outlasts the test's next signals
+    // whatever the load (a shutdown done before the next signal was handled left nothing to ignore: it failed 1 in 5
+    // at load 10, when the signals came while the agent was still starting and was killed at once).
+    const workspace = workspaceWithAgent(logPath, 30_000, { LOGGING_AGENT_STOP_MS: "1000" });
     const statePath = join(tempDir(), "state.db");
     const s1 = await startServer({ statePath, cwd: workspace, args: ["--log-level", "info"] });
     const { productId } = await s1.request<{ productId: string }>("product.plan", { goal: "Chain", cwd: workspace });
@@ -245,6 +250,9 @@ describe("finding 8 over stdio: repeated signals during shutdown (guarantee 13)"
     await s1.waitFor(
       (n) => n.method === "product.taskStatus" && n.params.status === "running" && n.params.taskId === "t1",
     );
+    // The agent has the prompt (not still starting up: a worker stopped while it initializes is killed at once).
+    const started = () => readExecutionLog(logPath).some((l) => l.event === "start" && l.taskId === "t1");
+    await eventually(started, 60_000, "the agent to start t1");
 
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       s1.child.once("exit", (code, signal) => resolve({ code, signal })),
