@@ -64,7 +64,6 @@ export interface ListedRecord extends StoredRecord {
 
 /** A record with its project and id, as `listAcrossProjects` returns it. */
 export type ProjectRecord = ListedRecord & { projectId: string };
-
 /** Which records `listTexts` reads: one project's, or every project's but one (the index project). */
 export type TextListOptions = ({ projectId: string } | { exceptProjectId: string }) & { containing?: string };
 
