@@ -525,9 +525,8 @@ export interface WorkspacePort {
   /** The absolute directory a task attempt's worktree will use, outside the user's working tree. Creates nothing. */
   attemptPath(cwd: string, productId: string, taskId: string, attempt: number): Promise<string>;
   /**
-   * Issue 31: the directory of the worktree at `worktree` where `cwd` lies in its repository (`<worktree>/pkg/sub` for
-   * a cwd at `pkg/sub`; `worktree` itself at the top level), the agent's cwd. Creates nothing; `prepare` creates it.
-   * Absent (a remote mirror): the worktree itself.
+   * Issue 31: the agent's cwd, the folder of `worktree` where `cwd` lies in its repository (`<worktree>/pkg/sub` for a
+   * cwd at `pkg/sub`; `worktree` at the top level; absent on a remote mirror: `worktree`). Creates nothing (`prepare` does).
    */
   attemptCwd?(cwd: string, worktree: string): Promise<string>;
   /** The commit a ref points at, or `null` when it does not exist. Reads only. */
