@@ -6,6 +6,7 @@ import { storeFlags } from "../operator/cli-verbs.js";
 import { formatGoalStatus, formatProductStatus } from "../operator/format.js";
 import { orNotFound } from "../operator/not-found.js";
 import { productCwd } from "../operator/product-git.js";
+import { mergeLeftOpen, type IntegrationLike } from "../operator/integration-text.js";
 import { mergedSinceDeferral } from "../operator/product-merge.js";
 import { openReader } from "../operator/open-reader.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
@@ -42,8 +43,9 @@ Options:
         }
         const status = await reader.productStatus(id);
         const checkpoints = await reader.checkpoints(id);
-        // Where the product ran (its `created` event): the `merge` command status may print names the checkout.
-        const cwd = values.json ? undefined : await productCwd(reader, id).catch(() => undefined);
+        // Where the product ran (its `created` event), read only when status prints a `merge` command naming it.
+        const open = !values.json && mergeLeftOpen(status.integration as IntegrationLike | undefined, status.phase);
+        const cwd = open ? await productCwd(reader, id).catch(() => undefined) : undefined;
         await writeOut(
           values.json
             ? `${JSON.stringify({ ...status, checkpointList: checkpoints }, null, 2)}\n`

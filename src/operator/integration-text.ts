@@ -36,6 +36,14 @@ export function integrationClause(i: IntegrationLike, mergedSince = false): stri
 }
 
 /**
+ * True when a completed `merge`-mode product's merge into its target was left undone (deferred or conflicting): the
+ * case in which `finishMergeCommand` names a command and `mergedSinceDeferral` (product-merge.ts) asks git.
+ */
+export function mergeLeftOpen(i: IntegrationLike | undefined, phase: unknown): boolean {
+  return phase === "completed" && i?.mode === "merge" && (i.state === "deferred" || i.state === "conflict");
+}
+
+/**
  * The command that finishes a merge the product could not make (deferred or conflicting, `merge` mode, completed),
  * with `flags` (the store flags, cli-verbs.ts `storeFlags`) and the product's folder; `undefined` when nothing is left.
  */
@@ -47,8 +55,7 @@ export function finishMergeCommand(
   flags = "",
   mergedSince = false,
 ): string | undefined {
-  if (phase !== "completed" || i.mode !== "merge" || mergedSince) return undefined;
-  if (i.state !== "deferred" && i.state !== "conflict") return undefined;
+  if (mergedSince || !mergeLeftOpen(i, phase)) return undefined;
   const where = cwd === undefined ? "" : ` --cwd ${shellWord(cwd)}`;
   return `acp-orchestrator merge ${productId}${flags}${where}`;
 }

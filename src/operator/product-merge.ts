@@ -8,6 +8,7 @@
  */
 import { runGit } from "../adapters/workspace/git-cli.js";
 import { GitWorkspace } from "../adapters/workspace/git-workspace.js";
+import { mergeLeftOpen, type IntegrationLike } from "./integration-text.js";
 import { ChangeUnavailable } from "./product-git.js";
 import type { RunStateReader } from "./run-state-reader.js";
 
@@ -76,9 +77,8 @@ export async function mergeProduct(reader: RunStateReader, productId: string, cw
  * written after a product ended). False when anything is unknown or git cannot tell.
  */
 export async function mergedSinceDeferral(status: Record<string, unknown>, cwd: string): Promise<boolean> {
-  const i = status.integration as { mode?: string; state?: string; head?: string; targetBranch?: string } | undefined;
-  if (status.phase !== "completed" || i?.mode !== "merge") return false;
-  if ((i.state !== "deferred" && i.state !== "conflict") || !i.head || !i.targetBranch) return false;
+  const i = status.integration as (IntegrationLike & { head?: string }) | undefined;
+  if (!mergeLeftOpen(i, status.phase) || !i?.head || !i.targetBranch) return false;
   const r = await runGit(cwd, ["merge-base", "--is-ancestor", i.head, `refs/heads/${i.targetBranch}`]).catch(
     () => null,
   );

@@ -6,31 +6,22 @@
  */
 import { spawnSync } from "node:child_process";
 import { rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
-import { REPO_ROOT, tempDir } from "../support/server-process.js";
-
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+import { makeRepo } from "../support/git-repo.js";
+import { writeScriptedAgentConfig } from "../support/scripted-agent-config.js";
+import { tempDir } from "../support/server-process.js";
 
 it("a deferred merge is never called merged; run and status give the reason and the merge command", async () => {
   const dir = tempDir("acp-orch-deferred-");
-  const repo = join(dir, "repo");
-  const git = (...args: string[]) => spawnSync("git", args, { cwd: repo, encoding: "utf8" });
-  spawnSync("git", ["init", "-q", "-b", "main", repo]);
-  writeFileSync(join(repo, "README.md"), "# repo\n");
-  git("add", "README.md");
-  git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init");
+  const repo = makeRepo({ "README.md": "# repo\n" });
+  const show = (spec: string) => spawnSync("git", ["show", spec], { cwd: repo, encoding: "utf8" });
   const scriptFile = join(dir, "script.json");
   const actions = [{ write: { path: "GUIDE.md", content: "# Guide\n" } }];
   writeFileSync(scriptFile, JSON.stringify({ worker: { default: { actions } } }));
   const configFile = join(dir, "agents.json");
-  const agent = { agentId: "writer", role: "worker", command: process.execPath };
-  const launch = { args: ["--import", tsxLoader, scripted], env: { SCRIPTED_AGENT_SCRIPT: scriptFile } };
-  writeFileSync(configFile, JSON.stringify({ agents: [{ ...agent, ...launch }] }));
+  writeScriptedAgentConfig(configFile, "writer", scriptFile);
   // The user's own untracked file where the merge would write.
   writeFileSync(join(repo, "GUIDE.md"), "mine\n");
   const state = join(dir, "state.db");
@@ -45,7 +36,7 @@ it("a deferred merge is never called merged; run and status give the reason and 
   expect(run.stdout).not.toContain("merged into main,");
   const hint = /merge it when the checkout is ready: (acp-orchestrator merge .+)$/m.exec(run.stdout)?.[1] ?? "";
   expect(hint).toBe(`acp-orchestrator merge ${id} --state ${state} --cwd ${repo}`);
-  expect(git("show", "main:GUIDE.md").status).not.toBe(0);
+  expect(show("main:GUIDE.md").status).not.toBe(0);
 
   const before = await runCli(["status", id, "--state", state], dir);
   expect(before.code, before.stderr).toBe(0);
@@ -58,7 +49,7 @@ it("a deferred merge is never called merged; run and status give the reason and 
   rmSync(join(repo, "GUIDE.md"));
   const merge = await runCli(hint.split(" ").slice(1), dir);
   expect(merge.code, merge.stderr).toBe(0);
-  expect(git("show", "main:GUIDE.md").stdout).toBe("# Guide\n");
+  expect(show("main:GUIDE.md").stdout).toBe("# Guide\n");
   const after = await runCli(["status", id, "--state", state], dir);
   expect(after.stdout).toMatch(/^integration: deferred on branch acp\/\S+, head \w+\n +merged into main since/m);
   expect(after.stdout).not.toContain("merge it when the checkout is ready");

@@ -10,20 +10,11 @@
  * compares them).
  * Pure: no I/O. Never throws.
  */
+import { Phase } from "../../../protocol/common.js";
 import { ProductHeaderRecord } from "./records.js";
 
 /** A parsed JSON object whose members are not known yet. */
 type Loose = Record<string, unknown>;
-
-const PHASES: ReadonlySet<unknown> = new Set([
-  "planning",
-  "awaiting_confirmation",
-  "executing",
-  "paused",
-  "completed",
-  "failed",
-  "cancelled",
-]);
 
 /**
  * The header `text` holds, as `ProductHeaderRecord.safeParse(JSON.parse(text))` returns it, or `undefined` when the
@@ -50,7 +41,13 @@ export function quickHeader(value: unknown): ProductHeaderRecord | undefined {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
   // The schema reads its members by name and leaves any other out (zod's default: strip), so neither do we.
   const { v, productId, projectId, name, phase, progress, createdAt, updatedAt, sessionId } = value as Loose;
-  if (v !== 1 || !isId(productId) || !isId(projectId) || typeof name !== "string" || !PHASES.has(phase)) {
+  if (
+    v !== 1 ||
+    !isId(productId) ||
+    !isId(projectId) ||
+    typeof name !== "string" ||
+    !(Phase.options as readonly unknown[]).includes(phase)
+  ) {
     return undefined;
   }
   if (!isTimestamp(createdAt) || !isTimestamp(updatedAt)) return undefined;
