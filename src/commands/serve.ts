@@ -218,7 +218,8 @@ function buildAgents(registry: AgentRegistry, logger: ServerLogger, authority: R
 }
 
 /** The product options of this server: the defaults, the config's, the lease owner id and the drift fingerprints. */
-function productOptions(config: AgentRegistry["config"], ownerId: string, settings: ServeSettings): ProductOptions {
+function productOptions(registry: AgentRegistry, ownerId: string, settings: ServeSettings): ProductOptions {
+  const config = registry.config;
   return {
     ...DEFAULT_PRODUCT_OPTIONS,
     ...(config.maxParallelTasks !== undefined ? { maxParallelTasks: config.maxParallelTasks } : {}),
@@ -234,6 +235,8 @@ function productOptions(config: AgentRegistry["config"], ownerId: string, settin
     // Hashed on first use, once: not before `initialize` is answered (issue 34, cold start).
     agentsFingerprint: once(() => agentsHash(config.agents, nodeSha256Hex)),
     agentHashes: once(() => agentHashes(config.agents, nodeSha256Hex)),
+    // Recorded with the run so `status` prints a resume command naming the same agents (a new user's trial).
+    ...(registry.path !== null ? { configPath: registry.path } : {}),
   };
 }
 
@@ -272,7 +275,7 @@ function buildServer(parts: ServerParts): OrchestratorServer {
     clock: systemClock,
     ids: (prefix) => `${prefix}_${nodeCrypto().randomUUID().replace(/-/g, "").slice(0, 20)}`,
     version: packageVersion(),
-    productOptions: productOptions(config, parts.ownerId, settings),
+    productOptions: productOptions(registry, parts.ownerId, settings),
     workspace: new GitWorkspaceProbe(),
     workspaces: withFaults(
       new GitWorkspace({ logger: logger.child({ component: "workspace" }) }),

@@ -11,6 +11,7 @@ import { mergedSinceDeferral } from "../operator/product-merge.js";
 import { openReader } from "../operator/open-reader.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import type { Command } from "./command.js";
+import { commandFlags } from "./drive.js";
 import { writeOut } from "./output.js";
 
 const OPTIONS = { state: { type: "string" }, json: { type: "boolean" } } as const;
@@ -43,6 +44,13 @@ Options:
         }
         const status = await reader.productStatus(id);
         const checkpoints = await reader.checkpoints(id);
+        // The resume (and retry, ...) commands the recovery names carry the store and the agent config the run used,
+        // as run's own hint does (a new user's trial: status's hint had no --config, so resume ran other agents).
+        const configPath = await reader.recordedConfigPath(id);
+        const recoveryFlags = commandFlags({
+          ...(values.state !== undefined ? { state: values.state } : {}),
+          ...(configPath !== undefined ? { config: configPath } : {}),
+        });
         // Where the product ran (its `created` event), read only when status prints a `merge` command naming it.
         const open = !values.json && mergeLeftOpen(status.integration as IntegrationLike | undefined, status.phase);
         const cwd = open ? await productCwd(reader, id).catch(() => undefined) : undefined;
@@ -55,6 +63,7 @@ Options:
                 Date.now(),
                 storeFlags(values.state),
                 cwd !== undefined && (await mergedSinceDeferral(status, cwd)),
+                recoveryFlags,
               ),
         );
         return 0;

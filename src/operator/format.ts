@@ -148,6 +148,11 @@ export function formatProductStatus(
   flags = "",
   /** The target branch holds the head of a merge the product deferred (`integrationClause`'s `mergedSince`). */
   mergedSince = false,
+  /**
+   * What the commands the recovery names (resume, retry, ...) need after their arguments: `flags` and the agent
+   * config the run recorded (`--config`; `commandFlags`, drive.ts), as `run` prints them. Default: `flags`.
+   */
+  recoveryFlags = flags,
 ): string {
   const s = raw as StatusLike;
   const out: string[] = [];
@@ -162,7 +167,7 @@ export function formatProductStatus(
   const time = `${formatDuration(s.budget.elapsedMs)}${s.budget.maxDurationMs !== undefined ? ` of ${formatDuration(s.budget.maxDurationMs)}` : ""} elapsed`;
   out.push(`budget:      ${tokens}, ${time}`);
   if (s.dropped > 0) out.push(`dropped:     ${s.dropped} stored records failed validation`);
-  out.push(...recoveryLines(s, flags));
+  out.push(...recoveryLines(s, recoveryFlags));
   out.push(...describeWhereItRuns(s, now, flags, mergedSince));
   const instances = new Map((s.plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
   if (s.tasks.length === 0 && s.plan !== undefined && s.plan.tasks.length > 0) {

@@ -221,6 +221,15 @@ export class RunStateReader {
     return (await this.products.get(productId)).model.state.integration?.base;
   }
 
+  /**
+   * The agent config file (absolute path) the server that last recorded the run's fingerprint loaded, at confirmation
+   * or an explicit resume (`Fingerprint.configPath`); `undefined` before confirmation or when it loaded none. Call
+   * after `productStatus`. Throws not_found.
+   */
+  async recordedConfigPath(productId: string): Promise<string | undefined> {
+    return (await this.products.get(productId)).model.state.fingerprint?.configPath;
+  }
+
   /** The kept checkpoints of a product, oldest first. Throws not_found. */
   async checkpoints(productId: string) {
     return (await this.products.checkpoints(productId)).checkpoints;

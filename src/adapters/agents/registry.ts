@@ -402,8 +402,14 @@ export class AgentRegistry implements AgentDirectory {
   private readonly specs = new Map<string, LaunchSpec>();
   private readonly team: string[];
 
-  /** Builds the registry from a validated config (default: no configured agents). Does not touch the disk. */
-  constructor(readonly config: AgentConfig = emptyAgentConfig()) {
+  /**
+   * Builds the registry from a validated config (default: no configured agents). Does not touch the disk. `path` is
+   * the absolute path of the file the config was read from (`null`: none, only the built-in worker).
+   */
+  constructor(
+    readonly config: AgentConfig = emptyAgentConfig(),
+    readonly path: string | null = null,
+  ) {
     for (const agent of config.agents) {
       this.infos.set(agent.agentId, {
         agentId: agent.agentId,
@@ -436,8 +442,8 @@ export class AgentRegistry implements AgentDirectory {
 
   /** Loads the config (see `loadAgentConfig`) and builds a registry from it. Throws `AgentConfigError`. */
   static async load(options: { configPath?: string; cwd: string }): Promise<AgentRegistry> {
-    const { config } = await loadAgentConfig(options);
-    return new AgentRegistry(config);
+    const { config, path } = await loadAgentConfig(options);
+    return new AgentRegistry(config, path);
   }
 
   /** The team: configured agents in file order (narrowed by `allowedAgents`), then the built-in worker when on it. Copies. */

@@ -68,6 +68,12 @@ export interface ProductOptions {
    * run's agents having changed.
    */
   registryView?: "server" | "reader";
+  /**
+   * The agent config file this server loaded (absolute; `--config`, else the working directory's
+   * acp-orchestrator.json), recorded in the run's fingerprint so the resume command an operator view prints names it;
+   * absent: the server loaded none (built-in agents only).
+   */
+  configPath?: string;
   /** Isolation of products whose `product.plan` does not say (config file `isolation`); default by workspace. */
   isolation?: "worktree" | "shared";
   /** Integration of products whose `product.plan` does not say (config file `integration`); default `branch`. */

@@ -144,6 +144,11 @@ export const Fingerprint = lazySchema(
         .record(z.string().min(1).max(200), Hash)
         .refine((r) => Object.keys(r).length <= MAX_RECORDED_AGENTS, `at most ${MAX_RECORDED_AGENTS} agents`)
         .optional(),
+      /**
+       * The agent config file of the server that recorded it (absolute path; `ProductOptions.configPath`), so the
+       * resume command `status` prints names the same agents; absent: none was loaded. Never part of drift.
+       */
+      configPath: z.string().min(1).max(4096).optional(),
     }),
   "Fingerprint",
 );

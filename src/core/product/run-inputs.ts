@@ -80,6 +80,7 @@ export class RunInputs {
       gitHead: await this.gitHead(),
       agentsHash: this.agentsFingerprint(),
       ...((hashes) => (hashes !== undefined ? { agentHashes: hashes } : {}))(this.agentHashes()),
+      ...(ctx.options.configPath !== undefined ? { configPath: ctx.options.configPath } : {}),
     };
   }
 
@@ -98,7 +99,12 @@ export class RunInputs {
   async fingerprintEvents(plan: Plan | undefined, acknowledged: Drift[]): Promise<NewEvent[]> {
     const current = await this.currentFingerprint(plan);
     const recorded = this.p.model.state.fingerprint;
-    if (recorded && compareFingerprints(recorded, current).length === 0 && recorded.planHash === current.planHash)
+    if (
+      recorded &&
+      compareFingerprints(recorded, current).length === 0 &&
+      recorded.planHash === current.planHash &&
+      recorded.configPath === current.configPath
+    )
       return [];
     return [
       {
