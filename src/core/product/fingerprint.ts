@@ -233,7 +233,8 @@ const planHashes = new WeakMap<Plan, Map<string, { digest: Digest; hash: string 
 /**
  * The plan fingerprint: the plan (its tasks, instances, budget, version) together with the leader prompt version.
  * The plan is reduced to the keys its schema declares first (`normalisedPlan`, no zod parse), so fields a store does
- * not keep (unknown keys) cannot make a plan read back differ from the one that was written. Remembered per plan object (issue 16: a resume asks for the
+ * not keep (unknown keys) cannot make a plan read back differ from the one that was written; a plan of the schema's
+ * shape is written in one native serialisation with the same text (`planText`). Remembered per plan object (issue 16: a resume asks for the
  * fingerprint of the same 1,000-task plan several times), which relies on plan objects never being changed in place:
  * the state replaces its plan on every event that changes it (state.ts). `digest` is any SHA-256 (`Digest` port).
  */
@@ -242,7 +243,12 @@ export function planHash(plan: Plan | undefined, promptVersion: string, digest: 
   let known = planHashes.get(plan);
   const hit = known?.get(promptVersion);
   if (hit !== undefined && hit.digest === digest) return hit.hash;
-  const hash = `pl1:${hashOf({ plan: normalisedPlan(plan), promptVersion }, digest)}`;
+  const direct = typeof promptVersion === "string" ? planText(plan) : undefined;
+  const text =
+    direct !== undefined
+      ? `{"plan":${direct},"promptVersion":${JSON.stringify(promptVersion)}}`
+      : canonicalJson({ plan: normalisedPlan(plan), promptVersion });
+  const hash = `pl1:${digest(text)}`;
   if (!known) planHashes.set(plan, (known = new Map()));
   known.set(promptVersion, { digest, hash });
   return hash;
@@ -254,9 +260,9 @@ export function planHash(plan: Plan | undefined, promptVersion: string, digest: 
  * values, which the plan's writers did (issue 34: the zod parse of a 1,000-task plan at confirmation, schemas built on
  * first use included, was ~14 % of the run). A value of another kind than the schema's (a list where an object is
  * declared...) falls back to `Plan.safeParse`, and to the plan as given when it does not parse, as before: the hash of
- * a plan the schema accepts is unchanged.
+ * a plan the schema accepts is unchanged. Exported for the test that checks `planText` against it.
  */
-function normalisedPlan(plan: Plan): unknown {
+export function normalisedPlan(plan: Plan): unknown {
   const stripped = declaredOnly(PLAN_KEYS, plan);
   if (stripped !== UNSUPPORTED) return stripped;
   const parsed = Plan.safeParse(plan);
@@ -339,6 +345,67 @@ function declaredOnly(keys: DeclaredKeys, value: unknown): unknown {
     if (kept !== record[key]) (out ??= { ...record })[key] = kept;
   }
   return out ?? value;
+}
+
+/** Every key `PLAN_KEYS` declares at any level, sorted: the property list `planText` serialises with. */
+const PLAN_KEY_LIST: readonly string[] = (() => {
+  const names = new Set<string>();
+  const collect = (keys: DeclaredKeys): void => {
+    if (keys === "scalar") return;
+    if ("optional" in keys) return collect(keys.optional);
+    if ("array" in keys) return collect(keys.array);
+    for (const [k, v] of Object.entries(keys.object)) {
+      names.add(k);
+      collect(v);
+    }
+  };
+  collect(PLAN_KEYS);
+  return [...names].sort();
+})();
+
+/**
+ * `canonicalJson(declaredOnly(PLAN_KEYS, plan))` written by one native `JSON.stringify` with the declared keys as its
+ * property list (which writes each object's listed keys in the list's order: sorted), or `undefined` when that could
+ * differ (issue 34: the plan fingerprint at confirmation built a string field by field, a key sort per object and a
+ * second walk for a 1,000-task plan). `planShaped` checks first that every object is plain with no `toJSON`, holds no key
+ * declared at another level only, and every value is of its declared kind (a string, number, boolean or null where
+ * a scalar is declared); the caller takes the general path otherwise, so the text never differs.
+ */
+function planText(plan: Plan): string | undefined {
+  for (const k of PLAN_KEY_LIST) if (k in Object.prototype) return undefined;
+  return planShaped(PLAN_KEYS, plan) ? JSON.stringify(plan, PLAN_KEY_LIST as string[]) : undefined;
+}
+
+/** True when `value` serialises with the property list exactly as `declaredOnly` then `canonicalJson` write it. */
+function planShaped(keys: DeclaredKeys, value: unknown): boolean {
+  if (keys === "scalar") {
+    return value === null || typeof value === "string" || typeof value === "number" || typeof value === "boolean";
+  }
+  if ("optional" in keys) return value === null || planShaped(keys.optional, value);
+  if (value === null || typeof value !== "object") return false;
+  if (typeof (value as { toJSON?: unknown }).toJSON === "function") return false;
+  if ("array" in keys) {
+    if (!Array.isArray(value)) return false;
+    for (let i = 0; i < value.length; i++) if (!planShaped(keys.array, value[i])) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (Array.isArray(value) || (proto !== Object.prototype && proto !== null)) return false;
+  const fields = keys.object;
+  const record = value as Record<string, unknown>;
+  for (const key of Object.keys(record)) {
+    const field = Object.hasOwn(fields, key) ? fields[key] : undefined;
+    if (field === undefined) {
+      // An undeclared key is left out by `declaredOnly`; the property list would write it if another level lists it.
+      if (PLAN_KEY_LIST.includes(key)) return false;
+      continue;
+    }
+    const item = record[key];
+    if (item !== undefined && !planShaped(field, item)) return false;
+  }
+  // The property list reads every listed key, own enumerable or not: none may hide from `Object.keys`.
+  for (const key in fields) if (key in record && !Object.prototype.propertyIsEnumerable.call(record, key)) return false;
+  return true;
 }
 
 /** The fingerprint of a registry's agent definitions (any JSON-able description of them). */
