@@ -1,33 +1,53 @@
 /**
  * Findings of a new user who used the command line from the README alone, each against the built CLI and a store
  * written by a real server run: the resume command `status` prints names the agent config the run used, as `run`'s
- * own hint does.
+ * own hint does; `message` that adds a task answers with the count that includes it and names its instance.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { runCli } from "../support/cli-run.js";
+import { runCli, type CliResult } from "../support/cli-run.js";
 import { tempDir } from "../support/server-process.js";
+
+/**
+ * `run --config agents.json --state s.db` in a new temp folder with an agent that cannot start: the product pauses at
+ * once (3 tasks pending) with a recovery that names the resume command. Returns the folder, the id and run's output.
+ */
+async function pausedRun(): Promise<{ dir: string; id: string; run: CliResult }> {
+  const dir = tempDir("acp-orch-readme-");
+  writeFileSync(
+    join(dir, "agents.json"),
+    JSON.stringify({ agents: [{ agentId: "broken", role: "worker", command: join(dir, "no-such-agent") }] }),
+  );
+  const run = await runCli(
+    ["run", "--config", "agents.json", "--state", "s.db", "--agents", "broken", "--yes", "--goal", "- Write a README"],
+    dir,
+  );
+  expect(run.code, run.stderr).toBe(1);
+  expect(run.stdout).toMatch(/^phase: paused$/m);
+  return { dir, id: /^product (prd_\w+)$/m.exec(run.stdout)?.[1] ?? "", run };
+}
 
 describe("the command line for a user who read only the README", () => {
   it("status's resume command carries the --config and --state the run used, as run's own hint does", async () => {
-    const dir = tempDir("acp-orch-readme-");
-    // An agent that cannot start: the run pauses at once with a recovery that names the resume command.
-    writeFileSync(
-      join(dir, "agents.json"),
-      JSON.stringify({ agents: [{ agentId: "broken", role: "worker", command: join(dir, "no-such-agent") }] }),
-    );
-    const run = await runCli(
-      ["run", "--config", "agents.json", "--state", "s.db", "--agents", "broken", "--yes", "--goal", "- Write a README"],
-      dir,
-    );
-    expect(run.code, run.stderr).toBe(1);
-    const id = /^product (prd_\w+)$/m.exec(run.stdout)?.[1] ?? "";
+    const { dir, id, run } = await pausedRun();
     const flags = ` --state ${join(dir, "s.db")} --config ${join(dir, "agents.json")}`;
     expect(run.stdout).toContain(`resume with: acp-orchestrator resume ${id}${flags}\n`);
     const status = await runCli(["status", id, "--state", "s.db"], dir);
     expect(status.code, status.stderr).toBe(0);
     expect(status.stdout).toMatch(/^phase: +paused$/m);
     expect(status.stdout).toContain(`"acp-orchestrator resume ${id}${flags}"`);
+  }, 120_000);
+
+  it("message that adds a task prints the progress with that task and names the instance it runs on", async () => {
+    const { dir, id } = await pausedRun();
+    const message = await runCli(
+      ["message", id, "add task: write the changelog", "--state", "s.db", "--config", "agents.json"],
+      dir,
+    );
+    expect(message.code, message.stderr).toBe(0);
+    // It said `Added t4 "Write the changelog".` and `Progress: 0 of 3 tasks completed.` (the count before the task).
+    expect(message.stdout).toMatch(/^Added t4 "Write the changelog" on i\d+ \(broken, [^)]+\)\.$/m);
+    expect(message.stdout).toMatch(/^Progress: 0 of 4 tasks completed\.$/m);
   }, 120_000);
 });

@@ -120,7 +120,9 @@ export class HeuristicLeader implements LeaderPort {
       kept.length = 0;
       lines.push("I dropped my changes because together they did not apply to the current plan.");
     }
-    lines.push(progressLine(request.tasks));
+    // The progress of the plan as this answer leaves it: an added task counts (a new user's trial read the count from
+    // before the task was added).
+    lines.push(progressLine(kept.length > 0 ? states : request.tasks));
     const response = lines.join("\n");
     stream(response, request.onText);
     return kept.length > 0 ? { response, mutations: kept } : { response };

@@ -599,7 +599,8 @@ describe("HeuristicLeader.message", () => {
       },
     ]);
     expect(result.response).toContain('Added t4 "Write a changelog" on i1 (claude, idle).');
-    expect(result.response).toContain("Progress: 1 of 3 tasks completed, 1 running.");
+    // The count of the plan as the answer leaves it, the added task included (it said 1 of 3: the count before).
+    expect(result.response).toContain("Progress: 1 of 4 tasks completed, 1 running.");
   });
 
   it("adds a task after another one named by id or title words", async () => {

@@ -20,6 +20,10 @@ export interface InstanceLoad {
 /** The chosen instance and why, in words for the leader's answer (empty when the plan had no choice to make). */
 export interface AddedTaskPlacement {
   instance: Instance;
+  /**
+   * Where the task goes and why, for the leader's answer: `on i2 (codex, idle)`; always names the instance and its
+   * agent (docs/AGENTS.md "Tasks added during the run"), also when only one instance could take it.
+   */
   reason: string;
 }
 
@@ -104,7 +108,9 @@ export function placeAddedTask(
   }
   const loads = instanceLoads(plan, states);
   const instance = leastLoadedInstance(candidates, loads);
-  if (able.length < 2) return { instance, reason: "" };
+  // One instance able to take it: nothing was chosen, but the answer still says where the task runs.
+  if (able.length < 2)
+    return { instance, reason: `on ${instance.instanceId} (${instance.agentId}, the only instance able to take it)` };
   if (best > 0) why = `its strengths match ${joinList(matched(instance).map((w) => `"${w}"`))}`;
   const idle = (loads.get(instance.instanceId)?.running ?? 0) === 0 ? "idle" : "busy, fewest queued";
   return { instance, reason: `on ${instance.instanceId} (${instance.agentId}, ${why ? `${why}, ` : ""}${idle})` };

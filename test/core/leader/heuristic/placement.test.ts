@@ -137,6 +137,14 @@ describe("a task added by a message goes to the least loaded instance able to ta
       placeAddedTask(mixed.plan, mixed.tasks, [roster[0] as AgentInfo], "Polish the logo").instance.instanceId,
     ).toBe("i2");
   });
+
+  it("names the instance and its agent when it is the only one able to take the task", () => {
+    // A new user's trial: with one worker instance the answer said nowhere where the added task runs (docs/AGENTS.md).
+    const one = live([seat("i1", "alpha")], [["t1", "i1", "running"]]);
+    expect(placeAddedTask(one.plan, one.tasks, [agentInfo("alpha")], "Write the changelog").reason).toBe(
+      "on i1 (alpha, the only instance able to take it)",
+    );
+  });
 });
 
 describe("a fix-up goes to the least loaded instance of another agent", () => {
