@@ -8,7 +8,7 @@
  *       [--stored-products 100000] [--skip-stores]
  *       [--stores memory,sqlite,postgres]   (--fleet-products 0 skips part 2, --stored-products 0 part 3)   (needs ACP_ORCHESTRATOR_TEST_PG)
  *   node dist/bench/test/bench/postgres.js --server <json>   (one "server" of the fleet figure; internal)
- *   part 2 knobs: [--in-flight N] [--fleet-rounds N] [--fleet-servers 1,8] [--fleet-recover] (each server runs the
+ *   part 2 knobs: [--in-flight N] [--fleet-rounds N] [--fleet-servers 1,8] [--fleet-warmup N] [--fleet-recover] (each server runs the
  *       real Fleet as `serve --recover` composes it); FLEET_STMT_DEBUG=1 makes each server print its statements by
  *       name (and the kind of each `acp-get`) to stderr when it exits; BENCH_SERVER_NODE_ARGS reaches the servers.
  *
@@ -30,8 +30,8 @@
  * line), and one `product.list` round trip; both must stay under 1 s.
  * Never touches the user's state directory; drops its schemas at the end.
  */
-import { execFile, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
@@ -40,160 +40,18 @@ import pg from "pg";
 import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority.js";
 import { PostgresAuthority } from "../../src/adapters/persistence/postgres-authority.js";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
-import { PostgresLiveness } from "../../src/adapters/persistence/postgres-liveness.js";
-import { ProcessLiveness } from "../../src/adapters/system/process-liveness.js";
-import type { OwnerLiveness, RunStateAuthority } from "../../src/core/ports.js";
-import { DEFAULT_PRODUCT_OPTIONS } from "../../src/core/product/context.js";
-import { Fleet, fleetWatches } from "../../src/core/product/fleet.js";
-import { randomDag } from "./support/dag.js";
-import { benchService, realClock, type MeterReading } from "./support/in-process.js";
-import { REPO_ROOT, serverNodeArgs } from "./support/paths.js";
+import type { RunStateAuthority } from "../../src/core/ports.js";
+import { fleetWatches } from "../../src/core/product/fleet.js";
+import { REPO_ROOT } from "./support/paths.js";
+import { runProducts, withSchema } from "./support/pg-run.js";
+import {
+  fleetFigures,
+  fleetMarkdown,
+  fleetServer,
+  type FleetFigure,
+  type FleetServerOptions,
+} from "./postgres-fleet.js";
 import { storedFigure, storedMarkdown, type StoredFigure } from "./postgres-stored.js";
-
-/** Statements by name, counted with FLEET_STMT_DEBUG=1 (see the knobs above). */
-const stmtDebug = new Map<string, number>();
-process.on("exit", () => {
-  if (process.env.FLEET_STMT_DEBUG && stmtDebug.size > 0)
-    process.stderr.write(`${process.pid} ${JSON.stringify([...stmtDebug].sort((a, b) => b[1] - a[1]).slice(0, 15))}\n`);
-});
-/** Statements this process sent to PostgreSQL (every `Client.query`, pooled or not): one round trip each. */
-let statementsSent = 0;
-const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
-(pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown }).query = function (
-  this: pg.Client,
-  ...args: unknown[]
-) {
-  statementsSent += 1;
-  if (process.env.FLEET_STMT_DEBUG) {
-    const a = args[0] as { text?: string; name?: string } | string;
-    let key = (typeof a === "string" ? a : (a?.name ?? a?.text ?? "?")).replace(/\s+/g, " ").slice(0, 90);
-    const v = (a as { values?: unknown[] })?.values ?? (args[1] as unknown[] | undefined);
-    if (key === "acp-get") key += ` ${String(v?.[1])}`;
-    stmtDebug.set(key, (stmtDebug.get(key) ?? 0) + 1);
-  }
-  return clientQuery.apply(this, args);
-};
-
-function withSchema(url: string, schema: string): string {
-  const u = new URL(url);
-  u.searchParams.set("schema", schema);
-  return u.toString();
-}
-
-interface RunResult {
-  tasks: number;
-  runMs: number;
-  meter: MeterReading;
-  statements: number;
-  /** CPU (user + system, ms) of this process during the run, and over its whole life (start-up included). */
-  cpuRunMs?: number;
-  cpuTotalMs?: number;
-}
-
-/** Plans and runs `products` products of `tasks` tasks each, `inFlight` at a time, on one in-process service. */
-async function runProducts(
-  authority: RunStateAuthority,
-  tasks: number,
-  products: number,
-  ownerId: string,
-  maxParallelTasks: number,
-  inFlight = 1,
-  fleet?: { liveness: OwnerLiveness },
-): Promise<RunResult> {
-  const plan = randomDag({ tasks, width: Math.min(100, tasks) });
-  const b = benchService(authority, plan, { maxParallelTasks, ownerId }, true, "instant", fleet?.liveness);
-  // A fleet server as `serve --recover` composes it (server.ts buildFleet): change feed, recovery, liveness.
-  const running = fleet
-    ? new Fleet({
-        service: b.service,
-        store: b.store,
-        authority,
-        clock: realClock,
-        ids: (prefix) => `${prefix}_${process.pid}_${Math.random().toString(36).slice(2)}`,
-        logger: b.logger,
-        ownerId,
-        liveness: fleet.liveness,
-        recover: true,
-        scanMs: DEFAULT_PRODUCT_OPTIONS.leaseRenewMs,
-      })
-    : undefined;
-  running?.start();
-  const statementsBefore = statementsSent;
-  const t0 = performance.now();
-  let next = 0;
-  // `inFlight` lanes, each planning, confirming and awaiting the completion of the next product until none is left.
-  const lane = async (): Promise<void> => {
-    while (next < products) {
-      next += 1;
-      const { productId } = await b.service.plan({ goal: "Benchmark", cwd: "/tmp/bench", projectId: "bench" });
-      await b.notifier.next("product.planReady", (p) => p.productId === productId);
-      const completed = b.notifier.next("product.completed", (p) => p.productId === productId);
-      await b.service.confirm(productId, {});
-      await completed;
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, inFlight) }, lane));
-  await running?.stop();
-  return {
-    tasks: tasks * products,
-    runMs: performance.now() - t0,
-    meter: b.meter.reading,
-    statements: statementsSent - statementsBefore,
-  };
-}
-
-interface FleetServerOptions {
-  url: string;
-  tasks: number;
-  products: number;
-  /** Products this server drives at once. */
-  inFlight: number;
-  id: number;
-  /** Run the fleet's change feed, recovery and liveness as `serve --recover` does (default false: the service only). */
-  fleet?: boolean;
-}
-
-/** One fleet server: runs its products on the shared schema and prints its result as one JSON line. */
-async function fleetServer(options: FleetServerOptions): Promise<void> {
-  const authority = await PostgresAuthority.open(options.url, { maxConnections: 4, announce: fleetWatches });
-  const processLiveness = new ProcessLiveness();
-  const ownerId = options.fleet ? processLiveness.ownerId : `bench-server-${options.id}`;
-  const liveness = options.fleet
-    ? await PostgresLiveness.open(options.url, { ownerId, fallback: processLiveness })
-    : undefined;
-  const cpu0 = process.cpuUsage();
-  const result: RunResult = await runProducts(
-    authority,
-    options.tasks,
-    options.products,
-    ownerId,
-    Math.min(4, options.tasks),
-    options.inFlight,
-    liveness ? { liveness } : undefined,
-  );
-  const cpu = process.cpuUsage(cpu0);
-  result.cpuRunMs = (cpu.user + cpu.system) / 1000;
-  await authority.close();
-  await liveness?.close();
-  const total = process.cpuUsage();
-  result.cpuTotalMs = (total.user + total.system) / 1000;
-  process.stdout.write(`${JSON.stringify(result)}\n`);
-}
-
-function spawnServer(options: FleetServerOptions): Promise<RunResult> {
-  const args = [...serverNodeArgs(), fileURLToPath(import.meta.url), "--server", JSON.stringify(options)];
-  const child = spawn(process.execPath, args, {
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  let out = "";
-  child.stdout.setEncoding("utf8");
-  child.stdout.on("data", (d: string) => (out += d));
-  return new Promise((resolve, reject) =>
-    child.once("exit", (code) =>
-      code === 0 ? resolve(JSON.parse(out) as RunResult) : reject(new Error(`server ${options.id} exited ${code}`)),
-    ),
-  );
-}
 
 /** Cluster-wide counters of what the database did (committed transactions, WAL records, flushes, bytes). */
 interface DbCounters {
@@ -253,192 +111,6 @@ export interface StoreFigure {
 }
 
 /** One line of part 2: one server count over every round. */
-export interface FleetFigure {
-  servers: number;
-  /** Tasks of one round. */
-  tasks: number;
-  /** Median wall time of a round. */
-  wallMs: number;
-  /** Median over the rounds. */
-  tasksPerSecond: number;
-  /** Lowest and highest over the rounds. */
-  minTasksPerSecond: number;
-  maxTasksPerSecond: number;
-  /** Each round's tasks per second, in order. */
-  rounds: number[];
-  /** Median throughput relative to one server's median. */
-  vsOne: number;
-  /** Mean share of each server's run spent inside authority calls (0-1). */
-  storeShare: number;
-  /** Statements (client round trips) of every server per task (mean over the rounds). */
-  statementsPerTask: number;
-  /** CPU ms per task, medians over the rounds (NaN where not measured). */
-  cpu: FleetCpu;
-}
-
-/** One round of one server count. */
-interface FleetRound {
-  wallMs: number;
-  tasks: number;
-  tasksPerSecond: number;
-  storeShare: number;
-  statementsPerTask: number;
-  /** CPU ms per task: every server during its run, every server over its life, PostgreSQL (when readable). */
-  cpu: FleetCpu;
-}
-
-/** CPU milliseconds per task (user + system) of one round. */
-export interface FleetCpu {
-  /** The server processes while they ran their products. */
-  serversRun: number;
-  /** The server processes over their whole lives (start-up, pool connect and close included). */
-  serversTotal: number;
-  /** PostgreSQL's processes (the postmaster's children, exited ones included); NaN when /proc cannot show them. */
-  postgres: number;
-}
-
-/** /proc/PID/stat fields after the command name (field 3 is index 0). */
-function procStat(pid: number): string[] | undefined {
-  try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ");
-  } catch {
-    return undefined;
-  }
-}
-
-/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on Linux). */
-const TICKS_PER_SECOND = 100;
-
-/**
- * CPU ms used so far by the PostgreSQL server behind `admin` (same host only): the postmaster's own and its exited
- * children's time (cutime/cstime: a backend's CPU is added when it exits) plus every live child's. Undefined when
- * /proc does not show it (another host, another OS).
- */
-async function postgresCpuMs(admin: pg.Client): Promise<number | undefined> {
-  const { rows } = await admin.query<{ pid: number }>("SELECT pg_backend_pid() AS pid");
-  const backend = procStat(rows[0]?.pid ?? 0);
-  const postmaster = Number(backend?.[1]);
-  const own = procStat(postmaster);
-  if (!own) return undefined;
-  let ticks = [11, 12, 13, 14].reduce((n, i) => n + Number(own[i]), 0);
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    const f = procStat(Number(entry));
-    if (f && Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
-  }
-  return (ticks / TICKS_PER_SECOND) * 1000;
-}
-
-const median = (xs: readonly number[]): number => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
-};
-
-/** Part 2: runs `servers` server processes on a fresh schema, sharing `products` products; one round. */
-async function fleetRound(
-  url: string,
-  admin: pg.Client,
-  servers: number,
-  o: { products: number; productTasks: number; inFlight: number; fleet?: boolean },
-): Promise<FleetRound> {
-  const schema = `bench_fleet${servers}_${process.pid}`;
-  const schemaUrl = withSchema(url, schema);
-  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await (await PostgresAuthority.open(schemaUrl)).close(); // migrate once before the clock starts
-  try {
-    const products = Math.max(1, Math.round(o.products / servers));
-    const pgCpu0 = await postgresCpuMs(admin);
-    const t0 = performance.now();
-    const results = await Promise.all(
-      Array.from({ length: servers }, (_, id) =>
-        spawnServer({
-          url: schemaUrl,
-          tasks: o.productTasks,
-          products,
-          inFlight: o.inFlight,
-          id,
-          fleet: o.fleet ?? false,
-        }),
-      ),
-    );
-    const wallMs = performance.now() - t0;
-    const tasks = results.reduce((n, r) => n + r.tasks, 0);
-    // Backends add their CPU to the postmaster's when they exit; the pools closed before their servers exited.
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    const pgCpu1 = await postgresCpuMs(admin);
-    const cpu: FleetCpu = {
-      serversRun: results.reduce((n, r) => n + (r.cpuRunMs ?? Number.NaN), 0) / tasks,
-      serversTotal: results.reduce((n, r) => n + (r.cpuTotalMs ?? Number.NaN), 0) / tasks,
-      postgres: pgCpu0 === undefined || pgCpu1 === undefined ? Number.NaN : (pgCpu1 - pgCpu0) / tasks,
-    };
-    return {
-      cpu,
-      wallMs,
-      tasks,
-      tasksPerSecond: tasks / (wallMs / 1000),
-      storeShare: results.reduce((n, r) => n + (r.meter.writeMs + r.meter.readMs) / r.runMs, 0) / results.length,
-      statementsPerTask: results.reduce((n, r) => n + r.statements, 0) / tasks,
-    };
-  } finally {
-    await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  }
-}
-
-/**
- * Part 2 over `rounds` rounds; each round runs every server count once, in order, so a change in the shared
- * machine's load falls on every count alike. Medians, lowest and highest per server count.
- */
-async function fleetFigures(
-  url: string,
-  admin: pg.Client,
-  o: {
-    products: number;
-    productTasks: number;
-    inFlight: number;
-    rounds: number;
-    servers: readonly number[];
-    fleet?: boolean;
-  },
-  log: (line: string) => void,
-): Promise<FleetFigure[]> {
-  const byCount = new Map<number, FleetRound[]>(o.servers.map((n) => [n, []]));
-  for (let round = 1; round <= o.rounds; round += 1) {
-    for (const servers of o.servers) {
-      const r = await fleetRound(url, admin, servers, o);
-      byCount.get(servers)?.push(r);
-      log(
-        `  round ${round}/${o.rounds}, ${servers} server(s): ${fmt(r.tasks)} tasks in ${fmt(r.wallMs / 1000, 1)} s, ` +
-          `${fmt(r.tasksPerSecond)} tasks/s, ${fmt(r.statementsPerTask, 2)} statements/task, ` +
-          `${fmt(r.storeShare * 100)} % in store calls; CPU ms/task: servers ${fmt(r.cpu.serversRun, 3)} while ` +
-          `running (${fmt(r.cpu.serversTotal, 3)} with start-up), PostgreSQL ${fmt(r.cpu.postgres, 3)}`,
-      );
-    }
-  }
-  const one = median((byCount.get(o.servers[0] ?? 1) ?? []).map((r) => r.tasksPerSecond));
-  return o.servers.map((servers) => {
-    const rs = byCount.get(servers) ?? [];
-    const rates = rs.map((r) => r.tasksPerSecond);
-    const mean = (pick: (r: FleetRound) => number): number => rs.reduce((n, r) => n + pick(r), 0) / rs.length;
-    return {
-      servers,
-      tasks: rs[0]?.tasks ?? 0,
-      wallMs: median(rs.map((r) => r.wallMs)),
-      tasksPerSecond: median(rates),
-      minTasksPerSecond: Math.min(...rates),
-      maxTasksPerSecond: Math.max(...rates),
-      rounds: rates,
-      vsOne: median(rates) / one,
-      storeShare: mean((r) => r.storeShare),
-      statementsPerTask: mean((r) => r.statementsPerTask),
-      cpu: {
-        serversRun: median(rs.map((r) => r.cpu.serversRun)),
-        serversTotal: median(rs.map((r) => r.cpu.serversTotal)),
-        postgres: median(rs.map((r) => r.cpu.postgres)),
-      },
-    };
-  });
-}
 
 export interface PostgresFigures {
   stores: StoreFigure[];
@@ -472,6 +144,8 @@ export async function postgresFigures(
     fleetRecover?: boolean;
     /** Server counts of part 2 (default 1, 2, 4, 8; the first is the one the others are compared with). */
     fleetServers?: readonly number[];
+    /** Products each server of part 2 runs before the clock starts (default 100; not counted). */
+    fleetWarmup?: number;
     /** `serve --recover` runs of part 3 (default 3). */
     storedRuns?: number;
     skipStores?: boolean;
@@ -541,6 +215,7 @@ export async function postgresFigures(
         inFlight: options.inFlight ?? 1,
         rounds: options.fleetRounds ?? 1,
         servers: options.fleetServers ?? [1, 2, 4, 8],
+        warmup: options.fleetWarmup ?? 100,
         fleet: options.fleetRecover ?? false,
       };
       fleet.push(...(await fleetFigures(url, admin, o, log)));
@@ -573,10 +248,15 @@ export async function postgresFigures(
     for (const s of schemas) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`).catch(() => undefined);
     await admin.end();
   }
-  return { stores, fleet, ...(stored ? { stored } : {}), markdown: markdown(stores, fleet, stored) };
+  return {
+    stores,
+    fleet,
+    ...(stored ? { stored } : {}),
+    markdown: markdown(stores, fleet, options.fleetWarmup ?? 100, stored),
+  };
 }
 
-function markdown(stores: StoreFigure[], fleet: FleetFigure[], stored?: StoredFigure): string {
+function markdown(stores: StoreFigure[], fleet: FleetFigure[], warmup: number, stored?: StoredFigure): string {
   const lines: string[] = [];
   const tasks = stores[0]?.tasks ?? 0;
   if (stores.length > 0)
@@ -603,28 +283,7 @@ function markdown(stores: StoreFigure[], fleet: FleetFigure[], stored?: StoredFi
         `\`pg_stat_wal\`: ${fmt(f.db.walBytes)}).`,
     );
   }
-  const fleetTasks = fleet[0]?.tasks ?? 0;
-  if (fleet.length > 0) {
-    const rounds = fleet[0]?.rounds.length ?? 0;
-    lines.push(
-      "",
-      `#### ${fmt(fleetTasks)} tasks on one PostgreSQL database, shared by 1, 2, 4 and 8 server processes ` +
-        `(${rounds} round${rounds === 1 ? "" : "s"})`,
-      "",
-      "| servers | wall (s, median) | tasks/s: median (lowest–highest) | each round | vs 1 server (medians) | statements/task | CPU ms/task, servers: running (with start-up) | CPU ms/task, PostgreSQL | time in store calls (mean per server; summed over its products in flight) |",
-      "|---|---|---|---|---|---|---|---|---|",
-    );
-  }
-  for (const f of fleet) {
-    lines.push(
-      `| ${f.servers} | ${fmt(f.wallMs / 1000, 2)} | ${fmt(f.tasksPerSecond)} (${fmt(f.minTasksPerSecond)}–` +
-        `${fmt(f.maxTasksPerSecond)}) | ${f.rounds.map((r) => fmt(r)).join(", ")} | ${fmt(f.vsOne, 2)}× | ` +
-        `${fmt(f.statementsPerTask, 2)} | ${fmt(f.cpu.serversRun, 2)} (${fmt(f.cpu.serversTotal, 2)}) | ` +
-        `${fmt(f.cpu.postgres, 2)} | ${fmt(f.storeShare * 100)} % |`,
-    );
-  }
-  const eight = fleet.find((f) => f.servers === 8);
-  if (eight) lines.push("", `8 servers ≥ 1 server's throughput (medians): ${eight.vsOne >= 1 ? "yes" : "**no**"}.`);
+  if (fleet.length > 0) lines.push("", fleetMarkdown(fleet, warmup));
   if (stored) lines.push("", storedMarkdown(stored));
   return lines.join("\n");
 }
@@ -681,6 +340,7 @@ async function main(): Promise<void> {
       "fleet-rounds": { type: "string", default: "1" },
       "in-flight": { type: "string", default: "1" },
       "fleet-servers": { type: "string", default: "1,2,4,8" },
+      "fleet-warmup": { type: "string", default: "100" },
       "fleet-recover": { type: "boolean", default: false },
       stores: { type: "string", default: "memory,sqlite,postgres" },
       server: { type: "string" },
@@ -703,6 +363,7 @@ async function main(): Promise<void> {
     inFlight: Number(values["in-flight"]),
     fleetServers: values["fleet-servers"].split(",").map(Number),
     fleetRecover: values["fleet-recover"],
+    fleetWarmup: Number(values["fleet-warmup"]),
     skipStores: values["skip-stores"],
     storeKinds: values.stores
       .split(",")

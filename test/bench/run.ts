@@ -5,7 +5,7 @@
  *
  *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,remote,verify,postgres,pickup,fleet]
  *     [--no-write | --write FILE | --update]
- *     [--fleet-products N] [--fleet-rounds N] [--fleet-in-flight N] [--stored-products N] [--stored-schema NAME]
+ *     [--fleet-products N] [--fleet-rounds N] [--fleet-in-flight N] [--fleet-warmup N] [--stored-products N] [--stored-schema NAME]
  *
  * The figure 9 knobs shrink its sizes on a busy machine (its section states the sizes it ran and the command with
  * them); `--stored-schema` keeps the seeded stored products for the next run.
@@ -70,6 +70,7 @@ const { values } = parseArgs({
     "fleet-products": { type: "string" },
     "fleet-rounds": { type: "string" },
     "fleet-in-flight": { type: "string" },
+    "fleet-warmup": { type: "string" },
     "stored-products": { type: "string" },
     "stored-schema": { type: "string" },
   },
@@ -95,7 +96,15 @@ const PLAN = quick
       resumeTasks: 2_000,
       resumeRepeats: 1,
       postgres: { tasks: 1_000, fleetProducts: 0, productTasks: 10, storedProducts: 0 },
-      fleet: { fleetProducts: 40, productTasks: 10, fleetRounds: 2, inFlight: 1, storedProducts: 2_000, storedRuns: 1 },
+      fleet: {
+        fleetProducts: 40,
+        productTasks: 10,
+        fleetRounds: 2,
+        inFlight: 1,
+        fleetWarmup: 5,
+        storedProducts: 2_000,
+        storedRuns: 1,
+      },
       peer: {
         sizes: [1_000],
         repeats: [1],
@@ -121,7 +130,8 @@ const PLAN = quick
         fleetProducts: 2_000,
         productTasks: 10,
         fleetRounds: 5,
-        inFlight: 1,
+        inFlight: 4,
+        fleetWarmup: 100,
         storedProducts: 100_000,
         storedRuns: 3,
       },
@@ -596,6 +606,7 @@ function fleetSizes(): typeof PLAN.fleet & { storedSchema?: string } {
     fleetProducts: n(values["fleet-products"], PLAN.fleet.fleetProducts),
     fleetRounds: n(values["fleet-rounds"], PLAN.fleet.fleetRounds),
     inFlight: n(values["fleet-in-flight"], PLAN.fleet.inFlight),
+    fleetWarmup: n(values["fleet-warmup"], PLAN.fleet.fleetWarmup),
     storedProducts: n(values["stored-products"], PLAN.fleet.storedProducts),
     ...(values["stored-schema"] ? { storedSchema: values["stored-schema"] } : {}),
   };
@@ -683,12 +694,15 @@ function fleetRows(
     "### Figure 9\n\n" +
       `Part 2 and 3 of test/bench/postgres.ts (issue 32). Sizes of this run: ${sizes.fleetProducts.toLocaleString("en-US")} ` +
       `products of ${sizes.productTasks} instant tasks shared by 1, 2, 4 and 8 server processes (each its own ` +
-      `\`node\` process with its own pool, ${sizes.inFlight} product(s) in flight per server, a fresh schema per run), ` +
+      `\`node\` process with its own pool, ${sizes.inFlight} product(s) in flight per server, a fresh schema per run; ` +
+      `each server first runs ${sizes.fleetWarmup} products of its own, not counted, and the clock starts when every ` +
+      "server is warm and ready: a fleet's servers are long-lived, so this is their steady state), " +
       `${sizes.fleetRounds} round(s), each round running every server count once in order; then ` +
       `${sizes.storedProducts.toLocaleString("en-US")} completed products stored in one schema (one real product ` +
       "cloned in SQL) and the built CLI's `serve --recover` started on it, beside the same start-up on an empty " +
       "schema (the floor). Reproduce with these sizes: `npm run bench -- --only fleet --fleet-products " +
-      `${sizes.fleetProducts} --fleet-rounds ${sizes.fleetRounds} --fleet-in-flight ${sizes.inFlight} --stored-products ` +
+      `${sizes.fleetProducts} --fleet-rounds ${sizes.fleetRounds} --fleet-in-flight ${sizes.inFlight} --fleet-warmup ${sizes.fleetWarmup} ` +
+      `--stored-products ` +
       `${sizes.storedProducts}\` (add \`--update\` to write the section here).\n\n${markdown}\n`,
   );
 }

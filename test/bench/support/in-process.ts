@@ -311,6 +311,9 @@ export interface BenchService {
   logger: QuietLogger;
 }
 
+/** Ids issued by every bench service of this process: unique within the process, so services can share a store. */
+let idsIssued = 0;
+
 /**
  * Builds one "server process" worth of core: a `ProductService` over `authority` (metered), with the given plan,
  * instant workers and product options (`maxParallelTasks` etc. on top of the defaults), and the owner liveness the
@@ -329,7 +332,6 @@ export function benchService(
   const notifier = new CountingNotifier();
   const worker = new InstantWorker(completion);
   const logger = new QuietLogger();
-  let n = 0;
   const leader = new FixedPlanLeader(plan);
   const store = new ProductStore(meter, opts.checkpointHistory);
   const ctx: ProductContext = {
@@ -339,7 +341,7 @@ export function benchService(
     agents: new OneAgent(),
     notifier,
     clock: realClock,
-    ids: (prefix) => `${prefix}_${(n += 1)}_${process.pid}`,
+    ids: (prefix) => `${prefix}_${(idsIssued += 1)}_${process.pid}`,
     logger,
     defer: (fn) => setImmediate(fn),
     options: opts,
