@@ -14,7 +14,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
+import type pg from "pg";
 import { PostgresAuthority } from "../../src/adapters/persistence/postgres-authority.js";
 import { PostgresLiveness } from "../../src/adapters/persistence/postgres-liveness.js";
 import { ProcessLiveness } from "../../src/adapters/system/process-liveness.js";
@@ -70,6 +70,15 @@ export async function fleetServer(options: FleetServerOptions): Promise<void> {
   const result = await products(options.products);
   const cpu = process.cpuUsage(cpu0);
   result.cpuRunMs = (cpu.user + cpu.system) / 1000;
+  if (process.env.FLEET_CPU_DEBUG) {
+    const switches = readFileSync(`/proc/${process.pid}/status`, "utf8")
+      .split("\n")
+      .filter((l) => l.includes("ctxt_switches"))
+      .join(", ");
+    process.stderr.write(
+      `server ${options.id}: ${result.tasks} tasks, CPU ms user ${cpu.user / 1000} system ${cpu.system / 1000}; ${switches}\n`,
+    );
+  }
   await authority.close();
   await liveness?.close();
   process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -10,7 +10,8 @@
  *   node dist/bench/test/bench/postgres.js --server <json>   (one "server" of the fleet figure; internal)
  *   part 2 knobs: [--in-flight N] [--fleet-rounds N] [--fleet-servers 1,8] [--fleet-warmup N] [--fleet-recover] (each server runs the
  *       real Fleet as `serve --recover` composes it); FLEET_STMT_DEBUG=1 makes each server print its statements by
- *       name (and the kind of each `acp-get`) to stderr when it exits; BENCH_SERVER_NODE_ARGS reaches the servers.
+ *       name (and the kind of each `acp-get`) to stderr when it exits; FLEET_CPU_DEBUG=1 makes each print its user and
+ *       system CPU and context switches over its timed run; BENCH_SERVER_NODE_ARGS reaches the servers.
  *
  * Part 1: one product of `tasks` tasks (random DAG, width 100, instant workers) run in-process on memory, SQLite (a
  * temp file) and PostgreSQL, twice: with a whole level in parallel (`maxParallelTasks` 100, figure 4's workload, the
