@@ -61,6 +61,7 @@ export async function fleetServer(options: FleetServerOptions): Promise<void> {
       Math.min(4, options.tasks),
       options.inFlight,
       liveness ? { liveness } : undefined,
+      false,
     );
   if ((options.warmup ?? 0) > 0) await products(options.warmup ?? 0);
   const go = new Promise<void>((resolve) => createInterface({ input: process.stdin }).once("line", () => resolve()));

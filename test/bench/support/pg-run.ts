@@ -52,7 +52,11 @@ export interface RunResult {
   cpuRunMs?: number;
 }
 
-/** Plans and runs `products` products of `tasks` tasks each, `inFlight` at a time, on one in-process service. */
+/**
+ * Plans and runs `products` products of `tasks` tasks each, `inFlight` at a time, on one in-process service.
+ * `countBytes` (default true) has the meter serialise every write to count its bytes: bench work, not the server's,
+ * so the fleet figure, which prints no bytes, turns it off.
+ */
 export async function runProducts(
   authority: RunStateAuthority,
   tasks: number,
@@ -61,9 +65,10 @@ export async function runProducts(
   maxParallelTasks: number,
   inFlight = 1,
   fleet?: { liveness: OwnerLiveness },
+  countBytes = true,
 ): Promise<RunResult> {
   const plan = randomDag({ tasks, width: Math.min(100, tasks) });
-  const b = benchService(authority, plan, { maxParallelTasks, ownerId }, true, "instant", fleet?.liveness);
+  const b = benchService(authority, plan, { maxParallelTasks, ownerId }, countBytes, "instant", fleet?.liveness);
   // A fleet server as `serve --recover` composes it (server.ts buildFleet): change feed, recovery, liveness.
   const running = fleet
     ? new Fleet({
