@@ -82,7 +82,7 @@ async function main(): Promise<void> {
     legalComments: "none",
     minifyWhitespace: true,
     minifySyntax: true,
-    plugins: [lazyJsonRpcCrypto],
+    plugins: [lazyRequires],
   });
   if (result.errors.length > 0) throw new Error(`esbuild failed with ${result.errors.length} errors`);
   writeFileSync(BUNDLE, asciiOnly(readFileSync(BUNDLE, "utf8")));
@@ -92,24 +92,89 @@ async function main(): Promise<void> {
 }
 
 /**
- * vscode-jsonrpc's Node entry (lib/node/main.js) and runtime (lib/node/ril.js) require `crypto` when they load but use
- * it only in functions (`randomUUID`, `randomBytes`) the server never calls before `initialize` is answered: in the
- * bundle that `require` becomes an object whose two properties require `crypto` when read (issue 34, cold start:
- * loading `node:crypto` cost a few milliseconds of CPU of every start). A build where either file no longer holds
- * that exact `require` fails, rather than bundling it unchanged.
+ * A `require` a package runs when it loads, which the bundle turns into one run on first use (issue 34, cold start):
+ * in `file` (a path under node_modules), each `eager` text (which must occur exactly once) becomes its `lazy` text.
  */
-const lazyJsonRpcCrypto: esbuild.Plugin = {
-  name: "lazy-jsonrpc-crypto",
+interface LazyRequire {
+  file: RegExp;
+  edits: { eager: string; lazy: string }[];
+}
+
+/**
+ * The requires a start of `serve` ran before it answered `initialize` for code it never runs there. Each cost CPU of
+ * every start (a Node built-in is compiled and run on its first `require`, with those it requires):
+ * - vscode-jsonrpc's Node entry (lib/node/main.js) and runtime (lib/node/ril.js) require `crypto` when they load but
+ *   use it only in functions (`randomUUID`, `randomBytes`) the server never calls before `initialize` is answered: that
+ *   `require` becomes an object whose two properties require `crypto` when read (4-10 ms of CPU on 2 loaded cores).
+ * - sonic-boom (pino's synchronous destination) requires `assert` for one check in a function; `assert` loads
+ *   five more built-ins, one of which opens `process.stderr` as a stream to learn its colours.
+ * - pino's tools require `worker_threads` for `isMainThread`, read only for an asynchronous destination (the server's
+ *   are synchronous, src/server/logger.ts), and pino's transport (a worker thread; lint forbids `pino.transport`),
+ *   which loads `worker_threads` and `module` too: `isMainThread` and the transport are required when used.
+ * A build where a file no longer holds its exact text fails, rather than bundling it unchanged.
+ */
+const LAZY_REQUIRES: LazyRequire[] = [
+  {
+    file: /[\\/]vscode-jsonrpc[\\/]lib[\\/]node[\\/](main|ril)\.js$/,
+    edits: [
+      {
+        eager: 'const crypto_1 = require("crypto");',
+        lazy:
+          'const crypto_1 = { get randomUUID() { return require("crypto").randomUUID; }, ' +
+          'get randomBytes() { return require("crypto").randomBytes; } };',
+      },
+    ],
+  },
+  {
+    file: /[\\/]sonic-boom[\\/]index\.js$/,
+    edits: [
+      {
+        eager: "const assert = require('assert')",
+        lazy: "const assert = (value, message) => require('assert')(value, message)",
+      },
+    ],
+  },
+  {
+    file: /[\\/]pino[\\/]lib[\\/]tools\.js$/,
+    edits: [
+      {
+        eager: "const { isMainThread } = require('worker_threads')",
+        lazy: "const workerThreads = () => require('worker_threads')",
+      },
+      { eager: "if (!opts.sync && isMainThread) {", lazy: "if (!opts.sync && workerThreads().isMainThread) {" },
+      {
+        eager: "const transport = require('./transport')",
+        lazy: "const transport = (options) => require('./transport')(options)",
+      },
+    ],
+  },
+  {
+    file: /[\\/]pino[\\/]pino\.js$/,
+    edits: [
+      {
+        eager: "module.exports.transport = require('./lib/transport')",
+        lazy:
+          "Object.defineProperty(module.exports, 'transport', " +
+          "{ get: () => require('./lib/transport'), enumerable: true, configurable: true })",
+      },
+    ],
+  },
+];
+
+/** Applies LAZY_REQUIRES as files are loaded (see there). */
+const lazyRequires: esbuild.Plugin = {
+  name: "lazy-requires",
   setup(build) {
-    build.onLoad({ filter: /[\\/]vscode-jsonrpc[\\/]lib[\\/]node[\\/](main|ril)\.js$/ }, (args) => {
-      const source = readFileSync(args.path, "utf8");
-      const eager = 'const crypto_1 = require("crypto");';
-      if (source.split(eager).length !== 2) throw new Error(`bundle: ${args.path} no longer holds ${eager}`);
-      const lazy =
-        'const crypto_1 = { get randomUUID() { return require("crypto").randomUUID; }, ' +
-        'get randomBytes() { return require("crypto").randomBytes; } };';
-      return { contents: source.replace(eager, lazy), loader: "js" };
-    });
+    for (const { file, edits } of LAZY_REQUIRES) {
+      build.onLoad({ filter: file }, (args) => {
+        let source = readFileSync(args.path, "utf8");
+        for (const { eager, lazy } of edits) {
+          if (source.split(eager).length !== 2) throw new Error(`bundle: ${args.path} no longer holds ${eager}`);
+          source = source.replace(eager, () => lazy);
+        }
+        return { contents: source, loader: "js" };
+      });
+    }
   },
 };
 

@@ -8,7 +8,7 @@
  */
 import { dirname, join, resolve } from "node:path";
 import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
-import { LazyAcpWorkerPool, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
+import { LazyAcpWorkerPool, lazyHeuristicLeader, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
 import { McpSecrets } from "../adapters/agents/mcp-servers.js";
 import { DelegatingAuthority } from "../adapters/persistence/delegating-authority.js";
 import { DEFAULT_HOST_TIMEOUT_MS } from "../adapters/persistence/host-authority.js";
@@ -24,7 +24,6 @@ import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../adapters/system/heap-growth.js";
 import { WORKSPACE_FAULT_ENV, withFaults } from "../adapters/workspace/fault-injection.js";
 import { agentHashes, agentsHash } from "../core/product/fingerprint.js";
-import { HeuristicLeader } from "../core/leader/heuristic-leader.js";
 import { DEFAULT_PRODUCT_OPTIONS, type ProductOptions } from "../core/product/context.js";
 import type { Clock, RunStateAuthority } from "../core/ports.js";
 import { createLogger, LOG_FORMATS, type LogFormat, type ServerLogger } from "../server/logger.js";
@@ -203,7 +202,7 @@ function buildAgents(registry: AgentRegistry, logger: ServerLogger, authority: R
   const leaders = lazyLeaderResolver({
     registry,
     logger: logger.child({ component: "leader" }),
-    fallback: new HeuristicLeader(),
+    fallback: lazyHeuristicLeader(),
     ...(config.leader !== undefined ? { defaultLeaderAgentId: config.leader } : {}),
     leaderOptions: {
       clientVersion: packageVersion(),

@@ -26,7 +26,7 @@ import { withFailureOperations } from "../adapters/persistence/failure-operation
 import { BUILTIN_WORKER_AGENT_ID } from "../adapters/agents/registry.js";
 import type { McpSecrets } from "../adapters/agents/mcp-servers.js";
 import { nodeSha256Hex } from "../adapters/system/digest.js";
-import { HEURISTIC_LEADER_ID } from "../core/leader/heuristic-leader.js";
+import { HEURISTIC_LEADER_ID } from "../core/leader/heuristic-leader-id.js";
 import type {
   AgentDirectory,
   Clock,

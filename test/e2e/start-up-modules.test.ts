@@ -144,12 +144,14 @@ describe("server start-up (issue 16, cold start)", () => {
     expect(bundle.findIndex((byte) => byte > 0x7f)).toBe(-1);
   });
 
-  it("serve answers initialize before it loads better-sqlite3, crypto or child_process, then opens its state file (issue 34)", async () => {
+  it("serve answers initialize before it loads better-sqlite3, crypto, child_process, assert or worker_threads, then opens its state file (issue 34)", async () => {
     const { required, requiredBeforeAnswer } = await startUp();
     expect(requiredBeforeAnswer).toContain("node:fs");
     expect(requiredBeforeAnswer.filter((r) => r === "better-sqlite3" || r === "./database")).toEqual([]);
-    // Nor crypto or child_process (adapters/system/node-builtins.ts, scripts/bundle.ts lazyJsonRpcCrypto).
+    // Nor crypto or child_process (adapters/system/node-builtins.ts, scripts/bundle.ts LAZY_REQUIRES).
     expect(requiredBeforeAnswer.filter((r) => /^(node:)?(crypto|child_process)$/.test(r))).toEqual([]);
+    // Nor what pino and sonic-boom require for code the server never runs there (scripts/bundle.ts LAZY_REQUIRES).
+    expect(requiredBeforeAnswer.filter((r) => /^(node:)?(assert|worker_threads)$/.test(r))).toEqual([]);
     expect(required).toContain("better-sqlite3");
   }, 60_000);
 

@@ -3,12 +3,13 @@
  * leaders of `createLeaderResolver` (leader-resolver.ts) import the official ACP SDK, whose module graph and zod schemas
  * cost more start-up time than the rest of the server. Most sessions need neither before their first prompt is
  * planned and confirmed, so the server starts with these stand-ins and loads the real adapters (once) when a task
- * first runs on an agent or an ACP leader first takes a turn.
+ * first runs on an agent or an ACP leader first takes a turn. The built-in heuristic leader is loaded on its first
+ * call too (lazyHeuristicLeader; issue 34, cold start).
  *
  * Owns only the deferral: every call is handed unchanged to the real adapter, whose contract applies as documented
  * there. It must never change what a worker or a leader does, and never load the SDK before it is needed.
  */
-import { HEURISTIC_LEADER_ID } from "../../core/leader/heuristic-leader.js";
+import { HEURISTIC_LEADER_ID } from "../../core/leader/heuristic-leader-id.js";
 import type { AcpWorkerPool, AcpWorkerPoolOptions, OutputGate, PermissionForwarder } from "./acp-worker.js";
 import type { LeaderResolverOptions, LeaderSelection } from "./leader-resolver.js";
 import type {
@@ -62,6 +63,26 @@ export class LazyAcpWorkerPool implements WorkerPort {
     this.shutDown = true;
     if (this.pool !== undefined) await (await this.pool).shutdown();
   }
+}
+
+/**
+ * The built-in heuristic leader (core/leader/heuristic-leader.ts), its modules loaded on its first call (issue 34, cold
+ * start): they build about a dozen Unicode-aware regular expressions when they load (ICU property sets, case folding),
+ * which a start of `serve` paid before answering `initialize` although no product is planned yet. Every call is the
+ * real leader's, with its answers and rejections.
+ */
+export function lazyHeuristicLeader(): LeaderPort {
+  let real: Promise<LeaderPort> | undefined;
+  const leader = (): Promise<LeaderPort> =>
+    (real ??= import("../../core/leader/heuristic-leader.js").then(({ HeuristicLeader }) => new HeuristicLeader()));
+  return {
+    plan: async (request) => (await leader()).plan(request),
+    message: async (request) => (await leader()).message(request),
+    consultOnFailure: async (request) => (await leader()).consultOnFailure(request),
+    deriveChecklist: async (request) => (await leader()).deriveChecklist(request),
+    planPhase: async (request) => (await leader()).planPhase(request),
+    assess: async (request) => (await leader()).assess(request),
+  };
 }
 
 /**

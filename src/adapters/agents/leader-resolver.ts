@@ -5,7 +5,7 @@
  *
  * Owns: the map of `AcpLeader`s made and their shutdown. Never throws from `resolve`.
  */
-import { HEURISTIC_LEADER_ID } from "../../core/leader/heuristic-leader.js";
+import { HEURISTIC_LEADER_ID } from "../../core/leader/heuristic-leader-id.js";
 import type {
   AssessResult,
   ChecklistResult,

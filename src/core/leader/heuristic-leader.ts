@@ -51,11 +51,7 @@ export { makeTitle } from "./heuristic/titles.js";
  *
  * Every method rejects with the signal's reason if `signal` is already aborted, and never rejects otherwise.
  */
-/**
- * The leader id that names the built-in heuristic leader (an ACP session's `leader` config option, PROTOCOL.md
- * section 4); a leader resolver gives the heuristic leader for it even when a default leader agent is configured.
- */
-export const HEURISTIC_LEADER_ID = "heuristic";
+export { HEURISTIC_LEADER_ID } from "./heuristic-leader-id.js";
 
 export class HeuristicLeader implements LeaderPort {
   /**

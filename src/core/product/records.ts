@@ -28,7 +28,7 @@ import {
   TaskState,
   Timestamp,
 } from "../../../protocol/common.js";
-import { IntegrationRecord, IsolationRequest, WorkspaceEvents } from "../workspace/records.js";
+import { IntegrationRecord, IsolationRequest, workspaceEvents } from "../workspace/records.js";
 import { VerificationState, VerifiedEvent, VerifyFixupEvent } from "../workspace/verification.js";
 import { VerifyConfig } from "../../../protocol/verify.js";
 import { WorkspaceRemote } from "../../../protocol/workspace-remote.js";
@@ -219,7 +219,7 @@ export const ProductEvent = lazySchema(
   () =>
     z.discriminatedUnion("type", [
       ProductCreatedEvent,
-      ...WorkspaceEvents,
+      ...workspaceEvents(),
       VerifiedEvent,
       VerifyFixupEvent,
       z.object({

@@ -97,56 +97,62 @@ export const WorkspaceChosenEvent = lazySchema(
   "WorkspaceChosenEvent",
 );
 
-export const WorkspaceEvents = [
-  WorkspaceChosenEvent,
-  z.object({ ...base(), type: z.literal("integrating"), pending: PendingIntegration }),
-  z
-    .object({
+/**
+ * The workspace events' schemas, for ProductEvent's union (product/records.ts), built when called: a function rather
+ * than an array, because these schemas are plain zod objects and an array would build them when this module loads,
+ * which a start of `serve` does before it answers `initialize` (issue 34, cold start: several ms of CPU there).
+ */
+export const workspaceEvents = () =>
+  [
+    WorkspaceChosenEvent,
+    z.object({ ...base(), type: z.literal("integrating"), pending: PendingIntegration }),
+    z
+      .object({
+        ...base(),
+        type: z.literal("taskIntegrated"),
+        taskId: Id,
+        attempt: Count,
+        commit: CommitId,
+        head: CommitId,
+        changedFiles: ChangedFiles,
+        changedFilesTotal: Count.optional(),
+      })
+      .overwrite((e) => boundChangedFiles(e, "changedFiles", "changedFilesTotal")),
+    /** A conflicting (or otherwise failed) attempt's commit is kept under `ref` for inspection. */
+    z
+      .object({
+        ...base(),
+        type: z.literal("attemptKept"),
+        taskId: Id,
+        attempt: Count,
+        commit: CommitId,
+        ref: RefName,
+        files: ChangedFiles,
+        filesTotal: Count.optional(),
+      })
+      .overwrite((e) => boundChangedFiles(e, "files", "filesTotal")),
+    /** Rollback: the branch moves `from` → `to`; `from` stays reachable under `keptAs`; `merged` is the restored list. */
+    z.object({
       ...base(),
-      type: z.literal("taskIntegrated"),
-      taskId: Id,
-      attempt: Count,
-      commit: CommitId,
-      head: CommitId,
-      changedFiles: ChangedFiles,
-      changedFilesTotal: Count.optional(),
-    })
-    .overwrite((e) => boundChangedFiles(e, "changedFiles", "changedFilesTotal")),
-  /** A conflicting (or otherwise failed) attempt's commit is kept under `ref` for inspection. */
-  z
-    .object({
-      ...base(),
-      type: z.literal("attemptKept"),
-      taskId: Id,
-      attempt: Count,
-      commit: CommitId,
-      ref: RefName,
-      files: ChangedFiles,
-      filesTotal: Count.optional(),
-    })
-    .overwrite((e) => boundChangedFiles(e, "files", "filesTotal")),
-  /** Rollback: the branch moves `from` → `to`; `from` stays reachable under `keptAs`; `merged` is the restored list. */
-  z.object({
-    ...base(),
-    type: z.literal("branchMoved"),
-    from: CommitId,
-    to: CommitId,
-    keptAs: RefName,
-    merged: z.array(Id),
-  }),
-  z
-    .object({
-      ...base(),
-      type: z.literal("integrationEnded"),
-      state: z.enum(["integrating", "integrated", "conflict", "pending", "deferred"]),
-      targetHead: CommitId.optional(),
-      files: ChangedFiles.optional(),
-      filesTotal: Count.optional(),
-      /** Why the result was not merged into the target (`deferred`), or why the branch cannot be called integrated. */
-      reason: z.string().max(2_000).optional(),
-    })
-    .overwrite((e) => boundChangedFiles(e, "files", "filesTotal")),
-] as const;
+      type: z.literal("branchMoved"),
+      from: CommitId,
+      to: CommitId,
+      keptAs: RefName,
+      merged: z.array(Id),
+    }),
+    z
+      .object({
+        ...base(),
+        type: z.literal("integrationEnded"),
+        state: z.enum(["integrating", "integrated", "conflict", "pending", "deferred"]),
+        targetHead: CommitId.optional(),
+        files: ChangedFiles.optional(),
+        filesTotal: Count.optional(),
+        /** Why the result was not merged into the target (`deferred`), or why the branch cannot be called integrated. */
+        reason: z.string().max(2_000).optional(),
+      })
+      .overwrite((e) => boundChangedFiles(e, "files", "filesTotal")),
+  ] as const;
 
 /**
  * One compare-and-swap ref move of `WorkspacePort.moveRefs` (ports.ts; issue 33): `ref` to `to` only if it is at

@@ -5,7 +5,11 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { LazyAcpWorkerPool, lazyLeaderResolver } from "../../../src/adapters/agents/lazy-agents.js";
+import {
+  LazyAcpWorkerPool,
+  lazyHeuristicLeader,
+  lazyLeaderResolver,
+} from "../../../src/adapters/agents/lazy-agents.js";
 import { AgentRegistry, parseAgentConfig } from "../../../src/adapters/agents/registry.js";
 import { HeuristicLeader } from "../../../src/core/leader/heuristic-leader.js";
 import type { PlanRequest, WorkerRequest } from "../../../src/core/ports.js";
@@ -26,6 +30,21 @@ function planRequest(): PlanRequest {
     onText: () => {},
   };
 }
+
+describe("lazyHeuristicLeader", () => {
+  it("answers as the heuristic leader itself, and rejects an aborted request as it does (issue 34)", async () => {
+    const lazy = lazyHeuristicLeader();
+    const chunks: string[] = [];
+    const real: string[] = [];
+    const answer = await lazy.plan({ ...planRequest(), onText: (t) => chunks.push(t) });
+    expect(answer).toEqual(await new HeuristicLeader().plan({ ...planRequest(), onText: (t) => real.push(t) }));
+    expect(answer.kind).toBe("plan");
+    expect(chunks).toEqual(real);
+    const aborted = new AbortController();
+    aborted.abort(new Error("stopped"));
+    await expect(lazy.plan({ ...planRequest(), signal: aborted.signal })).rejects.toThrow("stopped");
+  });
+});
 
 describe("lazyLeaderResolver", () => {
   it("returns the fallback itself when no leader agent is chosen or configured", () => {
