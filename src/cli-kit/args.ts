@@ -1,7 +1,8 @@
 /**
  * Command-line option parsing for every command, on `node:util` `parseArgs` tokens with our own rules and messages:
  * a string option always takes the next argument as its value, even when it starts with "-" (`--goal "- Write a
- * README"`); an unknown option, a missing value or a value given to a flag is a `UsageError` naming the option.
+ * README"`), except an option of the same command (`--goal --yes`: the value was left out; `--goal=--yes` gives it);
+ * an unknown option, a missing value or a value given to a flag is a `UsageError` naming the option.
  *
  * Owns option syntax only. It must never read the environment or files; commands validate the values themselves.
  */
@@ -38,7 +39,8 @@ export interface ParsedArgs<S extends OptionSpecs> {
 
 /**
  * Parses `argv` against `specs` for the command `command` (named in the errors).
- * Throws `UsageError` for an unknown option, a string option without a value, a value given to a boolean option
+ * Throws `UsageError` for an unknown option, a string option without a value (or whose next argument is one of the
+ * command's own options, or `--help`/`-h`), a value given to a boolean option
  * (`--keep=yes`), or a non-repeatable option given twice with different values.
  */
 export function parseCommandArgs<S extends OptionSpecs>(
@@ -82,6 +84,14 @@ export function parseCommandArgs<S extends OptionSpecs>(
     if (token.value === undefined) {
       throw new UsageError(`The option ${token.rawName} of "${command}" needs a value.`, command);
     }
+    if (!token.inlineValue && isOptionOf(token.value, specs)) {
+      // `run --goal --yes`: the user left the value out, so the next option would be taken as it (a new user's trial).
+      throw new UsageError(
+        `The option ${token.rawName} of "${command}" needs a value, not the option ${token.value} ` +
+          `(write ${token.rawName}=${token.value} if that is the value).`,
+        command,
+      );
+    }
     if (spec.multiple) {
       ((values[token.name] ??= []) as string[]).push(token.value);
     } else if (values[token.name] !== undefined && values[token.name] !== token.value) {
@@ -91,6 +101,16 @@ export function parseCommandArgs<S extends OptionSpecs>(
     }
   }
   return { values: values as OptionValues<S>, positionals, rest };
+}
+
+/**
+ * Whether `arg` is an option `specs` knows, or `--help`/`-h` (which every command takes): `--name`, `--name=…`, or a
+ * short `-x` alone. A value such as `- Write a README`, `-5` or `-yarn` is not.
+ */
+function isOptionOf(arg: string, specs: OptionSpecs): boolean {
+  if (arg === "--help" || arg === "-h") return true;
+  if (arg.startsWith("--")) return Object.hasOwn(specs, arg.slice(2).split("=")[0] ?? "");
+  return /^-[A-Za-z]$/u.test(arg) && Object.values(specs).some((spec) => spec.short === arg[1]);
 }
 
 /** Throws `UsageError` unless there are between `min` and `max` positionals; `what` names them for the message. */

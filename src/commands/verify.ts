@@ -24,6 +24,10 @@ interface Target {
 /** The product's folder, verify configuration and the commit to check, or a plain reason why there is none. */
 async function targetOf(reader: RunStateReader, productId: string, taskId?: string): Promise<Target | string> {
   const status = await reader.productStatus(productId);
+  if (taskId !== undefined && !hasTask(status, taskId)) {
+    // A new user's trial: `verify ID --task zz` said only that the task had no recorded verification.
+    return `Product ${productId} has no task ${taskId}.`;
+  }
   const [first] = await reader.productEvents(productId, 0, 1);
   const created = first?.event;
   if (!created || created.type !== "created") return `The first stored event of ${productId} is not its creation.`;
@@ -40,6 +44,15 @@ async function targetOf(reader: RunStateReader, productId: string, taskId?: stri
   return { cwd: created.cwd, commit: head, config: created.verify, what: "the integration head" };
 }
 
+/** Whether `taskId` is a task of the product: of its tasks, or of its plan before confirmation. */
+function hasTask(status: Record<string, unknown>, taskId: string): boolean {
+  const tasks = [
+    ...((status.tasks ?? []) as { taskId: string }[]),
+    ...(((status.plan as { tasks?: { taskId: string }[] } | undefined)?.tasks ?? []) as { taskId: string }[]),
+  ];
+  return tasks.some((t) => t.taskId === taskId);
+}
+
 export const verifyCommand: Command = {
   name: "verify",
   synopsis: "verify ID [--task T] [--state PATH|URL]",
@@ -48,7 +61,8 @@ export const verifyCommand: Command = {
 
 Runs the verification commands product ID was configured with (verify) on its integration head, or with --task on
 the candidate commit recorded for task T, in a verify worktree of its own. Prints each check's outcome, exit code and
-duration, and the failing check's output. Exit 0 when every check passed, else 1. Records nothing.
+duration, and the failing check's output. Exit 0 when every check passed, else 1 (also for a product or task that
+does not exist, or checks that cannot run). Records nothing.
 
 Options:
   --task T          check the candidate recorded for task T

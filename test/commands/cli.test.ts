@@ -80,6 +80,21 @@ describe("mistakes get one plain sentence and exit 2", () => {
     expect(cli(["demo", "--goal"]).stderr).toContain('The option --goal of "demo" needs a value.');
   });
 
+  it("an option whose value was left out, so the next option would be taken as it (run --goal --yes)", () => {
+    // A new user's trial: `run --goal --yes` planned the goal "--yes".
+    const run = cli(["run", "--goal", "--yes"]);
+    expect(run).toEqual({
+      code: 2,
+      stdout: "",
+      stderr:
+        'acp-orchestrator: The option --goal of "run" needs a value, not the option --yes (write --goal=--yes if ' +
+        'that is the value). See "acp-orchestrator help run".\n',
+    });
+    expect(cli(["run", "--goal", "-y"]).stderr).toContain('--goal of "run" needs a value, not the option -y ');
+    expect(cli(["status", "prd_x", "--state", "--json"]).stderr).toContain("not the option --json ");
+    expect(cli(["demo", "--goal", "--keep=no"]).stderr).toContain("not the option --keep=no ");
+  });
+
   it("a bad environment variable is named as the environment variable, a bad option as the option", () => {
     const fromEnv = cli(["serve"], { ACP_ORCHESTRATOR_LOG_LEVEL: "loud" });
     expect(fromEnv.code).toBe(2);

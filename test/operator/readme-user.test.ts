@@ -1,7 +1,8 @@
 /**
  * Findings of a new user who used the command line from the README alone, each against the built CLI and a store
  * written by a real server run: the resume command `status` prints names the agent config the run used, as `run`'s
- * own hint does; `message` that adds a task answers with the count that includes it and names its instance.
+ * own hint does; `message` that adds a task answers with the count that includes it and names its instance; `verify
+ * --task` of an unknown task says the task does not exist.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -49,5 +50,14 @@ describe("the command line for a user who read only the README", () => {
     // It said `Added t4 "Write the changelog".` and `Progress: 0 of 3 tasks completed.` (the count before the task).
     expect(message.stdout).toMatch(/^Added t4 "Write the changelog" on i\d+ \(broken, [^)]+\)\.$/m);
     expect(message.stdout).toMatch(/^Progress: 0 of 4 tasks completed\.$/m);
+  }, 120_000);
+
+  it("verify --task of a task the product does not have says so (exit 1, as for an unknown product)", async () => {
+    const { dir, id } = await pausedRun();
+    const verify = await runCli(["verify", id, "--task", "zz", "--state", "s.db"], dir);
+    // It said the product had no verification commands, as if the task were there.
+    expect(verify).toEqual({ code: 1, stdout: "", stderr: `acp-orchestrator: Product ${id} has no task zz.\n` });
+    const known = await runCli(["verify", id, "--task", "t1", "--state", "s.db"], dir);
+    expect(known.stderr).toContain(`Product ${id} has no verification commands`);
   }, 120_000);
 });
