@@ -6,7 +6,10 @@
  *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,remote,verify,postgres,pickup,fleet]
  *     [--no-write | --write FILE | --update]
  *     [--fleet-products N] [--fleet-rounds N] [--fleet-in-flight N] [--fleet-warmup N] [--stored-products N] [--stored-schema NAME]
+ *     [--peer-sizes N,N] [--peer-rounds N]
  *
+ * `--peer-sizes` keeps only those sizes of figure 6 (e.g. `--peer-sizes 1000`: the 1,000-task cases of issue 34's
+ * target, minutes instead of half an hour), `--peer-rounds` sets its rounds per size (ours and every LangGraph writing).
  * The figure 9 knobs shrink its sizes on a busy machine (its section states the sizes it ran and the command with
  * them); `--stored-schema` keeps the seeded stored products for the next run.
  *
@@ -73,6 +76,8 @@ const { values } = parseArgs({
     "fleet-warmup": { type: "string" },
     "stored-products": { type: "string" },
     "stored-schema": { type: "string" },
+    "peer-sizes": { type: "string" },
+    "peer-rounds": { type: "string" },
   },
 });
 const quick = values.quick ?? false;
@@ -145,6 +150,28 @@ const PLAN = quick
         resumeRepeats: 5,
       },
     };
+/**
+ * Figure 6's plan with `--peer-sizes` (only those sizes, each with its repeats) and `--peer-rounds` (rounds per size for
+ * ours and the peer) applied. Throws on a size the plan does not have or a round count that is not a positive integer.
+ */
+function peerPlan(plan: typeof PLAN.peer): typeof PLAN.peer {
+  const wanted = values["peer-sizes"]?.split(",").map((s) => Number(s.trim()));
+  const rounds = values["peer-rounds"] === undefined ? undefined : Number(values["peer-rounds"]);
+  if (rounds !== undefined && !(Number.isSafeInteger(rounds) && rounds > 0))
+    throw new Error(`--peer-rounds must be a positive integer, not ${String(values["peer-rounds"])}`);
+  const picked = (wanted ?? plan.sizes).map((size) => {
+    const i = plan.sizes.indexOf(size);
+    if (i < 0) throw new Error(`--peer-sizes: figure 6 has sizes ${plan.sizes.join(", ")}, not ${String(size)}`);
+    return { size, repeats: rounds ?? plan.repeats[i] ?? 1, peerRepeats: rounds ?? plan.peerRepeats[i] ?? 1 };
+  });
+  return {
+    ...plan,
+    sizes: picked.map((p) => p.size),
+    repeats: picked.map((p) => p.repeats),
+    peerRepeats: picked.map((p) => p.peerRepeats),
+  };
+}
+
 /** The DAG width, and the product's `maxParallelTasks` (a whole level may run at once). */
 const WIDTH = 100;
 /** The slow reader of figure 3: 32 KiB every 10 ms (about 3 MB/s, well below what the server can produce). */
@@ -228,7 +255,7 @@ async function main(): Promise<void> {
     if (only.has("peer")) {
       begin("peer");
       log("figure 6: LangGraph.js on the identical DAG");
-      const peer = await peerComparison(dir, PLAN.peer, WIDTH, log);
+      const peer = await peerComparison(dir, peerPlan(PLAN.peer), WIDTH, log);
       raw.peer = peer;
       peerRows(rows, details, peer.cells, peer.resume, PLAN.peer.timeoutMs);
     }
