@@ -8,7 +8,7 @@
  *
  * Pure: no I/O, no clock, no ports. The time (`now`) and new ids come in with the input; nothing here keeps state.
  */
-import type { TaskState, TaskWorkspace } from "../../../protocol/common.js";
+import type { Instance, Plan, TaskState, TaskWorkspace } from "../../../protocol/common.js";
 import { downstreamOf } from "../dag/graph.js";
 import type { RefusedPermission, WorkerResult } from "../ports.js";
 import { endVerificationCause, verificationError, type Verdict } from "../workspace/verification.js";
@@ -477,4 +477,21 @@ export function answeredTask(waiting: TaskState, content: string): TaskState {
 export function taskOf(model: ProductModel, taskId: string): TaskState | undefined {
   const i = model.index.get(taskId);
   return i === undefined ? undefined : model.state.tasks[i];
+}
+
+/** Each plan's instances by id, built on first use (plans are values, never changed in place; fingerprint.ts relies on it too). */
+const INSTANCES = new WeakMap<Plan, Map<string, Instance>>();
+
+/**
+ * The instance `instanceId` of `plan` (the first one with that id, as `Array.find` gives it), `undefined` when it has
+ * none. O(1) after the first call per plan (issue 34: a launch looked it up in the list, 100 instances per task).
+ */
+export function instanceOf(plan: Plan, instanceId: string): Instance | undefined {
+  let byId = INSTANCES.get(plan);
+  if (byId === undefined) {
+    byId = new Map();
+    for (const i of plan.instances) if (!byId.has(i.instanceId)) byId.set(i.instanceId, i);
+    INSTANCES.set(plan, byId);
+  }
+  return byId.get(instanceId);
 }

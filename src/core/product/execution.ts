@@ -12,10 +12,10 @@ import type { Instance, Plan, Task, TaskState } from "../../../protocol/common.j
 import { Scheduler } from "../dag/scheduler.js";
 import { BRANCH_MOVED_REMEDIATION } from "../workspace/integration.js";
 import { DomainError } from "../errors.js";
-import { decide, finishEvents, skipEvents, taskOf } from "./decide.js";
+import { decide, finishEvents, instanceOf, skipEvents, taskOf } from "./decide.js";
 import type { Effect, IntegrationOutcome, NewEvent, Recovery, StopReason } from "./decide.js";
 import { taskInputHash } from "./fingerprint.js";
-import { taskInputsOf } from "./agent-inputs.js";
+import { taskInputsOf, type AgentInputs } from "./agent-inputs.js";
 import { checkProductState } from "./integrity.js";
 import type { ProductParts } from "./parts.js";
 import type { LaunchHooks, SettledResult } from "./worker-pool.js";
@@ -372,18 +372,18 @@ export class ExecutionLoop {
     }
     const decision = decide(p.model, { kind: "start", ready: starting, now: p.journal.now() });
     await p.journal.commit(decision.events);
+    const inputs = taskInputsOf(p.model.state); // the same for every task of the wave: nothing is written in between
     for (const effect of decision.effects) {
       if (effect.kind !== "launch") continue;
       this.notifyTask(effect.task);
-      this.launch(effect.task);
+      this.launch(effect.task, inputs);
     }
   }
 
   /** Calls the worker for a task already persisted as running. Never throws; the result is queued for a wave. */
-  private launch(task: TaskState): void {
+  private launch(task: TaskState, inputs: AgentInputs): void {
     const p = this.p;
-    const plan = p.model.state.plan as Plan;
-    const instance: Instance = plan.instances.find((i) => i.instanceId === task.instanceId) ?? {
+    const instance: Instance = instanceOf(p.model.state.plan as Plan, task.instanceId) ?? {
       instanceId: task.instanceId,
       agentId: p.ctx.options.fallbackWorkerAgentId,
       role: "worker",
@@ -432,7 +432,7 @@ export class ExecutionLoop {
         briefChars,
         inputHash,
         ...(workspace ? { workspace, prepare: () => p.workspaces.prepareWorkspace(workspace) } : {}),
-        inputs: taskInputsOf(p.model.state),
+        inputs,
         ...(task.attempts > 1 && task.error !== undefined ? { previousError: task.error } : {}),
         ...(workspace ? p.workspaces.verifyHook(task.taskId) : {}),
       },

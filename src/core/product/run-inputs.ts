@@ -7,7 +7,7 @@
  */
 import type { Plan, TaskState } from "../../../protocol/common.js";
 import { downstreamOf } from "../dag/graph.js";
-import { taskOf, type NewEvent } from "./decide.js";
+import { instanceOf, taskOf, type NewEvent } from "./decide.js";
 import {
   agentHashes,
   agentsHash,
@@ -35,7 +35,8 @@ export class RunInputs {
   /** The input a task attempt is (or was) given: definition, assignee as planned, dependency outputs now. */
   inputOf(task: TaskState): TaskInput {
     const { model, ctx } = this.p;
-    const instance = model.state.plan?.instances.find((i) => i.instanceId === task.instanceId);
+    const plan = model.state.plan;
+    const instance = plan && instanceOf(plan, task.instanceId);
     return {
       title: task.title,
       description: task.description,

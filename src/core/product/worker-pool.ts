@@ -211,9 +211,16 @@ export class WorkerPool {
       this.#settled.push({ entry, taskId, attempt: entry.attempt, result, ...settledMeta(entry) });
       hooks.onSettled();
     };
+    if (!spec.prepare) {
+      // Nothing to create first: the worker is called on the next microtask (issue 34: one promise, not three).
+      void Promise.resolve()
+        .then(() => this.run(spec, entry, hooks, finish))
+        .catch(() => undefined);
+      return;
+    }
     // Isolation: the worker runs in the attempt's worktree (its cwd and its fs confinement root), created first.
-    const prepared = spec.prepare ? spec.prepare() : Promise.resolve();
-    prepared
+    spec
+      .prepare()
       .then(
         () => undefined,
         (err: unknown) =>
