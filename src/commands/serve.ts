@@ -334,7 +334,10 @@ async function serve(argv: readonly string[]): Promise<number> {
   const { values, positionals } = parseCommandArgs("serve", argv, OPTIONS);
   expectPositionals("serve", positionals, 0, 0, "no arguments");
   const settings = serveSettings(values);
-  limitHeapGrowth(settings.heapGrowthPercent);
+  // Once an `initialize` already waiting is answered (in the check phase after the one after the first read of the
+  // input, as the store's open, server.ts): V8 applies the flag from its next full collection, which a start does not
+  // reach, and `node:v8` is not loaded before the answer (issue 34, cold start).
+  setImmediate(() => setImmediate(() => limitHeapGrowth(settings.heapGrowthPercent)));
   const logger = createLogger({
     level: settings.level,
     format: settings.logFormat,

@@ -6,9 +6,10 @@
  * peak close to the live set, at the price of more frequent (incremental, mostly concurrent) full collections.
  *
  * Owns this one setting of the process. Uses V8's `--heap-growing-percent`, which V8 reads each time it sets the
- * next collection's limit, so it takes effect from the next full collection when set after start.
+ * next collection's limit, so it takes effect from the next full collection when set after start. `node:v8` is loaded
+ * only to set a flag (issue 34, cold start: it loads five more built-ins).
  */
-import { setFlagsFromString } from "node:v8";
+import { nodeV8 } from "./node-builtins.js";
 
 /**
  * What `serve` uses unless told otherwise: the old generation may grow by 30 % of what survived the last full
@@ -22,7 +23,7 @@ export const DEFAULT_HEAP_GROWTH_PERCENT = 30;
  * Bounds the heap's growth between full collections to `percent` % of the surviving size (`1 + percent/100`
  * times it). 0 restores V8's own rule, and sets no flag at all while none was set before: a V8 flag set at run
  * time changes the flag hash V8 stamps on a code cache, which the build's training run must not (src/code-cache.ts).
- * Applies to the whole process; meant to be called once, at start. Throws `RangeError` for anything but a safe
+ * Applies to the whole process; meant to be called once, at start (serve: right after its first answer). Throws `RangeError` for anything but a safe
  * integer >= 0.
  */
 export function limitHeapGrowth(percent: number): void {
@@ -30,7 +31,7 @@ export function limitHeapGrowth(percent: number): void {
     throw new RangeError(`The heap growth must be an integer percentage of at least 0, not ${String(percent)}.`);
   }
   if (percent === 0 && !flagSet) return; // V8's own rule is already in force
-  setFlagsFromString(`--heap-growing-percent=${percent}`);
+  nodeV8().setFlagsFromString(`--heap-growing-percent=${percent}`);
   flagSet = true;
 }
 

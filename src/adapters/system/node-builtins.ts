@@ -8,6 +8,7 @@
  */
 import type * as ChildProcess from "node:child_process";
 import type * as Crypto from "node:crypto";
+import type * as V8 from "node:v8";
 import { createRequire } from "node:module";
 
 const load = createRequire(import.meta.url);
@@ -20,4 +21,9 @@ export function nodeCrypto(): typeof Crypto {
 /** `node:child_process`, loaded on the first call. */
 export function nodeChildProcess(): typeof ChildProcess {
   return load("node:child_process") as typeof ChildProcess;
+}
+
+/** `node:v8`, loaded on the first call. */
+export function nodeV8(): typeof V8 {
+  return load("node:v8") as typeof V8;
 }
