@@ -216,8 +216,8 @@ export class ExecutionLoop {
     if (events.length > 0) await p.journal.commit(events);
     // While the product runs on, a finished attempt's worktree may serve its next attempt (cheaper than a checkout).
     const reuse = this.#driving && p.model.state.phase === "executing";
-    for (const r of results)
-      if (!settled.reverify.includes(r)) await p.workspaces.releaseWorkspace(r.entry.workspace, reuse);
+    for (const { entry } of results.filter((r) => r.entry.workspace && !settled.reverify.includes(r)))
+      await p.workspaces.releaseWorkspace(entry.workspace, reuse); // none to release: no await (issue 34)
     for (const r of settled.reverify) p.workspaces.reverify(r); // guarantee 17: on the head as it is now
     this.announceSettled(settled, results.length > 0);
     for (const id of settled.consults) p.leader.consult(id);
@@ -304,7 +304,7 @@ export class ExecutionLoop {
     for (const e of [...settled.flushed, ...settled.events]) {
       const checkpointId = e.type === "task" ? e.checkpoint?.checkpointId : undefined; // a completion's (issue 34)
       if (checkpointId === undefined) continue;
-      const ref = p.model.state.checkpoints.find((c) => c.checkpointId === checkpointId);
+      const ref = p.model.state.checkpoints.findLast((c) => c.checkpointId === checkpointId); // just added: last
       if (ref)
         p.ctx.notifier.notify("product.checkpoint", {
           productId: this.productId,
