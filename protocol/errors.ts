@@ -206,3 +206,50 @@ export function invalidParamsData(error: IssueSource): InvalidParamsData {
     })),
   };
 }
+
+/** The longest list of allowed values a message spells out; longer lists end with "…". */
+const MAX_NAMED_VALUES = 20;
+
+function valueList(values: readonly unknown[]): string {
+  const named = values.slice(0, MAX_NAMED_VALUES).map((v) => (typeof v === "string" ? v : JSON.stringify(v)));
+  return `${named.join(", ")}${values.length > MAX_NAMED_VALUES ? ", …" : ""}`;
+}
+
+/** The issue fields `plainIssueMessage` reads (zod's raw issue, as an error map receives it). */
+interface RawIssueView {
+  code?: string;
+  input?: unknown;
+  values?: readonly unknown[];
+  discriminator?: string;
+  inst?: { _zod?: { propValues?: Record<string, ReadonlySet<unknown>> } };
+}
+
+/**
+ * A zod error map (pass it as `safeParse(value, { error: plainIssueMessage })`) that says in plain words what zod's
+ * defaults leave vague (a new user's trial read "goal invalid input: expected string, received undefined" and
+ * "mutations[0].op invalid input"): a missing field `is required`; a value of a discriminated union whose
+ * discriminator is missing or unknown `must be one of addTask, removeTask, …` (the issue's path ends at the
+ * discriminator); a value outside an enum or literal `must be one of branch, merge`. Every other issue, and any message
+ * a schema sets itself, keeps zod's (a schema's own message takes precedence over an error map). The message is
+ * completed by its path (`Invalid params: goal is required.`, server/wire-errors.ts); codes and `data.issues` shapes
+ * are unchanged (PROTOCOL.md section 3). Pure.
+ */
+export function plainIssueMessage(issue: unknown): string | undefined {
+  const i = issue as RawIssueView;
+  if (i.code === "invalid_type" && i.input === undefined) return "is required";
+  if (i.code === "invalid_value" && i.values !== undefined && i.values.length > 0) {
+    return i.values.length === 1 ? `must be ${valueList(i.values)}` : `must be one of ${valueList(i.values)}`;
+  }
+  if (i.code === "invalid_union" && i.discriminator !== undefined) {
+    const allowed = i.inst?._zod?.propValues?.[i.discriminator];
+    if (allowed === undefined || allowed.size === 0) return undefined;
+    const given =
+      typeof i.input === "object" && i.input !== null ? (i.input as Record<string, unknown>)[i.discriminator] : null;
+    if (given === null) return undefined; // not an object at all: zod's own message says so
+    const list = valueList([...allowed]);
+    return given === undefined
+      ? `is required and must be one of ${list}`
+      : `must be one of ${list}, not ${JSON.stringify(given)}`;
+  }
+  return undefined;
+}

@@ -26,6 +26,7 @@ import {
   type ResponseMessage,
 } from "vscode-jsonrpc/node";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
+import { plainIssueMessage } from "../../protocol/errors.js";
 import type { Logger } from "../core/ports.js";
 import type { Framing } from "./framing.js";
 import type { OutboundRequestOptions } from "../adapters/persistence/host-requester.js";
@@ -378,8 +379,7 @@ export class RpcConnection {
     const id = message.id;
     if (this.disposed) return;
     const outcome = this.dispatchRequest(message.method, message.params, id === null ? undefined : id);
-    // A handler that answered synchronously is answered in this turn (issue 16, request path); order between
-    // responses is not part of the contract (responses are matched by id).
+    // A synchronous handler is answered in this turn (issue 16); responses are matched by id, not by order.
     if (isThenable(outcome)) this.answerLater(message, outcome);
     else this.answer(message, outcome);
   }
@@ -436,7 +436,7 @@ export class RpcConnection {
     if (outOfBounds) return invalidParams([outOfBounds]);
     let parsed: ReturnType<typeof spec.params.safeParse>;
     try {
-      parsed = spec.params.safeParse(params ?? {});
+      parsed = spec.params.safeParse(params ?? {}, { error: plainIssueMessage });
     } catch (error) {
       // e.g. an async refinement in a schema: a bug of the table, never the client's fault.
       this.logger.error({ err: error, method: spec.method }, "Params schema threw; answered -32603");
@@ -500,7 +500,7 @@ export class RpcConnection {
       this.logger.warn({ method: wireMethod, issues: [outOfBounds] }, "Notification with oversized params dropped");
       return;
     }
-    const parsed = spec.params.safeParse(params ?? {});
+    const parsed = spec.params.safeParse(params ?? {}, { error: plainIssueMessage });
     if (!parsed.success) {
       this.logger.warn(
         { method: wireMethod, issues: zodIssuesToWire(parsed.error) },

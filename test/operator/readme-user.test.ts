@@ -2,13 +2,14 @@
  * Findings of a new user who used the command line from the README alone, each against the built CLI and a store
  * written by a real server run: the resume command `status` prints names the agent config the run used, as `run`'s
  * own hint does; `message` that adds a task answers with the count that includes it and names its instance; `verify
- * --task` of an unknown task says the task does not exist.
+ * --task` of an unknown task says the task does not exist; a missing field, an unknown mutation op or a value outside
+ * an enum is refused (-32602) in one plain sentence, on the wire and as the CLI prints it.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { runCli, type CliResult } from "../support/cli-run.js";
-import { tempDir } from "../support/server-process.js";
+import { startServer, tempDir } from "../support/server-process.js";
 
 /**
  * `run --config agents.json --state s.db` in a new temp folder with an agent that cannot start: the product pauses at
@@ -59,5 +60,46 @@ describe("the command line for a user who read only the README", () => {
     expect(verify).toEqual({ code: 1, stdout: "", stderr: `acp-orchestrator: Product ${id} has no task zz.\n` });
     const known = await runCli(["verify", id, "--task", "t1", "--state", "s.db"], dir);
     expect(known.stderr).toContain(`Product ${id} has no verification commands`);
+  }, 120_000);
+
+  it("params errors say in plain words what was wrong: a missing field, a mutation's op, an enum's value", async () => {
+    const dir = tempDir("acp-orch-readme-");
+    const server = await startServer({ statePath: join(dir, "s.db"), cwd: dir, args: ["--log-level", "warn"] });
+    try {
+      const refused = (method: string, params: unknown) =>
+        server.request(method, params).then(
+          () => ({ code: 0, message: "answered" }),
+          (err: { code: number; message: string }) => ({ code: err.code, message: err.message }),
+        );
+      // They said "goal invalid input: expected string, received undefined" and "mutations[0].op invalid input".
+      expect(await refused("product.plan", { cwd: dir })).toEqual({
+        code: -32602,
+        message: "Invalid params: goal is required.",
+      });
+      const ready = server.waitFor((n) => n.method === "product.planReady", 60_000);
+      const { productId } = await server.request<{ productId: string }>("product.plan", {
+        goal: "- Write a README",
+        cwd: dir,
+      });
+      await ready;
+      const ops = "addTask, removeTask, updateTask, reassign, addDependency, removeDependency";
+      expect(await refused("product.mutate", { productId, mutations: [{ op: "explode" }] })).toEqual({
+        code: -32602,
+        message: `Invalid params: mutations[0].op must be one of ${ops}, not "explode".`,
+      });
+      expect((await refused("product.mutate", { productId, mutations: [{ taskId: "t1" }] })).message).toBe(
+        `Invalid params: mutations[0].op is required and must be one of ${ops}.`,
+      );
+      expect((await refused("product.list", { phase: "done" })).message).toMatch(
+        /^Invalid params: phase must be one of planning, awaiting_confirmation, executing, paused, completed, /,
+      );
+      // The CLI prints the owner's refusal of an edited plan in the same words.
+      writeFileSync(join(dir, "plan.json"), JSON.stringify({ tasks: [{ taskId: "t1", instanceId: "i1" }] }));
+      const confirm = await runCli(["confirm", productId, "--edit", "plan.json", "--state", "s.db"], dir);
+      expect(confirm.code).toBe(1);
+      expect(confirm.stderr).toContain(" request has invalid params (tasks.0.title is required; ");
+    } finally {
+      await server.close();
+    }
   }, 120_000);
 });

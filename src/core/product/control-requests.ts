@@ -13,6 +13,7 @@
  */
 import * as z from "zod";
 import { Id, Timestamp } from "../../../protocol/common.js";
+import { plainIssueMessage } from "../../../protocol/errors.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import * as wire from "../../../protocol/product.js";
 import { DomainError, isDomainError } from "../errors.js";
@@ -104,6 +105,12 @@ export function controlRequestId(productId: string, requestId: string): string {
   return `${productId}/${requestId}`;
 }
 
+/** One params issue as a refusal's reason says it: its path, then its message (`tasks.0.title is required`). */
+function issueText(issue: { path: readonly PropertyKey[]; message: string }): string {
+  const m = issue.message;
+  return `${issue.path.map(String).join(".") || "params"} ${/^[A-Z][a-z]/u.test(m) ? m[0]?.toLowerCase() + m.slice(1) : m}`;
+}
+
 /** A refusal as a record carries it. */
 export type ControlRefusal = { code: string; message: string; details: unknown };
 
@@ -119,9 +126,10 @@ export async function executeControlMethod(
 ): Promise<Record<string, unknown>> {
   const local = { forward: false };
   const parse = <T>(schema: z.ZodType<T>): T => {
-    const parsed = schema.safeParse(params);
+    // The same plain words as a JSON-RPC call's -32602 ("tasks.0.title is required"; protocol/errors.ts).
+    const parsed = schema.safeParse(params, { error: plainIssueMessage });
     if (!parsed.success) {
-      const reason = parsed.error.issues.map((i) => `${i.path.join(".") || "params"}: ${i.message}`).join("; ");
+      const reason = parsed.error.issues.map(issueText).join("; ");
       throw new DomainError("invalid_input", `The ${method} request has invalid params (${reason}).`, { reason });
     }
     return parsed.data;
