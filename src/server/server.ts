@@ -7,6 +7,7 @@
  * and never writes to stdout except through the framed writer.
  */
 import { JsonTextMemo, type JsonText } from "./json-text.js";
+import { listText } from "./list-text.js";
 import type { Readable, Writable } from "node:stream";
 import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
@@ -530,6 +531,10 @@ export class OrchestratorServer {
 async function listProducts(p: ProductService, params: ParamsOf<"product.list">) {
   const after = params.cursor === undefined ? undefined : decodeListCursor(params.cursor);
   const paged = params.limit !== undefined || after !== undefined;
+  if (!paged) {
+    const entries = await p.listEntries(params.projectId, params.phase);
+    if (entries !== undefined) return listText(entries.products, entries.dropped);
+  }
   const page = paged ? { limit: params.limit ?? LIST_LIMIT_MAX, ...(after ? { after } : {}) } : undefined;
   const { next, ...rest } = await p.list(params.projectId, params.phase, page);
   return next ? { ...rest, nextCursor: encodeListCursor(next) } : rest;

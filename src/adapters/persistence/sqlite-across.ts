@@ -1,15 +1,15 @@
 /**
  * The SQLite authority's reads across projects (issue 32, 100,000 stored products): `listAcrossProjects` (one
- * statement over every project) and `listByCreation`, one statement on the creation index of schema version 2
+ * statement over every project), `listTexts` (one statement, the value column only) and `listByCreation`, one statement on the creation index of schema version 2
  * (sqlite-schema.ts: the virtual column `created_key`, indexed with the id, whole store and per project), so a page
  * costs its own rows, not the store's. Its statements are prepared once per connection and shape (with or without a
  * project, with or without a position). Never writes.
  */
 import type Database from "better-sqlite3";
 import type { CreationPageOptions, CreationRecord } from "../../core/creation-order.js";
-import { AuthorityFailure, type ProjectRecord } from "../../core/ports.js";
+import { AuthorityFailure, type ProjectRecord, type TextListOptions } from "../../core/ports.js";
 import { checkCreationPage, checkName, parseStored } from "./authority-checks.js";
-import { CREATED_KEY_SQL, SQLITE_SCHEMA_VERSION, type Statements } from "./sqlite-schema.js";
+import { CREATED_KEY_SQL, PROJECTS, SQLITE_SCHEMA_VERSION, type Statements } from "./sqlite-schema.js";
 
 /** `kind` in every project by project then id (`Statements.listAcross`); `containing` matched by `instr`. */
 export function readAcross(statements: Statements, kind: string, options: { containing?: string }): ProjectRecord[] {
@@ -84,4 +84,37 @@ export function readCreationPage(
     updatedAt: r.updated_at,
     createdAt: r.created_key,
   }));
+}
+
+/** The prepared `readTexts` statements of each connection, by shape (`p` one project, `x` every project but one). */
+const preparedTexts = new WeakMap<Database.Database, Map<string, Database.Statement<unknown[], string>>>();
+
+/**
+ * The stored texts of `kind` in one project or in every project but one (ports.ts `listTexts`), in one statement: a
+ * project's records by its primary-key range, every project's by one probe per project (`PROJECTS`, a loose index
+ * scan) and each one's range, with no ORDER BY (the caller orders them), the value column only and each row as its
+ * text (`pluck`). `containing` is matched by `instr`. Throws `AuthorityFailure` on an invalid argument; a SQLite error
+ * is thrown as it came. Never writes.
+ */
+export function readTexts(db: Database.Database, kind: string, options: TextListOptions): string[] {
+  checkName(kind, "kind");
+  if (typeof options !== "object" || options === null) throw new AuthorityFailure("options must be an object.");
+  const containing = options.containing ?? "";
+  if (typeof containing !== "string") throw new AuthorityFailure("containing must be a string.");
+  const own = "projectId" in options;
+  const project = own ? options.projectId : options.exceptProjectId;
+  checkName(project, own ? "projectId" : "exceptProjectId");
+  let statements = preparedTexts.get(db);
+  if (statements === undefined) preparedTexts.set(db, (statements = new Map()));
+  const shape = own ? "p" : "x";
+  let statement = statements.get(shape);
+  if (statement === undefined) {
+    const sql = own
+      ? "SELECT value FROM records WHERE project_id = ? AND kind = ? AND instr(value, ?) > 0"
+      : `${PROJECTS} SELECT r.value FROM projects p JOIN records r ON r.project_id = p.project_id AND r.kind = ?
+         AND instr(r.value, ?) > 0 WHERE p.project_id <> ?`;
+    statement = db.prepare<unknown[], string>(sql).pluck();
+    statements.set(shape, statement);
+  }
+  return own ? statement.all(project, kind, containing) : statement.all(kind, containing, project);
 }

@@ -28,6 +28,7 @@ import {
   type RunStateAuthority,
   type StoredEvent,
   type StoredRecord,
+  type TextListOptions,
   storedEvent,
 } from "../../core/ports.js";
 import {
@@ -50,22 +51,12 @@ import {
   prepareStatements,
   readableSchemaVersion,
   readSchemaVersion,
+  type SqliteSettings,
   type Statements,
 } from "./sqlite-schema.js";
-import { readAcross, readCreationPage } from "./sqlite-across.js";
+import { readAcross, readCreationPage, readTexts } from "./sqlite-across.js";
 import { WAL_INDEX_HEADER_BYTES, WalIndexHeader } from "./wal-index.js";
-export { SQLITE_SCHEMA_VERSION };
-
-/** The connection settings in force, as SQLite reports them (for diagnostics and tests). */
-export interface SqliteSettings {
-  /** `wal` for a file database (`memory` for `:memory:`). */
-  journalMode: string;
-  /** 2 = FULL: every commit is fsynced. */
-  synchronous: number;
-  busyTimeoutMs: number;
-  foreignKeys: boolean;
-  schemaVersion: number;
-}
+export { SQLITE_SCHEMA_VERSION, type SqliteSettings };
 
 export interface SqliteAuthorityOptions {
   /** How long a write waits for another connection's lock before failing, in milliseconds. Default 5000. */
@@ -454,6 +445,11 @@ export class SqliteAuthority implements RunStateAuthority {
   /** `product` records in creation order, one statement on the creation index (sqlite-across.ts). Never writes. */
   async listByCreation(kind: string, options: CreationPageOptions): Promise<CreationRecord[]> {
     return this.#run("list", () => readCreationPage(this.#db, kind, options, this.#schemaVersion));
+  }
+
+  /** Stored texts of `kind` in one statement, unordered, unparsed (sqlite-across.ts `readTexts`). Never writes. */
+  async listTexts(kind: string, options: TextListOptions): Promise<string[]> {
+    return this.#run("list", () => readTexts(this.#db, kind, options));
   }
 
   /** Reports the connection settings in force. Never writes. Throws `AuthorityFailure` when closed. */

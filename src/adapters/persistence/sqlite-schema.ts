@@ -166,7 +166,7 @@ export function migrate(db: Database.Database): void {
  * The project ids of `records` as a recursive CTE `projects`: from each project id the next one by one probe of the
  * primary key (a loose index scan), so listing projects does not read every record. Its last row is NULL.
  */
-const PROJECTS = `WITH RECURSIVE projects(project_id) AS (
+export const PROJECTS = `WITH RECURSIVE projects(project_id) AS (
     SELECT MIN(project_id) FROM records
     UNION ALL
     SELECT (SELECT MIN(r.project_id) FROM records r WHERE r.project_id > p.project_id)
@@ -216,4 +216,15 @@ export function prepareStatements(db: Database.Database): Statements {
     deleteStream: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ?"),
     pruneEvents: db.prepare("DELETE FROM events WHERE project_id = ? AND stream = ? AND seq > ? AND seq < ?"),
   };
+}
+
+/** The connection settings in force, as SQLite reports them (for diagnostics and tests). */
+export interface SqliteSettings {
+  /** `wal` for a file database (`memory` for `:memory:`). */
+  journalMode: string;
+  /** 2 = FULL: every commit is fsynced. */
+  synchronous: number;
+  busyTimeoutMs: number;
+  foreignKeys: boolean;
+  schemaVersion: number;
 }

@@ -14,9 +14,9 @@ import type { ProductContext } from "./context.js";
 import { describeLease } from "./lease.js";
 import { ProductOrchestrator } from "./orchestrator.js";
 import type { VersionedStatus } from "./status.js";
-import type { progressOfModel } from "./state.js";
 import type { ProductEvent } from "./records.js";
 import type { HeaderQuery } from "./header-list.js";
+import { listProductEntries, listProducts, type ListSources } from "./product-list.js";
 import { storedMcpServers } from "./mcp-servers.js";
 import type { AttachmentRef } from "./agent-inputs.js";
 import type { McpServer } from "../../../protocol/acp.js";
@@ -56,17 +56,6 @@ export type ControlRequest = { op: "pause" } | { op: "cancel" } | { op: "mutate"
 
 /** Forwards a request to the product's owner on another server; resolves with its result or throws its refusal. */
 export type Forwarder = (productId: string, request: ControlRequest, refusal: DomainError) => Promise<unknown>;
-
-/** One `product.list` entry (PROTOCOL.md section 5). */
-interface ListedProduct {
-  productId: string;
-  projectId: string;
-  name: string;
-  phase: Phase;
-  progress: ReturnType<typeof progressOfModel>;
-  updatedAt: string;
-  owner?: { ownerId: string; expiresAt: string; live: boolean };
-}
 
 /** Idle products kept in memory when no bound is given (ProductService constructor). */
 export const DEFAULT_IDLE_PRODUCTS = 32;
@@ -356,38 +345,27 @@ export class ProductService {
 
   /**
    * `product.list`: persisted products (headers), live ones refreshed from memory, oldest first. With `page`, at most
-   * `page.limit` of them after `page.after`, and `next` when more remain (header-list.ts). Never writes.
+   * `page.limit` of them after `page.after`, and `next` when more remain (product-list.ts). Never writes.
    */
-  async list(projectId?: string, phase?: Phase, page?: HeaderQuery["page"]) {
-    const query = { ...(projectId !== undefined ? { projectId } : {}), ...(phase !== undefined ? { phase } : {}) };
-    const { headers, dropped, next } = await this.ctx.store.listHeaders({ ...query, ...(page ? { page } : {}) });
-    const products = headers.map((h): ListedProduct => {
-      // Memory is the truth for what this process drives; a stale in-memory copy of a product another process
-      // drives (the header moved on) is not.
-      const loaded = this.live.get(h.productId);
-      const live = loaded && (loaded.isDriving || loaded.model.state.updatedAt >= h.updatedAt) ? loaded : undefined;
-      const progress = live ? live.progress() : h.progress;
-      return {
-        productId: h.productId,
-        projectId: h.projectId,
-        name: h.name,
-        phase: live ? live.phase : h.phase,
-        progress,
-        updatedAt: live ? live.model.state.updatedAt : h.updatedAt,
-      };
-    });
-    // Guarantee 13: an executing product shows who drives it and whether that owner is live (a lease exists only
-    // while a product executes, so only those are read; no promise for the others: 100,000 of them, issue 32).
-    await Promise.all(
-      products
-        .filter((p) => p.phase === "executing")
-        .map(async (p) => {
-          const owner = await this.ownerOf(p.projectId, p.productId);
-          if (owner) p.owner = owner;
-        }),
-    );
-    const listed = phase === undefined ? products : products.filter((p) => p.phase === phase);
-    return { products: listed, dropped, ...(next ? { next } : {}) };
+  list(projectId?: string, phase?: Phase, page?: HeaderQuery["page"]) {
+    return listProducts(this.listSources(), projectId, phase, page);
+  }
+
+  /**
+   * `product.list` without a page, entries as objects or as JSON text cut from the stored headers, or `undefined`
+   * when the store cannot read header texts (product-list.ts `listProductEntries`, issue 32). Never writes.
+   */
+  listEntries(projectId?: string, phase?: Phase) {
+    return listProductEntries(this.listSources(), projectId, phase);
+  }
+
+  /** What product-list.ts reads: the store, products in memory, leases. */
+  private listSources(): ListSources {
+    return {
+      store: this.ctx.store,
+      loaded: (productId) => this.live.get(productId),
+      ownerOf: (projectId, productId) => this.ownerOf(projectId, productId),
+    };
   }
 
   /** The `Owner` of a product's lease as this process sees it now (PROTOCOL.md section 5), or `undefined`. Read-only. */

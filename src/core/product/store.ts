@@ -11,8 +11,7 @@ import type { RunStateAuthority } from "../ports.js";
 import { AuthorityConflict, STORED_TEXT_LENGTH } from "../ports.js";
 import { notFound } from "../errors.js";
 import { listMatchingRecords } from "../indexed-records.js";
-import { compareCreation } from "../creation-order.js";
-import { listProductHeaders, type HeaderList, type HeaderQuery } from "./header-list.js";
+import { byCreation, listHeaderEntries, listProductHeaders, type HeaderList, type HeaderQuery } from "./header-list.js";
 import { checkProductState } from "./integrity.js";
 import {
   INDEX_PROJECT,
@@ -110,9 +109,7 @@ export class ProductStore {
     return this.authority.name;
   }
 
-  /**
-   * Records a new product: its index entry and its first events. Throws `AuthorityConflict` if the id exists.
-   */
+  /** Records a new product: its index entry and its first events. Throws `AuthorityConflict` if the id exists. */
   async create(projectId: string, productId: string, events: ProductEvent[]): Promise<ProductModel> {
     await this.authority.put(INDEX_PROJECT, "product-index", productId, { v: 1, projectId }, null);
     const model = modelOf(emptyState(), this.checkpointHistory);
@@ -574,6 +571,11 @@ export class ProductStore {
     return listProductHeaders(this.authority, query);
   }
 
+  /** Every header for `product.list`'s answer text, or `undefined` (header-list.ts `listHeaderEntries`). Never writes. */
+  listHeaderEntries(query: Omit<HeaderQuery, "page">): ReturnType<typeof listHeaderEntries> {
+    return listHeaderEntries(this.authority, query);
+  }
+
   /**
    * The valid headers whose phase is `phase`, oldest first (the recovery pass's read, issue 32): where the authority
    * filters (`listAcrossProjects`), only headers whose text holds `"phase":"<phase>"` (as every version wrote them)
@@ -585,7 +587,7 @@ export class ProductStore {
       ...{ indexKind: "product-index", kind: "product", schema: ProductHeaderRecord, containing },
       matches: (h) => h.phase === phase,
     });
-    return records.sort((a, b) => compareCreation(keyOf(a), keyOf(b)));
+    return records.sort(byCreation);
   }
 
   /** One product's stored header (one read), or null when it has none or it does not parse. Never writes. */
@@ -594,5 +596,3 @@ export class ProductStore {
     return parsed.success ? parsed.data : null;
   }
 }
-
-const keyOf = (h: ProductHeaderRecord) => ({ createdAt: h.createdAt, id: h.productId });
