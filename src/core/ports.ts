@@ -11,6 +11,7 @@ import type { RefMove } from "./workspace/records.js";
 import type { AgentDirectory, AgentInfo } from "./team.js";
 import type { CreationPageOptions, CreationRecord } from "./creation-order.js";
 import type { AppendedEvents, StoredEvent } from "./stored-event.js";
+import type { AuthorityChange, DeleteOptions } from "./change-feed-port.js";
 
 // ---------------------------------------------------------------------------------------------------------------
 // Time, ids, logging
@@ -79,16 +80,7 @@ export interface RecordInfo {
 // Stored events and appendEvents' answer (with their stored text length): in stored-event.ts, re-exported here.
 export { STORED_TEXT_LENGTH, storedEvent, type AppendedEvents, type StoredEvent } from "./stored-event.js";
 
-/** One change announced by `RunStateAuthority.watch`: a record (`kind`, `id`) or an event stream (`stream`). */
-export interface AuthorityChange {
-  projectId: string;
-  kind?: string;
-  /** Absent when the key was too long to announce: the listener must then check every record of `kind`. */
-  id?: string;
-  stream?: string;
-  /** Set when the change deleted the record (`delete`); absent for a put, an append, or an announcer that omits it. */
-  deleted?: true;
-}
+export type { AuthorityChange, DeleteOptions } from "./change-feed-port.js";
 
 /**
  * The persistence port. Records are addressed by `{projectId, kind, id}`; event streams by `{projectId, stream}`.
@@ -111,7 +103,8 @@ export interface RunStateAuthority {
     value: object,
     expectedRevision: number | null,
   ): Promise<{ revision: number }>;
-  delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean>;
+  /** Deletes a record (CAS on `expectedRevision` when given); `false` when it did not exist. See DeleteOptions. */
+  delete(projectId: string, kind: string, id: string, expectedRevision?: number, o?: DeleteOptions): Promise<boolean>;
   /** Records of one kind in one project, ordered by id; `prefix` filters on the id. */
   list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]>;
   /**

@@ -7,6 +7,7 @@
  * data between backends, and never decide when to switch (the server's `initialize` handler does).
  */
 import {
+  type DeleteOptions,
   AuthorityFailure,
   type AuthorityChange,
   type ListedRecord,
@@ -103,8 +104,14 @@ export class DelegatingAuthority implements RunStateAuthority {
   }
 
   /** Forwards to the current backend's `delete`. */
-  async delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean> {
-    return this.#target("delete").delete(projectId, kind, id, expectedRevision);
+  async delete(
+    projectId: string,
+    kind: string,
+    id: string,
+    expectedRevision?: number,
+    options?: DeleteOptions,
+  ): Promise<boolean> {
+    return this.#target("delete").delete(projectId, kind, id, expectedRevision, options);
   }
 
   /** Forwards to the current backend's `list`. */

@@ -16,6 +16,7 @@
 import { randomUUID } from "node:crypto";
 import pg from "pg";
 import {
+  type DeleteOptions,
   AuthorityConflict,
   AuthorityFailure,
   type AuthorityChange,
@@ -41,7 +42,7 @@ import {
   toJson,
 } from "./authority-checks.js";
 import { readCreationPage, readTexts } from "./postgres-creation.js";
-import { ChangeFeed, type AnnouncedChange } from "./postgres-feed.js";
+import { ChangeFeed } from "./postgres-feed.js";
 import { appendedRow, INSERT_APPENDED, pruneEventRows, readStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
@@ -216,7 +217,7 @@ export class PostgresAuthority implements RunStateAuthority {
       if (expectedRevision !== null) checkRevision(expectedRevision);
       const json = toJson(value, "value");
       const updatedAt = new Date(this.#now()).toISOString();
-      const notify = this.#notifySql({ p: projectId, k: kind, i: id }, 6);
+      const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id }, 6);
       const result =
         expectedRevision === null
           ? await this.#pool.query<{ revision: string }>({
@@ -246,11 +247,17 @@ export class PostgresAuthority implements RunStateAuthority {
    * `true` when it was removed. With `expectedRevision`, deletes only the row at that revision and throws
    * `AuthorityConflict` (with the current revision) when it exists at another one. Event streams are never touched.
    */
-  async delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean> {
+  async delete(
+    projectId: string,
+    kind: string,
+    id: string,
+    expectedRevision?: number,
+    options?: DeleteOptions,
+  ): Promise<boolean> {
     return this.#run("delete", async () => {
       checkKeyText(projectId, kind, id);
       if (expectedRevision !== undefined) checkRevision(expectedRevision);
-      const notify = this.#notifySql({ p: projectId, k: kind, i: id, d: 1 }, 4);
+      const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id, d: 1 }, 4, options?.announce === false);
       const result = await this.#pool.query(
         `WITH gone AS (
            DELETE FROM records WHERE project_id = $1 AND kind = $2 AND id = $3
@@ -350,7 +357,7 @@ export class PostgresAuthority implements RunStateAuthority {
       // One statement, one round trip, one implicit transaction: the head row moves (or is created) only at the
       // expected sequence number, the events are inserted only when it did, and the notification is sent only then.
       const row = await appendedRow(texts);
-      const notify = this.#notifySql({ p: projectId, s: stream }, 9);
+      const notify = this.#feed.notifySql({ p: projectId, s: stream }, 9);
       const head =
         expectedSeq === 0
           ? "INSERT INTO streams (project_id, stream, last_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1"
@@ -400,7 +407,7 @@ export class PostgresAuthority implements RunStateAuthority {
         ]);
         const existed = (head.rowCount ?? 0) > 0 || (events.rowCount ?? 0) > 0;
         if (existed) {
-          const notify = this.#notifySql({ p: projectId, s: stream }, 1);
+          const notify = this.#feed.notifySql({ p: projectId, s: stream }, 1);
           await client.query(`SELECT ${notify.sql}`, notify.params);
         }
         return existed;
@@ -586,10 +593,5 @@ export class PostgresAuthority implements RunStateAuthority {
     }
     // The record changed back between the refusal and this read: still a conflict (another writer was first).
     return new AuthorityConflict(`The ${kind} "${id}" of project "${projectId}" was changed by another writer.`);
-  }
-
-  /** The change feed's `pg_notify` fragment for one change (postgres-feed.ts `notifySql`). */
-  #notifySql(change: AnnouncedChange, index: number): { sql: string; params: string[]; name: string } {
-    return this.#feed.notifySql(change, index);
   }
 }

@@ -61,16 +61,17 @@ export class ChangeFeed {
   /**
    * A `pg_notify` call announcing one change (delivered only if the surrounding transaction commits), with its
    * payload as parameter number `index` of the statement, and the suffix of a prepared statement's name; a change
-   * that `announce` leaves out gets a column that sends nothing (suffix `-quiet`).
+   * that `announce` leaves out, or any with `quiet`, gets a column that sends nothing (suffix `-quiet`).
    */
-  notifySql(change: AnnouncedChange, index: number): { sql: string; params: string[]; name: string } {
+  notifySql(change: AnnouncedChange, index: number, quiet = false): { sql: string; params: string[]; name: string } {
     const announce = this.#o.announce;
     if (
-      announce &&
-      !announce({
-        ...(change.k !== undefined ? { kind: change.k } : {}),
-        ...(change.s !== undefined ? { stream: change.s } : {}),
-      })
+      quiet ||
+      (announce &&
+        !announce({
+          ...(change.k !== undefined ? { kind: change.k } : {}),
+          ...(change.s !== undefined ? { stream: change.s } : {}),
+        }))
     ) {
       // The parameter stays (typed, unused) so the statement keeps its shape; a prepared one gets its own name.
       return { sql: `$${index}::text AS unannounced`, params: [""], name: "-quiet" };

@@ -7,7 +7,7 @@
  *
  * This file must never import I/O.
  */
-import type { Phase } from "../../../protocol/common.js";
+import { TerminalPhases, type Phase } from "../../../protocol/common.js";
 import { DomainError, conflict, invalidPhase, notFound } from "../errors.js";
 import { holderDetails } from "./lease.js";
 import type { ProductParts } from "./parts.js";
@@ -96,9 +96,16 @@ export class ProductAccess {
     return this.p.ownership.take();
   }
 
-  /** Releases the lease unless it was taken again since `epoch` (default: the current holding) or execution runs. */
+  /**
+   * Releases the lease unless it was taken again since `epoch` (default: the current holding) or execution runs.
+   * The release of a finished product (completed, failed, cancelled: its journal says so, and a phase is only
+   * reached once its events are durable, guarantee 1) is not announced on the change feed: every other server of a
+   * fleet would read its header to find nothing to recover (fleet.ts `#recoverReleased`), N-1 reads per product for
+   * N servers (issue 32). Any other release is announced, so a product left executing is taken over at once.
+   */
   async releaseLease(epoch = this.p.ownership.epoch): Promise<void> {
-    await this.p.ownership.release(epoch, this.p.run.driving);
+    const finished = TerminalPhases.includes(this.p.model.state.phase);
+    await this.p.ownership.release(epoch, this.p.run.driving, !finished);
   }
 
   /** Releases the lease once running workers have stopped and their results were written (pause, failures). */

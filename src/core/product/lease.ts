@@ -238,9 +238,10 @@ export class ProductLease {
 
   /**
    * Stops the heartbeat and deletes the lease if it is still this process's (CAS on the held revision). Never throws:
-   * a failed delete is logged and the lease simply expires.
+   * a failed delete is logged and the lease simply expires. `announce` false: the delete is not announced on the
+   * change feed (`RunStateAuthority.delete`), for a product nobody needs to recover.
    */
-  release(): Promise<void> {
+  release(announce = true): Promise<void> {
     return this.serial(async () => {
       const revision = this.#revision;
       this.disarm();
@@ -249,7 +250,7 @@ export class ProductLease {
       this.#generation++;
       if (revision === null) return;
       try {
-        await this.store.deleteLease(this.projectId, this.productId, revision);
+        await this.store.deleteLease(this.projectId, this.productId, revision, announce);
       } catch (err) {
         this.logger.warn({ productId: this.productId, err }, "could not release the product lease; it will expire");
       }

@@ -96,10 +96,13 @@ export class Ownership {
     return ++this.#epoch;
   }
 
-  /** Releases the lease unless it was taken again since `epoch` (default: the current holding) or `keep` says so. */
-  async release(epoch = this.#epoch, keep = false): Promise<void> {
+  /**
+   * Releases the lease unless it was taken again since `epoch` (default: the current holding) or `keep` says so;
+   * `announce` false leaves the delete unannounced on the change feed (lease.ts `release`).
+   */
+  async release(epoch = this.#epoch, keep = false, announce = true): Promise<void> {
     if (epoch !== this.#epoch || keep || !this.lease.held) return;
-    await this.lease.release();
+    await this.lease.release(announce);
   }
 
   /**

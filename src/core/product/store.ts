@@ -411,10 +411,10 @@ export class ProductStore {
     return revision;
   }
 
-  /** Deletes a product's lease if it is still at `expectedRevision`; `false` when it was gone or changed. */
-  async deleteLease(projectId: string, productId: string, expectedRevision: number): Promise<boolean> {
+  /** Deletes a lease still at `expectedRevision` (`false`: gone or changed); `announce` as DeleteOptions says. */
+  async deleteLease(projectId: string, productId: string, expectedRevision: number, announce = true): Promise<boolean> {
     try {
-      return await this.authority.delete(projectId, "lease", productId, expectedRevision);
+      return await this.authority.delete(projectId, "lease", productId, expectedRevision, { announce });
     } catch (err) {
       if (err instanceof AuthorityConflict) return false;
       throw err;

@@ -124,7 +124,7 @@ describePostgres("PostgresAuthority: two servers on one database", () => {
 });
 
 describePostgres("PostgresAuthority: change feed", () => {
-  it("tells a watcher about another server's put, delete (marked deleted) and append", async () => {
+  it("tells a watcher about another server's put, delete (marked deleted) and append, not a quiet delete", async () => {
     const schema = freshSchema();
     const [owner, other] = [await open(schema), await open(schema)];
     const changes: AuthorityChange[] = [];
@@ -132,11 +132,17 @@ describePostgres("PostgresAuthority: change feed", () => {
     await owner.feedReady();
     await other.put("p", "lease", "prd_1", { v: 1 }, null);
     await other.delete("p", "lease", "prd_1");
+    // Left unannounced (a finished product's lease, issue 32): still deleted, CAS-checked as any delete.
+    const { revision } = await other.put("p", "lease", "prd_2", { v: 1 }, null);
+    await expect(other.delete("p", "lease", "prd_2", revision + 1, { announce: false })).rejects.toThrow();
+    expect(await other.delete("p", "lease", "prd_2", revision, { announce: false })).toBe(true);
+    expect(await owner.get("p", "lease", "prd_2")).toBeNull();
     await other.appendEvents("p", "product/prd_1", [{ e: 1 }], 0);
-    await eventually(() => changes.length >= 3, 10_000);
+    await eventually(() => changes.some((c) => c.stream !== undefined), 10_000);
     expect(changes).toEqual([
       { projectId: "p", kind: "lease", id: "prd_1" },
       { projectId: "p", kind: "lease", id: "prd_1", deleted: true },
+      { projectId: "p", kind: "lease", id: "prd_2" },
       { projectId: "p", stream: "product/prd_1" },
     ]);
   });

@@ -17,6 +17,7 @@ import {
 import { ProductService } from "../../../src/core/product/service.js";
 import { ProductStore } from "../../../src/core/product/store.js";
 import type {
+  DeleteOptions,
   AgentDirectory,
   AgentInfo,
   Clock,
@@ -230,8 +231,14 @@ export class AuthorityMeter implements RunStateAuthority {
     this.count(`record:${kind}`, value);
     return this.timed("write", () => this.inner.put(projectId, kind, id, value, expectedRevision));
   }
-  delete(projectId: string, kind: string, id: string, expectedRevision?: number): Promise<boolean> {
-    return this.timed("write", () => this.inner.delete(projectId, kind, id, expectedRevision));
+  delete(
+    projectId: string,
+    kind: string,
+    id: string,
+    expectedRevision?: number,
+    options?: DeleteOptions,
+  ): Promise<boolean> {
+    return this.timed("write", () => this.inner.delete(projectId, kind, id, expectedRevision, options));
   }
   list(projectId: string, kind: string, prefix?: string): Promise<RecordInfo[]> {
     return this.timed("read", () => this.inner.list(projectId, kind, prefix));
