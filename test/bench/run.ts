@@ -5,7 +5,8 @@
  *
  *   node dist/bench/test/bench/run.js [--quick] [--only overhead,streaming,scale,durability,resume,peer,worktrees,remote,verify,postgres,pickup,fleet]
  *     [--no-write | --write FILE | --update]
- *     [--fleet-products N] [--fleet-rounds N] [--fleet-in-flight N] [--fleet-warmup N] [--stored-products N] [--stored-schema NAME]
+ *     [--fleet-products N] [--fleet-rounds N] [--fleet-in-flight N] [--fleet-warmup N] [--fleet-service-only]
+ *     [--stored-products N] [--stored-schema NAME]
  *     [--peer-sizes N,N] [--peer-rounds N]
  *
  * `--peer-sizes` keeps only those sizes of figure 6 (e.g. `--peer-sizes 1000`: the 1,000-task cases of issue 34's
@@ -74,6 +75,7 @@ const { values } = parseArgs({
     "fleet-rounds": { type: "string" },
     "fleet-in-flight": { type: "string" },
     "fleet-warmup": { type: "string" },
+    "fleet-service-only": { type: "boolean", default: false },
     "stored-products": { type: "string" },
     "stored-schema": { type: "string" },
     "peer-sizes": { type: "string" },
@@ -107,6 +109,7 @@ const PLAN = quick
         fleetRounds: 2,
         inFlight: 1,
         fleetWarmup: 5,
+        fleetRecover: true,
         storedProducts: 2_000,
         storedRuns: 1,
       },
@@ -137,6 +140,7 @@ const PLAN = quick
         fleetRounds: 5,
         inFlight: 4,
         fleetWarmup: 100,
+        fleetRecover: true,
         storedProducts: 100_000,
         storedRuns: 3,
       },
@@ -634,6 +638,7 @@ function fleetSizes(): typeof PLAN.fleet & { storedSchema?: string } {
     fleetRounds: n(values["fleet-rounds"], PLAN.fleet.fleetRounds),
     inFlight: n(values["fleet-in-flight"], PLAN.fleet.inFlight),
     fleetWarmup: n(values["fleet-warmup"], PLAN.fleet.fleetWarmup),
+    fleetRecover: values["fleet-service-only"] ? false : PLAN.fleet.fleetRecover,
     storedProducts: n(values["stored-products"], PLAN.fleet.storedProducts),
     ...(values["stored-schema"] ? { storedSchema: values["stored-schema"] } : {}),
   };
@@ -721,7 +726,10 @@ function fleetRows(
     "### Figure 9\n\n" +
       `Part 2 and 3 of test/bench/postgres.ts (issue 32). Sizes of this run: ${sizes.fleetProducts.toLocaleString("en-US")} ` +
       `products of ${sizes.productTasks} instant tasks shared by 1, 2, 4 and 8 server processes (each its own ` +
-      `\`node\` process with its own pool, ${sizes.inFlight} product(s) in flight per server, a fresh schema per run; ` +
+      `\`node\` process with its own pool, ${sizes.inFlight} product(s) in flight per server, a fresh schema per run, ` +
+      (sizes.fleetRecover
+        ? "each running the fleet as `serve --recover` composes it: change feed, recovery, PostgreSQL liveness; "
+        : "each running the product service alone (`--fleet-service-only`: no change feed, recovery or liveness); ") +
       `each server first runs ${sizes.fleetWarmup} products of its own, not counted, and the clock starts when every ` +
       "server is warm and ready: a fleet's servers are long-lived, so this is their steady state), " +
       `${sizes.fleetRounds} round(s), each round running every server count once in order; then ` +
@@ -729,7 +737,7 @@ function fleetRows(
       "cloned in SQL) and the built CLI's `serve --recover` started on it, beside the same start-up on an empty " +
       "schema (the floor). Reproduce with these sizes: `npm run bench -- --only fleet --fleet-products " +
       `${sizes.fleetProducts} --fleet-rounds ${sizes.fleetRounds} --fleet-in-flight ${sizes.inFlight} --fleet-warmup ${sizes.fleetWarmup} ` +
-      `--stored-products ` +
+      `${sizes.fleetRecover ? "" : "--fleet-service-only "}--stored-products ` +
       `${sizes.storedProducts}\` (add \`--update\` to write the section here).\n\n${markdown}\n`,
   );
 }
