@@ -159,8 +159,12 @@ export function formatProductStatus(
   out.push(`${s.productId}  ${s.name}`);
   out.push(`phase:       ${s.phase}`);
   out.push(`project:     ${s.projectId}`);
+  const planned = s.tasks.length === 0 && s.plan !== undefined && s.plan.tasks.length > 0;
   out.push(
-    `progress:    ${s.progress.completed}/${s.progress.total} completed, ${s.progress.running} running, ${progressFailed(s.tasks, s.progress.failed)}, ${s.progress.pending} pending`,
+    planned
+      ? // Not confirmed: no task exists yet, so 0/0 would hide the plan (a new user's trial); its size is what counts.
+        `progress:    planned: ${s.plan?.tasks.length} tasks, awaiting confirmation`
+      : `progress:    ${s.progress.completed}/${s.progress.total} completed, ${s.progress.running} running, ${progressFailed(s.tasks, s.progress.failed)}, ${s.progress.pending} pending`,
   );
   const tokens = `${s.budget.usedTokens}${s.budget.maxTotalTokens !== undefined ? ` of ${s.budget.maxTotalTokens}` : ""} tokens (${s.budget.tokenSource})`;
   // Durations are milliseconds on the wire (PROTOCOL.md section 5); formatDuration says them in ms, s, min or h.

@@ -26,6 +26,8 @@ describe("operator commands for a new user", () => {
       const status = await runCli(["status", productId, "--state", statePath], dir);
       expect(status.code, status.stderr).toBe(0);
       expect(status.stdout).toContain("phase:       awaiting_confirmation");
+      // It said "progress: 0/0 completed, ..." (no task exists before confirmation).
+      expect(status.stdout).toMatch(/^progress: +planned: 2 tasks, awaiting confirmation$/m);
       expect(status.stdout).toMatch(/plan v1 \(2 tasks, not confirmed yet\):/);
       expect(status.stdout).toMatch(/^t1 +\S+ +- +Write a README$/m);
       expect(status.stdout).toMatch(/^t2 +\S+ +\S+ +Write a changelog$/m);
