@@ -270,6 +270,8 @@ interface VerbSpec {
   /** Positionals after the product id: [min, max, what]. */
   extra: [number, number, string];
   extraOptions?: Record<string, { type: "string" | "boolean" }>;
+  /** The Options lines of `extraOptions` (each `  --name VALUE  what it does`, ending with a newline). */
+  extraHelp?: string;
   toCall(productId: string, extra: string[], values: Record<string, unknown>): VerbCall;
 }
 
@@ -282,8 +284,30 @@ const COMMON_HELP = `Options:
   --log-level LEVEL  the log level of a server of this command's own, plain lines on stderr (default warn)
 `;
 
+/** What each option's value is called in a usage line. */
+const VALUE_NAMES: Readonly<Record<string, string>> = {
+  state: "PATH|URL",
+  config: "FILE",
+  "log-level": "LEVEL",
+  "request-id": "ID",
+  "timeout-ms": "N",
+  edit: "plan.json",
+};
+
+/**
+ * A verb's usage line, its options generated from the option table its parser uses (`parseCommandArgs`), so the two
+ * cannot drift (a new user's trial: `help retry` and `help confirm` named three of their six and seven options).
+ */
+export function verbSynopsis(name: string, args: string, options: Readonly<Record<string, { type: string }>>): string {
+  const flags = Object.entries(options).map(([option, { type }]) =>
+    type === "boolean" ? `[--${option}]` : `[--${option} ${VALUE_NAMES[option] ?? "VALUE"}]`,
+  );
+  return [name, "ID", ...(args ? [args] : []), ...flags].join(" ");
+}
+
 function verb(spec: VerbSpec): Command {
-  const synopsis = `${spec.name} ID${spec.args ? ` ${spec.args}` : ""} [--state PATH|URL] [--request-id ID] [--json]`;
+  const options = { ...spec.extraOptions, ...OPTIONS };
+  const synopsis = verbSynopsis(spec.name, spec.args, options);
   return {
     name: spec.name,
     synopsis,
@@ -298,9 +322,9 @@ server owns it, this command starts one of its own, as "resume" does${
         : ""
     }.
 
-${COMMON_HELP}`,
+${COMMON_HELP}${spec.extraHelp ?? ""}`,
     async run(argv) {
-      const { values, positionals } = parseCommandArgs(spec.name, argv, { ...OPTIONS, ...spec.extraOptions });
+      const { values, positionals } = parseCommandArgs(spec.name, argv, options);
       const [min, max, what] = spec.extra;
       expectPositionals(spec.name, positionals, 1 + min, 1 + max, `a product id${what ? ` and ${what}` : ""}`);
       const [productId, ...extra] = positionals as [string, ...string[]];
@@ -378,12 +402,13 @@ export const controlCommands: readonly Command[] = [
   }),
   verb({
     name: "confirm",
-    args: "[--edit plan.json]",
+    args: "",
     summary: "confirm a product's plan (or an edited one) and start it",
     details:
       'Confirms the plan of product ID, waiting for confirmation, and starts it. With --edit, the file\'s "tasks",\n"instances" and "budget" (the shape of product.status\'s plan) replace the leader\'s.',
     extra: [0, 0, ""],
     extraOptions: { edit: { type: "string" } },
+    extraHelp: `  --edit plan.json   confirm this edited plan instead of the leader's ("tasks", "instances", "budget")\n`,
     toCall: (productId, _extra, values) => ({
       productId,
       method: "product.confirm",

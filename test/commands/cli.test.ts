@@ -60,6 +60,26 @@ describe("acp-orchestrator help and version", () => {
   });
 });
 
+describe("every control verb's usage line lists every option it accepts", () => {
+  // A new user's trial: `help retry` and `help confirm` named --state, --request-id and --json only. The usage line is
+  // generated from the verb's option table (control.ts verbSynopsis); its Options section is written by hand.
+  const verbs = ["pause", "cancel", "checkpoint", "retry", "rollback", "confirm", "answer", "message", "delete"];
+  it.each(verbs)("%s", (name) => {
+    const help = cli(["help", name]).stdout;
+    const usage = help.split("\n")[0] ?? "";
+    const options = [...help.split("\nOptions:\n")[1]!.matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1]);
+    expect(options.length).toBeGreaterThanOrEqual(6);
+    for (const option of options) expect(usage).toContain(`[${option}`);
+    const inUsage = [...usage.matchAll(/\[(--[a-z-]+)/g)].map((m) => m[1]);
+    expect(inUsage.sort()).toEqual([...options].sort());
+  });
+  it("confirm's --edit is in its usage line and its Options", () => {
+    const help = cli(["help", "confirm"]).stdout;
+    expect(help).toMatch(/^Usage: acp-orchestrator confirm ID \[--edit plan\.json\] /);
+    expect(help).toMatch(/^ {2}--edit plan\.json +confirm this edited plan/m);
+  });
+});
+
 describe("mistakes get one plain sentence and exit 2", () => {
   it("an unknown command", () => {
     const run = cli(["lsit"]);
