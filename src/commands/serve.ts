@@ -6,6 +6,7 @@
  * stdout carries protocol frames only; logs go to stderr (or --log-file). This file wires; it holds no protocol or
  * domain logic.
  */
+import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
 import { LazyAcpWorkerPool, lazyHeuristicLeader, lazyLeaderResolver } from "../adapters/agents/lazy-agents.js";
@@ -169,6 +170,20 @@ async function loadRegistry(values: ServeValues): Promise<AgentRegistry | 2> {
   }
   const problem = configWorkspaceProblem(registry.config) ?? configuredLeaderProblem(registry);
   return problem !== undefined ? configProblem(problem) : registry;
+}
+
+/**
+ * Why a SQLite state file given by `--state` or `$ACP_ORCHESTRATOR_STATE` cannot be created: its folder does not exist
+ * (a new user's trial: `--state /nonexistent/x.db` made /nonexistent, a typo's folder, silently). Only the default
+ * state file's folder is made when missing. `undefined` when the store can be opened there (or is PostgreSQL).
+ */
+function missingStateFolder(location: StateLocation, flag: string | undefined): string | undefined {
+  if (location.kind !== "sqlite") return undefined;
+  if (location.path === defaultStatePath({ ...process.env, [STATE_PATH_ENV]: "" })) return undefined;
+  const folder = dirname(location.path);
+  if (existsSync(folder)) return undefined;
+  const from = flag !== undefined ? "--state" : `$${STATE_PATH_ENV}`;
+  return `The folder ${folder} of the state file ${location.path} (from ${from}) does not exist; create it first, or give a file in an existing folder.`;
 }
 
 /** Writes a config problem to stderr; returns the exit code 2. */
@@ -350,6 +365,8 @@ async function serve(argv: readonly string[]): Promise<number> {
   const processLiveness = new ProcessLiveness();
   const ownerId = process.env[OWNER_ID_ENV] || processLiveness.ownerId;
   const location = stateLocation(values.state);
+  const noFolder = missingStateFolder(location, values.state);
+  if (noFolder !== undefined) return configProblem(noFolder);
   // The embedded store (SQLite, or PostgreSQL for a postgres:// URL) until a client declares `runStateAuthority` in
   // initialize (PROTOCOL.md section 7). A SQLite file is opened once serving began, after an `initialize` already
   // waiting is answered (issue 34, cold start: better-sqlite3's load and the open were a sixth of the start); every

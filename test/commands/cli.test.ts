@@ -4,7 +4,7 @@
  * environment variables named as environment variables, and option values that start with "-".
  */
 import { spawnSync } from "node:child_process";
-import { readFileSync, statSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { CLI, REPO_ROOT, tempDir } from "../support/server-process.js";
@@ -113,6 +113,20 @@ describe("mistakes get one plain sentence and exit 2", () => {
     expect(cli(["run", "--goal", "-y"]).stderr).toContain('--goal of "run" needs a value, not the option -y ');
     expect(cli(["status", "prd_x", "--state", "--json"]).stderr).toContain("not the option --json ");
     expect(cli(["demo", "--goal", "--keep=no"]).stderr).toContain("not the option --keep=no ");
+  });
+
+  it("a --state file in a folder that does not exist is refused, and the folder is not made", () => {
+    // A new user's trial: `--state /nonexistent/x.db` created /nonexistent silently (a typo's folder).
+    const dir = tempDir("acp-orch-cli-");
+    const state = join(dir, "missing", "x.db");
+    const run = cli(["run", "--state", state, "--yes", "--goal", "- Write a README"]);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(
+      `acp-orchestrator: The folder ${join(dir, "missing")} of the state file ${state} (from --state) does not exist; create it first`,
+    );
+    expect(existsSync(join(dir, "missing"))).toBe(false);
+    expect(cli(["serve"], { ACP_ORCHESTRATOR_STATE: state }).stderr).toContain("(from $ACP_ORCHESTRATOR_STATE)");
+    expect(existsSync(join(dir, "missing"))).toBe(false);
   });
 
   it("a bad environment variable is named as the environment variable, a bad option as the option", () => {
