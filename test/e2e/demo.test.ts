@@ -5,7 +5,7 @@
  * durations, the parallel lanes and each task's last output line.
  */
 import { spawn } from "node:child_process";
-import { existsSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -79,6 +79,8 @@ describe("acp-orchestrator demo", () => {
         ],
       }),
     );
+    // A --state folder must exist (only the default state file's folder is made).
+    mkdirSync(join(dir, "mine"));
     const state = join(dir, "mine", "demo-state.db");
     const run = await demo(
       [
