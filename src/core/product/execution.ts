@@ -2,9 +2,9 @@
  * The execution loop of one product (issue 27: input → decide → persist events → run effects): waves that take what
  * the worker pool settled, let `decide` say what each result means, write it in one append, announce it, then start
  * the tasks that became ready (written as running before any worker is called, guarantee 1); the end of the run,
- * budgets (guarantee 9), skipping the dependents of a failed task, and pausing from inside the loop. Owns whether
- * this process drives the run, the ready set (Scheduler), whether a wave is queued, and whether the next wave must
- * first check the workspace. Everything it carries out goes through a collaborator (parts.ts).
+ * budgets (guarantee 9, through budget-watch.ts), skipping the dependents of a failed task, and pausing from inside
+ * the loop. Owns whether this process drives the run, the ready set (Scheduler), whether a wave is queued, and
+ * whether the next wave must first check the workspace. Everything it carries out goes through a collaborator (parts.ts).
  *
  * This file must never import I/O.
  */
@@ -20,6 +20,7 @@ import { checkProductState } from "./integrity.js";
 import type { ProductParts } from "./parts.js";
 import type { LaunchHooks, SettledResult } from "./worker-pool.js";
 import { noteOverload } from "./task-waits.js";
+import { BudgetWatch } from "./budget-watch.js";
 
 /** What the first half of a wave decided about the settled results. */
 interface Settled {
@@ -43,7 +44,12 @@ export class ExecutionLoop {
   /** Set when driving starts: the next wave first prunes leftover worktrees and verifies the branch (guarantee 11). */
   #checkWorkspaceFirst = false;
 
-  constructor(private readonly p: ProductParts) {}
+  /** Token and time budgets of this run (guarantee 9). */
+  readonly #budget: BudgetWatch;
+
+  constructor(private readonly p: ProductParts) {
+    this.#budget = new BudgetWatch(p, this);
+  }
 
   get driving(): boolean {
     return this.#driving;
@@ -312,7 +318,7 @@ export class ExecutionLoop {
           at: ref.at,
         });
     }
-    if (anyResult) this.announceBudget();
+    if (anyResult) this.#budget.announce();
     if (settled.completedNow > 0) p.inputs.refreshHead();
   }
 
@@ -328,7 +334,7 @@ export class ExecutionLoop {
       p.pool.resolveIdle();
       return true;
     }
-    if (this.#driving && (await this.checkBudget())) {
+    if (this.#driving && (await this.#budget.check())) {
       await p.journal.writeHeader();
       p.pool.resolveIdle();
       return true;
@@ -455,7 +461,8 @@ export class ExecutionLoop {
         p.ctx.notifier.notify("product.agentActivity", { productId: this.productId, taskId, toolName });
         live?.note(`\n[tool] ${toolName}\n`);
       },
-      onUsage: (inputTokens: number, outputTokens: number) => this.recordUsage(taskId, inputTokens, outputTokens),
+      onUsage: (inputTokens: number, outputTokens: number) =>
+        this.#budget.recordUsage(taskId, inputTokens, outputTokens),
       onOverloaded: (entry, wait) => noteOverload(p.ctx, this.productId, task, entry, wait),
       onSettled: () => {
         live?.end();
@@ -469,67 +476,6 @@ export class ExecutionLoop {
     if (agentId !== "leader") return agentId;
     const leaderAgent = this.p.model.state.leaderAgentId;
     return leaderAgent && this.p.ctx.agents.get(leaderAgent) ? leaderAgent : this.p.ctx.options.fallbackWorkerAgentId;
-  }
-
-  private recordUsage(taskId: string, inputTokens: number, outputTokens: number): void {
-    const p = this.p;
-    const clean = (n: number): number => (Number.isFinite(n) && n > 0 ? Math.floor(n) : 0);
-    p.sections
-      .run(async () => {
-        await p.journal.commit([
-          {
-            type: "usage",
-            taskId,
-            inputTokens: clean(inputTokens),
-            outputTokens: clean(outputTokens),
-            estimated: false,
-          },
-        ]);
-        this.announceBudget();
-        if (this.#driving && (await this.checkBudget())) p.pool.resolveIdle();
-      })
-      .catch(() => undefined);
-  }
-
-  private announceBudget(): void {
-    const s = this.p.model.state;
-    this.p.ctx.notifier.notify("product.budgetUpdate", {
-      productId: this.productId,
-      inputTokens: s.usage.inputTokens,
-      outputTokens: s.usage.outputTokens,
-      elapsedMs: this.p.timers.liveElapsedMs(),
-      ...(s.budget.maxTotalTokens !== undefined ? { maxTotalTokens: s.budget.maxTotalTokens } : {}),
-    });
-  }
-
-  /**
-   * Budget check (guarantee 9, decide.ts): the one warning is recorded and sent; on exceed the product pauses (not
-   * fails) and the client is told which limit tripped. Returns true when the product was paused. Inside `exclusive`.
-   */
-  private async checkBudget(): Promise<boolean> {
-    const p = this.p;
-    const s = p.model.state;
-    const decision = decide(p.model, {
-      kind: "budget",
-      elapsedMs: p.timers.liveElapsedMs(),
-      warningRatio: p.ctx.options.budgetWarningRatio,
-    });
-    if (decision.events.length > 0) await p.journal.commit(decision.events);
-    const used = s.usage.inputTokens + s.usage.outputTokens;
-    const maxTokens = s.budget.maxTotalTokens;
-    const base = {
-      productId: this.productId,
-      usedTokens: used,
-      ...(maxTokens !== undefined ? { maxTotalTokens: maxTokens } : {}),
-    };
-    let paused = false;
-    for (const effect of decision.effects) {
-      if (effect.kind === "pause") {
-        await this.pauseInside(effect.recovery, "pause");
-        paused = true;
-      } else if (effect.kind === "notify") p.ctx.notifier.notify(effect.method, { ...base, reason: effect.reason });
-    }
-    return paused;
   }
 
   /** Marks every pending transitive dependent of a finally failed task `skipped`. Inside `exclusive`. */
