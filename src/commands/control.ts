@@ -147,7 +147,7 @@ export async function tryControlFirst(
       process.stderr.write(
         `acp-orchestrator: ${inCliWords(outcome.error.message, call.productId, storeFlags(values.state))}\n`,
       );
-      return 1;
+      return refusalExitCode(outcome.error.code);
     case "unanswered":
       process.stderr.write(
         `acp-orchestrator: ${outcome.by} accepted request ${outcome.requestId} but ` +
@@ -234,9 +234,18 @@ async function takeOwnership(values: ControlValues, call: VerbCall): Promise<num
       process.stderr.write(
         `acp-orchestrator: ${inCliWords(e.message ?? String(err), productId, commandFlags(values))}\n`,
       );
-      return 1;
+      return refusalExitCode(WIRE_CODE_NAMES[e.code] ?? String(e.code));
     }
   });
+}
+
+/**
+ * The exit code of a refused request (docs/OPERATOR.md "Exit codes"): 2 when what the user gave is invalid
+ * (`invalid_input`, e.g. a `confirm --edit` plan without titles: the same kind of mistake as an unreadable --edit
+ * file, which is a UsageError), else 1. Owner and own-server refusals alike (a new user's trial got 1 and 2).
+ */
+function refusalExitCode(code: string): number {
+  return code === "invalid_input" ? 2 : 1;
 }
 
 /** PROTOCOL.md section 3's numeric codes by the names a control request's refusal carries (control-client.ts). */

@@ -96,7 +96,11 @@ describe("the command line for a user who read only the README", () => {
       // The CLI prints the owner's refusal of an edited plan in the same words.
       writeFileSync(join(dir, "plan.json"), JSON.stringify({ tasks: [{ taskId: "t1", instanceId: "i1" }] }));
       const confirm = await runCli(["confirm", productId, "--edit", "plan.json", "--state", "s.db"], dir);
-      expect(confirm.code).toBe(1);
+      // Exit 2, as for an --edit file that cannot be read (a UsageError): it was 1.
+      expect(confirm.code).toBe(2);
+      writeFileSync(join(dir, "bad.json"), "{");
+      const unreadable = await runCli(["confirm", productId, "--edit", "bad.json", "--state", "s.db"], dir);
+      expect(unreadable.code).toBe(2);
       expect(confirm.stderr).toContain(" request has invalid params (tasks.0.title is required; ");
     } finally {
       await server.close();
