@@ -147,7 +147,7 @@ export async function tryControlFirst(
       process.stderr.write(
         `acp-orchestrator: ${inCliWords(outcome.error.message, call.productId, storeFlags(values.state))}\n`,
       );
-      return refusalExitCode(outcome.error.code);
+      return outcome.invalidRecord ? 1 : refusalExitCode(outcome.error.code);
     case "unanswered":
       process.stderr.write(
         `acp-orchestrator: ${outcome.by} accepted request ${outcome.requestId} but ` +
@@ -242,7 +242,9 @@ async function takeOwnership(values: ControlValues, call: VerbCall): Promise<num
 /**
  * The exit code of a refused request (docs/OPERATOR.md "Exit codes"): 2 when what the user gave is invalid
  * (`invalid_input`, e.g. a `confirm --edit` plan without titles: the same kind of mistake as an unreadable --edit
- * file, which is a UsageError), else 1. Owner and own-server refusals alike (a new user's trial got 1 and 2).
+ * file, which is a UsageError), else 1. Owner and own-server refusals alike (a new user's trial got 1 and 2). A
+ * stored request record the owner refused as not valid (`--request-id` of a damaged record) is 1: the command line
+ * was fine.
  */
 function refusalExitCode(code: string): number {
   return code === "invalid_input" ? 2 : 1;

@@ -52,7 +52,8 @@ export type ControlOutcome =
       acceptedAfterMs: number;
       answeredAfterMs: number;
     }
-  | { kind: "refused"; requestId: string; error: ControlRefusal; by?: string }
+  /** `invalidRecord`: the stored request record itself was refused (not what this command sent, e.g. `--request-id`). */
+  | { kind: "refused"; requestId: string; error: ControlRefusal; by?: string; invalidRecord?: true }
   /** Nobody accepted it in time; it was withdrawn, so nothing was or will be executed. `owner`: a live lease holder. */
   | { kind: "unclaimed"; requestId: string; owner?: string }
   /** Accepted by `by` but not answered in time (or `by` died): its effect is unknown, `status` tells. */
@@ -147,7 +148,7 @@ async function waitForAnswer(authority: RunStateAuthority, w: Waiting): Promise<
       const invalid = InvalidControlAnswer.safeParse(stored.value);
       if (invalid.success) {
         await removeAnswered(authority, w, stored.revision);
-        return { kind: "refused", requestId: w.requestId, error: invalid.data.error };
+        return { kind: "refused", requestId: w.requestId, error: invalid.data.error, invalidRecord: true };
       }
       const parsed = ControlRequestRecord.safeParse(stored.value);
       if (!parsed.success) {
@@ -155,6 +156,7 @@ async function waitForAnswer(authority: RunStateAuthority, w: Waiting): Promise<
           kind: "refused",
           requestId: w.requestId,
           error: { code: "invalid_input", message: `The stored request ${w.id} does not parse.`, details: {} },
+          invalidRecord: true,
         };
       }
       const r = parsed.data;
