@@ -225,6 +225,17 @@ interface RawIssueView {
 }
 
 /**
+ * `schema.safeParse(value)`, with `plainIssueMessage`'s words in the issues when it fails. A value that parses is
+ * parsed without an error map: passing one to zod 4 turns off its compiled fast path for objects (about 1.8 µs per
+ * call instead of 0.06-0.15 µs for a one-field params object on this project's machine, the sequential request of
+ * figure 2, issue 34), so only a failure is parsed a second time, with the map. Same result either way.
+ */
+export function safeParsePlain<T extends z.ZodType>(schema: T, value: unknown): z.ZodSafeParseResult<z.output<T>> {
+  const parsed = schema.safeParse(value);
+  return parsed.success ? parsed : schema.safeParse(value, { error: plainIssueMessage });
+}
+
+/**
  * A zod error map (pass it as `safeParse(value, { error: plainIssueMessage })`) that says in plain words what zod's
  * defaults leave vague (a new user's trial read "goal invalid input: expected string, received undefined" and
  * "mutations[0].op invalid input"): a missing field `is required`; a value of a discriminated union whose

@@ -26,7 +26,7 @@ import {
   type ResponseMessage,
 } from "vscode-jsonrpc/node";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
-import { plainIssueMessage } from "../../protocol/errors.js";
+import { safeParsePlain } from "../../protocol/errors.js";
 import type { Logger } from "../core/ports.js";
 import type { Framing } from "./framing.js";
 import type { OutboundRequestOptions } from "../adapters/persistence/host-requester.js";
@@ -436,7 +436,7 @@ export class RpcConnection {
     if (outOfBounds) return invalidParams([outOfBounds]);
     let parsed: ReturnType<typeof spec.params.safeParse>;
     try {
-      parsed = spec.params.safeParse(params ?? {}, { error: plainIssueMessage });
+      parsed = safeParsePlain(spec.params, params ?? {});
     } catch (error) {
       // e.g. an async refinement in a schema: a bug of the table, never the client's fault.
       this.logger.error({ err: error, method: spec.method }, "Params schema threw; answered -32603");
@@ -500,7 +500,7 @@ export class RpcConnection {
       this.logger.warn({ method: wireMethod, issues: [outOfBounds] }, "Notification with oversized params dropped");
       return;
     }
-    const parsed = spec.params.safeParse(params ?? {}, { error: plainIssueMessage });
+    const parsed = safeParsePlain(spec.params, params ?? {});
     if (!parsed.success) {
       this.logger.warn(
         { method: wireMethod, issues: zodIssuesToWire(parsed.error) },

@@ -13,7 +13,7 @@
  */
 import * as z from "zod";
 import { Id, Timestamp } from "../../../protocol/common.js";
-import { plainIssueMessage } from "../../../protocol/errors.js";
+import { safeParsePlain } from "../../../protocol/errors.js";
 import { lazySchema } from "../../../protocol/lazy-schema.js";
 import * as wire from "../../../protocol/product.js";
 import { DomainError, isDomainError } from "../errors.js";
@@ -127,7 +127,7 @@ export async function executeControlMethod(
   const local = { forward: false };
   const parse = <T>(schema: z.ZodType<T>): T => {
     // The same plain words as a JSON-RPC call's -32602 ("tasks.0.title is required"; protocol/errors.ts).
-    const parsed = schema.safeParse(params, { error: plainIssueMessage });
+    const parsed = safeParsePlain(schema, params);
     if (!parsed.success) {
       const reason = parsed.error.issues.map(issueText).join("; ");
       throw new DomainError("invalid_input", `The ${method} request has invalid params (${reason}).`, { reason });
