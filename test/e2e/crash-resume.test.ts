@@ -45,6 +45,7 @@ import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js
 import { outputFor, type ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
 import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { seededRandom as rng } from "../support/seeded-random.js";
 
 const KILLS = Number(process.env.CRASH_KILLS ?? 50);
 const SEED = Number(process.env.CRASH_SEED ?? 20_260_401);
@@ -107,18 +108,6 @@ function impliedOutputs(): Map<string, string> {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Helpers
-
-/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -75,6 +75,11 @@ export function lazyHeuristicLeader(): LeaderPort {
   let real: Promise<LeaderPort> | undefined;
   const leader = (): Promise<LeaderPort> =>
     (real ??= import("../../core/leader/heuristic-leader.js").then(({ HeuristicLeader }) => new HeuristicLeader()));
+  return forwardedLeader(leader);
+}
+
+/** A leader whose every call awaits `leader()` and takes its answer (errors included). */
+function forwardedLeader(leader: () => Promise<LeaderPort>): LeaderPort {
   return {
     plan: async (request) => (await leader()).plan(request),
     message: async (request) => (await leader()).message(request),
@@ -103,15 +108,7 @@ export function lazyLeaderResolver(options: LeaderResolverOptions): LeaderSelect
   const resolve: LeaderResolver = (leaderAgentId) => {
     const chosen = leaderAgentId ?? options.defaultLeaderAgentId;
     if (chosen === undefined || chosen === HEURISTIC_LEADER_ID) return options.fallback;
-    const leader = async (): Promise<LeaderPort> => (await load()).resolve(leaderAgentId);
-    return {
-      plan: async (request) => (await leader()).plan(request),
-      message: async (request) => (await leader()).message(request),
-      consultOnFailure: async (request) => (await leader()).consultOnFailure(request),
-      deriveChecklist: async (request) => (await leader()).deriveChecklist(request),
-      planPhase: async (request) => (await leader()).planPhase(request),
-      assess: async (request) => (await leader()).assess(request),
-    };
+    return forwardedLeader(async () => (await load()).resolve(leaderAgentId));
   };
   return {
     resolve,

@@ -6,18 +6,7 @@
  */
 import type { Instance, Task } from "../../../protocol/common.js";
 import type { DraftPlan } from "../../../src/core/ports.js";
-
-/** A small seeded PRNG (mulberry32); returns floats in [0, 1). Deterministic for a given seed. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+import { seededRandom } from "../../support/seeded-random.js";
 
 export interface DagOptions {
   /** Number of tasks (≥ 1). */

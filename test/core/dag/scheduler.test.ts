@@ -3,6 +3,7 @@ import type { TaskStatus } from "../../../protocol/common.js";
 import { Scheduler } from "../../../src/core/dag/scheduler.js";
 import type { SchedulerTask } from "../../../src/core/dag/scheduler.js";
 import { isDomainError } from "../../../src/core/errors.js";
+import { seededRandom as rng } from "../../support/seeded-random.js";
 
 const task = (
   taskId: string,
@@ -19,18 +20,6 @@ const task = (
 });
 
 const ids = (tasks: readonly SchedulerTask[]): string[] => tasks.map((t) => t.taskId);
-
-/** Deterministic PRNG (mulberry32). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe("Scheduler basics", () => {
   it("starts roots, then dependents once all their dependencies complete", () => {

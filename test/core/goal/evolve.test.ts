@@ -15,24 +15,13 @@ import { evolveGoal } from "../../../src/core/goal/evolve.js";
 import { GoalJournal, stampGoalEvents, type NewGoalEvent } from "../../../src/core/goal/journal.js";
 import { emptyGoalState, goalStream, type GoalEvent, type GoalState } from "../../../src/core/goal/records.js";
 import { FakeClock, RecordingLogger, RecordingNotifier } from "../../support/fakes.js";
+import { seededRandom as rng } from "../../support/seeded-random.js";
 
 const RUNS = Number(process.env.GOAL_EVOLVE_RUNS ?? 1_000);
 const SEED = Number(process.env.GOAL_EVOLVE_SEED ?? 27_2027);
 const PROJECT = "proj";
 const STATUSES = ["running", "paused", "blocked", "budget_limited", "completed", "stopped", "failed"] as const;
 const END_REASONS = ["achieved", "no_progress", "budget", "max_phases", "stopped", "failed"] as const;
-
-/** mulberry32: a small seeded PRNG, enough for drawing test cases. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 class Draw {
   constructor(readonly next: () => number) {}

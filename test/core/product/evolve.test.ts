@@ -17,24 +17,13 @@ import { evolve } from "../../../src/core/product/evolve.js";
 import { ProductEvent } from "../../../src/core/product/records.js";
 import { emptyState, modelOf, type ProductModel } from "../../../src/core/product/state.js";
 import { ProductStore } from "../../../src/core/product/store.js";
+import { seededRandom as rng } from "../../support/seeded-random.js";
 
 const RUNS = Number(process.env.EVOLVE_RUNS ?? 1_000);
 const SEED = Number(process.env.EVOLVE_SEED ?? 27_2026);
 const PRODUCT = "prd_prop";
 const PROJECT = "proj";
 const STATUSES: TaskStatus[] = ["pending", "running", "waiting", "completed", "failed", "skipped", "cancelled"];
-
-/** mulberry32: a small seeded PRNG, enough for drawing test cases. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
 
 class Draw {
   constructor(readonly next: () => number) {}

@@ -4,17 +4,9 @@
 import { describe, expect, it } from "vitest";
 import { cutHeaderEntry, entryJson } from "../../../src/core/product/header-entry.js";
 import { parseHeaderText } from "../../../src/core/product/header-text.js";
+import { validHeader } from "../../support/product-header.js";
 
-const valid = {
-  v: 1,
-  productId: "prd_1",
-  projectId: "proj",
-  name: "A product",
-  phase: "executing",
-  progress: { total: 3, completed: 1, running: 1, failed: 0, pending: 1 },
-  createdAt: "2026-01-01T00:00:00.000Z",
-  updatedAt: "2026-01-01T00:00:01.000Z",
-};
+const valid = validHeader;
 const text = JSON.stringify(valid);
 
 /** Member values that keep a text off the cut, or that it must still cut exactly. */

@@ -4,17 +4,9 @@
 import { describe, expect, it } from "vitest";
 import { parseHeaderText, quickHeader } from "../../../src/core/product/header-text.js";
 import { ProductHeaderRecord } from "../../../src/core/product/records.js";
+import { validHeader } from "../../support/product-header.js";
 
-const valid = {
-  v: 1,
-  productId: "prd_1",
-  projectId: "proj",
-  name: "A product",
-  phase: "executing",
-  progress: { total: 3, completed: 1, running: 1, failed: 0, pending: 1 },
-  createdAt: "2026-01-01T00:00:00.000Z",
-  updatedAt: "2026-01-01T00:00:01.000Z",
-};
+const valid = validHeader;
 
 /** Values of every kind a member could hold in a corrupted store. */
 const odd: unknown[] = [

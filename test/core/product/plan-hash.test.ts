@@ -12,6 +12,7 @@ import {
   PLAN_KEYS,
   type DeclaredKeys,
 } from "../../../src/core/product/fingerprint.js";
+import { seededRandom as rng } from "../../support/seeded-random.js";
 
 /** The hash as servers before issue 34 computed it: the plan parsed by its schema first. */
 function parsedHash(plan: unknown, promptVersion: string): string {
@@ -107,18 +108,6 @@ describe("planHash", () => {
 /** The hash by the general path: declared keys kept (or the parse fallback), then `canonicalJson`. */
 function generalHash(plan: Plan, promptVersion: string): string {
   return `pl1:${hashOf({ plan: normalisedPlan(plan), promptVersion })}`;
-}
-
-/** mulberry32: a small seeded PRNG, enough for drawing test cases. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
 }
 
 /** Texts that JSON escapes in every way: quotes, backslashes, controls, non-ASCII, a lone surrogate, empty. */
