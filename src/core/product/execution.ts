@@ -224,7 +224,7 @@ export class ExecutionLoop {
     const reuse = this.#driving && p.model.state.phase === "executing";
     for (const { entry } of results.filter((r) => r.entry.workspace && !settled.reverify.includes(r)))
       await p.workspaces.releaseWorkspace(entry.workspace, reuse); // none to release: no await (issue 34)
-    for (const r of settled.reverify) p.workspaces.reverify(r); // guarantee 17: on the head as it is now
+    for (const r of settled.reverify) p.verification.reverify(r); // guarantee 17: on the head as it is now
     this.announceSettled(settled, results.length > 0);
     for (const id of settled.consults) p.leader.consult(id);
     if (await this.stopsHere(settled.pause)) return;
@@ -440,7 +440,7 @@ export class ExecutionLoop {
         ...(workspace ? { workspace, prepare: () => p.workspaces.prepareWorkspace(workspace) } : {}),
         inputs,
         ...(task.attempts > 1 && task.error !== undefined ? { previousError: task.error } : {}),
-        ...(workspace ? p.workspaces.verifyHook(task.taskId) : {}),
+        ...(workspace ? p.verification.verifyHook(task.taskId) : {}),
       },
       this.hooksFor(task),
     );
@@ -497,7 +497,7 @@ export class ExecutionLoop {
     );
     if (!effect) return;
     if (effect.phase === "completed") {
-      const final = await p.workspaces.finalVerification();
+      const final = await p.verification.finalVerification();
       if (final === "wait") return;
       if (final) effect = final;
     }

@@ -37,6 +37,7 @@ import type { ProductModel } from "./state.js";
 import { StatusView, type VersionedStatus } from "./status.js";
 import { RunTimers } from "./timers.js";
 import { WorkerPool } from "./worker-pool.js";
+import { ProductVerification } from "./product-verification.js";
 import { WorkspaceCoordinator } from "./workspace-coordinator.js";
 
 export { estimateTokens } from "./decide.js";
@@ -74,6 +75,7 @@ export class ProductOrchestrator {
     p.timers = new RunTimers(model, ctx.clock, ctx.options);
     p.inputs = new RunInputs(p);
     p.workspaces = new WorkspaceCoordinator(p);
+    p.verification = new ProductVerification(p);
     p.leader = new LeaderChannel(p);
     p.run = new ExecutionLoop(p);
     p.access = new ProductAccess(p);

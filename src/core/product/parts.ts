@@ -2,7 +2,7 @@
  * The composition of one product's orchestrator (issue 27): the plain data every part reads (model, context, health)
  * and the collaborators, each owning its own state behind its own methods — sections (serialisation), journal
  * (persistence), ownership (lease), pool (workers), timers (clock and budgets), inputs (fingerprints and drift),
- * workspaces (isolation and integration), leader (the leader channel), run (the execution loop), access (what may
+ * workspaces (isolation and integration), verification (guarantee 17: the gate and its verdicts), leader (the leader channel), run (the execution loop), access (what may
  * be done now), lifecycle (confirm, pause, resume, cancel, mutate) and history (checkpoints, rollback, replay). `ProductOrchestrator` (orchestrator.ts) builds it once; no part inherits from another. Types only.
  */
 import type { ProductAccess } from "./access.js";
@@ -18,6 +18,7 @@ import type { ExclusiveSections } from "./sections.js";
 import type { ProductModel } from "./state.js";
 import type { RunTimers } from "./timers.js";
 import type { WorkerPool } from "./worker-pool.js";
+import type { ProductVerification } from "./product-verification.js";
 import type { WorkspaceCoordinator } from "./workspace-coordinator.js";
 
 /** What loading and catching up found about the stored records (guarantees 4 and 15), and the status epoch. */
@@ -47,6 +48,7 @@ export interface ProductParts {
   readonly timers: RunTimers;
   readonly inputs: RunInputs;
   readonly workspaces: WorkspaceCoordinator;
+  readonly verification: ProductVerification;
   readonly leader: LeaderChannel;
   readonly run: ExecutionLoop;
   readonly access: ProductAccess;

@@ -23,9 +23,8 @@ import {
   productRefPrefix,
 } from "../workspace/integration.js";
 import type { IntegrationRecord, PendingIntegration } from "../workspace/records.js";
-import { VerificationGate } from "../workspace/verification-gate.js";
-import { verifyWhen, type Verdict } from "../workspace/verification.js";
-import { decide, taskOf, type Effect, type NewEvent } from "./decide.js";
+import type { Verdict } from "../workspace/verification.js";
+import { taskOf, type NewEvent } from "./decide.js";
 import type { ProductParts } from "./parts.js";
 import {
   keepAndMoveBranch,
@@ -35,7 +34,6 @@ import {
   remoteWorkspaceChosen,
 } from "./remote-workspace.js";
 import type { CheckpointRef } from "./records.js";
-import type { SettledResult } from "./worker-pool.js";
 
 /** What integrating a completed attempt gave: events to record with its completion, or the failure. */
 export type IntegrationResult =
@@ -51,127 +49,17 @@ export type IntegrationResult =
   | { ok: false; verdict: { state: "unverified" }; workspace?: TaskWorkspace };
 
 /**
- * Isolation and integration steps of one product; owns whether worktrees are parked for reuse and the product's
- * verification gate (guarantee 17).
+ * Isolation and integration steps of one product; owns whether worktrees are parked for reuse. The product's
+ * verification (guarantee 17) is product-verification.ts's, which this consults for a candidate's verdict.
  */
 export class WorkspaceCoordinator {
   /** True once an attempt's worktree was released for reuse and not removed since (`removeParkedWorkspaces`). */
   private parkedWorkspaces = false;
-  private verificationGate: VerificationGate | undefined;
 
   constructor(private readonly p: ProductParts) {}
 
   private get productId(): string {
     return this.p.model.state.productId;
-  }
-
-  /** The verification gate when `verify` is configured, a verifier exists and the product runs isolated. */
-  gate(): VerificationGate | null {
-    const verifier = this.p.ctx.verifier;
-    if (!verifier || !this.p.model.state.verification || !this.isolated()) return null;
-    this.verificationGate ??= new VerificationGate({
-      productId: this.productId,
-      cwd: () => this.p.model.state.cwd,
-      state: () => this.p.model.state,
-      verifier,
-      notifier: this.p.ctx.notifier,
-      logger: this.p.ctx.logger,
-      now: () => this.p.journal.now(),
-      record: (event) => this.p.sections.run(() => this.p.journal.commit([event])),
-    });
-    return this.verificationGate;
-  }
-
-  /**
-   * Guarantee 17, `when: "each"`: verifies a completed attempt's merge candidate on the head as it is now, BEFORE
-   * the attempt is settled and outside the exclusive section (`signal`: the attempt's, so pause, cancel and shutdown
-   * stop the check). The integration step then finds the verdict by tree id. Resolves when done; never rejects.
-   */
-  async preVerify(taskId: string, signal: AbortSignal): Promise<void> {
-    const gate = this.gate();
-    const iso = this.isolated();
-    const task = taskOf(this.p.model, taskId);
-    if (!gate || !iso || !task?.workspace || verifyWhen(this.p.model.state) !== "each") return;
-    await gate.preVerify({
-      workspaces: iso.port,
-      worktree: task.workspace.path,
-      base: task.workspace.baseCommit,
-      head: iso.integration.head,
-      captureMessage: attemptMessage(this.productId, task, task.attempts),
-      mergeMessage: mergeMessage(this.productId, `task ${task.taskId} (attempt ${task.attempts})`),
-      taskId,
-      attempt: task.attempts,
-      launch: task.startedAt ?? "",
-      signal,
-    });
-  }
-
-  /**
-   * Guarantee 17: the launch's `beforeSettle` (worker-pool.ts) that verifies the attempt's candidate before its result
-   * settles, outside the exclusive section; `{}` when no verification applies.
-   */
-  verifyHook(taskId: string): { beforeSettle?: (signal: AbortSignal) => Promise<void> } {
-    if (!this.gate() || verifyWhen(this.p.model.state) !== "each") return {};
-    return { beforeSettle: (signal) => this.preVerify(taskId, signal) };
-  }
-
-  /** Guarantee 17: sends a settled result back to be verified on the head as it is now, then settled again. */
-  reverify(r: SettledResult): void {
-    this.p.pool.reverify(
-      r,
-      (signal) => this.preVerify(r.taskId, signal),
-      () => this.p.run.pump(),
-    );
-  }
-
-  /**
-   * Guarantee 17, `when: "end"`: what is known of the integration head's tree (`null`: no end verification applies,
-   * the base commit is the user's and is never checked). Reads only.
-   */
-  async finalVerdict(): Promise<{ verdict: Verdict; tree: string | undefined; fixupAsked: boolean } | null> {
-    const gate = this.gate();
-    const iso = this.isolated();
-    const v = this.p.model.state.verification;
-    if (!gate || !iso || !v || verifyWhen(this.p.model.state) !== "end") return null;
-    if (iso.integration.head === iso.integration.base) return null;
-    const { tree, verdict } = await gate.verdict(iso.integration.head);
-    return { verdict, tree, fixupAsked: v.endFixupAsked !== undefined };
-  }
-
-  /**
-   * Guarantee 17, `when: "end"`, inside the exclusive section when every task completed (decide.ts says what the
-   * verdict means): `undefined` when the final head is green (or nothing applies); `wait` when its checks now run
-   * aside (outside the section; a wave follows) or the leader was asked for a fix-up; else the failed end.
-   */
-  async finalVerification(): Promise<Extract<Effect, { kind: "finish" }> | "wait" | undefined> {
-    const p = this.p;
-    const final = await this.finalVerdict();
-    if (!final) return undefined;
-    const decision = decide(p.model, { kind: "finalVerdict", ...final });
-    if (decision.events.length > 0) await p.journal.commit(decision.events);
-    for (const e of decision.effects) {
-      if (e.kind === "finish") return e;
-      if (e.kind === "verifyHead")
-        p.pool.runAside(
-          "verify-head",
-          (signal) => this.verifyHead(signal),
-          () => p.run.pump(),
-        );
-      if (e.kind === "consultFinal") p.leader.consultFinal(e.error);
-    }
-    return decision.effects.length > 0 ? "wait" : undefined;
-  }
-
-  /** Runs the final head's checks (outside the exclusive section); the outcome is recorded by the gate. */
-  async verifyHead(signal: AbortSignal): Promise<void> {
-    const gate = this.gate();
-    const iso = this.isolated();
-    if (!gate || !iso) return;
-    try {
-      await gate.verify({ commit: iso.integration.head, scope: "end", signal });
-    } catch (err) {
-      this.p.ctx.logger.warn({ productId: this.productId, err: message(err) }, "could not verify the final head");
-    }
   }
 
   /** The port and repository of the product's worktrees: remote port and URL (issue 33), or local port and `cwd`. */
@@ -340,7 +228,7 @@ export class WorkspaceCoordinator {
     if (!iso || !ws) return { ok: true, events: [] };
     const { port, integration, repo: cwd } = iso;
     const launch = task.startedAt ?? "";
-    const prepared = this.verificationGate?.takeCandidate(task.taskId, task.attempts, ws.path, ws.baseCommit, launch);
+    const prepared = this.p.verification.takeCandidate(task.taskId, task.attempts, ws.path, ws.baseCommit, launch);
     let captured;
     try {
       const msg = attemptMessage(this.productId, task, task.attempts);
@@ -380,7 +268,7 @@ export class WorkspaceCoordinator {
       return { ok: false, error, workspace: withCommit };
     }
     // Guarantee 17: only a candidate whose tree passed the checks moves the branch.
-    const verdict = await this.eachVerdict(merge.commit);
+    const verdict = await this.p.verification.eachVerdict(merge.commit);
     if (verdict?.state === "unverified") return { ok: false, verdict, workspace: withCommit };
     if (verdict && verdict.state !== "green") {
       await this.keepAttempt(task, captured.commit, ws.branch, []);
@@ -404,13 +292,6 @@ export class WorkspaceCoordinator {
       inputHash,
     };
     return this.moveBranch(pending, withCommit);
-  }
-
-  /** The verdict of a candidate under `when: "each"`, or `undefined` when no verification applies. */
-  private async eachVerdict(commit: string): Promise<Verdict | undefined> {
-    const gate = this.gate();
-    if (!gate || verifyWhen(this.p.model.state) !== "each") return undefined;
-    return (await gate.verdict(commit)).verdict;
   }
 
   /**
@@ -492,7 +373,7 @@ export class WorkspaceCoordinator {
    * cancel, shutdown); nothing to do (no git call) when nothing was parked since the last time.
    */
   async removeParkedWorkspaces(): Promise<void> {
-    await this.verificationGate?.releaseWorktrees();
+    await this.p.verification.releaseWorktrees();
     if (!this.parkedWorkspaces) return;
     this.parkedWorkspaces = false;
     await this.pruneWorkspaces(this.p.pool.workspacePaths());
