@@ -27,17 +27,16 @@ Options:
   --json          print the findings as JSON instead of a table
 `;
 
+const OPTIONS = { config: { type: "string" }, timeout: { type: "string" }, json: { type: "boolean" } } as const;
+
 export const checkAgentsCommand: Command = {
   name: "check-agents",
+  options: OPTIONS,
   synopsis: "check-agents [--config FILE] [--timeout MS] [--json]",
   summary: "start every configured agent once and report whether it works",
   help: HELP,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("check-agents", argv, {
-      config: { type: "string" },
-      timeout: { type: "string" },
-      json: { type: "boolean" },
-    });
+    const { values, positionals } = parseCommandArgs("check-agents", argv, OPTIONS);
     expectPositionals("check-agents", positionals, 0, 0, "no arguments");
     let registry: AgentRegistry;
     try {

@@ -12,6 +12,11 @@ export interface Command {
   readonly name: string;
   /** One line: the command with its arguments, e.g. `status ID [--state PATH] [--json]`. */
   readonly synopsis: string;
+  /**
+   * The option table its parser uses (`parseCommandArgs`), when it has one: every option in it is named in `synopsis`
+   * and in the usage line of `help` (test/commands/cli.test.ts checks it, so a usage line cannot omit an option).
+   */
+  readonly options?: Readonly<Record<string, { readonly type: "string" | "boolean" }>>;
   /** One short sentence for the command list of `acp-orchestrator help`. */
   readonly summary: string;
   /** The full text of `acp-orchestrator help NAME` and `NAME --help` (ends with a newline). */

@@ -322,6 +322,7 @@ function verb(spec: VerbSpec): Command {
   return {
     name: spec.name,
     synopsis,
+    options,
     summary: spec.summary,
     help: `Usage: acp-orchestrator ${synopsis}
 

@@ -18,7 +18,7 @@ const OPTIONS = {
 
 const LEVELS = ["trace", "debug", "info", "warn", "error", "fatal", "silent"];
 
-const HELP = `Usage: acp-orchestrator demo [--goal TEXT] [--config FILE] [--state PATH|URL] [--log-level L] [--clean]
+const HELP = `Usage: acp-orchestrator demo [--goal TEXT] [--config FILE] [--state PATH|URL] [--log-level L] [--keep | --clean]
 
 Spawns the server on a fresh temporary git workspace and drives one product through plan, confirm and execution
 (with the built-in leader and worker, or the agents of --config), printing each task's progress with durations,
@@ -36,7 +36,8 @@ Options:
 
 export const demoCommand: Command = {
   name: "demo",
-  synopsis: "demo [--goal TEXT] [--config FILE] [--state PATH|URL] [--log-level L] [--clean]",
+  options: OPTIONS,
+  synopsis: "demo [--goal TEXT] [--config FILE] [--state PATH|URL] [--log-level L] [--keep | --clean]",
   summary: "run a product end to end against a spawned server",
   help: HELP,
   async run(argv) {

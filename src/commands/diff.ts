@@ -22,9 +22,19 @@ const refuse = (err: unknown): number => {
   return 1;
 };
 
+const DIFF_OPTIONS = {
+  state: { type: "string" },
+  stat: { type: "boolean" },
+  color: { type: "boolean" },
+  "no-color": { type: "boolean" },
+} as const;
+
+const MERGE_OPTIONS = { state: { type: "string" }, cwd: { type: "string" } } as const;
+
 export const diffCommand: Command = {
   name: "diff",
-  synopsis: "diff ID [TASK] [--state PATH|URL] [--stat]",
+  options: DIFF_OPTIONS,
+  synopsis: "diff ID [TASK] [--state PATH|URL] [--stat] [--color|--no-color]",
   summary: "show a product's or a task's change against its base (git diff, coloured on a terminal)",
   help: `Usage: acp-orchestrator diff ID [TASK] [--state PATH|URL] [--stat] [--color|--no-color]
 
@@ -39,12 +49,7 @@ Options:
   --color, --no-color  force or suppress colours
 `,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("diff", argv, {
-      state: { type: "string" },
-      stat: { type: "boolean" },
-      color: { type: "boolean" },
-      "no-color": { type: "boolean" },
-    });
+    const { values, positionals } = parseCommandArgs("diff", argv, DIFF_OPTIONS);
     expectPositionals("diff", positionals, 1, 2, "a product id (and optionally a task id)");
     const [productId, taskId] = positionals as [string, string | undefined];
     const { reader, where } = await openReader(values.state);
@@ -69,6 +74,7 @@ Options:
 
 export const mergeCommand: Command = {
   name: "merge",
+  options: MERGE_OPTIONS,
   synopsis: "merge ID [--state PATH|URL] [--cwd DIR]",
   summary: "bring a finished product's branch into the branch checked out here (fast-forward or merge commit)",
   help: `Usage: acp-orchestrator merge ID [--state PATH|URL] [--cwd DIR]
@@ -84,10 +90,7 @@ Options:
   --cwd DIR         the checkout whose branch receives the product (default: the current directory)
 `,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("merge", argv, {
-      state: { type: "string" },
-      cwd: { type: "string" },
-    });
+    const { values, positionals } = parseCommandArgs("merge", argv, MERGE_OPTIONS);
     expectPositionals("merge", positionals, 1, 1, "a product id");
     const productId = positionals[0] as string;
     const cwd = resolve(values.cwd ?? process.cwd());

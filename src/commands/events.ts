@@ -41,9 +41,10 @@ interface EventSource {
 
 export const eventsCommand: Command = {
   name: "events",
-  synopsis: "events ID [--follow] [--json] [--state PATH|URL]",
+  options: OPTIONS,
+  synopsis: "events ID [--follow] [--json] [--state PATH|URL] [--poll-ms N]",
   summary: "print a product's (or goal run's) event history, optionally following it",
-  help: `Usage: acp-orchestrator events ID [--follow] [--json] [--state PATH|URL]
+  help: `Usage: acp-orchestrator events ID [--follow] [--json] [--state PATH|URL] [--poll-ms N]
 
 Prints the stored events of product ID, oldest first, one per line (an invalid record is shown as skipped); of a goal
 run (goal_…) its phases, assessments and status changes (its products' events: events PRODUCT).

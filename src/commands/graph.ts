@@ -15,6 +15,7 @@ const OPTIONS = { state: { type: "string" }, format: { type: "string" } } as con
 
 export const graphCommand: Command = {
   name: "graph",
+  options: OPTIONS,
   synopsis: "graph ID [--format mermaid|dot] [--state PATH|URL]",
   summary: "print a product's DAG as Mermaid or Graphviz DOT",
   help: `Usage: acp-orchestrator graph ID [--format mermaid|dot] [--state PATH|URL]

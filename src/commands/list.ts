@@ -19,6 +19,7 @@ const OPTIONS = {
 
 export const listCommand: Command = {
   name: "list",
+  options: OPTIONS,
   synopsis: "list [--state PATH|URL] [--json] [--limit N [--cursor C]]",
   summary: "list the products and goal runs of a store",
   help: `Usage: acp-orchestrator list [--state PATH|URL] [--json] [--limit N [--cursor C]]

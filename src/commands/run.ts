@@ -112,13 +112,26 @@ async function confirmInteractively(): Promise<boolean> {
   }
 }
 
+const RUN_OPTIONS = {
+  ...COMMON,
+  goal: { type: "string" },
+  "goal-file": { type: "string" },
+  integration: { type: "string" },
+  yes: { type: "boolean", short: "y" },
+  cwd: { type: "string" },
+  agents: { type: "string" },
+} as const;
+
+const RESUME_OPTIONS = { ...COMMON, "add-tokens": { type: "string" }, "add-duration-ms": { type: "string" } } as const;
+
 export const runCommand: Command = {
   name: "run",
+  options: RUN_OPTIONS,
   synopsis:
-    "run --goal TEXT|- | --goal-file FILE [--agents A,B] [--config FILE] [--state PATH|URL] [--cwd DIR] [--integration branch|merge] [--yes]",
+    "run --goal TEXT|- | --goal-file FILE [--agents A,B] [--config FILE] [--state PATH|URL] [--cwd DIR] [--integration branch|merge] [--yes] [--log-level LEVEL]",
   summary: "plan a goal and run it headless with live progress",
   help: `Usage: acp-orchestrator run --goal TEXT|- | --goal-file FILE [--agents A,B] [--config FILE] [--state PATH|URL] [--cwd DIR]
-                            [--integration branch|merge] [--yes]
+                            [--integration branch|merge] [--yes] [--log-level LEVEL]
 
 Starts the server on the store, plans TEXT with the leader (the config's, else the built-in one), prints the plan,
 and after confirmation (--yes, or "y" at the prompt in a terminal) runs it in DIR (default: the current
@@ -141,15 +154,7 @@ Options:
   --log-level LEVEL the server's log level; its logs are plain lines on stderr (default warn)
 `,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("run", argv, {
-      ...COMMON,
-      goal: { type: "string" },
-      "goal-file": { type: "string" },
-      integration: { type: "string" },
-      yes: { type: "boolean", short: "y" },
-      cwd: { type: "string" },
-      agents: { type: "string" },
-    });
+    const { values, positionals } = parseCommandArgs("run", argv, RUN_OPTIONS);
     expectPositionals("run", positionals, 0, 0, "no arguments (give the goal with --goal)");
     const integration = values.integration;
     if (integration !== undefined && integration !== "branch" && integration !== "merge") {
@@ -209,9 +214,11 @@ Options:
 
 export const resumeCommand: Command = {
   name: "resume",
-  synopsis: "resume ID [--add-tokens N] [--add-duration-ms N] [--config FILE] [--state PATH|URL]",
+  options: RESUME_OPTIONS,
+  synopsis: "resume ID [--add-tokens N] [--add-duration-ms N] [--config FILE] [--state PATH|URL] [--log-level LEVEL]",
   summary: "resume a paused or interrupted product and follow it to the end",
   help: `Usage: acp-orchestrator resume ID [--add-tokens N] [--add-duration-ms N] [--config FILE] [--state PATH|URL]
+                              [--log-level LEVEL]
 
 A server that owns product ID, or that made it and holds it paused, resumes it itself (a control request,
 answered within a second). Otherwise this starts a server on the store, resumes product ID (completed tasks are not run again; tasks that were running
@@ -227,11 +234,7 @@ Options:
   --log-level LEVEL the server's log level; its logs are plain lines on stderr (default warn)
 `,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("resume", argv, {
-      ...COMMON,
-      "add-tokens": { type: "string" },
-      "add-duration-ms": { type: "string" },
-    });
+    const { values, positionals } = parseCommandArgs("resume", argv, RESUME_OPTIONS);
     expectPositionals("resume", positionals, 1, 1, "a product id");
     const productId = positionals[0] as string;
     if (productId.startsWith("goal_")) return refuseGoalRun(values.state, productId, "resume");

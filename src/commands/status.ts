@@ -18,6 +18,7 @@ const OPTIONS = { state: { type: "string" }, json: { type: "boolean" } } as cons
 
 export const statusCommand: Command = {
   name: "status",
+  options: OPTIONS,
   synopsis: "status ID [--state PATH|URL] [--json]",
   summary: "show a product or goal run: tasks, durations, errors, budget, checkpoints, recovery",
   help: `Usage: acp-orchestrator status ID [--state PATH|URL] [--json]

@@ -39,9 +39,10 @@ function integer(name: string, text: string | undefined, fallback: number, min: 
 
 export const uiCommand: Command = {
   name: "ui",
-  synopsis: "ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]",
+  options: OPTIONS,
+  synopsis: "ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N] [--max-streams N] [--log-level LEVEL]",
   summary: "serve a live web dashboard of a store on 127.0.0.1, with buttons to steer its products",
-  help: `Usage: acp-orchestrator ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N]
+  help: `Usage: acp-orchestrator ui [--state PATH|URL] [--port N] [--host H] [--poll-ms N] [--max-streams N] [--log-level LEVEL]
 
 Serves a web dashboard of the store's products and goal runs until Ctrl-C: each product's task graph, whose
 nodes change colour as the run progresses (no reload), each task's output, error, attempts, durations, commit and

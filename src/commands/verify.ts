@@ -53,8 +53,11 @@ function hasTask(status: Record<string, unknown>, taskId: string): boolean {
   return tasks.some((t) => t.taskId === taskId);
 }
 
+const OPTIONS = { state: { type: "string" }, task: { type: "string" } } as const;
+
 export const verifyCommand: Command = {
   name: "verify",
+  options: OPTIONS,
   synopsis: "verify ID [--task T] [--state PATH|URL]",
   summary: "run a product's verification commands again on its integration head (or a task's candidate)",
   help: `Usage: acp-orchestrator verify ID [--task T] [--state PATH|URL]
@@ -69,10 +72,7 @@ Options:
   --state PATH|URL  the store (default: $ACP_ORCHESTRATOR_STATE, else the user's state file)
 `,
   async run(argv) {
-    const { values, positionals } = parseCommandArgs("verify", argv, {
-      state: { type: "string" },
-      task: { type: "string" },
-    });
+    const { values, positionals } = parseCommandArgs("verify", argv, OPTIONS);
     expectPositionals("verify", positionals, 1, 1, "a product id");
     const productId = positionals[0] as string;
     const { reader, where } = await openReader(values.state);

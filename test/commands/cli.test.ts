@@ -7,6 +7,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { COMMANDS } from "../../src/commands/index.js";
 import { CLI, REPO_ROOT, tempDir } from "../support/server-process.js";
 
 function cli(args: string[], env: Record<string, string> = {}) {
@@ -77,6 +78,26 @@ describe("every control verb's usage line lists every option it accepts", () => 
     const help = cli(["help", "confirm"]).stdout;
     expect(help).toMatch(/^Usage: acp-orchestrator confirm ID \[--edit plan\.json\] /);
     expect(help).toMatch(/^ {2}--edit plan\.json +confirm this edited plan/m);
+  });
+});
+
+describe("every command's usage names every option its parser accepts", () => {
+  // A new user's trial (item 7): demo --keep, the --log-level of run, resume and ui, events --poll-ms and ui
+  // --max-streams were accepted but missing from their usage lines. Each command's option table is the one its parser
+  // uses (Command.options), so an option added to a parser and not to its usage line fails here.
+  const withOptions = COMMANDS.filter((c) => c.options !== undefined);
+  it("covers the commands that take options", () => {
+    expect(withOptions.map((c) => c.name)).toEqual(expect.arrayContaining(["serve", "run", "resume", "demo", "ui"]));
+  });
+  it.each(withOptions.map((c) => [c.name, c] as const))("%s", (_name, command) => {
+    const usage = command.help.split("\n\n")[0] ?? "";
+    expect(usage).toMatch(/^Usage: acp-orchestrator /);
+    // A usage line that says "[options]" (serve's) leaves them to its Options section, which must list each.
+    const listed = usage.endsWith("[options]") ? (command.help.split("\nOptions:\n")[1] ?? "") : usage;
+    for (const option of Object.keys(command.options ?? {})) {
+      expect(command.synopsis).toMatch(new RegExp(`--${option}(?![a-z-])`));
+      expect(listed).toMatch(new RegExp(`--${option}(?![a-z-])`));
+    }
   });
 });
 
