@@ -447,6 +447,11 @@ function describeEvent(e: ProductEvent): string {
           : "";
       return `task ${t.taskId} ${t.status} (attempt ${t.attempts}) ${clip(t.title, 60)}${tail}`;
     }
+    case "started": {
+      const first = e.tasks.slice(0, 5).map((t) => `${t.taskId} (attempt ${t.attempt})`);
+      const more = e.tasks.length > first.length ? ` and ${e.tasks.length - first.length} more` : "";
+      return `started ${e.tasks.length} ${e.tasks.length === 1 ? "task" : "tasks"}: ${first.join(", ")}${more}`;
+    }
     case "checkpoint":
       return `checkpoint ${e.checkpointId} (${e.completed}/${e.total} completed)`;
     case "mutated":

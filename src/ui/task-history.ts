@@ -1,6 +1,6 @@
 /**
  * A product's history as the dashboard shows it (issue 29, "Dashboard views"), rebuilt from its stored events (each
- * `task` event carries the task's whole state at that moment): a task's attempt history (agent, times, outcome,
+ * `task` event carries the task's whole state at that moment, a `started` event the attempts a wave started): a task's attempt history (agent, times, outcome,
  * output, commit), and the timeline (a Gantt row per instance seat: each attempt's running span and the spans a task
  * spent waiting for an answer). A replay restarts attempt numbers; its attempts are listed after the earlier ones.
  * Events removed by compaction are not shown (the attempt history then starts later).
@@ -8,6 +8,7 @@
  * Reads only (guarantee 3).
  */
 import type { TaskState } from "../../protocol/common.js";
+import { startedTask } from "../core/product/evolve.js";
 import type { RunStateReader } from "../operator/run-state-reader.js";
 
 /** The longest output tail one attempt carries, characters. */
@@ -45,24 +46,62 @@ export interface TimelineView {
   seats: { instanceId: string; agent: string; bars: TimelineBar[] }[];
 }
 
-/** Every stored `task` event of a product, oldest first, with its instant. */
-async function taskEvents(reader: RunStateReader, productId: string): Promise<{ at: string; task: TaskState }[]> {
+type PlannedTask = Omit<TaskState, "status" | "attempts">;
+
+/**
+ * Every task state a product's stored events recorded, oldest first, with its instant: each `task` event's, and each
+ * task of a `started` event (issue 34: one event for a wave's starts) as evolve.ts gives it (`startedTask` of the task
+ * as the events before it left it, or as the plan defines it when no earlier state of it is stored).
+ */
+async function taskEvents(
+  reader: RunStateReader,
+  productId: string,
+  planned: ReadonlyMap<string, PlannedTask>,
+): Promise<{ at: string; task: TaskState }[]> {
   const out: { at: string; task: TaskState }[] = [];
+  const last = new Map<string, TaskState>();
   for (let after = 0; ; ) {
     const page = await reader.productEvents(productId, after, 1000);
     for (const row of page) {
       const e = row.event;
-      if (e?.type === "task") out.push({ at: e.at, task: e.task as TaskState });
+      if (e?.type === "task") {
+        last.set(e.task.taskId, e.task as TaskState);
+        out.push({ at: e.at, task: e.task as TaskState });
+      } else if (e?.type === "started") {
+        for (const entry of e.tasks) {
+          const before = last.get(entry.taskId) ?? initialState(entry.taskId, planned);
+          const task = startedTask(before, e.at, entry.workspace as TaskState["workspace"], entry.attempt);
+          last.set(entry.taskId, task);
+          out.push({ at: e.at, task });
+        }
+      }
     }
     if (page.length < 1000) return out;
     after = page[page.length - 1]?.seq ?? after;
   }
 }
 
-async function agentsOf(reader: RunStateReader, productId: string): Promise<Map<string, string>> {
+/** A task that has no stored state yet: pending, as the plan defines it (its id alone when the plan does not). */
+function initialState(taskId: string, planned: ReadonlyMap<string, PlannedTask>): TaskState {
+  const t = planned.get(taskId);
+  return t
+    ? { ...t, status: "pending", attempts: 0 }
+    : { taskId, title: taskId, description: "", dependsOn: [], instanceId: "", status: "pending", attempts: 0 };
+}
+
+/** The product's plan as its status has it: each instance's agent, and each task's definition. */
+async function planOf(
+  reader: RunStateReader,
+  productId: string,
+): Promise<{ agents: Map<string, string>; planned: Map<string, PlannedTask> }> {
   const status = await reader.productStatus(productId);
-  const plan = status.plan as { instances?: { instanceId: string; agentId: string }[] } | undefined;
-  return new Map((plan?.instances ?? []).map((i) => [i.instanceId, i.agentId]));
+  const plan = status.plan as
+    | { instances?: { instanceId: string; agentId: string }[]; tasks?: PlannedTask[] }
+    | undefined;
+  return {
+    agents: new Map((plan?.instances ?? []).map((i) => [i.instanceId, i.agentId])),
+    planned: new Map((plan?.tasks ?? []).map((t) => [t.taskId, t])),
+  };
 }
 
 /** Task `taskId`'s attempts, oldest first. Throws not_found for an unknown product. */
@@ -71,10 +110,10 @@ export async function attemptHistory(
   productId: string,
   taskId: string,
 ): Promise<AttemptView[]> {
-  const agents = await agentsOf(reader, productId);
+  const { agents, planned } = await planOf(reader, productId);
   const attempts: AttemptView[] = [];
   let last = 0;
-  for (const { task } of await taskEvents(reader, productId)) {
+  for (const { task } of await taskEvents(reader, productId, planned)) {
     if (task.taskId !== taskId) continue;
     if (task.attempts === 0) {
       last = 0; // reset (a replay): the next attempt is a new entry even with an earlier number
@@ -103,10 +142,10 @@ export async function attemptHistory(
 
 /** The Gantt rows of a product (see the header). `now` closes nothing: open spans have no `to`. */
 export async function timeline(reader: RunStateReader, productId: string, now: number): Promise<TimelineView> {
-  const agents = await agentsOf(reader, productId);
+  const { agents, planned } = await planOf(reader, productId);
   const seats = new Map<string, TimelineBar[]>();
   const open = new Map<string, TimelineBar>();
-  const events = await taskEvents(reader, productId);
+  const events = await taskEvents(reader, productId, planned);
   for (const { at, task } of events) {
     const current = open.get(task.taskId);
     const kind = task.status === "running" ? "run" : task.status === "waiting" ? "wait" : undefined;

@@ -8,6 +8,10 @@
  * SQLite file in a fresh process, loads and resumes the product, and runs it to completion. It must never fake time
  * or skip the authority; it never writes anything but its SQLite file and the `idFile`.
  */
+// Loaded here, before the clocks, as LangGraph's case has it loaded by its own imports (@langchain/langgraph loads
+// node:crypto when it is imported): src loads it on its first digest (node-builtins.ts, for serve's cold start), which
+// in this fresh process would be inside the measured plan, a one-time process cost the peer's clock does not hold.
+import "node:crypto";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { DEFAULT_HEAP_GROWTH_PERCENT, limitHeapGrowth } from "../../src/adapters/system/heap-growth.js";

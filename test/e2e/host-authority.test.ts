@@ -9,6 +9,7 @@ import { describe, expect, it } from "vitest";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
 import { isJsonRpcLine, startRawServer, tempDir } from "../support/server-process.js";
 import { TestHost, startHostedServer, type HostCall, type HostedServer } from "../support/test-host.js";
+import { recordedTasks } from "../support/task-events.js";
 
 interface Status {
   productId: string;
@@ -26,9 +27,7 @@ const INDEX_PROJECT = "_";
 /** The first append of a task going `running`: a write during execution, before its worker is called. */
 const taskStartAppend = (call: HostCall): boolean =>
   call.op === "appendEvents" &&
-  (call.params.events as { type?: string; task?: { status?: string } }[]).some(
-    (e) => e.type === "task" && e.task?.status === "running",
-  );
+  (call.params.events as unknown[]).some((e) => recordedTasks(e).some((t) => t.status === "running"));
 
 /** Plans a product and waits for its plan; `n` prefixes notification names when the host asked for `_`. */
 async function planned(server: HostedServer, workspace: string, n = ""): Promise<string> {

@@ -27,6 +27,7 @@ import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
 import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { describePostgres, dropSchema, eventually, freshSchema, urlWithSchema } from "../support/postgres.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { recordedTasks } from "../support/task-events.js";
 
 const INSTANCES: Instance[] = [
   { instanceId: "w1", agentId: "logger", role: "worker" },
@@ -144,14 +145,13 @@ describePostgres("many servers on one PostgreSQL store", () => {
         const events = await authority.readEvents(projectId.projectId, productStream(productId), 0);
         const completedAt = new Map<string, number>();
         for (const { seq, event } of events) {
-          const parsed = ProductEvent.parse(event);
-          if (parsed.type !== "task") continue;
-          const { taskId, status: taskStatus } = parsed.task;
-          if (taskStatus === "completed") {
-            if (completedAt.has(taskId)) problems.push(`${productId}/${taskId}: completed twice`);
-            completedAt.set(taskId, seq);
-          } else if (taskStatus === "running" && completedAt.has(taskId)) {
-            problems.push(`${productId}/${taskId}: ran again after its completion was persisted`);
+          for (const { taskId, status: taskStatus } of recordedTasks(ProductEvent.parse(event))) {
+            if (taskStatus === "completed") {
+              if (completedAt.has(taskId)) problems.push(`${productId}/${taskId}: completed twice`);
+              completedAt.set(taskId, seq);
+            } else if (taskStatus === "running" && completedAt.has(taskId)) {
+              problems.push(`${productId}/${taskId}: ran again after its completion was persisted`);
+            }
           }
         }
         // From the workers' log: one owner at a time, and survivors never finished a task twice.

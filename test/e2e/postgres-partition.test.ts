@@ -41,6 +41,7 @@ import {
   urlWithSchema,
 } from "../support/postgres.js";
 import { startServer, tempDir } from "../support/server-process.js";
+import { recordedTasks } from "../support/task-events.js";
 
 const { schemas, roles } = dropAfterAll();
 
@@ -107,7 +108,7 @@ describePostgres("liveness through PostgreSQL: partition", () => {
       const events = (await authority.readEvents(projectId, productStream(productId), 0)).map(({ event }) =>
         ProductEvent.parse(event),
       );
-      const attempts = events.flatMap((e) => (e.type === "task" && e.task.taskId === "a" ? [e.task] : []));
+      const attempts = events.flatMap((e) => recordedTasks(e).filter((t) => t.taskId === "a"));
       const completedA = attempts.find((t) => t.status === "completed");
       const log = readLog(logPath);
       process.stderr.write(

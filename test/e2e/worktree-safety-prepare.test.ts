@@ -26,6 +26,7 @@ import {
   settledPhase,
   userState,
 } from "../support/worktree-safety.js";
+import { recordedTasks } from "../support/task-events.js";
 
 const ROUNDS = 2;
 const WIDTH = 6;
@@ -50,7 +51,7 @@ interface StoredTask {
   error?: string;
 }
 
-/** Every `task` event of the product in the SQLite store at `statePath` (the server must be stopped). */
+/** Every task state the product's events in the SQLite store at `statePath` (the server must be stopped). */
 function storedTaskEvents(statePath: string, productId: string): StoredTask[] {
   const db = new Database(statePath, { readonly: true });
   try {
@@ -59,10 +60,7 @@ function storedTaskEvents(statePath: string, productId: string): StoredTask[] {
         .prepare("SELECT event FROM events WHERE stream = ? ORDER BY seq")
         .pluck()
         .all(`product/${productId}`) as string[]
-    )
-      .map((json) => JSON.parse(json) as { type: string; task?: StoredTask })
-      .filter((e) => e.type === "task" && e.task !== undefined)
-      .map((e) => e.task as StoredTask);
+    ).flatMap((json) => recordedTasks(JSON.parse(json)));
   } finally {
     db.close();
   }

@@ -15,6 +15,7 @@ import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
 import { readExecutionLog } from "../fixtures/agents/execution-log.js";
 import { adminQuery, dropSchema, TEST_PG_URL } from "./postgres.js";
 import { tempDir, type ServerHandle } from "./server-process.js";
+import { recordedTasks } from "./task-events.js";
 
 export const INSTANCES: Instance[] = [{ instanceId: "w1", agentId: "logger", role: "worker" }];
 /** a → b: the victim is killed while `a` runs. */
@@ -75,12 +76,11 @@ export async function streamProblems(
   const problems: string[] = [];
   const completed = new Set<string>();
   for (const { event } of await authority.readEvents(projectId, productStream(productId), 0)) {
-    const parsed = ProductEvent.parse(event);
-    if (parsed.type !== "task") continue;
-    const { taskId, status } = parsed.task;
-    if (status === "completed" && completed.has(taskId)) problems.push(`${productId}/${taskId}: completed twice`);
-    if (status === "running" && completed.has(taskId)) problems.push(`${productId}/${taskId}: ran after completion`);
-    if (status === "completed") completed.add(taskId);
+    for (const { taskId, status } of recordedTasks(ProductEvent.parse(event))) {
+      if (status === "completed" && completed.has(taskId)) problems.push(`${productId}/${taskId}: completed twice`);
+      if (status === "running" && completed.has(taskId)) problems.push(`${productId}/${taskId}: ran after completion`);
+      if (status === "completed") completed.add(taskId);
+    }
   }
   for (const task of tasks) if (!completed.has(task.taskId)) problems.push(`${productId}/${task.taskId}: lost`);
   return problems;

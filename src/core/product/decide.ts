@@ -12,6 +12,7 @@ import type { Instance, Plan, TaskState, TaskWorkspace } from "../../../protocol
 import { downstreamOf } from "../dag/graph.js";
 import type { RefusedPermission, WorkerResult } from "../ports.js";
 import { endVerificationCause, verificationError, type Verdict } from "../workspace/verification.js";
+import { startedTask } from "./evolve.js";
 import type { ProductEvent, ProductState } from "./records.js";
 import { attemptsUsed, type ProductModel } from "./state.js";
 import { outcomeTasks, supersessions } from "./supersession.js";
@@ -292,27 +293,24 @@ function settleStatus(
   return [{ kind: "consult", taskId: task.taskId }];
 }
 
-/** The running state of a task that starts now: one more attempt; `workspace` is its worktree (isolation). */
-export function startedTask(current: TaskState, now: string, workspace: TaskWorkspace | undefined): TaskState {
-  const task: TaskState = { ...current, status: "running", attempts: current.attempts + 1, startedAt: now };
-  delete task.endedAt;
-  delete task.question;
-  delete task.output;
-  // Isolation: the attempt's worktree is recorded with its running state, before it is created.
-  if (workspace) task.workspace = workspace;
-  else delete task.workspace;
-  return task;
-}
-
+/**
+ * A wave's starts: one `started` event for all of them (issue 34: it was one `task` event per started task; evolve.ts
+ * gives the state the same started tasks) and a `launch` per task, with its started state as of `now`.
+ */
 function startDecision(ready: readonly { task: TaskState; workspace?: TaskWorkspace }[], now: string): Decision {
-  const events: NewEvent[] = [];
+  if (ready.length === 0) return { events: [], effects: [] };
+  const entries: Extract<NewEvent, { type: "started" }>["tasks"] = [];
   const effects: Effect[] = [];
   for (const r of ready) {
     const task = startedTask(r.task, now, r.workspace);
-    events.push({ type: "task", task });
+    entries.push(
+      r.workspace
+        ? { taskId: task.taskId, attempt: task.attempts, workspace: r.workspace }
+        : { taskId: task.taskId, attempt: task.attempts },
+    );
     effects.push({ kind: "launch", task });
   }
-  return { events, effects };
+  return { events: [{ type: "started", tasks: entries }], effects };
 }
 
 /**

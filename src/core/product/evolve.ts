@@ -8,7 +8,7 @@
  * arrays per event). It never performs I/O, never reads a clock and never rejects an event: events are validated
  * before they are appended or when they are read back.
  */
-import type { Plan, TaskState } from "../../../protocol/common.js";
+import type { Plan, TaskState, TaskWorkspace } from "../../../protocol/common.js";
 import { applyWorkspaceEvent, isWorkspaceEvent, type WorkspaceEvent } from "../workspace/integration.js";
 import { applyVerified, applyVerifyFixup, initialVerification } from "../workspace/verification.js";
 import type { CheckpointRef, ProductEvent, ProductState } from "./records.js";
@@ -64,6 +64,7 @@ const HANDLERS: Handlers = {
     else delete s.recovery;
   },
   task: onTask,
+  started: onStarted,
   mutated: onMutated,
   usage: ({ state: s }, e) => addUsage(s, e),
   elapsed: ({ state: s }, e) => {
@@ -161,6 +162,43 @@ function onTask(model: ProductModel, e: EventOf<"task">, seq: number): void {
   // A settled attempt's usage and automatic checkpoint, in the order their own events were applied before (issue 34).
   if (e.usage !== undefined) addUsage(s, e.usage);
   if (e.checkpoint !== undefined) onCheckpoint(model, { ...e.checkpoint, at: e.at }, seq);
+}
+
+/**
+ * A task as it starts an attempt at `now`: `running`, its attempt count `attempt`, its end, question and output of an
+ * earlier attempt cleared, `workspace` as its attempt's worktree (recorded with its running state, before it is
+ * created; absent: none). A new object; `current` is not changed.
+ */
+export function startedTask(
+  current: TaskState,
+  now: string,
+  workspace: TaskWorkspace | undefined,
+  attempt = current.attempts + 1,
+): TaskState {
+  const task: TaskState = { ...current, status: "running", attempts: attempt, startedAt: now };
+  delete task.endedAt;
+  delete task.question;
+  delete task.output;
+  if (workspace) task.workspace = workspace;
+  else delete task.workspace;
+  return task;
+}
+
+/**
+ * A wave's starts (issue 34): each listed task, when the state has it, becomes what a `task` event of its started
+ * state (`startedTask` at the event's `at`) made it: counted as running, its completed result's input hash forgotten.
+ */
+function onStarted(model: ProductModel, e: EventOf<"started">): void {
+  const s = model.state;
+  for (const entry of e.tasks) {
+    const i = model.index.get(entry.taskId);
+    const old = i === undefined ? undefined : s.tasks[i];
+    if (i === undefined || old === undefined) continue;
+    model.counts[old.status]--;
+    s.tasks[i] = startedTask(old, e.at, entry.workspace, entry.attempt);
+    model.counts.running++;
+    bindInput(s, entry.taskId, undefined);
+  }
 }
 
 /** Adds an attempt's tokens to the product's usage (`estimated`: counted as an estimate too). */

@@ -381,8 +381,10 @@ export class ExecutionLoop {
     const inputs = taskInputsOf(p.model.state); // the same for every task of the wave: nothing is written in between
     for (const effect of decision.effects) {
       if (effect.kind !== "launch") continue;
-      this.notifyTask(effect.task);
-      this.launch(effect.task, inputs);
+      // The started state as written (the `started` event's `at` is its start time; evolve.ts onStarted).
+      const task = taskOf(p.model, effect.task.taskId) ?? effect.task;
+      this.notifyTask(task);
+      this.launch(task, inputs);
     }
   }
 

@@ -26,6 +26,7 @@ import {
   Progress,
   Recovery,
   TaskState,
+  TaskWorkspace,
   Timestamp,
 } from "../../../protocol/common.js";
 import { IntegrationRecord, IsolationRequest, workspaceEvents } from "../workspace/records.js";
@@ -215,6 +216,31 @@ export const ProductCreatedEvent = lazySchema(
   "ProductCreatedEvent",
 );
 
+/**
+ * A wave's starts in one event (issue 34: one event per wave instead of one `task` event per started task, the
+ * `task` events written before it still mean what they did): each listed task becomes `running` at this event's
+ * `at`, with `attempt` as its attempt count and `workspace` as its attempt's worktree (absent: none), its
+ * `endedAt`, `question` and `output` cleared, its completed result's input hash forgotten — what `task` events
+ * of the same started states did. A task id the state does not have is ignored.
+ */
+export const StartedEvent = lazySchema(
+  () =>
+    z.object({
+      ...base(),
+      type: z.literal("started"),
+      tasks: z
+        .array(
+          z.object({
+            taskId: Id,
+            attempt: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+            workspace: TaskWorkspace.optional(),
+          }),
+        )
+        .min(1),
+    }),
+  "StartedEvent",
+);
+
 export const ProductEvent = lazySchema(
   () =>
     z.discriminatedUnion("type", [
@@ -257,6 +283,7 @@ export const ProductEvent = lazySchema(
         usage: z.object({ inputTokens: Count, outputTokens: Count, estimated: z.boolean() }).optional(),
         checkpoint: z.object({ checkpointId: Id, completed: Count, total: Count }).optional(),
       }),
+      StartedEvent,
       z.object({
         ...base(),
         type: z.literal("mutated"),

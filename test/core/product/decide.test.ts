@@ -220,8 +220,11 @@ describe("decide: starting, ending, budgets, skipping", () => {
     const workspace = { path: "/w/.wt/a-1", branch: "refs/x/a/1", baseCommit: "e".repeat(40) };
     const d = decide(model, { kind: "start", ready: [{ task: task(model, "a"), workspace }], now: NOW });
     const started = { ...task(model, "a"), status: "running", attempts: 1, startedAt: NOW, workspace };
-    expect(d.events).toEqual([{ type: "task", task: started }]);
+    // One `started` event for the wave (issue 34), which evolve turns into the same started state.
+    expect(d.events).toEqual([{ type: "started", tasks: [{ taskId: "a", attempt: 1, workspace }] }]);
     expect(d.effects).toEqual([{ kind: "launch", task: started }]);
+    const stamped = { v: 1, at: NOW, ...d.events[0] } as ProductEvent;
+    expect(task(evolve(model, stamped, model.state.seq + 1), "a")).toEqual(started);
   });
 
   it("quiescent: nothing to do while a task is pending, running or waiting", () => {

@@ -85,6 +85,21 @@ function drawTask(d: Draw, plan: Plan): TaskState {
   };
 }
 
+/**
+ * A wave's starts (issue 34): 1-3 entries, mostly tasks of the plan (sometimes one it does not have, which evolve
+ * ignores), some with a worktree.
+ */
+function drawStarted(d: Draw, plan: Plan): Raw {
+  const tasks = Array.from({ length: 1 + d.int(3) }, () => ({
+    taskId: d.chance(0.9) ? d.pick(plan.tasks).taskId : "t_unknown",
+    attempt: 1 + d.int(4),
+    ...(d.chance(0.4)
+      ? { workspace: { path: `/w/.wt/${d.int(9)}`, branch: `refs/acp/a/${d.int(9)}`, baseCommit: d.hex() } }
+      : {}),
+  }));
+  return { type: "started", tasks };
+}
+
 /** One event of a drawn kind, given the plan drawn so far (or none). */
 function drawEvent(d: Draw, plan: Plan | undefined, version: number): Raw {
   const kinds = plan
@@ -93,6 +108,8 @@ function drawEvent(d: Draw, plan: Plan | undefined, version: number): Raw {
         "task",
         "task",
         "task",
+        "started",
+        "started",
         "usage",
         "elapsed",
         "checkpoint",
@@ -124,6 +141,8 @@ function drawEvent(d: Draw, plan: Plan | undefined, version: number): Raw {
           : {}),
       };
     }
+    case "started":
+      return drawStarted(d, plan as Plan);
     case "usage":
       return {
         type: "usage",
@@ -403,5 +422,50 @@ describe("evolve: a settled attempt in one event (issue 34)", () => {
       if (last) last.seq = fused.length;
       expect(after).toEqual(before);
     }
+  });
+});
+
+describe("evolve: a wave's starts in one event (issue 34)", () => {
+  it("gives the state the older task events of the same started tasks gave", () => {
+    const d = new Draw(rng(SEED + 3));
+    let compared = 0;
+    for (let run = 0; run < 200; run++) {
+      const journal = drawJournal(d);
+      const live = fold(journal, 3);
+      const known = live.state.tasks;
+      if (live.state.plan === undefined || known.length === 0) continue;
+      const picked = [...new Set(Array.from({ length: 1 + d.int(3) }, () => d.pick(known).taskId))];
+      const at = "2031-01-01T00:00:00.000Z";
+      const entries = picked.map((taskId) => ({
+        taskId,
+        attempt: (known.find((t) => t.taskId === taskId)?.attempts ?? 0) + 1,
+        ...(d.chance(0.5)
+          ? { workspace: { path: `/w/.wt/${taskId}`, branch: `refs/acp/${taskId}/1`, baseCommit: d.hex() } }
+          : {}),
+      }));
+      // What decide wrote before: one `task` event per task, its started state (the task as the journal left it).
+      const older = [
+        ...journal,
+        ...entries.map((entry) => {
+          const current = known.find((t) => t.taskId === entry.taskId) as TaskState;
+          const task = { ...current, status: "running", attempts: entry.attempt, startedAt: at } as TaskState;
+          delete task.endedAt;
+          delete task.question;
+          delete task.output;
+          if (entry.workspace) task.workspace = entry.workspace;
+          else delete task.workspace;
+          return ProductEvent.parse({ v: 1, at, type: "task", task });
+        }),
+      ];
+      const batched = [...journal, ProductEvent.parse({ v: 1, at, type: "started", tasks: entries })];
+      const before = plain(fold(older, 3)) as { state: { seq: number } };
+      const after = plain(fold(batched, 3)) as { state: { seq: number } };
+      // Only the state's sequence number differs: one event instead of one per task.
+      expect(after.state.seq).toBe(batched.length);
+      before.state.seq = after.state.seq;
+      expect(after).toEqual(before);
+      compared += 1;
+    }
+    expect(compared).toBeGreaterThan(100);
   });
 });

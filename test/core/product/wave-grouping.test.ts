@@ -24,12 +24,12 @@ describe("execution waves", () => {
     const append = h.authority.appendEvents.bind(h.authority);
     h.authority.appendEvents = (projectId, stream, events, expectedSeq) => {
       batches.push(
-        events
-          .filter((e) => (e as { type?: string }).type === "task")
-          .map((e) => {
-            const t = (e as { task: { taskId: string; status: string } }).task;
-            return `${t.taskId}:${t.status}`;
-          }),
+        events.flatMap((e) => {
+          const event = e as { type?: string; task?: { taskId: string; status: string }; tasks?: { taskId: string }[] };
+          // A wave's starts are one `started` event (issue 34).
+          if (event.type === "started") return (event.tasks ?? []).map((t) => `${t.taskId}:running`);
+          return event.type === "task" && event.task ? [`${event.task.taskId}:${event.task.status}`] : [];
+        }),
       );
       return append(projectId, stream, events, expectedSeq);
     };

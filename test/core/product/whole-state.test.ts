@@ -104,7 +104,7 @@ describe("guarantee 15: a stored state that breaks the DAG rules is refused fail
       "a task event for a task the plan does not have",
       (event) => {
         const task = event.task as TaskState | undefined;
-        if (event.type === "task" && task?.taskId === "b" && task.status === "running") task.taskId = "intruder";
+        if (event.type === "task" && task?.taskId === "a" && task.status === "completed") task.taskId = "intruder";
         return event;
       },
       /task intruder, which the plan does not have/,
