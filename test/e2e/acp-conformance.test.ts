@@ -32,6 +32,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { watchWire } from "../support/acp-schema.js";
 import { CLI, tempDir } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 type Msg = { id?: number | string; method?: string; params?: Record<string, unknown>; result?: unknown };
 interface Update {
@@ -570,7 +571,7 @@ describe("ACP conformance: the session's inputs reach the agents as each adverti
       return {
         agentId,
         command: process.execPath,
-        args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+        args: [...SCRIPTED_AGENT_ARGS],
         env: { SCRIPTED_AGENT_SCRIPT: file },
       };
     };

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { fixturesDir, isAlive, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 interface Update {
   sessionUpdate: string;
@@ -79,7 +80,7 @@ describe.concurrent("session/cancel over stdio", () => {
             agentId: "lead",
             role: "leader",
             command: process.execPath,
-            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            args: [...SCRIPTED_AGENT_ARGS],
             env: { SCRIPTED_AGENT_SCRIPT: script },
           },
         ],

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 interface Update {
   sessionUpdate: string;
@@ -72,7 +73,7 @@ describe("ACP session: usage_update and cancel during a worker's permission ques
       agentId,
       role: agentId === "lead" ? "leader" : "worker",
       command: process.execPath,
-      args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+      args: [...SCRIPTED_AGENT_ARGS],
       env: { SCRIPTED_AGENT_SCRIPT: file },
     });
     const config = join(base, "acp-orchestrator.json");

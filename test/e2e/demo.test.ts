@@ -6,15 +6,11 @@
  */
 import { spawn } from "node:child_process";
 import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { describe, expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
-import { CLI, REPO_ROOT, tempDir } from "../support/server-process.js";
-
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+import { CLI, tempDir } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 function demo(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -73,7 +69,7 @@ describe("acp-orchestrator demo", () => {
             agentId: "scripted",
             role: "worker",
             command: process.execPath,
-            args: ["--import", tsxLoader, scripted],
+            args: [...SCRIPTED_AGENT_ARGS],
             env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
           },
         ],

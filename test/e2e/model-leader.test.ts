@@ -8,9 +8,10 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fixturesDir, isAlive, sleep, tsxLoader } from "../fixtures/agents/pool-helpers.js";
+import { isAlive, sleep } from "../fixtures/agents/pool-helpers.js";
 import { isJsonRpcLine, startServer, tempDir } from "../support/server-process.js";
 import type { ServerHandle } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 const PLAN = {
   name: "Docs",
@@ -81,7 +82,7 @@ function writeConfig(dir: string): void {
       agentId,
       role: agentId === "coder" ? "worker" : "leader",
       command: process.execPath,
-      args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+      args: [...SCRIPTED_AGENT_ARGS],
       env: { SCRIPTED_AGENT_SCRIPT: file },
       strengths: agentId === "coder" ? ["docs"] : [],
     };

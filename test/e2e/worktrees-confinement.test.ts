@@ -8,9 +8,9 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { git, makeRepo, worktreePaths } from "../support/git-repo.js";
 import { startServer, tempDir } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 interface TaskState {
   taskId: string;
@@ -94,7 +94,7 @@ async function runProbe(
         agentId,
         role: agentId === "lead" ? "leader" : "worker",
         command: process.execPath,
-        args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+        args: [...SCRIPTED_AGENT_ARGS],
         env: { SCRIPTED_AGENT_SCRIPT: script },
       })),
       leader: "lead",

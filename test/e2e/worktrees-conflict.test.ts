@@ -8,9 +8,9 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { git, makeRepo, refsUnder, worktreePaths } from "../support/git-repo.js";
 import { startServer, tempDir } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 interface TaskState {
   taskId: string;
@@ -56,7 +56,7 @@ describe("worktree conflicts and rollback", () => {
             agentId: "scripted",
             role: "worker",
             command: process.execPath,
-            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            args: [...SCRIPTED_AGENT_ARGS],
             env: { SCRIPTED_AGENT_SCRIPT: script },
           },
         ],
@@ -173,7 +173,7 @@ describe("worktree conflicts and rollback", () => {
             agentId: "scripted",
             role: "worker",
             command: process.execPath,
-            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            args: [...SCRIPTED_AGENT_ARGS],
             env: { SCRIPTED_AGENT_SCRIPT: script },
           },
         ],
@@ -287,7 +287,7 @@ describe("worktree conflicts and rollback", () => {
             agentId: "scripted",
             role: "worker",
             command: process.execPath,
-            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            args: [...SCRIPTED_AGENT_ARGS],
             env: { SCRIPTED_AGENT_SCRIPT: script },
           },
         ],

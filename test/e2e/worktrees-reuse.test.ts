@@ -8,9 +8,9 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { git, makeRepo, worktreePaths } from "../support/git-repo.js";
 import { startServer, tempDir } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 interface Status {
   phase: string;
@@ -53,7 +53,7 @@ describe("worktree reuse", () => {
             agentId: "scripted",
             role: "worker",
             command: process.execPath,
-            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            args: [...SCRIPTED_AGENT_ARGS],
             env: { SCRIPTED_AGENT_SCRIPT: script },
           },
         ],

@@ -6,15 +6,12 @@
  */
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { expect, it } from "vitest";
 import { runCli } from "../support/cli-run.js";
-import { REPO_ROOT, tempDir } from "../support/server-process.js";
+import { tempDir } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
 /** 22 more files the task writes besides GUIDE.md (so a refusal that names them has to bound its list). */
 const PAGES = Array.from({ length: 22 }, (_, i) => `pages/p${String(i + 1).padStart(2, "0")}.md`);
 
@@ -49,7 +46,7 @@ it("diff shows the product's and a task's change; merge brings it into the check
           agentId: "writer",
           role: "worker",
           command: process.execPath,
-          args: ["--import", tsxLoader, scripted],
+          args: [...SCRIPTED_AGENT_ARGS],
           env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
         },
       ],

@@ -1,14 +1,15 @@
 /**
  * Test support: an agents config (`--config` file) whose workers are the scripted ACP agent fixture
- * (test/fixtures/agents/scripted-agent.ts), run by this Node through the tsx loader, each reading the script file
- * named by `SCRIPTED_AGENT_SCRIPT` (re-read at every prompt, so a test may rewrite it between turns); and the temp
- * folder of such a test (a git workspace, the script, the config).
+ * (test/fixtures/agents/scripted-agent.ts), run by this Node as its transpiled program (scripted-agent-program.ts),
+ * each reading the script file named by `SCRIPTED_AGENT_SCRIPT` (re-read at every prompt, so a test may rewrite it
+ * between turns); and the temp folder of such a test (a git workspace, the script, the config).
  */
 import { spawnSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
+import { fixturesDir } from "../fixtures/agents/pool-helpers.js";
 import { tempDir } from "./server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "./scripted-agent-program.js";
 
 /** The scripted agent fixture's source file. */
 export const SCRIPTED_AGENT = join(fixturesDir, "scripted-agent.ts");
@@ -28,7 +29,7 @@ export function scriptedAgent(agentId: string, scriptFile: string): ScriptedAgen
     agentId,
     role: "worker",
     command: process.execPath,
-    args: ["--import", tsxLoader, SCRIPTED_AGENT],
+    args: [...SCRIPTED_AGENT_ARGS],
     env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
   };
 }

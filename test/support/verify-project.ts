@@ -5,9 +5,9 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { git, makeRepo } from "./git-repo.js";
 import { tempDir } from "./server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "./scripted-agent-program.js";
 
 export const GOOD = "export function add(a, b) {\n  return a + b;\n}\n";
 export const FIXED = "export function add(a, b) {\n  return b + a;\n}\n";
@@ -76,7 +76,7 @@ export function scriptedConfig(
           agentId: "scripted",
           role: "worker",
           command: process.execPath,
-          args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+          args: [...SCRIPTED_AGENT_ARGS],
           env: { SCRIPTED_AGENT_SCRIPT: scriptPath },
         },
       ],

@@ -6,9 +6,9 @@
 import { createHash } from "node:crypto";
 import { existsSync, lstatSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { fixturesDir, tsxLoader } from "../fixtures/agents/pool-helpers.js";
 import { git } from "./git-repo.js";
 import { type ServerHandle, startServer, tempDir } from "./server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "./scripted-agent-program.js";
 
 /** Files in a git directory that make up an operation in progress (merge, rebase, cherry-pick, revert, bisect). */
 const OPERATION_FILES = [
@@ -127,7 +127,7 @@ export async function scriptedServer(
         agentId,
         role: agentId === "lead" ? "leader" : "worker",
         command: process.execPath,
-        args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+        args: [...SCRIPTED_AGENT_ARGS],
         env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
       })),
       leader: "lead",

@@ -9,17 +9,13 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { expect } from "vitest";
 import type { Browser, Page } from "playwright-core";
 import { statusStyle } from "../../src/operator/format.js";
 import { dominantColours, launchChromium } from "../support/browser.js";
-import { CLI, REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
-
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+import { CLI, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 interface PlanTask {
   taskId: string;
@@ -124,7 +120,7 @@ export async function dashboardScenario(state: string): Promise<void> {
           agentId: "gated",
           role: "worker",
           command: process.execPath,
-          args: ["--import", tsxLoader, scripted],
+          args: [...SCRIPTED_AGENT_ARGS],
           env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
         },
       ],

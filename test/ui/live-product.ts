@@ -6,14 +6,10 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
-import { pathToFileURL } from "node:url";
 import { makeRepo } from "../support/git-repo.js";
-import { CLI, REPO_ROOT, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
-
-const tsxLoader = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-const scripted = join(REPO_ROOT, "test", "fixtures", "agents", "scripted-agent.ts");
+import { CLI, startServer, tempDir, type ServerHandle } from "../support/server-process.js";
+import { SCRIPTED_AGENT_ARGS } from "../support/scripted-agent-program.js";
 
 export interface PlanTask {
   taskId: string;
@@ -64,7 +60,7 @@ export async function startLiveProduct(options: LiveProductOptions): Promise<Liv
     agentId,
     role,
     command: process.execPath,
-    args: ["--import", tsxLoader, scripted],
+    args: [...SCRIPTED_AGENT_ARGS],
     env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
   });
   const configFile = join(dir, "acp-orchestrator.json");

@@ -15,8 +15,9 @@ import { AgentRegistry, parseAgentConfig } from "../../../src/adapters/agents/re
 import { HeuristicLeader } from "../../../src/core/leader/heuristic-leader.js";
 import { AgentConfigurationError } from "../../../src/core/ports.js";
 import type { AgentInfo, PlanRequest } from "../../../src/core/ports.js";
-import { fixturesDir, isAlive, memoryLogger, tsxLoader } from "../../fixtures/agents/pool-helpers.js";
+import { isAlive, memoryLogger } from "../../fixtures/agents/pool-helpers.js";
 import { eventually } from "../../support/eventually.js";
+import { SCRIPTED_AGENT_ARGS } from "../../support/scripted-agent-program.js";
 
 const dirs: string[] = [];
 const leaders: AcpLeader[] = [];
@@ -73,7 +74,7 @@ function setup(script: Record<string, unknown>, options: Partial<AcpLeaderOption
             agentId: "lead",
             role: "leader",
             command: process.execPath,
-            args: ["--import", tsxLoader, join(fixturesDir, "scripted-agent.ts")],
+            args: [...SCRIPTED_AGENT_ARGS],
             env: { SCRIPTED_AGENT_SCRIPT: scriptFile },
           },
         ],
