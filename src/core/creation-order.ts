@@ -29,6 +29,34 @@ export interface CreationKey {
   id: string;
 }
 
+/**
+ * One batch of `RunStateAuthority.listTextsByCreation` (issue 32: `product.list` of 100,000 stored products, read
+ * without holding every text at once): stored texts and their record ids (`texts[i]` is the value of `ids[i]`). The
+ * batches of one read are one snapshot of the records `listTexts` returns for the same options, each exactly once:
+ * first those without a creation key (`keyed` false, in no order), then the others by creation key, then id (byte
+ * order, as `listByCreation`), `keyed` true. A text's creation key is `creationKeyOf` it.
+ */
+export interface CreationTexts {
+  keyed: boolean;
+  texts: string[];
+  ids: string[];
+}
+
+/** Receives the batches in order: the next is read once it returned (or its promise resolved); a throw ends the read. */
+export type CreationTextsSink = (batch: CreationTexts) => void | Promise<void>;
+
+/** The text of the first `"createdAt":"…"` in `text` holding no `"` or `\` (PostgreSQL's `created_key`). */
+const CREATION_KEY = /"createdAt":"([^"\\]*)"/;
+
+/**
+ * A stored product text's creation key, as the store computes it (PostgreSQL's generated column `created_key`,
+ * postgres-schema.ts version 3, the same regular expression), or `undefined` when it has none. For a header in the
+ * form the server writes, its `createdAt`.
+ */
+export function creationKeyOf(text: string): string | undefined {
+  return CREATION_KEY.exec(text)?.[1];
+}
+
 /** Orders two positions: creation text first, then id (code-unit order). Negative when `a` comes first. */
 export function compareCreation(a: CreationKey, b: CreationKey): number {
   if (a.createdAt !== b.createdAt) return a.createdAt < b.createdAt ? -1 : 1;

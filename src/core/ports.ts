@@ -9,7 +9,7 @@ import type { Budget, Instance, Mutation, Plan, Task, TaskState } from "../../pr
 import type { AgentInputs, AttachmentRef, SessionInputs } from "./product/agent-inputs.js";
 import type { RefMove } from "./workspace/records.js";
 import type { AgentDirectory, AgentInfo } from "./team.js";
-import type { CreationPageOptions, CreationRecord } from "./creation-order.js";
+import type { CreationPageOptions, CreationRecord, CreationTexts, CreationTextsSink } from "./creation-order.js";
 import type { AppendedEvents, StoredEvent } from "./stored-event.js";
 import type { AuthorityChange, DeleteOptions } from "./change-feed-port.js";
 
@@ -68,8 +68,8 @@ export type ProjectRecord = ListedRecord & { projectId: string };
 /** Which records `listTexts` reads: one project's, or every project's but one (the index project). */
 export type TextListOptions = ({ projectId: string } | { exceptProjectId: string }) & { containing?: string };
 
-// A page in creation order (`listByCreation`): in creation-order.ts, re-exported here.
-export type { CreationPageOptions, CreationRecord };
+// A page in creation order (`listByCreation`), texts in that order (`listTextsByCreation`): in creation-order.ts.
+export type { CreationPageOptions, CreationRecord, CreationTexts, CreationTextsSink };
 
 export interface RecordInfo {
   id: string;
@@ -126,6 +126,8 @@ export interface RunStateAuthority {
    * no particular order; with `containing`, texts lacking it may be left out (a pre-filter). One read. Never writes.
    */
   listTexts?(kind: string, options: TextListOptions): Promise<string[]>;
+  /** Optional, `product` only (issue 32): what `listTexts` reads, in creation order, in batches (`CreationTexts`). */
+  listTextsByCreation?(kind: string, options: TextListOptions, onBatch: CreationTextsSink): Promise<void>;
   appendEvents(projectId: string, stream: string, events: object[], expectedSeq: number): Promise<AppendedEvents>;
   /**
    * Events with `seq > afterSeq`, oldest first. With `limit` (a positive integer), the first `limit` of them, or all

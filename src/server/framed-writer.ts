@@ -33,7 +33,8 @@ const RELEASE_AFTER_FRAMES = 256;
  */
 interface QueuedFrame {
   frame: string;
-  body: Buffer | undefined;
+  /** The result's UTF-8 bytes, in pieces (`JsonText.chunks`). */
+  body: readonly Buffer[] | undefined;
   tail: string;
   /** `frame.length + body.length + tail.length`: UTF-16 code units and bytes, a bound of the frame's bytes. */
   size: number;
@@ -243,12 +244,14 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
     const result = (message as Partial<ResponseMessage>).result;
     if (result instanceof JsonText) {
       const head = `{"jsonrpc":"2.0","id":${serializeJson((message as ResponseMessage).id)},"result":`;
-      const body = result.bytes;
+      const body = result.chunks;
+      let bytes = 0;
+      for (const chunk of body) bytes += chunk.length;
       const tail = framed ? SPLICED_TAIL_FRAMED : SPLICED_TAIL_NDJSON;
       const frame = framed
-        ? `Content-Length: ${Buffer.byteLength(head, "utf8") + body.length + tail.length}\r\n\r\n${head}`
+        ? `Content-Length: ${Buffer.byteLength(head, "utf8") + bytes + tail.length}\r\n\r\n${head}`
         : head;
-      return { frame, body, tail, size: frame.length + body.length + tail.length, settle: unsettled };
+      return { frame, body, tail, size: frame.length + bytes + tail.length, settle: unsettled };
     }
     const json = serializeJson(message);
     const frame = framed ? `Content-Length: ${Buffer.byteLength(json, "utf8")}\r\n\r\n${json}` : `${json}\n`;
@@ -291,7 +294,7 @@ export class FramedMessageWriter extends AbstractMessageWriter implements Messag
       this.queuedChars -= chars;
       let accepted: boolean;
       try {
-        if (spliced) accepted = output.write(assemble(batch));
+        if (spliced) accepted = writePieces(output, assemble(batch));
         else accepted = output.write(batch.length === 1 ? (batch[0] as QueuedFrame).frame : joinFrames(batch), "utf8");
       } catch (error) {
         const failure = error instanceof Error ? error : new Error(String(error));
@@ -388,21 +391,52 @@ function joinFrames(batch: readonly QueuedFrame[]): string {
   return text;
 }
 
-/** The bytes of a batch of frames, some of them spliced (`QueuedFrame.body`), in order, as one buffer. */
-function assemble(batch: readonly QueuedFrame[]): Buffer {
-  let bytes = 0;
+/** Bodies' pieces at least this large are written as they are; smaller ones are copied together with the frames. */
+const PIECE_BYTES = 64 * 1024;
+
+/**
+ * The bytes of a batch of frames, some of them spliced (`QueuedFrame.body`), in order: one buffer, or for a large
+ * body (issue 32: a 22 MB `product.list`) its large pieces as they are between buffers of the rest, so its bytes are
+ * never copied into one more buffer.
+ */
+function assemble(batch: readonly QueuedFrame[]): Buffer[] {
+  const pieces: Buffer[] = [];
+  let small: (string | Buffer)[] = [];
+  const flush = (): void => {
+    if (small.length === 0) return;
+    let bytes = 0;
+    for (const s of small) bytes += typeof s === "string" ? Buffer.byteLength(s, "utf8") : s.length;
+    const out = Buffer.allocUnsafe(bytes);
+    let at = 0;
+    for (const s of small) at += typeof s === "string" ? out.write(s, at, "utf8") : s.copy(out, at);
+    pieces.push(out);
+    small = [];
+  };
   for (const b of batch) {
-    bytes += Buffer.byteLength(b.frame, "utf8");
-    if (b.body !== undefined) bytes += b.body.length + b.tail.length;
-  }
-  const out = Buffer.allocUnsafe(bytes);
-  let at = 0;
-  for (const b of batch) {
-    at += out.write(b.frame, at, "utf8");
-    if (b.body !== undefined) {
-      at += b.body.copy(out, at);
-      at += out.write(b.tail, at, "latin1");
+    small.push(b.frame);
+    if (b.body === undefined) continue;
+    for (const chunk of b.body) {
+      if (chunk.length < PIECE_BYTES) small.push(chunk);
+      else {
+        flush();
+        pieces.push(chunk);
+      }
     }
+    small.push(b.tail);
   }
-  return out;
+  flush();
+  return pieces;
+}
+
+/** Writes `pieces` in order (corked: one system call where the output can write several); `output.write`'s answer. */
+function writePieces(output: Writable, pieces: readonly Buffer[]): boolean {
+  if (pieces.length === 1) return output.write(pieces[0] as Buffer);
+  output.cork();
+  let accepted = true;
+  try {
+    for (const piece of pieces) accepted = output.write(piece);
+  } finally {
+    output.uncork();
+  }
+  return accepted;
 }

@@ -16,21 +16,25 @@ export class JsonText<T = unknown> {
   declare readonly value?: T;
   #text: string | undefined;
   #bytes: Buffer | undefined;
+  #chunks: readonly Buffer[] | undefined;
   constructor(text: string) {
     this.#text = text;
   }
 
-  /** A result whose UTF-8 bytes were written directly (issue 32: `product.list`, list-text.ts); `bytes` is kept. */
-  static fromBytes<T = unknown>(bytes: Buffer): JsonText<T> {
+  /**
+   * A result whose UTF-8 bytes were written directly, in pieces (issue 32: `product.list`, list-text.ts): `chunks` are
+   * kept and written as they are; `bytes` and `text` join them only when asked.
+   */
+  static fromChunks<T = unknown>(chunks: readonly Buffer[]): JsonText<T> {
     const json = new JsonText<T>("");
     json.#text = undefined;
-    json.#bytes = bytes;
+    json.#chunks = chunks;
     return json;
   }
 
-  /** The text (decoded from `bytes` on first use when made by `fromBytes`). */
+  /** The text (decoded from `bytes` on first use when made by `fromChunks`). */
   get text(): string {
-    return (this.#text ??= (this.#bytes as Buffer).toString("utf8"));
+    return (this.#text ??= this.bytes.toString("utf8"));
   }
 
   /**
@@ -38,7 +42,12 @@ export class JsonText<T = unknown> {
    * the text again for every frame that carries it (issue 16, request path). Must not be modified.
    */
   get bytes(): Buffer {
-    return (this.#bytes ??= Buffer.from(this.#text as string, "utf8"));
+    return (this.#bytes ??= this.#chunks ? Buffer.concat(this.#chunks) : Buffer.from(this.#text as string, "utf8"));
+  }
+
+  /** `bytes` as pieces in order (those given to `fromChunks`, else `bytes` alone); the writer writes these. */
+  get chunks(): readonly Buffer[] {
+    return this.#chunks ?? [this.bytes];
   }
 }
 

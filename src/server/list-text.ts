@@ -1,7 +1,9 @@
 /**
  * The bytes of an unpaged `product.list` answer (PROTOCOL.md section 5; issue 32: 100,000 stored products), written
  * from entries cut from the stored headers (core/product/header-entry.ts) without parsing or serialising them again,
- * straight into one buffer (no 22 MB string to join and encode again). Pure: no I/O.
+ * into fixed-size buffers outside the JavaScript heap (no 22 MB string to join and encode again, no buffer grown and
+ * copied, nothing the garbage collector copies), either from every entry at once (`listText`) or a batch at a time
+ * as the store reads them in order (`streamedListText`: no entry outlives its batch). Pure: no I/O.
  */
 import { ENTRY_START, type HeaderEntry } from "../core/product/header-entry.js";
 import { isCut, type ListedProduct } from "../core/product/product-list.js";
@@ -9,53 +11,102 @@ import { escapeLineSeparators, JsonText } from "./json-text.js";
 
 /** Most UTF-8 bytes one UTF-16 code unit takes (a surrogate pair takes 4 for 2). */
 const MAX_BYTES_PER_UNIT = 3;
+/** Size of each buffer of the answer: large enough that a write of the answer is a few system calls. */
+const CHUNK_BYTES = 1 << 20;
+
+type Entry = ListedProduct | HeaderEntry;
 
 /**
  * `{"products":[…],"dropped":n}` from `products` as UTF-8, each entry cut from its stored header (`HeaderEntry`: `{`,
  * its two ranges of the stored text, `}`) or an object (`JSON.stringify`): the bytes `serializeJson` gives for the same
  * answer as objects. A cut entry holds no U+2028/U+2029 (header-entry.ts), so only an object's text is escaped.
  */
-export function listText(products: readonly (ListedProduct | HeaderEntry)[], dropped: number): JsonText {
-  const out = new Output(products.length * 256);
-  out.write('{"products":[');
-  for (let i = 0; i < products.length; i++) {
-    const entry = products[i] as ListedProduct | HeaderEntry;
-    if (isCut(entry)) {
-      // Slices live only until written: nothing per entry outlives this loop.
-      out.write(i === 0 ? "{" : ",{");
-      out.write(entry.text.slice(ENTRY_START, entry.membersEnd));
-      out.write(entry.text.slice(entry.updatedStart, entry.updatedEnd));
-      out.write("}");
-    } else {
-      if (i > 0) out.write(",");
-      out.write(escapeLineSeparators(JSON.stringify(entry)));
-    }
-  }
-  out.write(`],"dropped":${JSON.stringify(dropped)}}`);
-  return JsonText.fromBytes(out.bytes());
+export function listText(products: readonly Entry[], dropped: number): JsonText {
+  const list = new ListWriter(products.length * 256);
+  list.entries(products);
+  return list.end(dropped);
 }
 
-/** A growing UTF-8 buffer: room for the worst case of each text is made before it is written, so none is cut short. */
+/**
+ * The same answer from entries handed over a batch at a time: `read` calls its sink with each batch, in list order,
+ * and resolves with `dropped`, or with `undefined` when it could not list (product-list.ts `streamProductEntries`):
+ * then this resolves with `undefined` and what was written is discarded. Rejects with what `read` rejects with.
+ */
+export async function streamedListText(
+  read: (sink: (entries: readonly Entry[]) => void) => Promise<{ dropped: number } | undefined>,
+): Promise<JsonText | undefined> {
+  const list = new ListWriter(CHUNK_BYTES);
+  const done = await read((entries) => list.entries(entries));
+  return done === undefined ? undefined : list.end(done.dropped);
+}
+
+/** Writes the answer's entries in order into an `Output`. */
+class ListWriter {
+  readonly #out: Output;
+  #first = true;
+
+  constructor(expected: number) {
+    this.#out = new Output(expected);
+    this.#out.write('{"products":[');
+  }
+
+  entries(products: readonly Entry[]): void {
+    const out = this.#out;
+    for (let i = 0; i < products.length; i++) {
+      const entry = products[i] as Entry;
+      if (!this.#first) out.byte(0x2c); // ,
+      this.#first = false;
+      if (isCut(entry)) {
+        // Slices live only until written: nothing per entry outlives this loop.
+        out.byte(0x7b); // {
+        out.write(entry.text.slice(ENTRY_START, entry.membersEnd));
+        out.write(entry.text.slice(entry.updatedStart, entry.updatedEnd));
+        out.byte(0x7d); // }
+      } else {
+        out.write(escapeLineSeparators(JSON.stringify(entry)));
+      }
+    }
+  }
+
+  end(dropped: number): JsonText {
+    this.#out.write(`],"dropped":${JSON.stringify(dropped)}}`);
+    return JsonText.fromChunks(this.#out.chunks());
+  }
+}
+
+/**
+ * UTF-8 written into buffers of `CHUNK_BYTES` (the first as large as expected): room for the worst case of each text
+ * is made before it is written, so none is cut short; a full buffer is kept as it is and a new one started, so
+ * nothing written is ever copied again.
+ */
 class Output {
+  readonly #done: Buffer[] = [];
   #buffer: Buffer;
   #at = 0;
 
   constructor(expected: number) {
-    this.#buffer = Buffer.allocUnsafe(Math.max(1024, expected));
+    this.#buffer = Buffer.allocUnsafeSlow(Math.max(1024, Math.min(expected, CHUNK_BYTES)));
   }
 
   write(text: string): void {
-    const need = this.#at + text.length * MAX_BYTES_PER_UNIT;
-    if (need > this.#buffer.length) {
-      const grown = Buffer.allocUnsafe(Math.max(need, this.#buffer.length * 2));
-      this.#buffer.copy(grown, 0, 0, this.#at);
-      this.#buffer = grown;
-    }
+    this.#room(text.length * MAX_BYTES_PER_UNIT);
     this.#at += this.#buffer.write(text, this.#at, "utf8");
   }
 
-  /** What was written (a view of the buffer, not a copy). */
-  bytes(): Buffer {
-    return this.#buffer.subarray(0, this.#at);
+  byte(value: number): void {
+    this.#room(1);
+    this.#buffer[this.#at++] = value;
+  }
+
+  #room(bytes: number): void {
+    if (this.#at + bytes <= this.#buffer.length) return;
+    if (this.#at > 0) this.#done.push(this.#buffer.subarray(0, this.#at));
+    this.#buffer = Buffer.allocUnsafeSlow(Math.max(bytes, CHUNK_BYTES));
+    this.#at = 0;
+  }
+
+  /** What was written, in order (views of the buffers, not copies). */
+  chunks(): Buffer[] {
+    return this.#at > 0 ? [...this.#done, this.#buffer.subarray(0, this.#at)] : this.#done;
   }
 }

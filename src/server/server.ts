@@ -7,7 +7,7 @@
  * and never writes to stdout except through the framed writer.
  */
 import { JsonTextMemo, type JsonText } from "./json-text.js";
-import { listText } from "./list-text.js";
+import { listText, streamedListText } from "./list-text.js";
 import type { Readable, Writable } from "node:stream";
 import type { InitializeResult } from "../../protocol/acp.js";
 import { extensionMethodNames, extensionNotificationNames, serverMethods } from "../../protocol/methods.js";
@@ -532,6 +532,9 @@ async function listProducts(p: ProductService, params: ParamsOf<"product.list">)
   const after = params.cursor === undefined ? undefined : decodeListCursor(params.cursor);
   const paged = params.limit !== undefined || after !== undefined;
   if (!paged) {
+    // In the store's order a batch at a time where it can (PostgreSQL), else every entry at once (issue 32).
+    const streamed = await streamedListText((sink) => p.streamEntries(params.projectId, params.phase, sink));
+    if (streamed !== undefined) return streamed;
     const entries = await p.listEntries(params.projectId, params.phase);
     if (entries !== undefined) return listText(entries.products, entries.dropped);
   }

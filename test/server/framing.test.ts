@@ -355,6 +355,30 @@ describe("writer", () => {
     }
   });
 
+  it("writes a JsonText made of pieces (large ones written as they are) as the bytes of the joined text", async () => {
+    // Issue 32: a 22 MB product.list answer is written in 1 MiB buffers, never copied into one; small pieces and
+    // multi-byte text around the large ones, between ordinary frames of the same turn.
+    const big = (c: string, n: number) => Buffer.from(`"${c.repeat(n)}"`, "utf8");
+    const pieces = [Buffer.from("[", "utf8"), big("a", 70_000), Buffer.from(",", "utf8"), big("é", 40_000)];
+    pieces.push(Buffer.from(',"日本",', "utf8"), big("z", 200_000), Buffer.from("]", "utf8"));
+    const text = Buffer.concat(pieces).toString("utf8");
+    const messages = (splice: boolean) =>
+      [
+        { jsonrpc: "2.0", method: "note", params: { n: 1 } },
+        { jsonrpc: "2.0", id: 1, result: splice ? JsonText.fromChunks(pieces) : JSON.parse(text) },
+        { jsonrpc: "2.0", id: 2, result: "after" },
+      ] as unknown as Message[];
+    for (const framing of ["ndjson", "content-length"] as const) {
+      const plain = setup({ framing });
+      const spliced = setup({ framing });
+      await Promise.all(messages(false).map((m) => plain.transport.writer.write(m)));
+      await Promise.all(messages(true).map((m) => spliced.transport.writer.write(m)));
+      expect(spliced.raw().length).toBe(plain.raw().length);
+      expect(spliced.raw() === plain.raw()).toBe(true);
+    }
+    expect(JsonText.fromChunks(pieces).text).toBe(text);
+  });
+
   it("post settles once: without an error when the output took the frame, with one when it never will", async () => {
     const t = setup();
     const outcomes: (Error | undefined)[] = [];

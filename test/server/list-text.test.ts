@@ -10,10 +10,16 @@ import { afterEach, expect, it } from "vitest";
 import { MemoryAuthority } from "../../src/adapters/persistence/memory-authority.js";
 import { SqliteAuthority } from "../../src/adapters/persistence/sqlite-authority.js";
 import type { RunStateAuthority } from "../../src/core/ports.js";
-import { isCut, listProductEntries, listProducts, type ListSources } from "../../src/core/product/product-list.js";
+import {
+  isCut,
+  listProductEntries,
+  listProducts,
+  streamProductEntries,
+  type ListSources,
+} from "../../src/core/product/product-list.js";
 import { ProductStore } from "../../src/core/product/store.js";
 import { serializeJson } from "../../src/server/json-text.js";
-import { listText } from "../../src/server/list-text.js";
+import { listText, streamedListText } from "../../src/server/list-text.js";
 import { adminQuery, describePostgres, dropSchema, freshSchema, openTestAuthority } from "../support/postgres.js";
 
 const PHASES = ["executing", "completed", "paused", "failed"] as const;
@@ -82,7 +88,11 @@ const QUERIES: [string | undefined, (typeof PHASES)[number] | undefined][] = [
   ["proj-0", "completed"],
 ];
 
-async function expectSameBytes(authority: RunStateAuthority): Promise<void> {
+/**
+ * Both answers written from the texts (all at once; and a batch at a time in the store's order where it has one:
+ * `ordered`) equal the objects' answer, byte for byte.
+ */
+async function expectSameBytes(authority: RunStateAuthority, ordered: boolean): Promise<void> {
   const s = sources(authority);
   for (const [projectId, phase] of QUERIES) {
     const entries = await listProductEntries(s, projectId, phase);
@@ -92,6 +102,9 @@ async function expectSameBytes(authority: RunStateAuthority): Promise<void> {
     const expected = Buffer.from(serializeJson(objects), "utf8");
     expect(listText(entries.products, entries.dropped).bytes.toString("utf8")).toBe(expected.toString("utf8"));
     expect(listText(entries.products, entries.dropped).bytes.equals(expected)).toBe(true);
+    const streamed = await streamedListText((sink) => streamProductEntries(s, projectId, phase, sink));
+    expect(streamed !== undefined).toBe(ordered);
+    if (streamed !== undefined) expect(streamed.text).toBe(expected.toString("utf8"));
     expect(entries.dropped).toBe(objects.dropped);
     if (projectId === undefined && phase === undefined) {
       // Both paths were taken: entries cut from the text, and objects (odd texts, executing products).
@@ -121,7 +134,7 @@ it("SQLite: the answer written from the stored texts is byte for byte the answer
     const db = new Database(path);
     db.prepare("UPDATE records SET value = '{\"v\":1,' WHERE id = 'prd_bad3'").run();
     db.close();
-    await expectSameBytes(authority);
+    await expectSameBytes(authority, false);
   } finally {
     await authority.close();
   }
@@ -142,7 +155,7 @@ describePostgres("product.list written from the stored texts on PostgreSQL", () 
     try {
       await seed(authority);
       await adminQuery(`UPDATE "${schema}".records SET value = '{"v":1,' WHERE id = 'prd_bad3'`);
-      await expectSameBytes(authority);
+      await expectSameBytes(authority, true);
     } finally {
       await authority.close();
     }

@@ -20,7 +20,7 @@ import { listRecordValues } from "../../core/indexed-records.js";
 
 /**
  * Forwards every call to the current backend, chosen at call time: a call already running when `use` switches
- * finishes on the backend it started on. `name`, `listProjects`, `listAcrossProjects`, `listByCreation`, `listTexts`
+ * finishes on the backend it started on. `name`, `listProjects`, `listAcrossProjects`, `listByCreation`, `listTexts`, `listTextsByCreation`
  * and `pruneEvents` follow the current backend (each is `undefined` while the current backend has none, e.g. the host).
  *
  * Meant to be switched before anything is persisted (the server refuses every request before `initialize`); it
@@ -193,6 +193,15 @@ export class DelegatingAuthority implements RunStateAuthority {
     if (listTexts === undefined) return undefined;
     return (kind, options) =>
       this.#closed ? Promise.reject(closedError("list")) : listTexts.call(backend, kind, options);
+  }
+
+  /** The current backend's `listTextsByCreation`, bound to it; `undefined` when that backend has none. */
+  get listTextsByCreation(): RunStateAuthority["listTextsByCreation"] {
+    const backend = this.#current;
+    const list = backend?.listTextsByCreation;
+    if (list === undefined) return undefined;
+    return (kind, options, onBatch) =>
+      this.#closed ? Promise.reject(closedError("list")) : list.call(backend, kind, options, onBatch);
   }
 
   /**

@@ -16,6 +16,7 @@ const READS: ReadonlySet<PropertyKey> = new Set([
   "listAcrossProjects",
   "listByCreation",
   "listTexts",
+  "listTextsByCreation",
   "readEvents",
   "listProjects",
 ]);

@@ -23,6 +23,7 @@ import {
   type Clock,
   type CreationPageOptions,
   type CreationRecord,
+  type CreationTextsSink,
   type ListedRecord,
   type ProjectRecord,
   type RecordInfo,
@@ -41,7 +42,7 @@ import {
   parseStored,
   toJson,
 } from "./authority-checks.js";
-import { readCreationPage, readTexts } from "./postgres-creation.js";
+import { readCreationPage, readTexts, readTextsByCreation } from "./postgres-creation.js";
 import { ChangeFeed } from "./postgres-feed.js";
 import { appendedRow, INSERT_APPENDED, pruneEventRows, readStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
@@ -73,9 +74,8 @@ export interface PostgresAuthorityOptions {
 }
 
 /**
- * The project ids of `records` as a recursive CTE `projects` (a loose index scan: from each project id, the next one
- * by one probe of the primary key), so finding the projects costs one probe per project, not a read of every record.
- * Its last row is NULL.
+ * The project ids of `records` as a recursive CTE `projects` (a loose index scan: one probe of the primary key per
+ * project, not a read of every record). Its last row is NULL.
  */
 const PROJECTS = `WITH RECURSIVE projects(project_id) AS (
     (SELECT project_id FROM records ORDER BY project_id LIMIT 1)
@@ -128,9 +128,8 @@ export class PostgresAuthority implements RunStateAuthority {
    * Connects to the database at `url` (`postgres://` or `postgresql://`; a `schema` query parameter overrides
    * `options.schema`), checks that it is PostgreSQL 12 or later with UTF8 encoding, creates the schema when missing
    * and applies pending migrations under an advisory lock (so servers starting together migrate once). Throws
-   * `AuthorityFailure` with a plain sentence when the URL is invalid, the server cannot be reached, the database is
-   * not UTF8, or its schema version is newer than this code understands (upgrade acp-orchestrator); the pool is
-   * closed again in that case.
+   * `AuthorityFailure` with a plain sentence (the pool closed again) when the URL is invalid, the server cannot be
+   * reached, the database is not UTF8, or its schema version is newer than this code understands (upgrade).
    */
   static async open(url: string, options: PostgresAuthorityOptions = {}): Promise<PostgresAuthority> {
     const { connectionString, schema } = parsePostgresUrl(url, options.schema, DEFAULT_POSTGRES_SCHEMA);
@@ -488,6 +487,10 @@ export class PostgresAuthority implements RunStateAuthority {
   /** Stored texts of `kind` in one statement, unordered (postgres-creation.ts `readTexts`). Never writes. */
   async listTexts(kind: string, options: TextListOptions): Promise<string[]> {
     return this.#run("list", () => readTexts(this.#pool, kind, options));
+  }
+  /** The same texts in creation order, in batches, one snapshot (postgres-creation.ts). Never writes. */
+  async listTextsByCreation(kind: string, options: TextListOptions, onBatch: CreationTextsSink): Promise<void> {
+    return this.#run("list", () => readTextsByCreation(this.#pool, kind, options, onBatch));
   }
 
   /**

@@ -6,7 +6,12 @@
  * there so that its generic plan uses it. Never writes.
  */
 import type pg from "pg";
-import type { CreationPageOptions, CreationRecord } from "../../core/creation-order.js";
+import type {
+  CreationPageOptions,
+  CreationRecord,
+  CreationTexts,
+  CreationTextsSink,
+} from "../../core/creation-order.js";
 import { AuthorityFailure, type TextListOptions } from "../../core/ports.js";
 import { checkCreationPage, parseStored } from "./authority-checks.js";
 import { checkNameText } from "./postgres-text.js";
@@ -66,14 +71,7 @@ export async function readCreationPage(
  * database error is thrown as it came. Never writes.
  */
 export async function readTexts(pool: pg.Pool, kind: string, options: TextListOptions): Promise<string[]> {
-  checkNameText(kind, "kind");
-  if (typeof options !== "object" || options === null) throw new AuthorityFailure("options must be an object.");
-  const containing = options.containing ?? "";
-  if (typeof containing !== "string") throw new AuthorityFailure("containing must be a string.");
-  if (containing.includes("\u0000")) throw new AuthorityFailure("containing must not contain the character U+0000.");
-  const own = "projectId" in options;
-  const project = own ? options.projectId : options.exceptProjectId;
-  checkNameText(project, own ? "projectId" : "exceptProjectId");
+  const { own, project, containing } = checkTextList(kind, options);
   const filter = containing === "" ? "" : "AND strpos(value, $3) > 0";
   const result = await pool.query<[string]>({
     name: `acp-texts${own ? "-p" : ""}${containing === "" ? "" : "-c"}`,
@@ -84,4 +82,88 @@ export async function readTexts(pool: pg.Pool, kind: string, options: TextListOp
   const texts: string[] = new Array<string>(result.rows.length);
   for (let i = 0; i < texts.length; i++) texts[i] = (result.rows[i] as [string])[0];
   return texts;
+}
+
+/** `listTexts`' arguments checked: one project (`own`) or every project but one, and the pre-filter (`""`: none). */
+function checkTextList(kind: string, options: TextListOptions) {
+  checkNameText(kind, "kind");
+  if (typeof options !== "object" || options === null) throw new AuthorityFailure("options must be an object.");
+  const containing = options.containing ?? "";
+  if (typeof containing !== "string") throw new AuthorityFailure("containing must be a string.");
+  if (containing.includes("\u0000")) throw new AuthorityFailure("containing must not contain the character U+0000.");
+  const own = "projectId" in options;
+  const project = own ? options.projectId : options.exceptProjectId;
+  checkNameText(project, own ? "projectId" : "exceptProjectId");
+  return { own, project, containing };
+}
+
+/** Rows per `FETCH` of `readTextsByCreation`: ~0.5 MB of header texts, garbage once handed on (issue 32). */
+export const CREATION_TEXTS_BATCH = 2_000;
+
+/**
+ * What `readTexts` reads, in one snapshot (a read-only repeatable-read transaction on one pooled connection), in
+ * batches (ports.ts `listTextsByCreation`, creation-order.ts `CreationTexts`): first the headers without a creation
+ * key (the partial index of schema version 5, empty in a store the server wrote), then the others through a cursor
+ * on the creation index in its order, `batch` rows per `FETCH`, each batch handed to `onBatch` and awaited before the
+ * next is fetched, so only one batch of texts is held at a time (issue 32: holding 100,000 texts for a sort made most
+ * of a list's time garbage collection). `product` only. Throws `AuthorityFailure` on an invalid argument; a database
+ * error, or what `onBatch` throws, is thrown as it came after the transaction was rolled back. Never writes.
+ */
+export async function readTextsByCreation(
+  pool: pg.Pool,
+  kind: string,
+  options: TextListOptions,
+  onBatch: CreationTextsSink,
+  batch = CREATION_TEXTS_BATCH,
+): Promise<void> {
+  const { own, project, containing } = checkTextList(kind, options);
+  if (kind !== "product") throw new AuthorityFailure(`listTextsByCreation reads product records only, not "${kind}".`);
+  // The partial indexes' conditions as written there (`kind = 'product'`), so that the planner uses them.
+  const where = `kind = 'product' AND project_id ${own ? "=" : "<>"} $1${containing === "" ? "" : " AND strpos(value, $2) > 0"}`;
+  const values = containing === "" ? [project] : [project, containing];
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    const unkeyed = await client.query<[string, string]>({
+      text: `SELECT value, id FROM records WHERE ${where} AND created_key IS NULL`,
+      values,
+      rowMode: "array",
+    });
+    for (let at = 0; at < unkeyed.rows.length; at += batch)
+      await onBatch(batchOf(unkeyed.rows.slice(at, at + batch), false));
+    await client.query({
+      text: `DECLARE acp_by_creation NO SCROLL CURSOR FOR SELECT value, id FROM records
+             WHERE ${where} AND created_key IS NOT NULL ORDER BY created_key, id`,
+      values,
+    });
+    for (;;) {
+      const rows = await client.query<[string, string]>({
+        text: `FETCH ${batch} FROM acp_by_creation`,
+        rowMode: "array",
+      });
+      if (rows.rows.length > 0) await onBatch(batchOf(rows.rows, true));
+      if (rows.rows.length < batch) break;
+    }
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch((rollbackError: unknown) => {
+      broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+    });
+    throw error;
+  } finally {
+    client.release(broken);
+  }
+}
+
+/** Rows of `[value, id]` as a `CreationTexts` batch. */
+function batchOf(rows: [string, string][], keyed: boolean): CreationTexts {
+  const texts = new Array<string>(rows.length);
+  const ids = new Array<string>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i] as [string, string];
+    texts[i] = row[0];
+    ids[i] = row[1];
+  }
+  return { keyed, texts, ids };
 }

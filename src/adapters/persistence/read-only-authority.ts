@@ -57,6 +57,12 @@ export class ReadOnlyAuthority implements RunStateAuthority {
     return list === undefined ? undefined : (kind, options) => list.call(this.inner, kind, options);
   }
 
+  /** The backend's `listTextsByCreation` (a read), bound to it; `undefined` when it has none. */
+  get listTextsByCreation(): RunStateAuthority["listTextsByCreation"] {
+    const list = this.inner.listTextsByCreation;
+    return list === undefined ? undefined : (kind, options, onBatch) => list.call(this.inner, kind, options, onBatch);
+  }
+
   listProjects(): Promise<string[]> {
     return this.inner.listProjects ? this.inner.listProjects() : Promise.resolve([]);
   }

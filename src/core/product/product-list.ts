@@ -6,7 +6,8 @@
  * of an unpaged list, in the same order, where each entry nothing changes (not in memory, not executing) is cut from
  * its stored header's text (header-entry.ts `HeaderEntry`: its JSON text is two ranges of it) and the others are objects, so that the server writes the answer
  * without parsing 100,000 headers and serialising them again (issue 32); `JSON.stringify` of each object and
- * `entryJson` of each cut entry are the same bytes the object path gives. Never writes.
+ * `entryJson` of each cut entry are the same bytes the object path gives. `streamProductEntries` gives them a batch at
+ * a time where the store reads the headers in order (PostgreSQL, header-stream.ts). Never writes.
  */
 import type { Phase } from "../../../protocol/common.js";
 import type { HeaderEntry } from "./header-entry.js";
@@ -67,10 +68,42 @@ export async function listProductEntries(
   const query = { ...(projectId !== undefined ? { projectId } : {}), ...(phase !== undefined ? { phase } : {}) };
   const read = await sources.store.listHeaderEntries(query);
   if (read === undefined) return undefined;
-  let { dropped } = read;
+  const { products, dropped } = await entriesOf(sources, read.headers, phase);
+  return { products, dropped: read.dropped + dropped };
+}
+
+/**
+ * The entries of `listProductEntries`, in its order, handed to `sink` a batch at a time as the store reads them in
+ * order (header-stream.ts, issue 32: no header outlives its batch), and `dropped`; `undefined` when the store has no
+ * ordered read or found a header out of place (header-stream.ts): then what `sink` was given is not the list (the
+ * caller discards it and uses `listProductEntries`). Rejects with what the read or `sink` throws.
+ */
+export async function streamProductEntries(
+  sources: ListSources,
+  projectId: string | undefined,
+  phase: Phase | undefined,
+  sink: (entries: (ListedProduct | HeaderEntry)[]) => void | Promise<void>,
+): Promise<{ dropped: number } | undefined> {
+  const query = { ...(projectId !== undefined ? { projectId } : {}), ...(phase !== undefined ? { phase } : {}) };
+  let rewrittenDropped = 0;
+  const read = await sources.store.streamHeaderEntries(query, async (headers) => {
+    const { products, dropped } = await entriesOf(sources, headers, phase);
+    rewrittenDropped += dropped;
+    await sink(products);
+  });
+  return read && { dropped: read.dropped + rewrittenDropped };
+}
+
+/**
+ * The list entries of `headers` (in order): a cut one nothing changes (not in memory, not executing) as it is, any
+ * other as the object path makes it (with its owner), those whose phase is not `phase` left out; `dropped` counts cut
+ * texts that did not parse after all (none: header-entry.ts).
+ */
+async function entriesOf(sources: ListSources, headers: readonly EntryOrHeader[], phase: Phase | undefined) {
+  let dropped = 0;
   const products: (ListedProduct | HeaderEntry)[] = [];
   const rewritten: ListedProduct[] = [];
-  for (const item of read.headers) {
+  for (const item of headers) {
     if (isCut(item) && item.phase !== "executing" && sources.loaded(item.productId) === undefined) {
       products.push(item);
       continue;

@@ -16,7 +16,7 @@ import { ProductOrchestrator } from "./orchestrator.js";
 import type { VersionedStatus } from "./status.js";
 import type { ProductEvent } from "./records.js";
 import type { HeaderQuery } from "./header-list.js";
-import { listProductEntries, listProducts, type ListSources } from "./product-list.js";
+import { listProductEntries, listProducts, streamProductEntries, type ListSources } from "./product-list.js";
 import { storedMcpServers } from "./mcp-servers.js";
 import type { AttachmentRef } from "./agent-inputs.js";
 import type { McpServer } from "../../../protocol/acp.js";
@@ -357,6 +357,15 @@ export class ProductService {
    */
   listEntries(projectId?: string, phase?: Phase) {
     return listProductEntries(this.listSources(), projectId, phase);
+  }
+
+  /** The same entries a batch at a time, or `undefined` (product-list.ts `streamProductEntries`). Never writes. */
+  streamEntries(
+    projectId: string | undefined,
+    phase: Phase | undefined,
+    sink: Parameters<typeof streamProductEntries>[3],
+  ) {
+    return streamProductEntries(this.listSources(), projectId, phase, sink);
   }
 
   /** What product-list.ts reads: the store, products in memory, leases. */

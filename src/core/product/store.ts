@@ -12,6 +12,7 @@ import { AuthorityConflict, STORED_TEXT_LENGTH } from "../ports.js";
 import { notFound } from "../errors.js";
 import { listMatchingRecords } from "../indexed-records.js";
 import { byCreation, listHeaderEntries, listProductHeaders, type HeaderList, type HeaderQuery } from "./header-list.js";
+import { streamHeaderEntries, type HeaderBatchSink } from "./header-stream.js";
 import { checkProductState } from "./integrity.js";
 import {
   INDEX_PROJECT,
@@ -58,10 +59,7 @@ export interface CheckpointState {
 }
 
 /** A parsed snapshot and what it cost to store. */
-interface Snapshot {
-  state: ProductState;
-  bytes: number;
-}
+type Snapshot = { state: ProductState; bytes: number };
 
 /**
  * Compaction policy (issue 4 item 6: checkpoint storage grows with what changed, not with the DAG). A snapshot is
@@ -325,14 +323,14 @@ export class ProductStore {
    * Brings a loaded model up to date with events other processes appended since it was read (validated one by one;
    * invalid ones are skipped and counted, as in `load`; events compacted away meanwhile are taken from the snapshot
    * that covers them). When anything new was found, the cached header and snapshot revisions of the product are
-   * forgotten, since their writers may have changed them too. Never writes. Returns how many events were applied
-   * and dropped, and the rule the state now breaks as a whole, if any (guarantee 15). With `mark` (`changeMark()`,
-   * taken before the call): when the last catch-up of this model was at the same mark and left it at the sequence
-   * number it has now, nothing can have been appended since, so the authority is not read and the state is not
-   * checked again (issue 16): `invalid` is then absent, the earlier call having reported it. With `mark`, when nothing
-   * new was found and the product is no longer in the store (another process deleted it: its index record and its
-   * created event are gone, as `load` would find), `deleted` is true and the model is left as it was; authorities
-   * without change marks are not asked (see the note in the body).
+   * forgotten, since their writers may have changed them too. Never writes. Returns how many events were applied and
+   * dropped, and the rule the state now breaks as a whole, if any (guarantee 15). With `mark` (`changeMark()`, taken
+   * before the call): when the last catch-up of this model was at the same mark and left it at the sequence number it
+   * has now, nothing can have been appended since, so the authority is not read and the state is not checked again
+   * (issue 16): `invalid` is then absent, the earlier call having reported it. With `mark`, when nothing new was found
+   * and the product is no longer in the store (another process deleted it: its index record and its created event are
+   * gone, as `load` would find), `deleted` is true and the model is left as it was; authorities without change marks
+   * are not asked (see the note in the body).
    */
   async catchUp(
     model: ProductModel,
@@ -574,6 +572,10 @@ export class ProductStore {
   /** Every header for `product.list`'s answer text, or `undefined` (header-list.ts `listHeaderEntries`). Never writes. */
   listHeaderEntries(query: Omit<HeaderQuery, "page">): ReturnType<typeof listHeaderEntries> {
     return listHeaderEntries(this.authority, query);
+  }
+  /** The same in order, a batch at a time, or `undefined` (header-stream.ts `streamHeaderEntries`). Never writes. */
+  streamHeaderEntries(query: Omit<HeaderQuery, "page">, onBatch: HeaderBatchSink) {
+    return streamHeaderEntries(this.authority, query, onBatch);
   }
 
   /**
