@@ -63,14 +63,15 @@ class ListWriter {
         out.write(entry.text.slice(entry.updatedStart, entry.updatedEnd));
         out.byte(0x7d); // }
       } else {
-        out.write(escapeLineSeparators(JSON.stringify(entry)));
+        // Serialised when the answer ends: an executing product's owner is set after the read (product-list.ts).
+        out.defer(entry);
       }
     }
   }
 
   end(dropped: number): JsonText {
     this.#out.write(`],"dropped":${JSON.stringify(dropped)}}`);
-    return JsonText.fromChunks(this.#out.chunks());
+    return JsonText.fromChunks(this.#out.chunks((entry) => escapeLineSeparators(JSON.stringify(entry))));
   }
 }
 
@@ -80,7 +81,7 @@ class ListWriter {
  * nothing written is ever copied again.
  */
 class Output {
-  readonly #done: Buffer[] = [];
+  readonly #done: (Buffer | ListedProduct)[] = [];
   #buffer: Buffer;
   #at = 0;
 
@@ -98,6 +99,14 @@ class Output {
     this.#buffer[this.#at++] = value;
   }
 
+  /** A place for `entry`'s text, written by `chunks` (the entry may still change until then). */
+  defer(entry: ListedProduct): void {
+    if (this.#at > 0) this.#done.push(this.#buffer.subarray(0, this.#at));
+    this.#done.push(entry);
+    this.#buffer = this.#buffer.subarray(this.#at);
+    this.#at = 0;
+  }
+
   #room(bytes: number): void {
     if (this.#at + bytes <= this.#buffer.length) return;
     if (this.#at > 0) this.#done.push(this.#buffer.subarray(0, this.#at));
@@ -105,8 +114,9 @@ class Output {
     this.#at = 0;
   }
 
-  /** What was written, in order (views of the buffers, not copies). */
-  chunks(): Buffer[] {
-    return this.#at > 0 ? [...this.#done, this.#buffer.subarray(0, this.#at)] : this.#done;
+  /** What was written, in order (views of the buffers, not copies), each deferred entry as `text` writes it. */
+  chunks(text: (entry: ListedProduct) => string): Buffer[] {
+    if (this.#at > 0) this.#done.push(this.#buffer.subarray(0, this.#at));
+    return this.#done.map((part) => (Buffer.isBuffer(part) ? part : Buffer.from(text(part), "utf8")));
   }
 }

@@ -68,7 +68,8 @@ export async function listProductEntries(
   const query = { ...(projectId !== undefined ? { projectId } : {}), ...(phase !== undefined ? { phase } : {}) };
   const read = await sources.store.listHeaderEntries(query);
   if (read === undefined) return undefined;
-  const { products, dropped } = await entriesOf(sources, read.headers, phase);
+  const { products, dropped, rewritten } = entriesOf(sources, read.headers, phase);
+  await addOwners(sources, rewritten);
   return { products, dropped: read.dropped + dropped };
 }
 
@@ -76,7 +77,9 @@ export async function listProductEntries(
  * The entries of `listProductEntries`, in its order, handed to `sink` a batch at a time as the store reads them in
  * order (header-stream.ts, issue 32: no header outlives its batch), and `dropped`; `undefined` when the store has no
  * ordered read or found a header out of place (header-stream.ts): then what `sink` was given is not the list (the
- * caller discards it and uses `listProductEntries`). Rejects with what the read or `sink` throws.
+ * caller discards it and uses `listProductEntries`). An executing product's `owner` is set on its entry object after
+ * the read is done (the read holds a connection: a lookup during it could wait for one forever), before this
+ * resolves: the sink serialises object entries only then. Rejects with what the read or `sink` throws.
  */
 export async function streamProductEntries(
   sources: ListSources,
@@ -86,20 +89,24 @@ export async function streamProductEntries(
 ): Promise<{ dropped: number } | undefined> {
   const query = { ...(projectId !== undefined ? { projectId } : {}), ...(phase !== undefined ? { phase } : {}) };
   let rewrittenDropped = 0;
+  const owned: ListedProduct[] = [];
   const read = await sources.store.streamHeaderEntries(query, async (headers) => {
-    const { products, dropped } = await entriesOf(sources, headers, phase);
+    const { products, dropped, rewritten } = entriesOf(sources, headers, phase);
     rewrittenDropped += dropped;
+    for (const entry of rewritten) if (entry.phase === "executing") owned.push(entry);
     await sink(products);
   });
-  return read && { dropped: read.dropped + rewrittenDropped };
+  if (read === undefined) return undefined;
+  await addOwners(sources, owned);
+  return { dropped: read.dropped + rewrittenDropped };
 }
 
 /**
  * The list entries of `headers` (in order): a cut one nothing changes (not in memory, not executing) as it is, any
- * other as the object path makes it (with its owner), those whose phase is not `phase` left out; `dropped` counts cut
- * texts that did not parse after all (none: header-entry.ts).
+ * other as the object path makes it (`rewritten`: the caller adds owners, `addOwners`), those whose phase is not
+ * `phase` left out; `dropped` counts cut texts that did not parse after all (none: header-entry.ts).
  */
-async function entriesOf(sources: ListSources, headers: readonly EntryOrHeader[], phase: Phase | undefined) {
+function entriesOf(sources: ListSources, headers: readonly EntryOrHeader[], phase: Phase | undefined) {
   let dropped = 0;
   const products: (ListedProduct | HeaderEntry)[] = [];
   const rewritten: ListedProduct[] = [];
@@ -118,9 +125,8 @@ async function entriesOf(sources: ListSources, headers: readonly EntryOrHeader[]
     products.push(entry);
     rewritten.push(entry);
   }
-  await addOwners(sources, rewritten);
-  if (phase === undefined) return { products, dropped };
-  return { products: products.filter((p) => isCut(p) || p.phase === phase), dropped };
+  if (phase === undefined) return { products, dropped, rewritten };
+  return { products: products.filter((p) => isCut(p) || p.phase === phase), dropped, rewritten };
 }
 
 /** True for a header cut from its text (header-entry.ts), false for a parsed header or an entry object. */

@@ -145,6 +145,24 @@ describePostgres("listTextsByCreation and product.list read in creation order on
     expect(await streamHeaderEntries(authority, {}, () => undefined)).toEqual({ dropped: 3 });
   });
 
+  it("looks up executing products' owners after the read, so one connection is enough", async () => {
+    // The ordered read holds a pooled connection until its last batch: an owner looked up during it, on a pool of
+    // one, would wait for that connection until the pool gave up.
+    authority = await openTestAuthority({ schema, maxConnections: 1, connectionTimeoutMs: 3_000 });
+    await seed(authority);
+    const a = authority;
+    const s: ListSources = {
+      ...sources(a),
+      ownerOf: async (projectId, productId) => {
+        const lease = await a.get(projectId, "product", productId);
+        return lease ? { ownerId: `srv-${productId}`, expiresAt: "2026-01-03T00:00:00.000Z", live: true } : undefined;
+      },
+    };
+    const streamed = await streamedListText((sink) => streamProductEntries(s, undefined, undefined, sink));
+    expect(streamed?.text).toBe(serializeJson(await listProducts(s)));
+    expect(streamed?.text).toMatch(/"owner":\{"ownerId":"srv-prd_00"/);
+  });
+
   it("refuses another kind than product, and reads nothing then", async () => {
     authority = await openTestAuthority({ schema });
     const seen: CreationTexts[] = [];
