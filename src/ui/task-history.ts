@@ -7,8 +7,8 @@
  *
  * Reads only (guarantee 3).
  */
-import type { TaskState } from "../../protocol/common.js";
-import { startedTask } from "../core/product/evolve.js";
+import type { Plan, TaskState } from "../../protocol/common.js";
+import { plannedTaskState, startedTask } from "../core/product/evolve.js";
 import type { RunStateReader } from "../operator/run-state-reader.js";
 
 /** The longest output tail one attempt carries, characters. */
@@ -60,6 +60,7 @@ async function taskEvents(
 ): Promise<{ at: string; task: TaskState }[]> {
   const out: { at: string; task: TaskState }[] = [];
   const last = new Map<string, TaskState>();
+  let definitions: ReadonlyMap<string, PlannedTask> = planned;
   for (let after = 0; ; ) {
     const page = await reader.productEvents(productId, after, 1000);
     for (const row of page) {
@@ -69,16 +70,51 @@ async function taskEvents(
         out.push({ at: e.at, task: e.task as TaskState });
       } else if (e?.type === "started") {
         for (const entry of e.tasks) {
-          const before = last.get(entry.taskId) ?? initialState(entry.taskId, planned);
+          const before = last.get(entry.taskId) ?? initialState(entry.taskId, definitions);
           const task = startedTask(before, e.at, entry.workspace as TaskState["workspace"], entry.attempt);
           last.set(entry.taskId, task);
           out.push({ at: e.at, task });
         }
+      } else if (e?.type === "confirmed" || e?.type === "mutated" || e?.type === "restored") {
+        // A later start expands from the task as these left it (its instance, definition), as evolve.ts does.
+        definitions = followPlan(e as PlanEvent, last, definitions);
       }
     }
     if (page.length < 1000) return out;
     after = page[page.length - 1]?.seq ?? after;
   }
+}
+
+interface PlanEvent {
+  type: "confirmed" | "mutated" | "restored";
+  plan?: { tasks: PlannedTask[] };
+  tasks?: TaskState[];
+}
+
+/**
+ * Brings `last` (each task's latest state) in step with a plan event as evolve.ts does: a confirmed plan starts every
+ * task afresh, a mutation gives each remaining task its new definition (a removed one is forgotten), a rollback
+ * restores the checkpoint's task states. Returns the task definitions from then on.
+ */
+function followPlan(
+  e: PlanEvent,
+  last: Map<string, TaskState>,
+  definitions: ReadonlyMap<string, PlannedTask>,
+): ReadonlyMap<string, PlannedTask> {
+  const next = e.plan ? new Map(e.plan.tasks.map((t) => [t.taskId, t])) : definitions;
+  if (e.type === "restored") {
+    last.clear();
+    for (const t of e.tasks ?? []) last.set(t.taskId, t);
+  } else if (e.type === "confirmed") last.clear();
+  else {
+    for (const id of [...last.keys()]) {
+      const t = next.get(id);
+      const old = last.get(id);
+      if (t === undefined) last.delete(id);
+      else last.set(id, plannedTaskState(t as Plan["tasks"][number], old));
+    }
+  }
+  return next;
 }
 
 /** A task that has no stored state yet: pending, as the plan defines it (its id alone when the plan does not). */

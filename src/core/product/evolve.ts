@@ -252,13 +252,21 @@ function onRestored(model: ProductModel, e: EventOf<"restored">): void {
 function mergePlanTasks(plan: Plan, previous: ProductModel): TaskState[] {
   return plan.tasks.map((t) => {
     const i = previous.index.get(t.taskId);
-    const old = i === undefined ? undefined : previous.state.tasks[i];
-    if (!old) return { ...t, dependsOn: [...t.dependsOn], status: "pending" as const, attempts: 0 };
-    const merged: TaskState = { ...old, ...t, dependsOn: [...t.dependsOn] };
-    if (t.acceptance === undefined) delete merged.acceptance;
-    if (t.maxAttempts === undefined) delete merged.maxAttempts;
-    return merged;
+    return plannedTaskState(t, i === undefined ? undefined : previous.state.tasks[i]);
   });
+}
+
+/**
+ * The state of task `t` as a `mutated` event leaves it: `old`'s run state with `t`'s definition (the plan's
+ * `acceptance` and `maxAttempts`, absent there, absent here), or pending with no attempt when it had no state
+ * (`old` undefined). A new object. The dashboard's task history (ui/task-history.ts) follows mutations with it.
+ */
+export function plannedTaskState(t: Plan["tasks"][number], old: TaskState | undefined): TaskState {
+  if (!old) return { ...t, dependsOn: [...t.dependsOn], status: "pending" as const, attempts: 0 };
+  const merged: TaskState = { ...old, ...t, dependsOn: [...t.dependsOn] };
+  if (t.acceptance === undefined) delete merged.acceptance;
+  if (t.maxAttempts === undefined) delete merged.maxAttempts;
+  return merged;
 }
 
 /**
