@@ -137,13 +137,24 @@ export async function readTextsByCreation(
              WHERE ${where} AND created_key IS NOT NULL ORDER BY created_key, id`,
       values,
     });
-    for (;;) {
-      const rows = await client.query<[string, string]>({
-        text: `FETCH ${batch} FROM acp_by_creation`,
-        rowMode: "array",
-      });
-      if (rows.rows.length > 0) await onBatch(batchOf(rows.rows, true));
-      if (rows.rows.length < batch) break;
+    const fetch = () => {
+      const rows = client.query<[string, string]>({ text: `FETCH ${batch} FROM acp_by_creation`, rowMode: "array" });
+      rows.catch(() => undefined); // awaited below; this only keeps a failure meanwhile from going unhandled
+      return rows;
+    };
+    // The next batch is fetched while this one is handed on: PostgreSQL reads and sends it meanwhile.
+    for (let next = fetch(); ; ) {
+      const rows = await next;
+      const more = rows.rows.length === batch;
+      if (more) next = fetch();
+      try {
+        if (rows.rows.length > 0) await onBatch(batchOf(rows.rows, true));
+      } catch (error) {
+        // The FETCH already sent is waited for, so that the ROLLBACK finds the connection free of it.
+        if (more) await next.catch(() => undefined);
+        throw error;
+      }
+      if (!more) break;
     }
     await client.query("COMMIT");
   } catch (error) {
