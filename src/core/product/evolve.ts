@@ -185,15 +185,29 @@ export function startedTask(
 }
 
 /**
- * A wave's starts (issue 34): each listed task, when the state has it, becomes what a `task` event of its started
- * state (`startedTask` at the event's `at`) made it: counted as running, its completed result's input hash forgotten.
+ * A wave's starts (issue 34): each listed task becomes what a `task` event of its started state (`startedTask` at the
+ * event's `at`) made it: counted as running, its completed result's input hash forgotten. A task id the state does not
+ * have is added as a running task with no definition, as a `task` event of it added it, so that the whole-state check
+ * (integrity.ts, guarantee 15) refuses the stream: the server never writes one.
  */
 function onStarted(model: ProductModel, e: EventOf<"started">): void {
   const s = model.state;
   for (const entry of e.tasks) {
     const i = model.index.get(entry.taskId);
     const old = i === undefined ? undefined : s.tasks[i];
-    if (i === undefined || old === undefined) continue;
+    if (i === undefined || old === undefined) {
+      const stray = {
+        taskId: entry.taskId,
+        title: entry.taskId,
+        description: "",
+        instanceId: "unplanned",
+        dependsOn: [],
+      };
+      model.index.set(entry.taskId, s.tasks.length);
+      s.tasks.push(startedTask({ ...stray, status: "pending", attempts: 0 }, e.at, entry.workspace, entry.attempt));
+      model.counts.running++;
+      continue;
+    }
     model.counts[old.status]--;
     s.tasks[i] = startedTask(old, e.at, entry.workspace, entry.attempt);
     model.counts.running++;

@@ -26,15 +26,16 @@ export function checkProductState(state: ProductState, productId: string): strin
   }
   if (state.tasks.length > 0) {
     if (!plan) return `The stored state has ${state.tasks.length} task states but no plan.`;
+    // A task the plan does not have first: its state may have no definition (a `started` event's, evolve.ts).
+    const planned = new Set(plan.tasks.map((t) => t.taskId));
+    const extra = state.tasks.find((t) => !planned.has(t.taskId));
+    if (extra) return `A stored event is for task ${extra.taskId}, which the plan does not have.`;
     // Task states normally carry the plan's graph unchanged (same tasks, instances and dependencies in the same
     // order): then the plan's check above covers them, and a 10,000-task load does not validate the graph twice.
     if (!sameGraph(plan.tasks, state.tasks)) {
       const check = validatePlanGraph(plan.instances, state.tasks);
       if (!check.ok) return `The stored task states do not form a valid DAG: ${check.reason}`;
     }
-    const planned = new Set(plan.tasks.map((t) => t.taskId));
-    const extra = state.tasks.find((t) => !planned.has(t.taskId));
-    if (extra) return `A stored event is for task ${extra.taskId}, which the plan does not have.`;
     if (state.tasks.length !== planned.size) {
       const known = new Set(state.tasks.map((t) => t.taskId));
       const missing = plan.tasks.find((t) => !known.has(t.taskId));

@@ -221,7 +221,8 @@ export const ProductCreatedEvent = lazySchema(
  * `task` events written before it still mean what they did): each listed task becomes `running` at this event's
  * `at`, with `attempt` as its attempt count and `workspace` as its attempt's worktree (absent: none), its
  * `endedAt`, `question` and `output` cleared, its completed result's input hash forgotten — what `task` events
- * of the same started states did. A task id the state does not have is ignored.
+ * of the same started states did. A task id the state does not have makes the stored state refused as a whole
+ * (guarantee 15, as a `task` event of it did).
  */
 export const StartedEvent = lazySchema(
   () =>

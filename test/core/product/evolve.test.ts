@@ -87,7 +87,7 @@ function drawTask(d: Draw, plan: Plan): TaskState {
 
 /**
  * A wave's starts (issue 34): 1-3 entries, mostly tasks of the plan (sometimes one it does not have, which evolve
- * ignores), some with a worktree.
+ * adds as a task the plan does not have, for the whole-state check to refuse), some with a worktree.
  */
 function drawStarted(d: Draw, plan: Plan): Raw {
   const tasks = Array.from({ length: 1 + d.int(3) }, () => ({

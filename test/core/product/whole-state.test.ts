@@ -110,6 +110,16 @@ describe("guarantee 15: a stored state that breaks the DAG rules is refused fail
       /task intruder, which the plan does not have/,
     ],
     [
+      // Issue 34: a wave's starts are one `started` event; one naming a task the plan does not have is refused too.
+      "a started event for a task the plan does not have",
+      (event) => {
+        const tasks = event.tasks as { taskId: string }[] | undefined;
+        if (event.type === "started") for (const t of tasks ?? []) if (t.taskId === "b") t.taskId = "intruder";
+        return event;
+      },
+      /task intruder, which the plan does not have/,
+    ],
+    [
       // The plan is sound; only a stored task state changes the graph (the check of the task states is skipped only
       // when they carry the plan's graph unchanged, integrity.ts).
       "a task event whose dependencies make a cycle with the plan's",
