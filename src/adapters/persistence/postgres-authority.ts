@@ -47,6 +47,7 @@ import { ChangeFeed } from "./postgres-feed.js";
 import { appendedRow, INSERT_APPENDED, pruneEventRows, readStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
+import { inTransaction } from "./postgres-transaction.js";
 import { parsePostgresUrl, quoteIdent, redact } from "./postgres-url.js";
 
 export { DEFAULT_POSTGRES_SCHEMA, POSTGRES_SCHEMA_VERSION } from "./postgres-schema.js";
@@ -544,22 +545,8 @@ export class PostgresAuthority implements RunStateAuthority {
   }
 
   /** Runs `work` inside BEGIN … COMMIT on one pooled connection; rolls back on any error. */
-  async #transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.#pool.connect();
-    let broken: Error | undefined;
-    try {
-      await client.query("BEGIN");
-      const result = await work(client);
-      await client.query("COMMIT");
-      return result;
-    } catch (error) {
-      await client.query("ROLLBACK").catch((rollbackError: unknown) => {
-        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-      });
-      throw error;
-    } finally {
-      client.release(broken);
-    }
+  #transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return inTransaction(this.#pool, "BEGIN", work);
   }
 
   async #lastSeq(db: pg.Pool | pg.PoolClient, projectId: string, stream: string): Promise<number> {

@@ -15,6 +15,7 @@ import type {
 import { AuthorityFailure, type TextListOptions } from "../../core/ports.js";
 import { checkCreationPage, parseStored } from "./authority-checks.js";
 import { checkNameText } from "./postgres-text.js";
+import { inTransaction } from "./postgres-transaction.js";
 
 interface CreationRow {
   project_id: string;
@@ -121,10 +122,7 @@ export async function readTextsByCreation(
   // The partial indexes' conditions as written there (`kind = 'product'`), so that the planner uses them.
   const where = `kind = 'product' AND project_id ${own ? "=" : "<>"} $1${containing === "" ? "" : " AND strpos(value, $2) > 0"}`;
   const values = containing === "" ? [project] : [project, containing];
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  try {
-    await client.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+  await inTransaction(pool, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", async (client) => {
     const unkeyed = await client.query<[string, string]>({
       text: `SELECT value, id FROM records WHERE ${where} AND created_key IS NULL`,
       values,
@@ -156,15 +154,7 @@ export async function readTextsByCreation(
       }
       if (!more) break;
     }
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch((rollbackError: unknown) => {
-      broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-    });
-    throw error;
-  } finally {
-    client.release(broken);
-  }
+  });
 }
 
 /** Rows of `[value, id]` as a `CreationTexts` batch. */
