@@ -28,7 +28,8 @@
  * server, counted on `Client.query`) and each server's share of time inside authority calls.
  * Part 3 (issue 32): `storedProducts` completed products stored in a schema of their own (one real product, cloned in
  * SQL), then `serve --recover` on it: spawn → `initialize` answered and the first recovery pass done (its debug log
- * line), and one `product.list` round trip; both must stay under 1 s.
+ * line), and one `product.list` of them all, timed to the last byte of its answer received (the server's latency; and
+ * also to the answer parsed by the bench client, printed beside it); both must stay under 1 s.
  * Never touches the user's state directory; drops its schemas at the end.
  */
 import { execFile } from "node:child_process";

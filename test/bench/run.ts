@@ -700,12 +700,21 @@ function fleetRows(
     });
     rows.push({
       figure: "9",
-      measure: `product.list of all ${n} stored products, median ms`,
+      measure: `product.list of all ${n} stored products, request sent → last byte of the answer received, median ms`,
       value: fmt(stored.listMs, 0),
       baseline: "—",
       ratio: "—",
       target: "< 1000 ms",
       met: verdict(stored.listMs < 1000),
+    });
+    rows.push({
+      figure: "9",
+      measure: `product.list of all ${n} stored products, request sent → answer parsed by the bench client, median ms`,
+      value: fmt(stored.listParsedMs, 0),
+      baseline: `${fmt(stored.listMs, 0)} (last byte received)`,
+      ratio: `${fmt(stored.listParsedMs / stored.listMs, 2)}x`,
+      target: "—",
+      met: "—",
     });
     for (const [what, ms] of [
       [`the first page (limit ${LIST_PAGE})`, stored.listPageMs],
