@@ -163,6 +163,41 @@ describePostgres("listTextsByCreation and product.list read in creation order on
     expect(streamed?.text).toMatch(/"owner":\{"ownerId":"srv-prd_00"/);
   });
 
+  it("rejects with the connection's failure when it is cut between two batches, handing on no batch after it", async () => {
+    // The FETCHes gather their rows themselves (postgres-creation.ts FetchTexts): a failure must still reach the read.
+    authority = await openTestAuthority({ schema });
+    await seed(authority);
+    const app = `acp-cut-${process.pid}`;
+    const pool = new pg.Pool({
+      connectionString: TEST_PG_URL,
+      max: 1,
+      application_name: app,
+      options: `-c search_path="${schema}"`,
+    });
+    pool.on("connect", (client) => client.on("error", () => undefined)); // the cut, when no statement is in flight
+    const seen: CreationTexts[] = [];
+    try {
+      const read = readTextsByCreation(
+        pool,
+        "product",
+        { exceptProjectId: "_" },
+        async (b) => {
+          seen.push(b);
+          if (seen.filter((x) => x.keyed).length === 1)
+            await adminQuery("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [
+              app,
+            ]);
+        },
+        3,
+      );
+      await expect(read).rejects.toBeInstanceOf(Error);
+      // 22 keyed rows in batches of 3: the first, perhaps the one already fetched, and none after the failure.
+      expect(seen.filter((b) => b.keyed).length).toBeLessThanOrEqual(2);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it("refuses another kind than product, and reads nothing then", async () => {
     authority = await openTestAuthority({ schema });
     const seen: CreationTexts[] = [];
