@@ -57,11 +57,7 @@ class ListWriter {
       if (!this.#first) out.byte(0x2c); // ,
       this.#first = false;
       if (isCut(entry)) {
-        // Slices live only until written: nothing per entry outlives this loop.
-        out.byte(0x7b); // {
-        out.write(entry.text.slice(ENTRY_START, entry.membersEnd));
-        out.write(entry.text.slice(entry.updatedStart, entry.updatedEnd));
-        out.byte(0x7d); // }
+        out.cut(entry);
       } else {
         // Serialised when the answer ends: an executing product's owner is set after the read (product-list.ts).
         out.defer(entry);
@@ -92,6 +88,33 @@ class Output {
   write(text: string): void {
     this.#room(text.length * MAX_BYTES_PER_UNIT);
     this.#at += this.#buffer.write(text, this.#at, "utf8");
+  }
+
+  /**
+   * A cut entry's JSON text (`{`, two ranges of its stored text, `}`: header-entry.ts). An ASCII text (the common
+   * case: its UTF-8 bytes are its code units) is written whole, once, and the two ranges moved into place within the
+   * buffer (no slice, one encoding call); any other text is written as its two slices.
+   */
+  cut(entry: HeaderEntry): void {
+    const { text, membersEnd, updatedStart, updatedEnd } = entry;
+    this.#room(text.length * MAX_BYTES_PER_UNIT + 1);
+    const buffer = this.#buffer;
+    const at = this.#at;
+    if (buffer.write(text, at, "utf8") === text.length) {
+      // buffer[at] is the text's own `{`; the members follow it, then the updatedAt member, then `}`.
+      buffer.copyWithin(at + 1, at + ENTRY_START, at + membersEnd);
+      let end = at + 1 + membersEnd - ENTRY_START;
+      buffer.copyWithin(end, at + updatedStart, at + updatedEnd);
+      end += updatedEnd - updatedStart;
+      buffer[end] = 0x7d; // }
+      this.#at = end + 1;
+      return;
+    }
+    // Slices live only until written: nothing per entry outlives this call.
+    this.byte(0x7b); // {
+    this.write(text.slice(ENTRY_START, membersEnd));
+    this.write(text.slice(updatedStart, updatedEnd));
+    this.byte(0x7d); // }
   }
 
   byte(value: number): void {
