@@ -32,35 +32,81 @@ export function validatePlanGraph(
   instances: readonly { instanceId: string }[],
   tasks: readonly GraphTask[],
 ): GraphCheck {
+  return checkGraph(instances, tasks).check;
+}
+
+/**
+ * A task list's id → index map and dependents (`Dependents`), as a check that passed built them: what the scheduler
+ * starts from (issue 34: computed once per plan, not again when execution starts).
+ */
+export interface GraphIndex {
+  positions: ReadonlyMap<string, number>;
+  dependents: Dependents;
+}
+
+/** `validatePlanGraph`, with the index it built when the check passed. */
+function checkGraph(
+  instances: readonly { instanceId: string }[],
+  tasks: readonly GraphTask[],
+): { check: GraphCheck; index?: GraphIndex } {
+  const check = (failure: Extract<GraphCheck, { ok: false }>): { check: GraphCheck } => ({ check: failure });
   const instanceIds = new Map<string, number>();
-  for (const [index, instance] of instances.entries()) {
+  // Indexed loops throughout (issue 34): a plan is validated once per process, in code not yet optimised, where each
+  // step of an iterator (and each `[index, item]` pair of `entries()`) is an allocation.
+  for (let index = 0; index < instances.length; index += 1) {
+    const instance = instances[index] as { instanceId: string };
     const first = instanceIds.get(instance.instanceId);
     if (first !== undefined) {
-      return {
+      return check({
         ok: false,
         list: "instances",
         index,
         reason: `Instance ${instance.instanceId} appears twice (entries ${first + 1} and ${index + 1}).`,
-      };
+      });
     }
     instanceIds.set(instance.instanceId, index);
   }
 
   const positions = new Map<string, number>();
-  for (const [index, task] of tasks.entries()) {
+  for (let index = 0; index < tasks.length; index += 1) {
+    const task = tasks[index] as GraphTask;
     const first = positions.get(task.taskId);
     if (first !== undefined) {
-      return {
+      return check({
         ok: false,
         list: "tasks",
         index,
         reason: `Task id ${task.taskId} is used twice (tasks ${first + 1} and ${index + 1}).`,
-      };
+      });
     }
     positions.set(task.taskId, index);
   }
 
-  for (const [index, task] of tasks.entries()) {
+  const problem = taskProblem(tasks, instanceIds, positions);
+  if (problem) return { check: problem };
+
+  const dependents = dependentsIndex(tasks, positions);
+  const order = kahn(tasks, dependents);
+  if (order.length < tasks.length) {
+    const cycle = findCycle(tasks, positions, order);
+    return check({
+      ok: false,
+      list: "tasks",
+      index: cycle.index,
+      reason: `Tasks form a dependency cycle (each depends on the next): ${cycle.path}.`,
+    });
+  }
+  return { check: { ok: true }, index: { positions, dependents } };
+}
+
+/** The first task of the list with a wrong assignment or dependency list (see `validatePlanGraph`), or undefined. */
+function taskProblem(
+  tasks: readonly GraphTask[],
+  instanceIds: ReadonlyMap<string, number>,
+  positions: ReadonlyMap<string, number>,
+): Extract<GraphCheck, { ok: false }> | undefined {
+  for (let index = 0; index < tasks.length; index += 1) {
+    const task = tasks[index] as GraphTask;
     if (!instanceIds.has(task.instanceId)) {
       return {
         ok: false,
@@ -76,34 +122,37 @@ export function validatePlanGraph(
         return { ok: false, list: "tasks", index, reason: `Task ${task.taskId} depends on itself.` };
       }
       if (!positions.has(dep)) {
-        return { ok: false, list: "tasks", index, reason: `Task ${task.taskId} depends on unknown task ${dep}.` };
+        return {
+          ok: false,
+          list: "tasks",
+          index,
+          reason: `Task ${task.taskId} depends on unknown task ${dep}.`,
+        };
       }
     }
     const repeated = firstRepeat(deps);
     if (repeated !== undefined) {
-      return { ok: false, list: "tasks", index, reason: `Task ${task.taskId} lists dependency ${repeated} twice.` };
+      return {
+        ok: false,
+        list: "tasks",
+        index,
+        reason: `Task ${task.taskId} lists dependency ${repeated} twice.`,
+      };
     }
   }
-
-  const order = kahn(tasks, positions);
-  if (order.length < tasks.length) {
-    const cycle = findCycle(tasks, positions, order);
-    return {
-      ok: false,
-      list: "tasks",
-      index: cycle.index,
-      reason: `Tasks form a dependency cycle (each depends on the next): ${cycle.path}.`,
-    };
-  }
-  return { ok: true };
+  return undefined;
 }
 
 /**
- * Plan task lists that passed `validatePlanGraph`, with the instance list they passed with (issue 34: one 1,000-task
- * plan was validated four times between the leader's answer and the first task: planning, confirmation, the
- * catch-up before it and the start of execution).
+ * Plan task lists that passed `validatePlanGraph`, with the instance list they passed with and the index the check
+ * built (issue 34: one 1,000-task plan was validated four times between the leader's answer and the first task:
+ * planning, confirmation, the catch-up before it and the start of execution; and the scheduler built the same index
+ * again).
  */
-const validPlanLists = new WeakMap<readonly GraphTask[], readonly { instanceId: string }[]>();
+const validPlanLists = new WeakMap<
+  readonly GraphTask[],
+  { instances: readonly { instanceId: string }[]; index: GraphIndex }
+>();
 
 /**
  * `validatePlanGraph` of a plan's own lists, remembered when they pass: the same task list checked again with the same
@@ -115,10 +164,32 @@ export function validatePlanLists(plan: {
   instances: readonly { instanceId: string }[];
   tasks: readonly GraphTask[];
 }): GraphCheck {
-  if (validPlanLists.get(plan.tasks) === plan.instances) return { ok: true };
-  const check = validatePlanGraph(plan.instances, plan.tasks);
-  if (check.ok) validPlanLists.set(plan.tasks, plan.instances);
+  if (validPlanLists.get(plan.tasks)?.instances === plan.instances) return { ok: true };
+  const { check, index } = checkGraph(plan.instances, plan.tasks);
+  if (check.ok && index) validPlanLists.set(plan.tasks, { instances: plan.instances, index });
   return check;
+}
+
+/**
+ * The index of a plan's task list that passed `validatePlanLists` (with any instance list), `undefined` when it has
+ * not passed in this process. Shared: the caller must not change it.
+ */
+export function planGraphIndex(tasks: readonly GraphTask[]): GraphIndex | undefined {
+  return validPlanLists.get(tasks)?.index;
+}
+
+/** True when `b` lists the same tasks as `a`, in the same order, with the same instances and dependencies. O(V+E). */
+export function sameGraph(a: readonly GraphTask[], b: readonly GraphTask[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i += 1) {
+    const x = a[i] as GraphTask;
+    const y = b[i] as GraphTask;
+    if (x.taskId !== y.taskId || x.instanceId !== y.instanceId) return false;
+    if (x.dependsOn === y.dependsOn) continue;
+    if (x.dependsOn.length !== y.dependsOn.length) return false;
+    for (let k = 0; k < x.dependsOn.length; k += 1) if (x.dependsOn[k] !== y.dependsOn[k]) return false;
+  }
+  return true;
 }
 
 /**
@@ -129,7 +200,7 @@ export function validatePlanLists(plan: {
  */
 export function topologicalOrder<T extends GraphTask>(tasks: readonly T[]): T[] {
   const positions = indexTasks(tasks);
-  const order = kahn(tasks, positions);
+  const order = kahn(tasks, dependentsIndex(tasks, positions));
   if (order.length < tasks.length) {
     const cycle = findCycle(tasks, positions, order);
     throw invalidPlan(`Tasks form a dependency cycle (each depends on the next): ${cycle.path}`, cycle.index);
@@ -207,13 +278,15 @@ export interface Dependents {
  * The direct dependents of every task (see `Dependents`), by the task id → index map `positions`. Throws
  * `invalid_plan` on an unknown dependency. O(V+E).
  */
-export function dependentsIndex(tasks: readonly GraphTask[], positions: Map<string, number>): Dependents {
+export function dependentsIndex(tasks: readonly GraphTask[], positions: ReadonlyMap<string, number>): Dependents {
   const n = tasks.length;
   const start = new Int32Array(n + 1);
   let edges = 0;
   for (let i = 0; i < n; i += 1) {
     const task = tasks[i] as GraphTask;
-    for (const dep of uniqueDeps(task)) {
+    const deps = uniqueDeps(task);
+    for (let k = 0; k < deps.length; k += 1) {
+      const dep = deps[k] as string;
       const j = positions.get(dep);
       if (j === undefined) throw invalidPlan(`Task ${task.taskId} depends on unknown task ${dep}`, i);
       start[j + 1] = (start[j + 1] as number) + 1;
@@ -224,8 +297,9 @@ export function dependentsIndex(tasks: readonly GraphTask[], positions: Map<stri
   const targets = new Int32Array(edges);
   const fill = start.slice(0, n);
   for (let i = 0; i < n; i += 1) {
-    for (const dep of uniqueDeps(tasks[i] as GraphTask)) {
-      const j = positions.get(dep) as number;
+    const deps = uniqueDeps(tasks[i] as GraphTask);
+    for (let k = 0; k < deps.length; k += 1) {
+      const j = positions.get(deps[k] as string) as number;
       targets[fill[j] as number] = i;
       fill[j] = (fill[j] as number) + 1;
     }
@@ -239,7 +313,8 @@ export function dependentsIndex(tasks: readonly GraphTask[], positions: Map<stri
 /** Map task id → index; throws `invalid_plan` on a duplicate id. */
 function indexTasks(tasks: readonly GraphTask[]): Map<string, number> {
   const positions = new Map<string, number>();
-  for (const [i, task] of tasks.entries()) {
+  for (let i = 0; i < tasks.length; i += 1) {
+    const task = tasks[i] as GraphTask;
     if (positions.has(task.taskId)) throw invalidPlan(`Task id ${task.taskId} is used twice`, i);
     positions.set(task.taskId, i);
   }
@@ -269,13 +344,12 @@ function firstRepeat(ids: readonly string[]): string | undefined {
 }
 
 /**
- * Kahn's algorithm with a FIFO seeded in list order: returns the indices in topological order. When the result is
- * shorter than the list, the remaining tasks contain (or depend on) a cycle. Unknown dependencies throw.
+ * Kahn's algorithm with a FIFO seeded in list order over the list's `dependents`: returns the indices in topological
+ * order. When the result is shorter than the list, the remaining tasks contain (or depend on) a cycle.
  */
-function kahn(tasks: readonly GraphTask[], positions: Map<string, number>): number[] {
-  const dependents = dependentsIndex(tasks, positions);
+function kahn(tasks: readonly GraphTask[], dependents: Dependents): number[] {
   const indegree = new Int32Array(tasks.length);
-  for (const [i, task] of tasks.entries()) indegree[i] = uniqueDeps(task).length;
+  for (let i = 0; i < tasks.length; i += 1) indegree[i] = uniqueDeps(tasks[i] as GraphTask).length;
   const order: number[] = [];
   for (let i = 0; i < tasks.length; i += 1) if (indegree[i] === 0) order.push(i);
   for (let head = 0; head < order.length; head += 1) {

@@ -8,7 +8,7 @@
  */
 import type { Task, TaskStatus } from "../../../protocol/common.js";
 import { invalidInput, invalidPlan, notFound } from "../errors.js";
-import { dependentsIndex, type Dependents } from "./graph.js";
+import { dependentsIndex, type Dependents, type GraphIndex } from "./graph.js";
 
 /** A task with its current status, as the scheduler is built from (`TaskState` satisfies it). */
 export type SchedulerTask = Task & { status: TaskStatus };
@@ -45,6 +45,16 @@ const RUNNING = CODE.running;
 const COMPLETED = CODE.completed;
 const SKIPPED = CODE.skipped;
 
+/** Task id → index of `tasks`; throws `invalid_plan` on a duplicate id. */
+function positionsOf(tasks: readonly { taskId: string }[]): Map<string, number> {
+  const positions = new Map<string, number>();
+  for (let i = 0; i < tasks.length; i += 1) {
+    const task = tasks[i] as { taskId: string };
+    if (positions.has(task.taskId)) throw invalidPlan(`Task id ${task.taskId} is used twice`, i);
+    positions.set(task.taskId, i);
+  }
+  return positions;
+}
 /**
  * Holds the ready set and hands out tasks that may start now.
  *
@@ -59,7 +69,7 @@ const SKIPPED = CODE.skipped;
 export class Scheduler<T extends SchedulerTask = SchedulerTask> {
   private maxParallel: number;
   private tasks: T[] = [];
-  private positions = new Map<string, number>();
+  private positions: ReadonlyMap<string, number> = new Map<string, number>();
   private status = new Uint8Array(0);
   /** Distinct dependencies of each task that are not `completed`. */
   private remaining = new Int32Array(0);
@@ -88,28 +98,28 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
    * `maxParallelTasks` is a positive integer or `Infinity`.
    * Throws `DomainError` `invalid_plan` on a duplicate task id or a dependency on an unknown task, `invalid_input`
    * on a bad `maxParallelTasks`. Does NOT detect cycles: tasks on a cycle simply never become ready (validate the
-   * plan with `validatePlanGraph` first).
+   * plan with `validatePlanGraph` first). `index`: the id → index map and dependents of a task list with the same
+   * ids, in the same order, with the same dependencies (graph.ts `planGraphIndex` of a plan `sameGraph` says `tasks`
+   * follows), used as it is instead of built again; it is not changed.
    */
-  constructor(tasks: readonly T[], maxParallelTasks: number) {
+  constructor(tasks: readonly T[], maxParallelTasks: number, index?: GraphIndex) {
     this.maxParallel = checkMax(maxParallelTasks);
-    this.rebuild(tasks);
+    this.rebuild(tasks, index);
   }
 
   /**
    * Replaces the whole state with `tasks` and their statuses, e.g. after a DAG mutation or a rollback. O(V+E).
    * Same errors as the constructor; on error the previous state is kept.
    */
-  rebuild(tasks: readonly T[]): void {
+  rebuild(tasks: readonly T[], index?: GraphIndex): void {
     const n = tasks.length;
-    const positions = new Map<string, number>();
-    for (const [i, task] of tasks.entries()) {
-      if (positions.has(task.taskId)) throw invalidPlan(`Task id ${task.taskId} is used twice`, i);
-      positions.set(task.taskId, i);
-    }
+    // Indexed loops (issue 34): built once per run in code not yet optimised, where iterator steps allocate.
+    const positions = index?.positions ?? positionsOf(tasks);
     const status = new Uint8Array(n);
     const instances = new Map<string, number>();
     const instanceOf = new Int32Array(n);
-    for (const [i, task] of tasks.entries()) {
+    for (let i = 0; i < n; i += 1) {
+      const task = tasks[i] as T;
       status[i] = CODE[task.status];
       let inst = instances.get(task.instanceId);
       if (inst === undefined) {
@@ -118,7 +128,7 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
       }
       instanceOf[i] = inst;
     }
-    const dependents = dependentsIndex(tasks, positions);
+    const dependents = index?.dependents ?? dependentsIndex(tasks, positions);
     const remaining = new Int32Array(n);
     for (let j = 0; j < n; j += 1) {
       if (status[j] === COMPLETED) continue;

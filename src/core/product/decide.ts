@@ -301,7 +301,8 @@ function startDecision(ready: readonly { task: TaskState; workspace?: TaskWorksp
   if (ready.length === 0) return { events: [], effects: [] };
   const entries: Extract<NewEvent, { type: "started" }>["tasks"] = [];
   const effects: Effect[] = [];
-  for (const r of ready) {
+  for (let i = 0; i < ready.length; i++) {
+    const r = ready[i] as (typeof ready)[number];
     const task = startedTask(r.task, now, r.workspace);
     entries.push(
       r.workspace

@@ -192,7 +192,8 @@ export function startedTask(
  */
 function onStarted(model: ProductModel, e: EventOf<"started">): void {
   const s = model.state;
-  for (const entry of e.tasks) {
+  for (let k = 0; k < e.tasks.length; k++) {
+    const entry = e.tasks[k] as (typeof e.tasks)[number];
     const i = model.index.get(entry.taskId);
     const old = i === undefined ? undefined : s.tasks[i];
     if (i === undefined || old === undefined) {

@@ -9,6 +9,7 @@
  * This file must never import I/O.
  */
 import type { Instance, Plan, Task, TaskState } from "../../../protocol/common.js";
+import { planGraphIndex, sameGraph } from "../dag/graph.js";
 import { Scheduler } from "../dag/scheduler.js";
 import { BRANCH_MOVED_REMEDIATION } from "../workspace/integration.js";
 import { DomainError } from "../errors.js";
@@ -88,10 +89,11 @@ export class ExecutionLoop {
     let scheduler: Scheduler | undefined;
     try {
       if (invalid === undefined) {
-        scheduler = new Scheduler(
-          p.model.state.tasks.map((t) => ({ ...t })),
-          p.model.state.maxParallelTasks ?? p.ctx.options.maxParallelTasks,
-        );
+        // The plan's graph index, built when the plan was validated, when the task states follow the plan's graph
+        // (issue 34: not built a second time); the scheduler keeps only ids and statuses of the states.
+        const { plan, tasks } = p.model.state;
+        const index = plan && sameGraph(plan.tasks, tasks) ? planGraphIndex(plan.tasks) : undefined;
+        scheduler = new Scheduler(tasks, p.model.state.maxParallelTasks ?? p.ctx.options.maxParallelTasks, index);
       }
     } catch (err) {
       p.health.invalid = err instanceof Error ? err.message : String(err);
@@ -251,7 +253,8 @@ export class ExecutionLoop {
       reverify: [],
     };
     let completedUnwritten = 0;
-    for (const r of results) {
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i] as SettledResult;
       if (!p.pool.claim(r)) continue;
       const current = taskOf(p.model, r.taskId);
       if (!current || current.status !== "running" || current.attempts !== r.attempt) continue;
@@ -303,20 +306,26 @@ export class ExecutionLoop {
     const sched = this.#scheduler;
     for (const t of settled.integratedNow)
       p.ctx.notifier.notify("product.taskIntegrated", { productId: this.productId, ...t });
-    for (const t of settled.announce) {
+    // Indexed loops over a wave's results (issue 34: up to one per task; an iterator step allocates in code that is
+    // not optimised yet).
+    for (let i = 0; i < settled.announce.length; i++) {
+      const t = settled.announce[i] as TaskState;
       this.notifyTask(t);
       sched?.settle(t.taskId, t.status === "running" ? "pending" : t.status);
     }
-    for (const e of [...settled.flushed, ...settled.events]) {
-      const checkpointId = e.type === "task" ? e.checkpoint?.checkpointId : undefined; // a completion's (issue 34)
-      if (checkpointId === undefined) continue;
-      const ref = p.model.state.checkpoints.findLast((c) => c.checkpointId === checkpointId); // just added: last
-      if (ref)
-        p.ctx.notifier.notify("product.checkpoint", {
-          productId: this.productId,
-          checkpointId: ref.checkpointId,
-          at: ref.at,
-        });
+    for (const written of [settled.flushed, settled.events]) {
+      for (let i = 0; i < written.length; i++) {
+        const e = written[i] as NewEvent;
+        const checkpointId = e.type === "task" ? e.checkpoint?.checkpointId : undefined; // a completion's (issue 34)
+        if (checkpointId === undefined) continue;
+        const ref = p.model.state.checkpoints.findLast((c) => c.checkpointId === checkpointId); // just added: last
+        if (ref)
+          p.ctx.notifier.notify("product.checkpoint", {
+            productId: this.productId,
+            checkpointId: ref.checkpointId,
+            at: ref.at,
+          });
+      }
     }
     if (anyResult) this.#budget.announce();
     if (settled.completedNow > 0) p.inputs.refreshHead();
@@ -370,16 +379,21 @@ export class ExecutionLoop {
     const ready = sched.next();
     if (ready.length === 0) return;
     const starting: { task: TaskState; workspace?: NonNullable<TaskState["workspace"]> }[] = [];
-    for (const r of ready) {
-      const current = taskOf(p.model, r.taskId);
+    // Shared: no attempt has a worktree, and nothing is awaited per task (issue 34: 100 awaits per wave).
+    const isolated = p.workspaces.isolated() !== null;
+    for (let i = 0; i < ready.length; i++) {
+      const current = taskOf(p.model, (ready[i] as { taskId: string }).taskId);
       if (!current) continue;
-      const workspace = await p.workspaces.attemptWorkspace(current.taskId, current.attempts + 1);
-      starting.push({ task: current, ...(workspace ? { workspace } : {}) });
+      const workspace = isolated
+        ? await p.workspaces.attemptWorkspace(current.taskId, current.attempts + 1)
+        : undefined;
+      starting.push(workspace ? { task: current, workspace } : { task: current });
     }
     const decision = decide(p.model, { kind: "start", ready: starting, now: p.journal.now() });
     await p.journal.commit(decision.events);
     const inputs = taskInputsOf(p.model.state); // the same for every task of the wave: nothing is written in between
-    for (const effect of decision.effects) {
+    for (let i = 0; i < decision.effects.length; i++) {
+      const effect = decision.effects[i] as Effect;
       if (effect.kind !== "launch") continue;
       // The started state as written (the `started` event's `at` is its start time; evolve.ts onStarted).
       const task = taskOf(p.model, effect.task.taskId) ?? effect.task;

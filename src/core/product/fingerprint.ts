@@ -201,7 +201,8 @@ function taskInputJson(input: TaskInput): string {
     typeof input.instanceId === "string" &&
     typeof input.agentId === "string" &&
     (input.acceptance === undefined || typeof input.acceptance === "string");
-  for (const d of input.dependencyOutputs) {
+  for (let i = 0; i < input.dependencyOutputs.length; i++) {
+    const d = input.dependencyOutputs[i] as TaskInput["dependencyOutputs"][number];
     if (typeof d.taskId !== "string" || typeof d.output !== "string") strings = false;
     deps.push([d.taskId, d.output]);
   }
@@ -393,7 +394,10 @@ function planShaped(keys: DeclaredKeys, value: unknown): boolean {
   if (Array.isArray(value) || (proto !== Object.prototype && proto !== null)) return false;
   const fields = keys.object;
   const record = value as Record<string, unknown>;
-  for (const key of Object.keys(record)) {
+  // Indexed (issue 34): a 1,000-task plan is walked once per confirmation, in code not optimised yet.
+  const own = Object.keys(record);
+  for (let k = 0; k < own.length; k++) {
+    const key = own[k] as string;
     const field = Object.hasOwn(fields, key) ? fields[key] : undefined;
     if (field === undefined) {
       // An undeclared key is left out by `declaredOnly`; the property list would write it if another level lists it.

@@ -7,7 +7,7 @@
  * fail-closed by the caller: it is never scheduled, so nothing read back can crash the process or be executed.
  * Pure and O(V+E); it never throws, never performs I/O and never changes the state it is given.
  */
-import { validatePlanGraph, validatePlanLists, type GraphTask } from "../dag/graph.js";
+import { sameGraph, validatePlanGraph, validatePlanLists } from "../dag/graph.js";
 import type { ProductState } from "./records.js";
 
 /**
@@ -51,18 +51,4 @@ export function checkProductState(state: ProductState, productId: string): strin
     }
   }
   return undefined;
-}
-
-/** True when `b` lists the same tasks as `a`, in the same order, with the same instances and dependencies. O(V+E). */
-function sameGraph(a: readonly GraphTask[], b: readonly GraphTask[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i += 1) {
-    const x = a[i] as GraphTask;
-    const y = b[i] as GraphTask;
-    if (x.taskId !== y.taskId || x.instanceId !== y.instanceId) return false;
-    if (x.dependsOn === y.dependsOn) continue;
-    if (x.dependsOn.length !== y.dependsOn.length) return false;
-    for (let k = 0; k < x.dependsOn.length; k += 1) if (x.dependsOn[k] !== y.dependsOn[k]) return false;
-  }
-  return true;
 }

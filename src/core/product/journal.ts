@@ -32,9 +32,21 @@ export class ProductJournal {
     this.#fenced = true;
   }
 
-  /** The clock's now as an ISO-8601 UTC timestamp. */
+  /** The last timestamp `now` formatted, and the clock reading it was formatted from (ms since the epoch). */
+  #lastMs = Number.NaN;
+  #lastIso = "";
+
+  /**
+   * The clock's now as an ISO-8601 UTC timestamp. Formatted once per clock reading (issue 34: a wave asks for it once
+   * per settled result, mostly within the same millisecond).
+   */
   now(): string {
-    return new Date(this.ctx.clock.now()).toISOString();
+    const ms = this.ctx.clock.now();
+    if (ms !== this.#lastMs) {
+      this.#lastIso = new Date(ms).toISOString();
+      this.#lastMs = ms;
+    }
+    return this.#lastIso;
   }
 
   /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { TaskStatus } from "../../../protocol/common.js";
+import { planGraphIndex, validatePlanLists } from "../../../src/core/dag/graph.js";
 import { Scheduler } from "../../../src/core/dag/scheduler.js";
 import type { SchedulerTask } from "../../../src/core/dag/scheduler.js";
 import { isDomainError } from "../../../src/core/errors.js";
@@ -159,6 +160,57 @@ describe("Scheduler basics", () => {
     }
     expect(isDomainError(caught, "invalid_input")).toBe(true);
     expect(() => s.settle("zz", "completed")).toThrow("Task zz was not found.");
+  });
+});
+
+describe("Scheduler from a validated plan's index (issue 34)", () => {
+  it("runs as one that built its own index, and changes neither the index nor the tasks", () => {
+    const next = rng(34);
+    const plan = Array.from({ length: 60 }, (_, i) =>
+      task(
+        `t${i}`,
+        [
+          ...new Set(
+            Array.from({ length: i === 0 ? 0 : 1 + Math.floor(next() * 3) }, () => `t${Math.floor(next() * i)}`),
+          ),
+        ],
+        `i${i % 7}`,
+      ),
+    );
+    expect(
+      validatePlanLists({ instances: Array.from({ length: 7 }, (_, i) => ({ instanceId: `i${i}` })), tasks: plan }),
+    ).toEqual({ ok: true });
+    const index = planGraphIndex(plan);
+    expect(index).toBeDefined();
+    const positions = [...(index?.positions ?? [])];
+    const targets = [...(index?.dependents.targets ?? [])];
+    // Task states of the plan's graph (copies, as a product's are), some already settled.
+    const states = plan.map((t, i) => ({
+      ...t,
+      dependsOn: [...t.dependsOn],
+      status: (i < 10 ? "completed" : "pending") as TaskStatus,
+    }));
+    const own = new Scheduler(states, 5);
+    const shared = new Scheduler(states, 5, index);
+    for (let round = 0; round < 100 && own.hasRunnable(); round++) {
+      const a = ids(own.next());
+      expect(ids(shared.next())).toEqual(a);
+      for (const id of a) {
+        const status = next() < 0.9 ? "completed" : "failed";
+        own.settle(id, status);
+        shared.settle(id, status);
+      }
+      expect(shared.counts()).toEqual(own.counts());
+    }
+    expect([...(index?.positions ?? [])]).toEqual(positions);
+    expect([...(index?.dependents.targets ?? [])]).toEqual(targets);
+    expect(states.slice(10).every((t) => t.status === "pending")).toBe(true);
+  });
+
+  it("has no index for a task list that did not pass", () => {
+    const cyclic = [task("a", ["b"]), task("b", ["a"])];
+    expect(validatePlanLists({ instances: [{ instanceId: "i1" }], tasks: cyclic }).ok).toBe(false);
+    expect(planGraphIndex(cyclic)).toBeUndefined();
   });
 });
 
