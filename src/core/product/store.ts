@@ -444,6 +444,7 @@ export class ProductStore {
   private readonly bytesSinceSnapshot = new Map<string, number>();
   private readonly snapshotBytes = new Map<string, number>();
   private readonly headerRevisions = new Map<string, number>();
+  private readonly headerTexts = new Map<string, string>(); // the JSON written at that revision
   private readonly snapshotRevisions = new Map<string, number>();
 
   /**
@@ -463,10 +464,13 @@ export class ProductStore {
       updatedAt: s.updatedAt,
       ...(s.sessionId !== undefined ? { sessionId: s.sessionId } : {}),
     };
-    this.headerRevisions.set(
-      s.productId,
-      await this.putTracked(s.projectId, "product", s.productId, header, this.headerRevisions),
-    );
+    // The header last written at the revision known is not written again (issue 34: the end of a run wrote it twice).
+    const text = JSON.stringify(header);
+    if (!this.headerRevisions.has(s.productId) || this.headerTexts.get(s.productId) !== text) {
+      const put = this.putTracked(s.projectId, "product", s.productId, header, this.headerRevisions);
+      this.headerRevisions.set(s.productId, await put);
+      this.headerTexts.set(s.productId, text);
+    }
     if ((this.eventsSinceSnapshot.get(s.productId) ?? 0) < SNAPSHOT_MIN_EVENTS) return;
     // The last snapshot's size; before the first one, the state's size now (measured once, then kept: amortised O(1)).
     let size = this.snapshotBytes.get(s.productId);
@@ -522,20 +526,16 @@ export class ProductStore {
     return revision;
   }
 
-  /**
-   * Forgets the cached header and snapshot revisions of a product (another process may have written them), so the
-   * next write reads the current revision once. Keeps the compaction counters.
-   */
+  /** Forgets a product's cached header and snapshot revisions (another may have written them); keeps counters. */
   forgetRevisions(productId: string): void {
     this.headerRevisions.delete(productId);
+    this.headerTexts.delete(productId);
     this.snapshotRevisions.delete(productId);
   }
 
   /** Forgets cached revisions of a product (after another process may have written it). */
   forget(productId: string): void {
     this.forgetRevisions(productId);
-    this.headerRevisions.delete(productId);
-    this.snapshotRevisions.delete(productId);
     this.eventsSinceSnapshot.delete(productId);
     this.bytesSinceSnapshot.delete(productId);
     this.snapshotBytes.delete(productId);
@@ -552,13 +552,11 @@ export class ProductStore {
     let had = await this.authority.delete(projectId, "product", productId);
     had = (await this.authority.deleteStream(projectId, productStream(productId))) || had;
     had = (await this.authority.delete(projectId, "snapshot", productId)) || had;
-    for (const info of await this.authority.list(projectId, "snapshot", `${productId}/`)) {
+    for (const info of await this.authority.list(projectId, "snapshot", `${productId}/`))
       had = (await this.authority.delete(projectId, "snapshot", info.id)) || had;
-    }
     await this.authority.delete(projectId, "lease", productId);
-    for (const info of await this.authority.list(projectId, LIVE_OUTPUT_KIND, `${productId}/`)) {
+    for (const info of await this.authority.list(projectId, LIVE_OUTPUT_KIND, `${productId}/`))
       await this.authority.delete(projectId, LIVE_OUTPUT_KIND, info.id);
-    }
     had = (await this.authority.delete(INDEX_PROJECT, "product-index", productId)) || had;
     this.forget(productId);
     return had;

@@ -13,8 +13,12 @@ import type { Task, TaskState } from "../../../protocol/common.js";
 export function supersessions(
   tasks: readonly (Pick<Task, "taskId" | "supersedes"> & { status?: string })[],
 ): Map<string, string> {
-  const byId = new Map(tasks.map((t) => [t.taskId, t]));
   const out = new Map<string, string>();
+  // Most plans have no fix-up: then nothing is indexed (issue 34: the end of a 1,000-task run asked twice).
+  let fixups = false;
+  for (let i = 0; i < tasks.length && !fixups; i++) fixups = tasks[i]?.supersedes !== undefined;
+  if (!fixups) return out;
+  const byId = new Map(tasks.map((t) => [t.taskId, t]));
   for (const t of tasks) {
     const target = t.supersedes === undefined ? undefined : byId.get(t.supersedes);
     if (target === undefined || target.taskId === t.taskId || target.status !== "failed") continue;
