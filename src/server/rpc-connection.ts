@@ -7,8 +7,7 @@
  * (`$/cancelRequest` and ACP `$/cancel_request` → `AbortSignal`), outbound notifications and requests, and who hears
  * what (PROTOCOL.md section 2): extension traffic only once the client uses the extension, in its spelling. Must never know what a method does, never validate results at runtime, never
  * write to stdout other than through the writer, and never let a handler's exception text reach the wire.
- * Its pieces: inbound-request.ts (handler contexts, cancellation, names), outbound-request.ts (one server → client
- * request), extension-audience.ts (who hears extension traffic).
+ * Its pieces: inbound-request.ts (handler contexts, names), outbound-request.ts, extension-audience.ts, params-memo.ts.
  */
 import type { Message } from "vscode-jsonrpc/node";
 import {
@@ -26,7 +25,6 @@ import {
   type ResponseMessage,
 } from "vscode-jsonrpc/node";
 import type { MethodSpec, NotificationSpec } from "../../protocol/method-spec.js";
-import { safeParsePlain } from "../../protocol/errors.js";
 import type { Logger } from "../core/ports.js";
 import type { Framing } from "./framing.js";
 import type { OutboundRequestOptions } from "../adapters/persistence/host-requester.js";
@@ -43,6 +41,7 @@ import {
 import { ExtensionAudience } from "./extension-audience.js";
 import { InputHold } from "./input-hold.js";
 import { checkInputBounds } from "./input-bounds.js";
+import { ParamsMemo } from "./params-memo.js";
 import { sendOutboundRequest } from "./outbound-request.js";
 import { jsonRpcLogger } from "./logger.js";
 import {
@@ -152,6 +151,7 @@ export class RpcConnection {
    */
   private initializeTurn: Promise<void> | undefined;
   private readonly inputHold = new InputHold(INITIALIZE); // see holdUntil
+  private readonly params = new ParamsMemo(); // validates params (params-memo.ts)
   /** Inbound requests received whose answer the writer has not accepted yet (counted on arrival). */
   private unanswered = 0;
   /** Settles one answer (see `answer`): one function for every answer, so an answer allocates no callback. */
@@ -436,7 +436,7 @@ export class RpcConnection {
     if (outOfBounds) return invalidParams([outOfBounds]);
     let parsed: ReturnType<typeof spec.params.safeParse>;
     try {
-      parsed = safeParsePlain(spec.params, params ?? {});
+      parsed = this.params.parse(spec, params);
     } catch (error) {
       // e.g. an async refinement in a schema: a bug of the table, never the client's fault.
       this.logger.error({ err: error, method: spec.method }, "Params schema threw; answered -32603");
@@ -500,7 +500,7 @@ export class RpcConnection {
       this.logger.warn({ method: wireMethod, issues: [outOfBounds] }, "Notification with oversized params dropped");
       return;
     }
-    const parsed = safeParsePlain(spec.params, params ?? {});
+    const parsed = this.params.parse(spec, params);
     if (!parsed.success) {
       this.logger.warn(
         { method: wireMethod, issues: zodIssuesToWire(parsed.error) },

@@ -114,6 +114,8 @@ export class SqliteAuthority implements RunStateAuthority {
   readonly #dataVersion: Database.Statement<[], unknown>;
   /** Writes attempted through this connection (its own commits do not move `PRAGMA data_version`); see `changeMark`. */
   #writes = 0;
+  /** `#db.open`, kept here: `#run` asks on every call, and the addon's getter is a native call (issue 34). */
+  #open = true;
   /** The last mark `changeMark` made, with what it was made of. */
   #markText: { version: unknown; writes: number; mark: string } | undefined;
   /** See `shareChangeMarks`: the input counter, and the data version read at its value `epoch`. */
@@ -413,12 +415,13 @@ export class SqliteAuthority implements RunStateAuthority {
    */
   #readDataVersion(): unknown {
     const wal = this.#walIndex();
-    if (wal === undefined || !wal.read(this.#walNow)) {
-      this.#walVersion = NO_WAL_VERSION;
-      return this.#dataVersion.get();
-    }
-    if (this.#walVersion !== NO_WAL_VERSION && this.#walNow.equals(this.#walSeen)) return this.#walVersion;
+    const seen = this.#walVersion === NO_WAL_VERSION ? undefined : this.#walSeen;
+    const header = wal === undefined ? "unreadable" : wal.readSince(this.#walNow, seen);
+    if (header === "same") return this.#walVersion;
+    // A throwing pragma leaves no version kept: the next call asks SQLite again.
+    this.#walVersion = NO_WAL_VERSION;
     const version = this.#dataVersion.get();
+    if (header === "unreadable") return version;
     [this.#walSeen, this.#walNow] = [this.#walNow, this.#walSeen];
     this.#walVersion = version;
     return version;
@@ -469,6 +472,7 @@ export class SqliteAuthority implements RunStateAuthority {
     this.#wal?.close();
     try {
       this.#db.close();
+      this.#open = false;
     } catch (error) {
       throw new AuthorityFailure(`Closing the SQLite state file failed: ${messageOf(error)}`, { cause: error });
     }
@@ -518,7 +522,7 @@ export class SqliteAuthority implements RunStateAuthority {
 
   /** Runs one operation, turning every error other than a conflict into `AuthorityFailure`. */
   #run<T>(op: string, work: () => T): T {
-    if (!this.#db.open) throw new AuthorityFailure(`The SQLite authority is closed (${op}).`);
+    if (!this.#open) throw new AuthorityFailure(`The SQLite authority is closed (${op}).`);
     try {
       return work();
     } catch (error) {

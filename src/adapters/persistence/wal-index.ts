@@ -31,6 +31,12 @@ function isLiveHeader(header: Buffer): boolean {
   );
 }
 
+/** True when the first `WAL_INDEX_HEADER_BYTES` bytes of `a` and `b` are equal. */
+function sameBytes(a: Buffer, b: Buffer): boolean {
+  for (let i = 0; i < WAL_INDEX_HEADER_BYTES; i += 1) if (a[i] !== b[i]) return false;
+  return true;
+}
+
 /** The `-shm` file of one database, open for reading. */
 export class WalIndexHeader {
   private constructor(private fd: number | undefined) {}
@@ -55,13 +61,24 @@ export class WalIndexHeader {
    * (`isLiveHeader`): then `into` means nothing.
    */
   read(into: Buffer): boolean {
-    if (this.fd === undefined) return false;
+    return this.readSince(into, undefined) === "changed";
+  }
+
+  /**
+   * `read`, compared with `seen` (bytes an earlier `read` or `readSince` found live): `same` when the bytes read into
+   * `into` equal them (so they are live too, and no commit ended in between), `changed` when they differ and look like
+   * a live header, `unreadable` when `read` would be false. Compares in JavaScript and checks liveness only when the
+   * bytes moved (issue 34, request path: a `product.status` of an unchanged store makes no call but the `pread`).
+   */
+  readSince(into: Buffer, seen: Buffer | undefined): "same" | "changed" | "unreadable" {
+    if (this.fd === undefined) return "unreadable";
     try {
-      if (readSync(this.fd, into, 0, WAL_INDEX_HEADER_BYTES, 0) !== WAL_INDEX_HEADER_BYTES) return false;
+      if (readSync(this.fd, into, 0, WAL_INDEX_HEADER_BYTES, 0) !== WAL_INDEX_HEADER_BYTES) return "unreadable";
     } catch {
-      return false;
+      return "unreadable";
     }
-    return isLiveHeader(into);
+    if (seen !== undefined && sameBytes(into, seen)) return "same";
+    return isLiveHeader(into) ? "changed" : "unreadable";
   }
 
   /** Closes the file. Idempotent; later reads return false. */

@@ -282,11 +282,15 @@ describe("two connections on one file", () => {
     expect(header?.read(first)).toBe(true);
     expect(header?.read(second)).toBe(true);
     expect(second.equals(first)).toBe(true);
+    expect(header?.readSince(second, first)).toBe("same");
     await b.put("p", "lease", "prd_1", { owner: "b" }, null);
+    expect(header?.readSince(second, first)).toBe("changed");
     expect(header?.read(second)).toBe(true);
     expect(second.equals(first)).toBe(false);
+    expect(header?.readSince(first, second)).toBe("same");
     header?.close();
     expect(header?.read(second)).toBe(false);
+    expect(header?.readSince(second, first)).toBe("unreadable");
     expect(WalIndexHeader.open(join(dir, "absent.db"))).toBeUndefined();
   });
 
