@@ -10,7 +10,8 @@
  * Spawned servers run `postgres.js --server <json>` (this module's `fleetServer`).
  */
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
@@ -67,9 +68,11 @@ export async function fleetServer(options: FleetServerOptions): Promise<void> {
   const go = new Promise<void>((resolve) => createInterface({ input: process.stdin }).once("line", () => resolve()));
   process.stdout.write(`${READY}\n`);
   await go;
+  const profile = await profileRun();
   const cpu0 = process.cpuUsage();
   const result = await products(options.products);
   const cpu = process.cpuUsage(cpu0);
+  await profile?.(options.id);
   result.cpuRunMs = (cpu.user + cpu.system) / 1000;
   if (process.env.FLEET_CPU_DEBUG) {
     const switches = readFileSync(`/proc/${process.pid}/status`, "utf8")
@@ -86,6 +89,28 @@ export async function fleetServer(options: FleetServerOptions): Promise<void> {
   process.stdin.destroy();
 }
 
+/**
+ * With FLEET_PROFILE_DIR set, a V8 CPU profile of this server's timed run only (not its start-up and warm-up):
+ * starts it now and returns the function that stops it and writes `<dir>/fleet-<servers>-<id>-<pid>.cpuprofile`.
+ */
+async function profileRun(): Promise<((id: number) => Promise<void>) | undefined> {
+  const dir = process.env.FLEET_PROFILE_DIR;
+  if (!dir) return undefined;
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.setSamplingInterval", { interval: 200 });
+  await session.post("Profiler.start");
+  return async (id) => {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(
+      join(dir, `fleet-${process.env.FLEET_PROFILE_SERVERS ?? "x"}-${id}-${process.pid}.cpuprofile`),
+      JSON.stringify(profile),
+    );
+    session.disconnect();
+  };
+}
+
 /** A spawned fleet server: `ready` settles when it is warm, `go` starts its run, `result` is its last line. */
 interface SpawnedServer {
   ready: Promise<void>;
@@ -93,10 +118,13 @@ interface SpawnedServer {
   result: Promise<RunResult>;
 }
 
-function spawnServer(options: FleetServerOptions): SpawnedServer {
+function spawnServer(options: FleetServerOptions, servers: number): SpawnedServer {
   const script = join(dirname(fileURLToPath(import.meta.url)), "postgres.js");
   const args = [...serverNodeArgs(), script, "--server", JSON.stringify(options)];
-  const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(process.execPath, args, {
+    stdio: ["pipe", "pipe", "inherit"],
+    env: { ...process.env, FLEET_PROFILE_SERVERS: String(servers) },
+  });
   const lines: string[] = [];
   let readySeen: () => void = () => undefined;
   const ready = new Promise<void>((resolve) => (readySeen = resolve));
@@ -217,23 +245,30 @@ async function fleetRound(
     const products = Math.max(1, Math.round(o.products / servers));
     const started = performance.now();
     const spawned = Array.from({ length: servers }, (_, id) =>
-      spawnServer({
-        url: schemaUrl,
-        tasks: o.productTasks,
-        products,
-        inFlight: o.inFlight,
-        id,
-        warmup: o.warmup,
-        fleet: o.fleet ?? false,
-      }),
+      spawnServer(
+        {
+          url: schemaUrl,
+          tasks: o.productTasks,
+          products,
+          inFlight: o.inFlight,
+          id,
+          warmup: o.warmup,
+          fleet: o.fleet ?? false,
+        },
+        servers,
+      ),
     );
     await Promise.all(spawned.map((s) => s.ready));
     const readyMs = performance.now() - started;
     const pgCpu0 = await postgresCpuMs(admin);
     const t0 = performance.now();
+    const monotonic = (): string => (Number(process.hrtime.bigint()) / 1e9).toFixed(6);
+    const goAt = monotonic();
     for (const s of spawned) s.go();
     const results = await Promise.all(spawned.map((s) => s.result));
     const wallMs = performance.now() - t0;
+    // CLOCK_MONOTONIC seconds, for `perf record -k CLOCK_MONOTONIC` + `perf report --time go,done`.
+    if (process.env.FLEET_CPU_DEBUG) process.stderr.write(`${servers} server(s): go ${goAt}, done ${monotonic()}\n`);
     const tasks = results.reduce((n, r) => n + r.tasks, 0);
     // Backends add their CPU to the postmaster's when they exit; the pools closed before their servers exited.
     await new Promise((resolve) => setTimeout(resolve, 200));

@@ -11,7 +11,11 @@
  *   part 2 knobs: [--in-flight N] [--fleet-rounds N] [--fleet-servers 1,8] [--fleet-warmup N] [--fleet-recover] (each server runs the
  *       real Fleet as `serve --recover` composes it); FLEET_STMT_DEBUG=1 makes each server print its statements by
  *       name (and the kind of each `acp-get`) to stderr when it exits; FLEET_CPU_DEBUG=1 makes each print its user and
- *       system CPU and context switches over its timed run; BENCH_SERVER_NODE_ARGS reaches the servers.
+ *       system CPU and context switches over its timed run, and the parent print each round's go and done times
+ *       (CLOCK_MONOTONIC s: `perf record -k CLOCK_MONOTONIC`, `perf report --time go,done`); FLEET_PROFILE_DIR=dir
+ *       makes each write a V8 CPU profile of its timed run only (fleet-<servers>-<id>-<pid>.cpuprofile; wall-clock
+ *       samples: on a saturated machine they count time the process waited for a core); BENCH_SERVER_NODE_ARGS
+ *       reaches the servers.
  *
  * Part 1: one product of `tasks` tasks (random DAG, width 100, instant workers) run in-process on memory, SQLite (a
  * temp file) and PostgreSQL, twice: with a whole level in parallel (`maxParallelTasks` 100, figure 4's workload, the

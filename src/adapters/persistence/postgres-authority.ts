@@ -43,7 +43,7 @@ import {
   toJson,
 } from "./authority-checks.js";
 import { readCreationPage, readTexts, readTextsByCreation } from "./postgres-creation.js";
-import { ChangeFeed } from "./postgres-feed.js";
+import { type AnnounceFilter, ChangeFeed } from "./postgres-feed.js";
 import { appendedRow, INSERT_APPENDED, pruneEventRows, readStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
@@ -68,8 +68,9 @@ export interface PostgresAuthorityOptions {
    * that notifies holds PostgreSQL's database-wide notify lock through its commit, so the commits of notifying writes
    * are serialised across every server: announce only what some `watch` listener reacts to (the server passes the
    * fleet's `fleetWatches`). An unannounced write is still committed, read and conflict-checked the same way.
+   * `created` is set for a put that creates its record (`expectedRevision: null`).
    */
-  announce?: (change: { kind?: string; stream?: string }) => boolean;
+  announce?: AnnounceFilter;
   /** Where connection problems of the change feed are reported (it reconnects by itself). Default: ignored. */
   onFeedError?: (error: Error) => void;
 }
@@ -217,7 +218,7 @@ export class PostgresAuthority implements RunStateAuthority {
       if (expectedRevision !== null) checkRevision(expectedRevision);
       const json = toJson(value, "value");
       const updatedAt = new Date(this.#now()).toISOString();
-      const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id }, 6);
+      const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id }, 6, { created: expectedRevision === null });
       const result =
         expectedRevision === null
           ? await this.#pool.query<{ revision: string }>({
@@ -257,7 +258,9 @@ export class PostgresAuthority implements RunStateAuthority {
     return this.#run("delete", async () => {
       checkKeyText(projectId, kind, id);
       if (expectedRevision !== undefined) checkRevision(expectedRevision);
-      const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id, d: 1 }, 4, options?.announce === false);
+      const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id, d: 1 }, 4, {
+        quiet: options?.announce === false,
+      });
       const result = await this.#pool.query(
         `WITH gone AS (
            DELETE FROM records WHERE project_id = $1 AND kind = $2 AND id = $3

@@ -33,6 +33,12 @@ interface ChangePayload {
 /** The change a write announces: project, and either a record's kind and id or a stream. */
 export type AnnouncedChange = Omit<ChangePayload, "w" | "n">;
 
+/**
+ * Decides whether a write is announced (PostgresAuthorityOptions.announce): the record's `kind` or the `stream`, and
+ * `created` when the write is a put that creates the record (compare-and-swap on "does not exist").
+ */
+export type AnnounceFilter = (change: { kind?: string; stream?: string; created?: true }) => boolean;
+
 export interface ChangeFeedOptions {
   connectionString: string;
   connectionTimeoutMs: number;
@@ -40,7 +46,7 @@ export interface ChangeFeedOptions {
   /** The writer id of the authority that owns this feed: its own writes are not delivered back to it. */
   writerId: string;
   /** Which writes are announced; default every one (PostgresAuthorityOptions.announce). */
-  announce?: (change: { kind?: string; stream?: string }) => boolean;
+  announce?: AnnounceFilter;
   /** Where connection problems are reported (the feed reconnects by itself). */
   onFeedError?: (error: Error) => void;
 }
@@ -61,16 +67,22 @@ export class ChangeFeed {
   /**
    * A `pg_notify` call announcing one change (delivered only if the surrounding transaction commits), with its
    * payload as parameter number `index` of the statement, and the suffix of a prepared statement's name; a change
-   * that `announce` leaves out, or any with `quiet`, gets a column that sends nothing (suffix `-quiet`).
+   * that `announce` leaves out (`created`: the write creates the record), or any with `quiet`, gets a column that
+   * sends nothing (suffix `-quiet`).
    */
-  notifySql(change: AnnouncedChange, index: number, quiet = false): { sql: string; params: string[]; name: string } {
+  notifySql(
+    change: AnnouncedChange,
+    index: number,
+    options: { quiet?: boolean; created?: boolean } = {},
+  ): { sql: string; params: string[]; name: string } {
     const announce = this.#o.announce;
     if (
-      quiet ||
+      options.quiet === true ||
       (announce &&
         !announce({
           ...(change.k !== undefined ? { kind: change.k } : {}),
           ...(change.s !== undefined ? { stream: change.s } : {}),
+          ...(options.created === true ? { created: true as const } : {}),
         }))
     ) {
       // The parameter stays (typed, unused) so the statement keeps its shape; a prepared one gets its own name.

@@ -173,17 +173,22 @@ describePostgres("PostgresAuthority: change feed", () => {
     await other.appendEvents("p", "product/prd_1", [{ e: 2 }], 1);
     await other.delete("p", "product", "prd_1");
     await other.put("p", "control", "prd_1/r1", { n: 1 }, null);
+    // A lease created where none was fences nobody (issue 32): only the write over its revision (a take-over) is told.
     await other.put("p", "lease", "prd_1", { n: 1 }, null);
-    await eventually(() => changes.length >= 2, 10_000);
+    await other.put("p", "lease", "prd_1", { n: 2 }, 1);
+    await other.put("p", "control", "prd_1/r2", { n: 1 }, null);
+    await eventually(() => changes.length >= 3, 10_000);
     expect(changes).toEqual([
       { projectId: "p", kind: "control", id: "prd_1/r1" },
       { projectId: "p", kind: "lease", id: "prd_1" },
+      { projectId: "p", kind: "control", id: "prd_1/r2" },
     ]);
     expect((await owner.readEvents("p", "product/prd_1", 0)).map((e) => e.event)).toEqual([{ e: 1 }, { e: 2 }]);
     expect(await rejectionOf(other.appendEvents("p", "product/prd_1", [{ e: 3 }], 1))).toBeInstanceOf(
       AuthorityConflict,
     );
-    expect(await rejectionOf(other.put("p", "lease", "prd_1", { n: 2 }, 7))).toBeInstanceOf(AuthorityConflict);
+    expect(await rejectionOf(other.put("p", "lease", "prd_1", { n: 3 }, 7))).toBeInstanceOf(AuthorityConflict);
+    expect(await owner.get("p", "lease", "prd_1")).toMatchObject({ value: { n: 2 }, revision: 2 });
   });
 
   it("does not mix two schemas on one database", async () => {
