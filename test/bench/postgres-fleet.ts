@@ -3,7 +3,7 @@
  * server processes on one database, each driving its share of `products` products of `productTasks` instant tasks
  * (default 2,000 × 10), `inFlight` at a time. Each server first opens its pool and runs `warmup` products of its own
  * (not counted: a fleet's servers are long-lived, so the figure is their steady state, not Node's start-up and JIT
- * warm-up), then reports ready; the clock starts when every server is ready and is told to go at once, and stops
+ * warm-up; a server's CPU per task still falls until about 200 products of 10 tasks), then reports ready; the clock starts when every server is ready and is told to go at once, and stops
  * when the last one is done. Printed per server count, over `rounds` rounds: tasks per second (median, lowest,
  * highest), the ratio to one server (no contention collapse: 8 servers ≥ 1 server), statements per task (client
  * round trips of every server), CPU per task of the servers and of PostgreSQL, and the time from spawn to ready.

@@ -221,7 +221,7 @@ export async function postgresFigures(
         inFlight: options.inFlight ?? 1,
         rounds: options.fleetRounds ?? 1,
         servers: options.fleetServers ?? [1, 2, 4, 8],
-        warmup: options.fleetWarmup ?? 100,
+        warmup: options.fleetWarmup ?? 300,
         fleet: options.fleetRecover ?? false,
       };
       fleet.push(...(await fleetFigures(url, admin, o, log)));
@@ -258,7 +258,7 @@ export async function postgresFigures(
     stores,
     fleet,
     ...(stored ? { stored } : {}),
-    markdown: markdown(stores, fleet, options.fleetWarmup ?? 100, stored),
+    markdown: markdown(stores, fleet, options.fleetWarmup ?? 300, stored),
   };
 }
 
@@ -346,7 +346,7 @@ async function main(): Promise<void> {
       "fleet-rounds": { type: "string", default: "1" },
       "in-flight": { type: "string", default: "1" },
       "fleet-servers": { type: "string", default: "1,2,4,8" },
-      "fleet-warmup": { type: "string", default: "100" },
+      "fleet-warmup": { type: "string", default: "300" },
       "fleet-recover": { type: "boolean", default: false },
       stores: { type: "string", default: "memory,sqlite,postgres" },
       server: { type: "string" },
