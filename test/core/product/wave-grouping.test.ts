@@ -46,4 +46,25 @@ describe("execution waves", () => {
     const dRunning = batches.findIndex((b) => b.includes("d:running"));
     expect(dRunning).toBeGreaterThan(batches.indexOf(completions[0] as string[]));
   });
+
+  it("writes a run's first wave, which settled nothing, as one append: its elapsed time with its starts", async () => {
+    const h = createHarness({
+      plan: draftPlan([
+        { id: "a", instance: "i1" },
+        { id: "b", instance: "i2", deps: ["a"] },
+      ]),
+    });
+    const appends: string[][] = [];
+    const append = h.authority.appendEvents.bind(h.authority);
+    h.authority.appendEvents = (projectId, stream, events, expectedSeq) => {
+      appends.push(events.map((e) => String((e as { type?: string }).type)));
+      return append(projectId, stream, events, expectedSeq);
+    };
+    const productId = await h.started();
+    await h.finished(productId);
+    const confirmed = appends.findIndex((types) => types.includes("confirmed"));
+    expect(appends[confirmed + 1]).toEqual(["elapsed", "started"]);
+    // Every elapsed time is still written: one per wave, and the end's.
+    expect(appends.filter((types) => types.includes("elapsed")).length).toBeGreaterThanOrEqual(3);
+  });
 });
