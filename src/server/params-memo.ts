@@ -49,9 +49,12 @@ export class ParamsMemo {
   }
 }
 
-/** True when `params` is an object with exactly `last`'s members, in order, with the same values. */
+/**
+ * True when `params` is a plain object (as `flatMembers` remembers: an array with the same members, e.g. by-position
+ * `[]` for a remembered `{}`, is not one) with exactly `last`'s members, in order, with the same values.
+ */
 function sameMembers(params: unknown, last: Accepted): boolean {
-  if (typeof params !== "object" || params === null) return false;
+  if (typeof params !== "object" || params === null || Object.getPrototypeOf(params) !== Object.prototype) return false;
   const { keys, values } = last;
   let n = 0;
   for (const key in params) {
@@ -66,7 +69,8 @@ function sameMembers(params: unknown, last: Accepted): boolean {
  * each a string, number, boolean or null; else `undefined`.
  */
 function flatMembers(value: unknown): { keys: string[]; values: unknown[] } | undefined {
-  if (typeof value !== "object" || value === null || Object.getPrototypeOf(value) !== Object.prototype) return undefined;
+  if (typeof value !== "object" || value === null || Object.getPrototypeOf(value) !== Object.prototype)
+    return undefined;
   const keys: string[] = [];
   const values: unknown[] = [];
   for (const key in value) {

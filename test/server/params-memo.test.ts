@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { MethodSpec } from "../../protocol/method-spec.js";
+import { serverMethods } from "../../protocol/methods.js";
 import { ParamsMemo } from "../../src/server/params-memo.js";
 
 /** A spec whose params schema counts its parses (a refinement that runs once per parse). */
@@ -58,5 +59,15 @@ describe("ParamsMemo", () => {
     memo.parse(spec, { a: "x" });
     memo.parse(spec, { a: "x" });
     expect(parses()).toBe(3);
+  });
+
+  it("refuses array params a method refuses, even when an object with the same members was accepted before", () => {
+    // by-position params [] (or ["x"]) are not the object {} (or {"0": "x"}): the schema refuses the array.
+    const memo = new ParamsMemo();
+    const spec = (method: string) => serverMethods.find((m) => m.method === method) as unknown as MethodSpec;
+    expect(memo.parse(spec("product.list"), {}).success).toBe(true);
+    expect(memo.parse(spec("product.list"), []).success).toBe(false);
+    expect(memo.parse(spec("session/list"), { "0": "x" }).success).toBe(true);
+    expect(memo.parse(spec("session/list"), ["x"]).success).toBe(false);
   });
 });
