@@ -310,11 +310,11 @@ export function dependentsIndex(tasks: readonly GraphTask[], positions: Readonly
 // ---------------------------------------------------------------------------------------------------------------
 // Internals
 
-/** Map task id → index; throws `invalid_plan` on a duplicate id. */
-function indexTasks(tasks: readonly GraphTask[]): Map<string, number> {
+/** Map task id → index; throws `invalid_plan` on a duplicate id. O(V). */
+export function indexTasks(tasks: readonly { taskId: string }[]): Map<string, number> {
   const positions = new Map<string, number>();
   for (let i = 0; i < tasks.length; i += 1) {
-    const task = tasks[i] as GraphTask;
+    const task = tasks[i] as { taskId: string };
     if (positions.has(task.taskId)) throw invalidPlan(`Task id ${task.taskId} is used twice`, i);
     positions.set(task.taskId, i);
   }

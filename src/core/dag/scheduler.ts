@@ -7,8 +7,8 @@
  * notifies anyone, and it never modifies the task objects it is given.
  */
 import type { Task, TaskStatus } from "../../../protocol/common.js";
-import { invalidInput, invalidPlan, notFound } from "../errors.js";
-import { dependentsIndex, type Dependents, type GraphIndex } from "./graph.js";
+import { invalidInput, notFound } from "../errors.js";
+import { dependentsIndex, indexTasks, type Dependents, type GraphIndex } from "./graph.js";
 
 /** A task with its current status, as the scheduler is built from (`TaskState` satisfies it). */
 export type SchedulerTask = Task & { status: TaskStatus };
@@ -45,16 +45,6 @@ const RUNNING = CODE.running;
 const COMPLETED = CODE.completed;
 const SKIPPED = CODE.skipped;
 
-/** Task id → index of `tasks`; throws `invalid_plan` on a duplicate id. */
-function positionsOf(tasks: readonly { taskId: string }[]): Map<string, number> {
-  const positions = new Map<string, number>();
-  for (let i = 0; i < tasks.length; i += 1) {
-    const task = tasks[i] as { taskId: string };
-    if (positions.has(task.taskId)) throw invalidPlan(`Task id ${task.taskId} is used twice`, i);
-    positions.set(task.taskId, i);
-  }
-  return positions;
-}
 /**
  * Holds the ready set and hands out tasks that may start now.
  *
@@ -114,7 +104,7 @@ export class Scheduler<T extends SchedulerTask = SchedulerTask> {
   rebuild(tasks: readonly T[], index?: GraphIndex): void {
     const n = tasks.length;
     // Indexed loops (issue 34): built once per run in code not yet optimised, where iterator steps allocate.
-    const positions = index?.positions ?? positionsOf(tasks);
+    const positions = index?.positions ?? indexTasks(tasks);
     const status = new Uint8Array(n);
     const instances = new Map<string, number>();
     const instanceOf = new Int32Array(n);
