@@ -8,8 +8,9 @@
  * log (the test's witness, outside both servers).
  *
  * 10 rounds: a fresh victim server starts two remote-backed products (a → b → c, each task writing
- * `tasks/<taskId>.txt`), is stopped (SIGSTOP) once both products pushed their first task, has its whole machine
- * directory deleted (so nothing the survivor does can depend on the dead server's disk), and is killed -9. The
+ * `tasks/<taskId>.txt`), is stopped (SIGSTOP, with every process it started) once both products pushed their first
+ * task, has its whole machine directory deleted (so nothing the survivor does can depend on the dead server's disk),
+ * and is killed -9 with all its processes. The
  * survivor (`--recover`) takes every product over from the run state and the remote alone and finishes it. Asserted:
  * every product completed; the remote's `acp/<productId>` is the recorded head and carries each task's change exactly
  * once; the remote's `reference-transaction` hook log shows no ref of the remote ever moved backwards; in every
@@ -31,6 +32,7 @@ import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js
 import { changesOn, makeBareRemote, type BareRemote } from "../support/git-remote.js";
 import { INSTANCES, dropAfterAll, projectOf, readLog, streamProblems } from "../support/liveness-fleet.js";
 import { describePostgres, eventually, freshSchema, urlWithSchema } from "../support/postgres.js";
+import { freezeTree, killTree } from "../support/process-tree.js";
 import { startServer, tempDir, type ServerHandle } from "../support/server-process.js";
 
 const { schemas } = dropAfterAll();
@@ -143,11 +145,14 @@ describePostgres("a fleet across machines: the code travels through a git remote
             ),
           ),
         );
-        // The machine goes away with its disk: frozen, its directory gone, then killed.
-        process.kill(victim.child.pid as number, "SIGSTOP");
+        // The machine goes away with its disk: every process on it frozen (the server, its watchdogs and agents:
+        // an agent left running would go on writing under the machine's directory and make it again), its
+        // directory gone, then every process killed.
+        const tree = freezeTree(victim.child.pid as number);
         const gone = `${m.dir}.gone`;
         renameSync(m.dir, gone);
         rmSync(gone, { recursive: true, force: true, maxRetries: 5 });
+        killTree(tree);
         await victim.kill();
         for (const id of ids) killedAt.set(id, Date.now());
         expect(existsSync(m.dir)).toBe(false);
