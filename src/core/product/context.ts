@@ -48,6 +48,12 @@ export interface ProductOptions {
   /** How often the owner renews its lease, in ms (default 10 s; must be well below `leaseTtlMs`). */
   leaseRenewMs: number;
   /**
+   * The least time between two writes of a running product's header that differ only in progress, in ms (default
+   * 1000, `DEFAULT_HEADER_PROGRESS_MS`; 0: every execution wave writes it). Phase changes are written at once
+   * (header-pacing.ts, issue 32).
+   */
+  headerProgressMs?: number;
+  /**
    * Version of the leader's prompt templates, part of the plan fingerprint (drift detection). The composition root
    * passes the adapter's constant (`leader-prompts.ts`); the core never imports adapters. Default `heuristic-1`.
    */

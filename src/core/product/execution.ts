@@ -248,7 +248,7 @@ export class ExecutionLoop {
     // Nothing started: the time alone, unless the run stopped meanwhile (its end, or a pause, wrote the time it stopped
     // at, before its outcome: nothing is written after that, nor after the lease is given back).
     if (elapsed.due && this.#driving) await p.journal.commit([{ type: "elapsed", elapsedMs: p.timers.elapsedMs() }]);
-    if (results.length > 0 || written || settled.flushed.length > 0) await p.journal.writeHeader();
+    if (results.length > 0 || written || settled.flushed.length > 0) await p.journal.writeWaveHeader();
     p.pool.resolveIdle();
   }
 

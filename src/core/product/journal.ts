@@ -5,22 +5,31 @@
  * orchestrator's `onWriteError`; the journal only reports it. Never performs I/O of its own: the store is a port.
  * The stamping and reading rules are the ones every journal follows (event-journal.ts; goal runs use them too).
  */
-import { conflict, type DomainError } from "../errors.js";
+import { conflict, isDomainError, type DomainError } from "../errors.js";
 import type { ProductContext } from "./context.js";
 import type { NewEvent } from "./decide.js";
 import { stampEvents } from "./event-journal.js";
+import { HeaderPacing } from "./header-pacing.js";
 import type { ProductEvent } from "./records.js";
 import type { ProductModel } from "./state.js";
 
 export class ProductJournal {
   #fenced = false;
+  /** When a running product's header is written (header-pacing.ts). */
+  readonly #pacing: HeaderPacing;
 
   constructor(
     private readonly model: ProductModel,
     private readonly ctx: ProductContext,
     /** Maps a failed write to the error the caller gets, after reacting to it (orchestrator.ts). */
     private readonly onWriteError: (err: unknown) => DomainError,
-  ) {}
+    /** Runs `fn` in the product's exclusive section (sections.ts): the trailing header write runs there. */
+    private readonly exclusive: (fn: () => Promise<void>) => Promise<void> = (fn) => fn(),
+  ) {
+    this.#pacing = new HeaderPacing(ctx.clock, ctx.options.headerProgressMs ?? DEFAULT_HEADER_PROGRESS_MS, () =>
+      this.#trailingWrite(),
+    );
+  }
 
   /** True once a write of this instance was refused or its lease was taken (guarantee 6): it never writes again. */
   get fenced(): boolean {
@@ -61,7 +70,7 @@ export class ProductJournal {
     const phaseBefore = this.model.state.phase;
     try {
       await this.ctx.store.append(this.model, stamped);
-      if (opts.header) await this.ctx.store.writeHeader(this.model);
+      if (opts.header) await this.#writeHeader();
     } catch (err) {
       throw this.onWriteError(err);
     } finally {
@@ -80,12 +89,60 @@ export class ProductJournal {
     }
   }
 
-  /** Writes the header record (`product.list`'s index). */
+  /** Writes the header record (`product.list`'s index) now. */
   async writeHeader(): Promise<void> {
     try {
-      await this.ctx.store.writeHeader(this.model);
+      await this.#writeHeader();
     } catch (err) {
       throw this.onWriteError(err);
     }
   }
+
+  /**
+   * An execution wave's header: written now when its phase changed or the pacing period ended, else held back for
+   * the trailing write (header-pacing.ts); compaction is checked either way (store.ts `compactIfDue`, guarantee 14).
+   */
+  async writeWaveHeader(): Promise<void> {
+    try {
+      if (this.#pacing.writeNow(this.model.state.phase)) await this.#writeHeader();
+      else await this.ctx.store.compactIfDue(this.model);
+    } catch (err) {
+      throw this.onWriteError(err);
+    }
+  }
+
+  /** True while a wave's header change is held back (the product is not idle: orchestrator.ts `isIdle`). */
+  get headerPending(): boolean {
+    return this.#pacing.pending;
+  }
+
+  /**
+   * Writes a held-back header now (before the lease is given back at shutdown); nothing when none is held back or
+   * this instance is fenced. Call inside the product's exclusive section.
+   */
+  async flushHeader(): Promise<void> {
+    this.#pacing.cancel();
+    if (!this.#pacing.pending) return;
+    if (this.#fenced) {
+      this.#pacing.written(this.model.state.phase); // never written by this instance again
+      return;
+    }
+    await this.writeHeader();
+  }
+
+  async #writeHeader(): Promise<void> {
+    await this.ctx.store.writeHeader(this.model);
+    this.#pacing.written(this.model.state.phase);
+  }
+
+  #trailingWrite(): void {
+    this.exclusive(() => this.flushHeader()).catch((err: unknown) => {
+      // A failed write already paused or fenced the product (onWriteError); only an unexpected error is news.
+      if (!isDomainError(err))
+        this.ctx.logger.error({ productId: this.model.state.productId, err }, "header write failed");
+    });
+  }
 }
+
+/** Default of `ProductOptions.headerProgressMs`: a running product's header is at most 1 s behind its progress. */
+export const DEFAULT_HEADER_PROGRESS_MS = 1_000;

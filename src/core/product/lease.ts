@@ -196,6 +196,10 @@ export class ProductLease {
         throw persistenceFailed("this server cannot confirm its liveness to the shared store (docs/FLEET.md)");
       }
       try {
+        // Most takes find no lease (a product started, or resumed after a release): the record is created by CAS
+        // without reading first (issue 32: one statement fewer per run). One that exists refuses the creation and is
+        // read and judged below, as before.
+        if (await this.createLease()) return;
         const current = await this.store.readLease(this.projectId, this.productId);
         if (current.invalid) {
           this.logger.warn({ productId: this.productId }, "lease record does not parse; treating it as expired");
@@ -212,11 +216,7 @@ export class ProductLease {
             );
           }
         }
-        const now = this.clock.now();
-        this.#revision = await this.store.putLease(this.projectId, this.productId, this.value(now), current.revision);
-        this.#expiresAtMs = now + this.settings.ttlMs;
-        this.#generation++;
-        this.arm();
+        await this.write(current.revision);
       } catch (err) {
         if (err instanceof AuthorityConflict) {
           const winner = await this.holder().catch(() => null);
@@ -255,6 +255,26 @@ export class ProductLease {
         this.logger.warn({ productId: this.productId, err }, "could not release the product lease; it will expire");
       }
     });
+  }
+
+  /** Creates the lease record where none exists (inside `serial`); false when one exists. */
+  private async createLease(): Promise<boolean> {
+    try {
+      await this.write(null);
+      return true;
+    } catch (err) {
+      if (err instanceof AuthorityConflict) return false;
+      throw err;
+    }
+  }
+
+  /** Writes this owner's lease by CAS on `expected` (inside `serial`), holds it and starts the heartbeat. */
+  private async write(expected: number | null): Promise<void> {
+    const now = this.clock.now();
+    this.#revision = await this.store.putLease(this.projectId, this.productId, this.value(now), expected);
+    this.#expiresAtMs = now + this.settings.ttlMs;
+    this.#generation++;
+    this.arm();
   }
 
   /** Forgets the lease without writing (it was lost): stops the heartbeat. */

@@ -185,6 +185,8 @@ export class Lifecycle {
     const p = this.p;
     p.leader.abortLeaderTurn();
     await this.stopExecution();
+    // A header change held back by its pacing is written while the lease is still held (header-pacing.ts).
+    await p.sections.run(() => p.journal.flushHeader());
     await p.access.releaseLease();
   }
 

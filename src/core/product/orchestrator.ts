@@ -69,7 +69,12 @@ export class ProductOrchestrator {
     };
     const p = { model, ctx, health } as Writable<ProductParts>;
     p.sections = new ExclusiveSections();
-    p.journal = new ProductJournal(model, ctx, (err) => this.onWriteError(err));
+    p.journal = new ProductJournal(
+      model,
+      ctx,
+      (err) => this.onWriteError(err),
+      (fn) => p.sections.run(fn),
+    );
     p.ownership = productOwnership(model, ctx, (loss) => this.onLeaseLost(loss));
     p.pool = new WorkerPool(ctx.workers);
     p.timers = new RunTimers(model, ctx.clock, ctx.options);
@@ -146,7 +151,7 @@ export class ProductOrchestrator {
   /**
    * True when nothing of this product is going on in this process, so that dropping this instance from memory loses
    * nothing (guarantee 14: memory holds the products being driven or recently read): it does not drive execution,
-   * holds no lease, has no worker, settled result, leader turn, timer, probe or operation in flight, nobody waits for
+   * holds no lease, has no worker, settled result, leader turn, timer, held-back header, probe or operation in flight, nobody waits for
    * it to go idle, and it is not in `planning` (whose leader turn may be about to start). Read-only.
    */
   get isIdle(): boolean {
@@ -158,6 +163,7 @@ export class ProductOrchestrator {
       !p.run.waveQueued &&
       p.leader.idle &&
       !p.timers.armed &&
+      !p.journal.headerPending &&
       !p.inputs.probing &&
       p.sections.active === 0 &&
       this.model.state.phase !== "planning"
@@ -350,7 +356,7 @@ export class ProductOrchestrator {
       // The other owner's records are the truth now, elapsed time included: this instance's clock stops with it.
       p.run.stopDriving();
       p.ownership.drop();
-      if (wasDriving) p.ownership.announceLost(err.details.owner);
+      if (wasDriving) this.announceTakeover(err.details.owner);
       return conflict(err.details, `Product ${this.productId}`);
     }
     const cause = err instanceof Error ? err.message : String(err);
@@ -359,6 +365,19 @@ export class ProductOrchestrator {
     if (!(err instanceof AuthorityFailure)) p.ctx.logger.error({ err }, "unexpected error while persisting");
     if (!TerminalPhases.includes(this.model.state.phase)) this.pauseInMemory(cause);
     return persistenceFailed(cause);
+  }
+
+  /**
+   * Sends `product.ownershipLost` after a refused write, naming the new owner: the one the refusal named, else (a
+   * refused header or event append names nobody) the lease's holder read now, when it is another owner.
+   */
+  private announceTakeover(owner: string | undefined): void {
+    const ownership = this.#p.ownership;
+    if (owner !== undefined) return ownership.announceLost(owner);
+    ownership.holder().then(
+      (holder) => ownership.announceLost(holder && !holder.mine ? holder.owner : undefined),
+      () => ownership.announceLost(undefined),
+    );
   }
 
   /** Guarantee 2: stop scheduling and pause, in memory, with the cause; the next successful write records it. */

@@ -8,7 +8,7 @@
  */
 import type { Phase } from "../../../protocol/common.js";
 import type { RunStateAuthority } from "../ports.js";
-import { AuthorityConflict, STORED_TEXT_LENGTH } from "../ports.js";
+import { STORED_TEXT_LENGTH } from "../ports.js";
 import { notFound } from "../errors.js";
 import { listMatchingRecords } from "../indexed-records.js";
 import { byCreation, listHeaderEntries, listProductHeaders, type HeaderList, type HeaderQuery } from "./header-list.js";
@@ -16,7 +16,6 @@ import { streamHeaderEntries, type HeaderBatchSink } from "./header-stream.js";
 import { checkProductState } from "./integrity.js";
 import {
   INDEX_PROJECT,
-  LeaseRecord,
   ProductEvent,
   ProductHeaderRecord,
   ProductIndexRecord,
@@ -25,10 +24,13 @@ import {
 } from "./records.js";
 import { compactStream, hasGap, missingBefore, snapshotId } from "./compaction.js";
 import { LIVE_OUTPUT_KIND } from "./live-output.js";
+import { LeaseRecords, type LeaseRead } from "./lease-records.js";
 import { evolve } from "./evolve.js";
 import { foldStored } from "./event-journal.js";
 import { emptyState, modelOf, progressOfModel, resetModel, type ProductModel } from "./state.js";
-import type { CheckpointRef, ProductState } from "./records.js";
+import type { CheckpointRef, ProductState, LeaseRecord } from "./records.js";
+
+export type { LeaseRead } from "./lease-records.js";
 
 /** A model loaded from the authority, with what had to be skipped. */
 export interface LoadedProduct {
@@ -77,30 +79,18 @@ function jsonLength(value: unknown): number {
   return JSON.stringify(value)?.length ?? 0;
 }
 
-/** What `readLease` answers. */
-export interface LeaseRead {
-  lease: LeaseRecord | null;
-  revision: number | null;
-  invalid: boolean;
-}
-
-/** Lease reads kept per change mark (see `readLease`); past this many the whole set is dropped. */
-const MAX_KEPT_LEASE_READS = 1024;
-
-function copyLeaseRead(read: LeaseRead): LeaseRead {
-  return { lease: read.lease ? { ...read.lease } : null, revision: read.revision, invalid: read.invalid };
-}
-
 export class ProductStore {
   /** Where each model's last `catchUp` with a change mark left it (issue 16: skip the read while nothing changed). */
   private readonly caughtUp = new WeakMap<ProductModel, { mark: string; seq: number }>();
-  /** The last lease read of each product with the change mark it was read at (`readLease`). */
-  private readonly leaseReads = new Map<string, { mark: string; read: LeaseRead }>();
+  /** Lease records (guarantee 6; the policy is in lease.ts). */
+  private readonly leases: LeaseRecords;
 
   constructor(
     private readonly authority: RunStateAuthority,
     private readonly checkpointHistory: number,
-  ) {}
+  ) {
+    this.leases = new LeaseRecords(authority);
+  }
 
   /** The authority's backend name (`memory`, `sqlite`, `host`…). */
   get backend(): string {
@@ -112,6 +102,9 @@ export class ProductStore {
     await this.authority.put(INDEX_PROJECT, "product-index", productId, { v: 1, projectId }, null);
     const model = modelOf(emptyState(), this.checkpointHistory);
     await this.append(model, events);
+    // No header can exist: its index record was just created, and a delete removes the index record last. The header
+    // is created without reading it first (issue 32: one statement fewer per product).
+    this.headerRevisions.set(productId, 0);
     await this.writeHeader(model);
     return model;
   }
@@ -367,56 +360,19 @@ export class ProductStore {
   // -------------------------------------------------------------------------------------------------------------
   // Leases (guarantee 6; the policy is in lease.ts)
 
-  /**
-   * Reads a product's lease. `lease` is `null` when there is no record or when the record does not parse (an invalid
-   * lease proves no live owner; `invalid` says which); `revision` is the record's revision either way, for a CAS
-   * take-over. Never writes. With `mark` (`changeMark()`, taken before the call), a read of the same product at the
-   * same mark is answered from memory (nothing was committed since; issue 16); without one the authority is read.
-   */
-  async readLease(projectId: string, productId: string, mark?: string): Promise<LeaseRead> {
-    const key = `${projectId}\u0000${productId}`;
-    if (mark !== undefined) {
-      const kept = this.leaseReads.get(key);
-      if (kept !== undefined && kept.mark === mark) return copyLeaseRead(kept.read);
-    }
-    const rec = await this.authority.get(projectId, "lease", productId);
-    let read: LeaseRead;
-    if (!rec) read = { lease: null, revision: null, invalid: false };
-    else {
-      const parsed = LeaseRecord.safeParse(rec.value);
-      read = parsed.success
-        ? { lease: parsed.data, revision: rec.revision, invalid: false }
-        : { lease: null, revision: rec.revision, invalid: true };
-    }
-    if (mark !== undefined) {
-      if (this.leaseReads.size >= MAX_KEPT_LEASE_READS) this.leaseReads.clear();
-      this.leaseReads.set(key, { mark, read: copyLeaseRead(read) });
-    } else this.leaseReads.delete(key);
-    return read;
+  /** Reads a product's lease (lease-records.ts `LeaseRecords.read`). Never writes. */
+  readLease(projectId: string, productId: string, mark?: string): Promise<LeaseRead> {
+    return this.leases.read(projectId, productId, mark);
   }
 
-  /**
-   * Writes a product's lease by compare-and-swap (`expectedRevision: null` = must not exist) and returns the new
-   * revision. Throws `AuthorityConflict` when someone else wrote it first, `AuthorityFailure` when the write failed.
-   */
-  async putLease(
-    projectId: string,
-    productId: string,
-    lease: LeaseRecord,
-    expectedRevision: number | null,
-  ): Promise<number> {
-    const { revision } = await this.authority.put(projectId, "lease", productId, lease, expectedRevision);
-    return revision;
+  /** Writes a product's lease by compare-and-swap (lease-records.ts `LeaseRecords.put`); resolves to its revision. */
+  putLease(projectId: string, productId: string, lease: LeaseRecord, expectedRevision: number | null): Promise<number> {
+    return this.leases.put(projectId, productId, lease, expectedRevision);
   }
 
-  /** Deletes a lease still at `expectedRevision` (`false`: gone or changed); `announce` as DeleteOptions says. */
-  async deleteLease(projectId: string, productId: string, expectedRevision: number, announce = true): Promise<boolean> {
-    try {
-      return await this.authority.delete(projectId, "lease", productId, expectedRevision, { announce });
-    } catch (err) {
-      if (err instanceof AuthorityConflict) return false;
-      throw err;
-    }
+  /** Deletes a lease still at `expectedRevision` (lease-records.ts `LeaseRecords.delete`). */
+  deleteLease(projectId: string, productId: string, expectedRevision: number, announce = true): Promise<boolean> {
+    return this.leases.delete(projectId, productId, expectedRevision, announce);
   }
 
   /**
@@ -471,6 +427,16 @@ export class ProductStore {
       this.headerRevisions.set(s.productId, await put);
       this.headerTexts.set(s.productId, text);
     }
+    await this.compactIfDue(model);
+  }
+
+  /**
+   * Writes a snapshot and compacts behind it (`writeSnapshot`) once enough was appended since the last one: at least
+   * `SNAPSHOT_MIN_EVENTS` events and `SNAPSHOT_BYTES_FACTOR` times the last snapshot's size (guarantee 14: a load
+   * replays a bounded tail). Nothing otherwise. Throws what the authority throws.
+   */
+  async compactIfDue(model: ProductModel): Promise<void> {
+    const s = model.state;
     if ((this.eventsSinceSnapshot.get(s.productId) ?? 0) < SNAPSHOT_MIN_EVENTS) return;
     // The last snapshot's size; before the first one, the state's size now (measured once, then kept: amortised O(1)).
     let size = this.snapshotBytes.get(s.productId);

@@ -31,7 +31,7 @@ const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown
     const a = args[0] as { text?: string; name?: string } | string;
     let key = (typeof a === "string" ? a : (a?.name ?? a?.text ?? "?")).replace(/\s+/g, " ").slice(0, 90);
     const v = (a as { values?: unknown[] })?.values ?? (args[1] as unknown[] | undefined);
-    if (key === "acp-get") key += ` ${String(v?.[1])}`;
+    if (key === "acp-get" || key.startsWith("acp-put")) key += ` ${String(v?.[1])}`;
     stmtDebug.set(key, (stmtDebug.get(key) ?? 0) + 1);
   }
   return clientQuery.apply(this, args);
