@@ -12,7 +12,7 @@ import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { ReportedFailure, UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
 import { DRIVE_OPTIONS as COMMON, commandFlags, followToEnd, resumeCommandLine, serveArgs, write } from "./drive.js";
-import { inCliWords } from "../operator/cli-verbs.js";
+import { inCliWords, shellWord } from "../operator/cli-verbs.js";
 import { refuseGoalRun, tryControlFirst } from "./control.js";
 
 /** `--agents a,b` as agent ids; an empty list is a `UsageError` (the team cannot be empty). */
@@ -200,7 +200,7 @@ Options:
       }
       if (!values.yes && !(await confirmInteractively())) {
         write(
-          `not confirmed; the plan waits in the store: "acp-orchestrator confirm ${productId}", or plan again with --yes.\n`,
+          `not confirmed; the plan waits in the store: "acp-orchestrator confirm ${shellWord(productId)}${commandFlags(values)}", or plan again with --yes.\n`,
         );
         return 1;
       }

@@ -8,6 +8,7 @@ import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { COMMANDS } from "../../src/commands/index.js";
+import { makeRepo } from "../support/git-repo.js";
 import { CLI, REPO_ROOT, tempDir } from "../support/server-process.js";
 
 function cli(args: string[], env: Record<string, string> = {}) {
@@ -148,6 +149,19 @@ describe("mistakes get one plain sentence and exit 2", () => {
     expect(existsSync(join(dir, "missing"))).toBe(false);
     expect(cli(["serve"], { ACP_ORCHESTRATOR_STATE: state }).stderr).toContain("(from $ACP_ORCHESTRATOR_STATE)");
     expect(existsSync(join(dir, "missing"))).toBe(false);
+  });
+
+  it("a plan left unconfirmed by run names the store in its confirm command, and that command confirms it", () => {
+    // A new user's trial: the printed command had no --state, so it looked in the default store and found nothing.
+    const state = join(tempDir("acp-orch-cli-"), "state.db");
+    const repo = makeRepo();
+    const run = cli(["run", "--cwd", repo, "--state", state, "--goal", "- Write a FAQ"]);
+    expect(run.code).toBe(1);
+    const hint = /the plan waits in the store: "acp-orchestrator (confirm [^"]+)"/.exec(run.stdout)?.[1] ?? "";
+    expect(hint).toContain(` --state ${state}`);
+    const confirm = cli(hint.split(" "));
+    expect(confirm.stderr).not.toContain("was not found");
+    expect(confirm.code).toBe(0);
   });
 
   it("a bad environment variable is named as the environment variable, a bad option as the option", () => {

@@ -97,17 +97,19 @@ export class SessionStore {
     return { record, revision, saving: Promise.resolve(), open: false, announced: new Map(), announcedFor: undefined };
   }
 
-  /** Writes the record (serialised per session; each write is compare-and-swap on the last revision). */
-  save(s: LiveSession): Promise<void> {
+  /**
+   * Writes the record (serialised per session; each write is compare-and-swap on the last revision). `streaming`: the
+   * text of an agent message still streaming, stored as its last message (the record in memory gets it when the
+   * stream ends), so a server killed mid-turn keeps what was said so far.
+   */
+  save(s: LiveSession, streaming = ""): Promise<void> {
     const run = async (): Promise<void> => {
       s.record.updatedAt = this.now();
-      const { revision } = await this.authority.put(
-        SESSION_PROJECT,
-        "session",
-        s.record.sessionId,
-        s.record,
-        s.revision,
-      );
+      const record =
+        streaming === ""
+          ? s.record
+          : { ...s.record, messages: [...s.record.messages, { role: "agent" as const, text: streaming }] };
+      const { revision } = await this.authority.put(SESSION_PROJECT, "session", s.record.sessionId, record, s.revision);
       s.revision = revision;
     };
     const next = s.saving.then(run, run);
@@ -116,8 +118,8 @@ export class SessionStore {
   }
 
   /** `save`, logging a failure instead of rejecting. */
-  saveQuietly(s: LiveSession): Promise<void> {
-    return this.save(s).catch((err: unknown) =>
+  saveQuietly(s: LiveSession, streaming = ""): Promise<void> {
+    return this.save(s, streaming).catch((err: unknown) =>
       this.logger.warn({ err, sessionId: s.record.sessionId }, "could not save the session"),
     );
   }

@@ -79,6 +79,11 @@ export class Turn {
     });
   }
 
+  /** The text of the leader message streaming now (not yet a message of the conversation: `endStream`), or `""`. */
+  streamedText(): string {
+    return this.stream?.text ?? "";
+  }
+
   /** Ends a streamed leader message: a closing blank line is sent, and the text becomes one message of the conversation. */
   endStream(): void {
     const stream = this.stream;

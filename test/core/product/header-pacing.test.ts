@@ -43,7 +43,7 @@ async function aDone(h: Harness): Promise<{ productId: string; gate: Gate }> {
   let completed = 0;
   while (completed < 1) {
     await drain();
-    completed = (await h.service.status(productId)).progress.completed;
+    completed = ((await h.service.status(productId)) as { progress: { completed: number } }).progress.completed;
   }
   await drain();
   return { productId, gate };
