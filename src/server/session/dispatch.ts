@@ -280,7 +280,7 @@ export class TurnDispatcher {
     this.setTitle(s, turn, product.model.state.name);
     // Kept before the plan runs or waits for the user (a turn may last the whole run): a server killed meanwhile
     // still has the title, the plan shown and what the leader said (the turn's end saves the record again).
-    await this.store.saveQuietly(s, turn.streamedText());
+    await this.store.saveQuietly(s, () => turn.streamedText());
     if (s.record.modeId === "auto") return this.execute(turn, product);
     if (turn.aborted || this.permissions.isCancelled(s.record.sessionId)) return "cancelled";
     const summary = plan.tasks.map(

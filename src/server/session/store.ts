@@ -98,17 +98,17 @@ export class SessionStore {
   }
 
   /**
-   * Writes the record (serialised per session; each write is compare-and-swap on the last revision). `streaming`: the
-   * text of an agent message still streaming, stored as its last message (the record in memory gets it when the
-   * stream ends), so a server killed mid-turn keeps what was said so far.
+   * Writes the record (serialised per session; each write is compare-and-swap on the last revision). `streaming`:
+   * gives the text of an agent message still streaming (`""`: none), read when this write runs, after the writes
+   * queued before it; that text is stored as the last message (the record in memory gets it when the stream ends,
+   * and then `streaming` gives `""`: never stored twice), so a server killed mid-turn keeps what was said so far.
    */
-  save(s: LiveSession, streaming = ""): Promise<void> {
+  save(s: LiveSession, streaming: () => string = () => ""): Promise<void> {
     const run = async (): Promise<void> => {
       s.record.updatedAt = this.now();
+      const text = streaming();
       const record =
-        streaming === ""
-          ? s.record
-          : { ...s.record, messages: [...s.record.messages, { role: "agent" as const, text: streaming }] };
+        text === "" ? s.record : { ...s.record, messages: [...s.record.messages, { role: "agent" as const, text }] };
       const { revision } = await this.authority.put(SESSION_PROJECT, "session", s.record.sessionId, record, s.revision);
       s.revision = revision;
     };
@@ -118,7 +118,7 @@ export class SessionStore {
   }
 
   /** `save`, logging a failure instead of rejecting. */
-  saveQuietly(s: LiveSession, streaming = ""): Promise<void> {
+  saveQuietly(s: LiveSession, streaming?: () => string): Promise<void> {
     return this.save(s, streaming).catch((err: unknown) =>
       this.logger.warn({ err, sessionId: s.record.sessionId }, "could not save the session"),
     );
