@@ -222,6 +222,40 @@ interface RawIssueView {
   values?: readonly unknown[];
   discriminator?: string;
   inst?: { _zod?: { propValues?: Record<string, ReadonlySet<unknown>> } };
+  /** too_small / too_big: what is bounded (`number`, `string`, `array`…), the bound, whether it is allowed. */
+  origin?: string;
+  minimum?: number | bigint;
+  maximum?: number | bigint;
+  inclusive?: boolean;
+}
+
+/** Nouns of what a length bound counts, by zod's `origin`. */
+const COUNTED: Record<string, [string, string]> = {
+  string: ["character", "characters"],
+  array: ["item", "items"],
+  set: ["item", "items"],
+};
+
+/**
+ * A size or length bound in plain words (`must be at least 1`, `must not be empty`, `must be at most 1,000
+ * characters long`, `must have at most 1000 items`), or `undefined` for a bound of another kind.
+ */
+function boundMessage(i: RawIssueView): string | undefined {
+  const low = i.code === "too_small";
+  const bound = low ? i.minimum : i.maximum;
+  if (bound === undefined) return undefined;
+  const n = Number(bound);
+  if (i.origin === "number" || i.origin === "int" || i.origin === "bigint") {
+    if (i.inclusive === false) return low ? `must be greater than ${n}` : `must be less than ${n}`;
+    return low ? `must be at least ${n}` : `must be at most ${n}`;
+  }
+  const counted = COUNTED[i.origin ?? ""];
+  if (!counted) return undefined;
+  if (low && n === 1) return "must not be empty";
+  const noun = n === 1 ? counted[0] : counted[1];
+  const verb = i.origin === "string" ? "be" : "have";
+  const tail = i.origin === "string" ? ` ${noun} long` : ` ${noun}`;
+  return `must ${verb} ${low ? "at least" : "at most"} ${n}${tail}`;
 }
 
 /**
@@ -240,14 +274,16 @@ export function safeParsePlain<T extends z.ZodType>(schema: T, value: unknown): 
  * defaults leave vague (a new user's trial read "goal invalid input: expected string, received undefined" and
  * "mutations[0].op invalid input"): a missing field `is required`; a value of a discriminated union whose
  * discriminator is missing or unknown `must be one of addTask, removeTask, …` (the issue's path ends at the
- * discriminator); a value outside an enum or literal `must be one of branch, merge`. Every other issue, and any message
- * a schema sets itself, keeps zod's (a schema's own message takes precedence over an error map). The message is
+ * discriminator); a value outside an enum or literal `must be one of branch, merge`; a size or length bound
+ * `must be at least 1`, `must not be empty`, `must have at most 1000 items` (a new user's trial read "maxParallelTasks
+ * too small: expected number to be >=1"). Every other issue, and any message a schema sets itself, keeps zod's (a schema's own message takes precedence over an error map). The message is
  * completed by its path (`Invalid params: goal is required.`, server/wire-errors.ts); codes and `data.issues` shapes
  * are unchanged (PROTOCOL.md section 3). Pure.
  */
 export function plainIssueMessage(issue: unknown): string | undefined {
   const i = issue as RawIssueView;
   if (i.code === "invalid_type" && i.input === undefined) return "is required";
+  if (i.code === "too_small" || i.code === "too_big") return boundMessage(i);
   if (i.code === "invalid_value" && i.values !== undefined && i.values.length > 0) {
     return i.values.length === 1 ? `must be ${valueList(i.values)}` : `must be one of ${valueList(i.values)}`;
   }

@@ -90,6 +90,18 @@ describe("the command line for a user who read only the README", () => {
       expect((await refused("product.mutate", { productId, mutations: [{ taskId: "t1" }] })).message).toBe(
         `Invalid params: mutations[0].op is required and must be one of ${ops}.`,
       );
+      // And "maxParallelTasks too small: expected number to be >=1", "goal too small: expected string to have >=1
+      // characters" (a trial of 2026-12-06).
+      expect(await refused("product.plan", { goal: "- x", cwd: dir, maxParallelTasks: 0 })).toEqual({
+        code: -32602,
+        message: "Invalid params: maxParallelTasks must be at least 1.",
+      });
+      expect((await refused("product.plan", { goal: "", cwd: dir })).message).toBe(
+        "Invalid params: goal must not be empty.",
+      );
+      expect((await refused("product.list", { limit: 5000 })).message).toBe(
+        "Invalid params: limit must be at most 1000.",
+      );
       expect((await refused("product.list", { phase: "done" })).message).toMatch(
         /^Invalid params: phase must be one of planning, awaiting_confirmation, executing, paused, completed, /,
       );
