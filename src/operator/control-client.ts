@@ -203,10 +203,15 @@ async function waitForAnswer(authority: RunStateAuthority, w: Waiting): Promise<
   }
 }
 
-/** The outcome of an answered (`done` or `refused`) request. */
-function answeredOutcome(
+/**
+ * The outcome of an answered (`done` or `refused`) request. `acceptedAt`: when this process saw it accepted (its
+ * clock, ms), `undefined` when it first saw it answered; the answer's time is the owner's `answeredAt`. A request
+ * seen accepted only after the owner had answered it (the poll came late) counts as accepted when answered, never
+ * after (a new user read "accepted after 227 ms, answered after 220 ms").
+ */
+export function answeredOutcome(
   r: ControlRequestRecord,
-  w: Waiting,
+  w: Pick<Waiting, "requestId" | "started">,
   acceptedAt: number | undefined,
   now: number,
 ): ControlOutcome {
@@ -224,7 +229,7 @@ function answeredOutcome(
     requestId: w.requestId,
     result: r.result ?? {},
     by: r.acceptedBy ?? "",
-    acceptedAfterMs: Math.max(0, (acceptedAt ?? answered) - w.started),
+    acceptedAfterMs: Math.max(0, Math.min(acceptedAt ?? answered, answered) - w.started),
     answeredAfterMs: Math.max(0, answered - w.started),
   };
 }
