@@ -51,13 +51,15 @@ export class HeaderPacing {
   /**
    * Whether a wave's header with `phase` is to be written now: yes outside `executing` (a run's last waves: the store
    * skips a header equal to the last one written), when its phase differs from the last one written, when pacing is
-   * off, or when the period since the last write has ended. Otherwise the change is held back and the
+   * off, or when the period since the last write has ended (or the clock reads earlier than that write). Otherwise the change is held back and the
    * trailing write armed (once per period).
    */
   writeNow(phase: Phase): boolean {
     const now = this.clock.now();
     if (this.intervalMs <= 0 || phase !== "executing" || phase !== this.#phase) return true;
-    if (now - this.#atMs >= this.intervalMs) return true;
+    // A clock reading before the last write (the wall clock stepped back: NTP, a resumed VM) ends the period too, or
+    // the change would be held back for as long as the step, not for at most `intervalMs`.
+    if (now - this.#atMs >= this.intervalMs || now < this.#atMs) return true;
     this.#dirty = true;
     if (this.#cancelTimer === null) {
       this.#cancelTimer = this.clock.setTimer(this.#atMs + this.intervalMs - now, () => {

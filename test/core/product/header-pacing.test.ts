@@ -5,13 +5,17 @@
  * change before it gives the lease back, and a new product and a first lease take read nothing before they write.
  */
 import { describe, expect, it } from "vitest";
-import { Gate, createHarness, draftPlan, drain, waitUntil, type Harness } from "../../support/fakes.js";
+import { FakeClock, Gate, createHarness, draftPlan, drain, waitUntil, type Harness } from "../../support/fakes.js";
 
 const PLAN = draftPlan([{ id: "a" }, { id: "b" }]);
 
 /** A harness whose test sees every header and lease write, in order, and every record read by kind. */
-function watched(options: { headerProgressMs?: number } = {}) {
-  const h = createHarness({ plan: PLAN, options: { headerProgressMs: 1_000, ...options } });
+function watched(options: { headerProgressMs?: number } = {}, clock?: FakeClock) {
+  const h = createHarness({
+    plan: PLAN,
+    options: { headerProgressMs: 1_000, ...options },
+    ...(clock ? { clock } : {}),
+  });
   const headers: { phase: string; progress: { completed: number } }[] = [];
   const writes: string[] = [];
   const reads: string[] = [];
@@ -74,6 +78,32 @@ describe("the header of a running product", () => {
     expect(await h.authority.get("proj", "product", productId)).toMatchObject({ value: last() });
     await drain();
     expect(h.clock.pendingTimers).toBe(0);
+  });
+
+  it("is never held back longer than the period when the wall clock steps back", async () => {
+    // The clock port reads the wall clock (Date.now): an NTP step or a resumed VM moves it back; timers still run.
+    class SteppingClock extends FakeClock {
+      offsetMs = 0;
+      override now(): number {
+        return super.now() + this.offsetMs;
+      }
+    }
+    const clock = new SteppingClock();
+    const { h, last } = watched({}, clock);
+    const gateA = new Gate();
+    h.worker.script("a", { kind: "complete", gate: gateA });
+    h.worker.script("b", { kind: "complete", gate: new Gate() });
+    const productId = await h.started();
+    await drain();
+    expect(last()).toMatchObject({ phase: "executing", progress: { completed: 0 } });
+    h.clock.advance(1_000); // the period of the first wave's header ends: no trailing write is armed any more
+    await drain();
+    clock.offsetMs = -3_600_000;
+    gateA.release();
+    await waitUntil(() => h.service.peek(productId)?.progress().completed === 1, "a completed");
+    await drain();
+    h.clock.advance(1_000);
+    await waitUntil(() => last()?.progress.completed === 1, "the header at most one period behind");
   });
 
   it("writes every wave's header with headerProgressMs 0", async () => {
