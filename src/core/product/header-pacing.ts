@@ -70,6 +70,12 @@ export class HeaderPacing {
     return false;
   }
 
+  /** Forgets a held-back change without writing it (no longer `pending`) and cancels its timer. */
+  drop(): void {
+    this.#dirty = false;
+    this.cancel();
+  }
+
   /** Cancels the trailing write's timer (a held-back change stays `pending`). */
   cancel(): void {
     this.#cancelTimer?.();

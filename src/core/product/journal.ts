@@ -130,6 +130,16 @@ export class ProductJournal {
     await this.writeHeader();
   }
 
+  /**
+   * Forgets a held-back header without writing it: the product paused in memory after a failed write (guarantee 2).
+   * Its `paused` is in no event (the next successful write records it) and its lease is given back, so a trailing
+   * write must not put it in the header: the header keeps saying `executing`, as the events do, and a recovery
+   * (fleet.ts, `serve --recover`) still finds the product. Its progress is in the events already.
+   */
+  dropHeldHeader(): void {
+    this.#pacing.drop();
+  }
+
   async #writeHeader(): Promise<void> {
     await this.ctx.store.writeHeader(this.model);
     this.#pacing.written(this.model.state.phase);

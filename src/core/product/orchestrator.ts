@@ -389,6 +389,7 @@ export class ProductOrchestrator {
     s.usage.elapsedMs = p.timers.liveElapsedMs();
     p.run.stopDriving();
     p.pool.stop("pause");
+    p.journal.dropHeldHeader();
     p.access.releaseWhenIdle();
     if (s.phase === "executing") {
       s.phase = "paused";

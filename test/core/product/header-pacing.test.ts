@@ -106,6 +106,26 @@ describe("the header of a running product", () => {
     await waitUntil(() => last()?.progress.completed === 1, "the header at most one period behind");
   });
 
+  it("is not written after a pause in memory gave the lease back: the header says executing, as the events do", async () => {
+    const { h, last } = watched();
+    const { productId, gate } = await aDone(h);
+    expect(last()?.progress.completed).toBe(0);
+    // `b`'s result cannot be written: the product pauses in memory (guarantee 2) and gives its lease back.
+    h.authority.failNext("appendEvents");
+    gate.release();
+    await waitUntil(() => h.service.peek(productId)?.phase === "paused", "the pause in memory");
+    await drain();
+    expect(await h.authority.get("proj", "lease", productId)).toBeNull();
+    h.clock.advance(1_000);
+    await drain();
+    // A `paused` header would hide the product from the recovery of another server (fleet.ts reads the header's
+    // phase), though its events say executing and nobody drives it.
+    expect(last()?.phase).toBe("executing");
+    const other = createHarness({ authority: h.authority, plan: PLAN });
+    expect((await other.service.status(productId)).phase).toBe("executing");
+    expect(h.service.peek(productId)?.isIdle).toBe(true);
+  });
+
   it("writes every wave's header with headerProgressMs 0", async () => {
     const { h, last } = watched({ headerProgressMs: 0 });
     const { productId, gate } = await aDone(h);
