@@ -216,11 +216,12 @@ describe("finding 4 over stdio: the state file unlinked under a running server (
     });
     const resumeRefused = await refusal(s1.request("product.resume", { productId }));
     expect(resumeRefused.code).toBe(-32013);
-    // No task started after the unlink.
+    // No task started after the unlink: t1 was running before it (its agent may or may not have logged its start by
+    // the time the first failed write, t1's result, the lease's heartbeat or the progress header, stopped it).
     const started = readExecutionLog(logPath)
       .filter((l) => l.event === "start")
       .map((l) => l.taskId);
-    expect(started).toEqual(["t1"]);
+    expect(started.filter((taskId) => taskId !== "t1")).toEqual([]);
     expect(await s1.close()).toBe(0);
 
     // The restart opens what is at the path: a fresh file, holding no product a write was acknowledged for after the

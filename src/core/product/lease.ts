@@ -188,9 +188,11 @@ export class ProductLease {
   acquire(): Promise<void> {
     return this.serial(async () => {
       if (this.#revision !== null) {
-        await this.renewInside();
-        if (this.#revision === null) throw conflict({}, this.subject);
-        return;
+        const loss = await this.renewInside();
+        if (this.#revision !== null) return;
+        // A renewal the authority failed is a persistence failure (guarantee 2), not another owner's conflict.
+        if (loss?.kind === "failed") throw persistenceFailed(loss.error);
+        throw conflict(loss?.kind === "taken" && loss.owner !== undefined ? { owner: loss.owner } : {}, this.subject);
       }
       if (this.liveness?.selfLive?.() === false) {
         throw persistenceFailed("this server cannot confirm its liveness to the shared store (docs/FLEET.md)");
@@ -233,7 +235,9 @@ export class ProductLease {
    * a loss is reported through `onLost`, never thrown.
    */
   renewNow(): Promise<void> {
-    return this.serial(() => this.renewInside());
+    return this.serial(async () => {
+      await this.renewInside();
+    });
   }
 
   /**
@@ -323,12 +327,12 @@ export class ProductLease {
    * revision 1 overwrite a live owner's lease (guarantee 13). Only this process writes records naming its owner id,
    * so a record that names it at the held revision is this holding's.
    */
-  private async renewInside(): Promise<void> {
+  private async renewInside(): Promise<LeaseLoss | undefined> {
     const revision = this.#revision;
-    if (revision === null) return;
+    if (revision === null) return undefined;
     if (this.liveness?.selfLive?.() === false) {
       this.fence();
-      return;
+      return { kind: "fenced" };
     }
     const generation = this.#generation;
     try {
@@ -339,22 +343,26 @@ export class ProductLease {
       const now = this.clock.now();
       const written = await this.store.putLease(this.projectId, this.productId, this.value(now), revision);
       // Fenced or released meanwhile (fence() does not wait for this renewal): the holding is over.
-      if (generation !== this.#generation) return;
+      if (generation !== this.#generation) return undefined;
       this.#revision = written;
       this.#expiresAtMs = now + this.settings.ttlMs;
       this.arm();
+      return undefined;
     } catch (err) {
-      if (generation !== this.#generation) return;
+      if (generation !== this.#generation) return undefined;
       this.drop();
+      let loss: LeaseLoss;
       if (err instanceof AuthorityConflict) {
         const current = await this.store.readLease(this.projectId, this.productId).catch(() => null);
         const owner = current?.lease?.owner;
         this.logger.error({ productId: this.productId, owner }, "lease taken by another owner");
-        this.onLost(owner !== undefined ? { kind: "taken", owner } : { kind: "taken" });
+        loss = owner !== undefined ? { kind: "taken", owner } : { kind: "taken" };
       } else {
         this.logger.error({ productId: this.productId, err }, "lease renewal failed");
-        this.onLost({ kind: "failed", error: err });
+        loss = { kind: "failed", error: err };
       }
+      this.onLost(loss);
+      return loss;
     }
   }
 }

@@ -9,6 +9,7 @@
  */
 import { expect, it } from "vitest";
 import { MemoryAuthority } from "../../../src/adapters/persistence/memory-authority.js";
+import { isDomainError } from "../../../src/core/errors.js";
 import { ProductLease, type LeaseLoss } from "../../../src/core/product/lease.js";
 import { ProductStore } from "../../../src/core/product/store.js";
 import { FakeClock, RecordingLogger } from "../../support/fakes.js";
@@ -75,4 +76,19 @@ it("a server that saw an earlier holding at revision 1 respects a brand-new live
     refused: true,
     recordOwner: "server-d",
   });
+});
+
+it("taking a held lease whose renewal the authority fails is a persistence failure, not another owner's conflict", async () => {
+  // Seen over stdio (durability-findings, the state file unlinked): a resume while the paused product still held its
+  // lease renewed it, the write failed, and the client was told -32012 (another owner) instead of -32013.
+  const authority = new MemoryAuthority();
+  const store = new ProductStore(authority, 3);
+  const losses: LeaseLoss[] = [];
+  const a = lease(store, new FakeClock(), "server-a", losses);
+  await a.acquire();
+  authority.failNext("put");
+  const err = await a.acquire().catch((e: unknown) => e);
+  expect(isDomainError(err, "persistence_failed")).toBe(true);
+  expect(losses.map((l) => l.kind)).toEqual(["failed"]);
+  expect(a.held).toBe(false);
 });
