@@ -105,6 +105,9 @@ export class ProductAccess {
    */
   async releaseLease(epoch = this.p.ownership.epoch): Promise<void> {
     const finished = TerminalPhases.includes(this.p.model.state.phase);
+    // A header change still held back (header-pacing.ts) would be written after the lease is given back, over what a
+    // new owner writes: it is dropped (the events hold it). Pause, the end of a run and shutdown wrote it already.
+    if (epoch === this.p.ownership.epoch && !this.p.run.driving) this.p.journal.dropHeldHeader();
     await this.p.ownership.release(epoch, this.p.run.driving, !finished);
   }
 
