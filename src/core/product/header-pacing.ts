@@ -51,8 +51,8 @@ export class HeaderPacing {
   /**
    * Whether a wave's header with `phase` is to be written now: yes outside `executing` (a run's last waves: the store
    * skips a header equal to the last one written), when its phase differs from the last one written, when pacing is
-   * off, or when the period since the last write has ended (or the clock reads earlier than that write). Otherwise the change is held back and the
-   * trailing write armed (once per period).
+   * off, or when the period since the last write has ended (or the clock reads earlier than that write). Otherwise
+   * the change is held back and the trailing write armed (once per period).
    */
   writeNow(phase: Phase): boolean {
     const now = this.clock.now();

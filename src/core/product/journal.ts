@@ -123,11 +123,9 @@ export class ProductJournal {
   async flushHeader(): Promise<void> {
     this.#pacing.cancel();
     if (!this.#pacing.pending) return;
-    if (this.#fenced) {
-      this.#pacing.written(this.model.state.phase); // never written by this instance again
-      return;
-    }
-    await this.writeHeader();
+    // A fenced instance never writes again.
+    if (this.#fenced) this.#pacing.drop();
+    else await this.writeHeader();
   }
 
   /**
