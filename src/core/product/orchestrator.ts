@@ -151,8 +151,9 @@ export class ProductOrchestrator {
   /**
    * True when nothing of this product is going on in this process, so that dropping this instance from memory loses
    * nothing (guarantee 14: memory holds the products being driven or recently read): it does not drive execution,
-   * holds no lease, has no worker, settled result, leader turn, timer, held-back header, probe or operation in flight, nobody waits for
-   * it to go idle, and it is not in `planning` (whose leader turn may be about to start). Read-only.
+   * holds no lease, has no worker, settled result, leader turn, timer, held-back header, probe or operation in
+   * flight, nobody waits for it to go idle, and it is not in `planning` (whose leader turn may be about to start).
+   * Read-only.
    */
   get isIdle(): boolean {
     const p = this.#p;
