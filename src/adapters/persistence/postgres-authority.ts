@@ -42,9 +42,10 @@ import {
   parseStored,
   toJson,
 } from "./authority-checks.js";
+import { AppendBatcher } from "./postgres-append-batch.js";
 import { readCreationPage, readTexts, readTextsByCreation } from "./postgres-creation.js";
 import { type AnnounceFilter, ChangeFeed } from "./postgres-feed.js";
-import { appendedRow, INSERT_APPENDED, pruneEventRows, readStoredEvents } from "./postgres-events.js";
+import { appendedRow, pruneEventRows, readStoredEvents } from "./postgres-events.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
 import { inTransaction } from "./postgres-transaction.js";
@@ -109,10 +110,12 @@ export class PostgresAuthority implements RunStateAuthority {
   readonly #schema: string;
   readonly #now: () => number;
   readonly #feed: ChangeFeed;
+  readonly #appends: AppendBatcher;
   #closed = false;
 
   private constructor(connectionString: string, pool: pg.Pool, schema: string, options: PostgresAuthorityOptions) {
     this.#pool = pool;
+    this.#appends = new AppendBatcher(pool);
     this.#schema = schema;
     const clock = options.clock;
     this.#now = clock ? () => clock.now() : Date.now;
@@ -357,20 +360,10 @@ export class PostgresAuthority implements RunStateAuthority {
         return { lastSeq: expectedSeq };
       }
       const lastSeq = expectedSeq + texts.length;
-      // One statement, one round trip, one implicit transaction: the head row moves (or is created) only at the
-      // expected sequence number, the events are inserted only when it did, and the notification is sent only then.
       const row = await appendedRow(texts);
       const notify = this.#feed.notifySql({ p: projectId, s: stream }, 9);
-      const head =
-        expectedSeq === 0
-          ? "INSERT INTO streams (project_id, stream, last_seq) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING RETURNING 1"
-          : "UPDATE streams SET last_seq = $3 WHERE project_id = $1 AND stream = $2 AND last_seq = $4 RETURNING 1";
-      const result = await this.#pool.query({
-        name: `${expectedSeq === 0 ? "acp-append-new" : "acp-append-next"}${notify.name}`,
-        text: `WITH head AS (${head}), inserted AS (${INSERT_APPENDED}) SELECT ${notify.sql} FROM head`,
-        values: [projectId, stream, lastSeq, expectedSeq, ...row, ...notify.params],
-      });
-      if ((result.rowCount ?? 0) !== 1) throw mismatch();
+      const applied = await this.#appends.append({ projectId, stream, lastSeq, expectedSeq, row, notify });
+      if (!applied) throw mismatch();
       return { lastSeq };
     });
   }
