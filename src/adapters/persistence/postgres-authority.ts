@@ -46,6 +46,7 @@ import { AppendBatcher } from "./postgres-append-batch.js";
 import { readCreationPage, readTexts, readTextsByCreation } from "./postgres-creation.js";
 import { type AnnounceFilter, ChangeFeed } from "./postgres-feed.js";
 import { appendedRow, pruneEventRows, readStoredEvents } from "./postgres-events.js";
+import { RecordBatcher } from "./postgres-record-batch.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
 import { inTransaction } from "./postgres-transaction.js";
@@ -111,11 +112,13 @@ export class PostgresAuthority implements RunStateAuthority {
   readonly #now: () => number;
   readonly #feed: ChangeFeed;
   readonly #appends: AppendBatcher;
+  readonly #records: RecordBatcher;
   #closed = false;
 
   private constructor(connectionString: string, pool: pg.Pool, schema: string, options: PostgresAuthorityOptions) {
     this.#pool = pool;
     this.#appends = new AppendBatcher(pool);
+    this.#records = new RecordBatcher(pool);
     this.#schema = schema;
     const clock = options.clock;
     this.#now = clock ? () => clock.now() : Date.now;
@@ -222,26 +225,8 @@ export class PostgresAuthority implements RunStateAuthority {
       const json = toJson(value, "value");
       const updatedAt = new Date(this.#now()).toISOString();
       const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id }, 6, { created: expectedRevision === null });
-      const result =
-        expectedRevision === null
-          ? await this.#pool.query<{ revision: string }>({
-              name: `acp-put-new${notify.name}`,
-              text: `WITH written AS (
-                 INSERT INTO records (project_id, kind, id, value, revision, updated_at)
-                 VALUES ($1, $2, $3, $4, 1, $5) ON CONFLICT DO NOTHING RETURNING revision)
-               SELECT revision, ${notify.sql} FROM written`,
-              values: [projectId, kind, id, json, updatedAt, ...notify.params],
-            })
-          : await this.#pool.query<{ revision: string }>({
-              name: `acp-put-next${notify.name}`,
-              text: `WITH written AS (
-                 UPDATE records SET value = $4, revision = revision + 1, updated_at = $5
-                 WHERE project_id = $1 AND kind = $2 AND id = $3 AND revision = $7 RETURNING revision)
-               SELECT revision, ${notify.sql} FROM written`,
-              values: [projectId, kind, id, json, updatedAt, ...notify.params, expectedRevision],
-            });
-      const row = result.rows[0];
-      if (row) return { revision: Number(row.revision) };
+      const revision = await this.#records.put({ projectId, kind, id, json, updatedAt, expectedRevision, notify });
+      if (revision !== null) return { revision };
       throw await this.#conflict(projectId, kind, id, expectedRevision);
     });
   }

@@ -1,9 +1,10 @@
 /**
- * Group commit of event appends on PostgreSQL (issue 32, postgres-append-batch.ts): appends asked for together go in
- * one statement, each keeping its own compare-and-swap; two appends to one stream never share a statement; appends
- * asked for while one is in flight wait and go together; a batch the database refuses for its data is sent again
- * append by append, so only the damaged stream's append fails; an announced append is sent alone. Statements are counted by name on `pg.Client`.
- * Runs only with ACP_ORCHESTRATOR_TEST_PG (test/support/postgres.ts).
+ * Group commit on PostgreSQL (issue 32, postgres-group-commit.ts with postgres-append-batch.ts and
+ * postgres-record-batch.ts): appends, record creations and record updates asked for together go in one statement of
+ * their kind, each keeping its own compare-and-swap; two writes of one stream or record never share a statement;
+ * appends asked for while one is in flight wait and go together; a batch the database refuses for its data is sent
+ * again append by append, so only the damaged stream's append fails; an announced append is sent alone. Statements
+ * are counted by name on `pg.Client`. Runs only with ACP_ORCHESTRATOR_TEST_PG (test/support/postgres.ts).
  */
 import pg from "pg";
 import { afterEach, beforeEach, expect, it } from "vitest";
@@ -26,7 +27,7 @@ beforeEach(async () => {
     ...args: unknown[]
   ) {
     const name = (args[0] as { name?: unknown } | null)?.name;
-    if (typeof name === "string" && name.startsWith("acp-append")) sent.push(name);
+    if (typeof name === "string" && /^acp-(append|put)/.test(name)) sent.push(name);
     return clientQuery.apply(this, args);
   };
 });
@@ -150,5 +151,45 @@ describePostgres("PostgresAuthority: appends sent together (group commit)", () =
     } finally {
       await announcing.close();
     }
+  });
+});
+
+describePostgres("PostgresAuthority: record puts sent together (group commit)", () => {
+  it("creates records asked for together in one statement; one that exists is refused alone", async () => {
+    await authority.put("p", "k", "r2", { v: 0 }, null);
+    sent.length = 0;
+    const outcomes = await Promise.allSettled(
+      [0, 1, 2, 3].map((i) => authority.put("p", "k", `r${i}`, { v: i }, null)),
+    );
+    expect(sent).toEqual(["acp-put-new-batch-4"]);
+    expect(outcomes.map((o) => (o.status === "fulfilled" ? o.value.revision : o.reason))).toEqual([
+      1,
+      1,
+      expect.any(AuthorityConflict),
+      1,
+    ]);
+    expect((await authority.get("p", "k", "r2"))?.value).toEqual({ v: 0 });
+    expect((await authority.get("p", "k", "r3"))?.value).toEqual({ v: 3 });
+  });
+
+  it("updates records asked for together in one statement, each at its own revision", async () => {
+    for (let i = 0; i < 3; i += 1) await authority.put("p", "k", `r${i}`, { v: 0 }, null);
+    await authority.put("p", "k", "r1", { v: 1 }, 1);
+    sent.length = 0;
+    const outcomes = await Promise.allSettled([
+      authority.put("p", "k", "r0", { v: 2 }, 1),
+      authority.put("p", "k", "r1", { v: 2 }, 1), // at revision 2: refused
+      authority.put("p", "k", "r2", { v: 2 }, 1),
+      authority.put("p", "k", "r0", { v: 3 }, 2), // same record as the first: the next statement
+    ]);
+    expect(sent).toEqual(["acp-put-next-batch-3", "acp-put-next-quiet"]);
+    expect(outcomes.map((o) => (o.status === "fulfilled" ? o.value.revision : o.reason))).toEqual([
+      2,
+      expect.objectContaining({ details: { revision: 2 } }),
+      2,
+      3,
+    ]);
+    expect(await authority.get("p", "k", "r0")).toMatchObject({ value: { v: 3 }, revision: 3 });
+    expect(await authority.get("p", "k", "r1")).toMatchObject({ value: { v: 1 }, revision: 2 });
   });
 });

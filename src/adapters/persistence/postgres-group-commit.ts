@@ -1,0 +1,119 @@
+/**
+ * Group commit on PostgreSQL (issue 32, "no contention collapse": 8 servers on one database at least as fast as 1):
+ * a queue of writes of one kind (event appends, record creations, record updates) of which at most ONE statement is
+ * in flight per process; the writes asked for meanwhile wait, and go together in the next statement: one round trip,
+ * one transaction, one WAL flush for all of them. Each keeps its own compare-and-swap, decided by the statement per
+ * row, so a write whose check failed is refused to its own caller alone while the others commit (guarantee 6 per
+ * record and per stream, as before).
+ *
+ * Why: on a machine whose cores are shared by many server processes and PostgreSQL's backends, every statement wakes
+ * a backend that preempts some process, and a preempted process loses its caches: CPU per task grows with statements
+ * per task. A queue that drains as fast as the database commits sends one statement per write when writes are rare
+ * (an agent's task takes seconds), and fewer, larger ones exactly when many are due at once.
+ *
+ * Owns the queueing rule and what a failed batch means for each write in it; the statements are the caller's
+ * (postgres-append-batch.ts, postgres-record-batch.ts).
+ */
+
+/** Most writes in one statement; more waiting together go in several. */
+export const MAX_BATCH = 16;
+
+/** The statements of one kind of write. */
+export interface GroupStatements<T, R> {
+  /** The row the write changes: two writes of one key never share a statement (the later one waits). */
+  key(write: T): string;
+  /** The statement of one write alone. */
+  alone(write: T): Promise<R>;
+  /** One statement for 2 … `MAX_BATCH` writes on distinct keys; their outcomes, in order. */
+  together(writes: readonly T[]): Promise<R[]>;
+}
+
+interface Queued<T, R> {
+  write: T;
+  settle: (outcome: R) => void;
+  fail: (error: unknown) => void;
+}
+
+/**
+ * The queue of one kind of write of one authority. A write asked for while no statement is in flight goes out on the
+ * next turn of the event loop (`setImmediate`: the writes of one turn share it); one asked for meanwhile waits for the
+ * statement in flight to end. A statement carries one write (`alone`, as before) or up to `MAX_BATCH` on distinct
+ * keys (`together`). When the database refuses a batch for its data (SQLSTATE class 22 or 23: its transaction rolled
+ * back, nothing of it was written), each write in it is sent again alone, in order, so only the one at fault fails;
+ * any other error (connection lost, timeout, closed pool) fails every write in the batch with that error, as it would
+ * each of them alone.
+ */
+export class GroupCommit<T, R> {
+  #queue: Queued<T, R>[] = [];
+  #scheduled = false;
+  #inFlight = false;
+
+  constructor(private readonly statements: GroupStatements<T, R>) {}
+
+  /** Queues `write`; resolves with its outcome once its statement has run, rejects with the database's error. */
+  submit(write: T): Promise<R> {
+    return new Promise((settle, fail) => {
+      this.#queue.push({ write, settle, fail });
+      this.#schedule();
+    });
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight || this.#queue.length === 0) return;
+    this.#scheduled = true;
+    setImmediate(() => this.#flush());
+  }
+
+  #flush(): void {
+    this.#scheduled = false;
+    if (this.#inFlight) return;
+    const batch: Queued<T, R>[] = [];
+    const later: Queued<T, R>[] = [];
+    const keys = new Set<string>();
+    for (const q of this.#queue) {
+      const key = this.statements.key(q.write);
+      if (keys.has(key) || batch.length === MAX_BATCH) later.push(q);
+      else {
+        keys.add(key);
+        batch.push(q);
+      }
+    }
+    this.#queue = later;
+    this.#inFlight = true;
+    void this.#send(batch).finally(() => {
+      this.#inFlight = false;
+      this.#schedule();
+    });
+  }
+
+  /** Runs the statement of `batch` and settles each write in it. Never rejects. */
+  async #send(batch: readonly Queued<T, R>[]): Promise<void> {
+    if (batch.length === 1) {
+      const q = batch[0] as Queued<T, R>;
+      await this.statements.alone(q.write).then(q.settle, q.fail);
+      return;
+    }
+    let outcomes: R[];
+    try {
+      outcomes = await this.statements.together(batch.map((q) => q.write));
+    } catch (error) {
+      if (!rolledBackForData(error)) {
+        for (const q of batch) q.fail(error);
+        return;
+      }
+      // Nothing was written: each goes again alone, in order, still as this statement in flight.
+      for (const q of batch) await this.statements.alone(q.write).then(q.settle, q.fail);
+      return;
+    }
+    batch.forEach((q, i) => q.settle(outcomes[i] as R));
+  }
+}
+
+/**
+ * True when PostgreSQL refused a statement for its data (SQLSTATE class 22, data exception, or 23, integrity
+ * constraint violation, e.g. a duplicate event row of a damaged stream): the statement's transaction rolled back.
+ */
+function rolledBackForData(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && (code.startsWith("22") || code.startsWith("23"));
+}
