@@ -260,6 +260,9 @@ async function fleetRound(
     );
     await Promise.all(spawned.map((s) => s.ready));
     const readyMs = performance.now() - started;
+    // A checkpoint now, not in the timed window: PostgreSQL's timed one (every 5 min by default) would otherwise land
+    // in some rounds and not others, and flush every buffer the warm-ups dirtied (needs a superuser; else skipped).
+    await admin.query("CHECKPOINT").catch(() => undefined);
     const pgCpu0 = await postgresCpuMs(admin);
     const t0 = performance.now();
     const monotonic = (): string => (Number(process.hrtime.bigint()) / 1e9).toFixed(6);

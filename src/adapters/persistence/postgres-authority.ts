@@ -249,13 +249,15 @@ export class PostgresAuthority implements RunStateAuthority {
       const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id, d: 1 }, 4, {
         quiet: options?.announce === false,
       });
-      const result = await this.#pool.query(
-        `WITH gone AS (
+      // Prepared (named) as every write of a run's hot path: a lease is deleted once per product (issue 32).
+      const result = await this.#pool.query({
+        name: `acp-delete${expectedRevision === undefined ? "" : "-at"}${notify.name}`,
+        text: `WITH gone AS (
            DELETE FROM records WHERE project_id = $1 AND kind = $2 AND id = $3
            ${expectedRevision === undefined ? "" : "AND revision = $5"} RETURNING 1)
          SELECT ${notify.sql} FROM gone`,
-        [projectId, kind, id, ...notify.params, ...(expectedRevision === undefined ? [] : [expectedRevision])],
-      );
+        values: [projectId, kind, id, ...notify.params, ...(expectedRevision === undefined ? [] : [expectedRevision])],
+      });
       if ((result.rowCount ?? 0) > 0) return true;
       if (expectedRevision === undefined) return false;
       const current = await this.#revisionOf(projectId, kind, id);
