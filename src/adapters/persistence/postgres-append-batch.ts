@@ -99,6 +99,11 @@ export class AppendBatcher {
     if (a.expectedSeq === 0 || a.notify.name !== "-quiet" || a.row[2] !== null) return sendAlone(this.pool, a);
     return this.#group.submit(a);
   }
+
+  /** Resolves once no append is queued or in flight. */
+  drained(): Promise<void> {
+    return this.#group.drained();
+  }
 }
 
 /** The statement of 2 … `MAX_BATCH` appends on distinct streams; whether each was applied, in order. */

@@ -502,6 +502,8 @@ export class PostgresAuthority implements RunStateAuthority {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // Writes asked for before the close are sent, as they were when each went to the pool at once (group commit).
+    await Promise.all([this.#appends.drained(), this.#records.drained()]);
     await this.#feed.close();
     try {
       await this.#pool.end();

@@ -38,8 +38,9 @@ interface Queued<T, R> {
  * The queue of one kind of write of one authority. A write asked for while no statement is in flight goes out on the
  * next turn of the event loop (`setImmediate`: the writes of one turn share it); one asked for meanwhile waits for the
  * statement in flight to end. A statement carries one write (`alone`, as before) or up to `MAX_BATCH` on distinct
- * keys (`together`). When the database refuses a batch for its data (SQLSTATE class 22 or 23: its transaction rolled
- * back, nothing of it was written), each write in it is sent again alone, in order, so only the one at fault fails;
+ * keys (`together`). When the database refuses a batch and rolls it back (SQLSTATE class 22, 23 or 40: bad data, a
+ * damaged row, a deadlock; nothing of it was written), each write in it is sent again alone, in order, so only the
+ * one at fault fails;
  * any other error (connection lost, timeout, closed pool) fails every write in the batch with that error, as it would
  * each of them alone.
  */
@@ -47,6 +48,7 @@ export class GroupCommit<T, R> {
   #queue: Queued<T, R>[] = [];
   #scheduled = false;
   #inFlight = false;
+  #drainWaiters: (() => void)[] = [];
 
   constructor(private readonly statements: GroupStatements<T, R>) {}
 
@@ -56,6 +58,12 @@ export class GroupCommit<T, R> {
       this.#queue.push({ write, settle, fail });
       this.#schedule();
     });
+  }
+
+  /** Resolves once no write is queued and no statement is in flight (the authority's `close` waits for it). */
+  drained(): Promise<void> {
+    if (!this.#inFlight && this.#queue.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
   #schedule(): void {
@@ -83,6 +91,8 @@ export class GroupCommit<T, R> {
     void this.#send(batch).finally(() => {
       this.#inFlight = false;
       this.#schedule();
+      if (this.#queue.length > 0) return;
+      for (const resolve of this.#drainWaiters.splice(0)) resolve();
     });
   }
 
@@ -97,7 +107,7 @@ export class GroupCommit<T, R> {
     try {
       outcomes = await this.statements.together(batch.map((q) => q.write));
     } catch (error) {
-      if (!rolledBackForData(error)) {
+      if (!rolledBack(error)) {
         for (const q of batch) q.fail(error);
         return;
       }
@@ -110,10 +120,11 @@ export class GroupCommit<T, R> {
 }
 
 /**
- * True when PostgreSQL refused a statement for its data (SQLSTATE class 22, data exception, or 23, integrity
- * constraint violation, e.g. a duplicate event row of a damaged stream): the statement's transaction rolled back.
+ * True when PostgreSQL refused a statement and rolled its transaction back for what it wrote or met: SQLSTATE class
+ * 22 (data exception), 23 (integrity constraint violation, e.g. a duplicate event row of a damaged stream) or 40
+ * (transaction rollback: a deadlock with another server's batch, a serialization failure). Nothing of it was written.
  */
-function rolledBackForData(error: unknown): boolean {
+function rolledBack(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && (code.startsWith("22") || code.startsWith("23"));
+  return typeof code === "string" && /^(22|23|40)/.test(code);
 }

@@ -144,4 +144,9 @@ export class RecordBatcher {
     if (r.notify.name !== "-quiet") return sendAlone(this.pool, r);
     return (r.expectedRevision === null ? this.#creations : this.#updates).submit(r);
   }
+
+  /** Resolves once no put is queued or in flight. */
+  async drained(): Promise<void> {
+    await Promise.all([this.#creations.drained(), this.#updates.drained()]);
+  }
 }

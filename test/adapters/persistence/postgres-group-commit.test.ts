@@ -142,6 +142,18 @@ describePostgres("PostgresAuthority: appends sent together (group commit)", () =
     expect(head.rows[0]?.last_seq).toBe("1");
   });
 
+  it("sends the writes asked for before a close, then closes", async () => {
+    await streams(3);
+    const writes = [0, 1, 2].map((i) => authority.appendEvents("p", `s${i}`, [{ n: 2 }], 1));
+    const put = authority.put("p", "k", "r", { v: 1 }, null);
+    await authority.close();
+    expect((await Promise.all(writes)).map((w) => w.lastSeq)).toEqual([2, 2, 2]);
+    expect((await put).revision).toBe(1);
+    expect(sent).toEqual(["acp-append-batch-3", "acp-put-new-quiet"]);
+    const rows = await adminQuery<{ n: string }>(`SELECT count(*) AS n FROM "${schema}".events`);
+    expect(rows.rows[0]?.n).toBe("6");
+  });
+
   it("sends an announced append alone, with its notification", async () => {
     const announcing = await openTestAuthority({ schema });
     try {

@@ -35,7 +35,9 @@ describePostgres("postgres authority: one query at a time per client", () => {
         // Six at once: the pool opens new connections and hands each to a query at once.
         await Promise.all(
           Array.from({ length: 6 }, (_, i) =>
-            authority.put("p", "k", `r${round}-${i}`, { round, i }, null).then(() => authority.get("p", "k", `r${round}-${i}`)),
+            authority
+              .put("p", "k", `r${round}-${i}`, { round, i }, null)
+              .then(() => authority.get("p", "k", `r${round}-${i}`)),
           ),
         );
       }

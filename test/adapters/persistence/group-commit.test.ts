@@ -1,0 +1,94 @@
+/**
+ * The group commit queue (postgres-group-commit.ts, issue 32) with scripted statements, no database: writes asked for
+ * together share one statement, two writes of one key never do, at most one statement is in flight, a batch rolled
+ * back for its data or by a deadlock (SQLSTATE class 22, 23, 40) is sent again write by write so only the one at
+ * fault fails, any other error fails the whole batch, and `drained` waits for everything queued.
+ */
+import { describe, expect, it } from "vitest";
+import { GroupCommit, MAX_BATCH } from "../../../src/adapters/persistence/postgres-group-commit.js";
+
+interface Write {
+  key: string;
+  value: number;
+}
+
+/** Scripted statements: records each statement, answers `value * 10` per write unless told to fail. */
+function scripted(o: { failTogether?: unknown; failAlone?: (w: Write) => unknown } = {}) {
+  const statements: string[] = [];
+  let inFlight = 0;
+  let mostInFlight = 0;
+  const run = async <T>(label: string, answer: () => T): Promise<T> => {
+    statements.push(label);
+    inFlight += 1;
+    mostInFlight = Math.max(mostInFlight, inFlight);
+    await new Promise((resolve) => setImmediate(resolve));
+    inFlight -= 1;
+    return answer();
+  };
+  const group = new GroupCommit<Write, number>({
+    key: (w) => w.key,
+    alone: (w) =>
+      run(`alone ${w.key}`, () => {
+        const error = o.failAlone?.(w);
+        if (error) throw error;
+        return w.value * 10;
+      }),
+    together: (ws) =>
+      run(`together ${ws.map((w) => w.key).join(",")}`, () => {
+        if (o.failTogether) throw o.failTogether;
+        return ws.map((w) => w.value * 10);
+      }),
+  });
+  return { group, statements, mostInFlight: () => mostInFlight };
+}
+
+const outcomes = (settled: PromiseSettledResult<number>[]): unknown[] =>
+  settled.map((s) => (s.status === "fulfilled" ? s.value : (s.reason as { code?: string }).code));
+
+describe("GroupCommit", () => {
+  it("sends writes asked for together as one statement, one key at most once, one statement in flight", async () => {
+    const s = scripted();
+    const writes = ["a", "b", "a", "c"].map((key, i) => s.group.submit({ key, value: i }));
+    expect(outcomes(await Promise.allSettled(writes))).toEqual([0, 10, 20, 30]);
+    expect(s.statements).toEqual(["together a,b,c", "alone a"]);
+    expect(s.mostInFlight()).toBe(1);
+  });
+
+  it(`sends at most ${MAX_BATCH} writes in one statement`, async () => {
+    const s = scripted();
+    await Promise.all(Array.from({ length: MAX_BATCH + 2 }, (_, i) => s.group.submit({ key: `k${i}`, value: i })));
+    expect(s.statements.map((t) => t.split(",").length)).toEqual([MAX_BATCH, 2]);
+  });
+
+  it("sends a batch rolled back (22, 23, 40) again write by write: only the write at fault fails", async () => {
+    for (const code of ["22001", "23505", "40P01"]) {
+      const s = scripted({
+        failTogether: Object.assign(new Error("refused"), { code }),
+        failAlone: (w) => (w.key === "b" && code !== "40P01" ? Object.assign(new Error("bad"), { code }) : undefined),
+      });
+      const settled = await Promise.allSettled(["a", "b", "c"].map((key, i) => s.group.submit({ key, value: i })));
+      expect(outcomes(settled)).toEqual([0, code === "40P01" ? 10 : code, 20]);
+      expect(s.statements).toEqual(["together a,b,c", "alone a", "alone b", "alone c"]);
+    }
+  });
+
+  it("fails every write of a batch with any other error (connection lost, timeout), and goes on afterwards", async () => {
+    const s = scripted({ failTogether: Object.assign(new Error("Connection terminated"), { code: undefined }) });
+    const settled = await Promise.allSettled(["a", "b"].map((key, i) => s.group.submit({ key, value: i })));
+    expect(settled.map((r) => r.status)).toEqual(["rejected", "rejected"]);
+    expect(s.statements).toEqual(["together a,b"]);
+    expect(await s.group.submit({ key: "a", value: 7 })).toBe(70);
+  });
+
+  it("resolves drained only once every write queued before it has its outcome", async () => {
+    const s = scripted();
+    await s.group.drained();
+    const settledAt: string[] = [];
+    const writes = ["a", "a", "b"].map((key, i) =>
+      s.group.submit({ key, value: i }).then(() => settledAt.push(`${key}${i}`)),
+    );
+    await s.group.drained();
+    expect(settledAt.sort()).toEqual(["a0", "a1", "b2"]);
+    await Promise.all(writes);
+  });
+});
