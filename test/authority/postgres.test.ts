@@ -43,3 +43,18 @@ describePostgres("postgres authority: listValues", () => {
     }
   });
 });
+
+// As a server opens it (open-store.ts: `announce: fleetWatches`): unannounced appends and puts go through group
+// commit (postgres-group-commit.ts), which must keep every rule the announced path keeps.
+const quietSchema = freshSchema();
+describePostgres("postgres authority, unannounced writes (group commit)", () =>
+  runAuthorityConformance({
+    name: "postgres-quiet",
+    create: async () => (
+      await emptySchema(quietSchema),
+      openTestAuthority({ schema: quietSchema, announce: () => false })
+    ),
+    destroy: (authority) => authority.close(),
+    afterAll: () => dropSchema(quietSchema),
+  }),
+);

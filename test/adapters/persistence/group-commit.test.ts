@@ -1,7 +1,7 @@
 /**
  * The group commit queue (postgres-group-commit.ts, issue 32) with scripted statements, no database: writes asked for
  * together share one statement, two writes of one key never do, at most one statement is in flight, a batch rolled
- * back for its data or by a deadlock (SQLSTATE class 22, 23, 40) is sent again write by write so only the one at
+ * back for its data, by a deadlock or past a limit (SQLSTATE class 22, 23, 40, 54) is sent again write by write so only the one at
  * fault fails, any other error fails the whole batch, and `drained` waits for everything queued.
  */
 import { describe, expect, it } from "vitest";
@@ -60,8 +60,8 @@ describe("GroupCommit", () => {
     expect(s.statements.map((t) => t.split(",").length)).toEqual([MAX_BATCH, 2]);
   });
 
-  it("sends a batch rolled back (22, 23, 40) again write by write: only the write at fault fails", async () => {
-    for (const code of ["22001", "23505", "40P01"]) {
+  it("sends a batch rolled back (22, 23, 40, 54) again write by write: only the write at fault fails", async () => {
+    for (const code of ["22001", "23505", "40P01", "54000"]) {
       const s = scripted({
         failTogether: Object.assign(new Error("refused"), { code }),
         failAlone: (w) => (w.key === "b" && code !== "40P01" ? Object.assign(new Error("bad"), { code }) : undefined),

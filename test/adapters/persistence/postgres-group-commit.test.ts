@@ -6,10 +6,11 @@
  * again append by append, so only the damaged stream's append fails; an announced append is sent alone. Statements
  * are counted by name on `pg.Client`. Runs only with ACP_ORCHESTRATOR_TEST_PG (test/support/postgres.ts).
  */
+import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterEach, beforeEach, expect, it } from "vitest";
 import type { PostgresAuthority } from "../../../src/adapters/persistence/postgres-authority.js";
-import { AuthorityConflict } from "../../../src/core/ports.js";
+import { AuthorityConflict, AuthorityFailure } from "../../../src/core/ports.js";
 import { adminQuery, describePostgres, dropSchema, freshSchema, openTestAuthority } from "../../support/postgres.js";
 
 const sent: string[] = [];
@@ -182,6 +183,23 @@ describePostgres("PostgresAuthority: record puts sent together (group commit)", 
     ]);
     expect((await authority.get("p", "k", "r2"))?.value).toEqual({ v: 0 });
     expect((await authority.get("p", "k", "r3"))?.value).toEqual({ v: 3 });
+  });
+
+  it("refuses a creation whose id is too long for the index alone: the others of its statement are created", async () => {
+    // 8,000 characters that do not compress: past btree's 2704-byte entry limit (SQLSTATE 54000, program limit).
+    const long = randomBytes(6_000).toString("base64");
+    const outcomes = await Promise.allSettled([
+      authority.put("p", "k", "a", { v: 1 }, null),
+      authority.put("p", "k", long, { v: 1 }, null),
+      authority.put("p", "k", "b", { v: 1 }, null),
+    ]);
+    expect(sent).toEqual(["acp-put-new-batch-3", "acp-put-new-quiet", "acp-put-new-quiet", "acp-put-new-quiet"]);
+    expect(outcomes.map((o) => (o.status === "fulfilled" ? o.value.revision : o.reason))).toEqual([
+      1,
+      expect.any(AuthorityFailure),
+      1,
+    ]);
+    expect(await authority.get("p", "k", "b")).toMatchObject({ value: { v: 1 }, revision: 1 });
   });
 
   it("updates records asked for together in one statement, each at its own revision", async () => {
