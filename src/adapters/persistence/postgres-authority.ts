@@ -93,6 +93,9 @@ interface RecordRow {
   updated_at: string;
 }
 
+/** The operations `close` waits for. */
+const WRITES = new Set(["put", "delete", "appendEvents", "deleteStream", "pruneEvents"]);
+
 /**
  * A run-state authority on a PostgreSQL database, shared by any number of server processes and machines.
  *
@@ -113,6 +116,8 @@ export class PostgresAuthority implements RunStateAuthority {
   readonly #feed: ChangeFeed;
   readonly #appends: AppendBatcher;
   readonly #records: RecordBatcher;
+  /** The writes under way (checked, not yet settled): `close` waits for them. */
+  readonly #writes = new Set<Promise<unknown>>();
   #closed = false;
 
   private constructor(connectionString: string, pool: pg.Pool, schema: string, options: PostgresAuthorityOptions) {
@@ -496,13 +501,16 @@ export class PostgresAuthority implements RunStateAuthority {
   }
 
   /**
-   * Closes the pool and the change feed. Idempotent. Every later call fails with `AuthorityFailure`. Does NOT
-   * delete data.
+   * Closes the pool and the change feed, once every write asked for before it (put, delete, appendEvents,
+   * deleteStream, pruneEvents) has settled: such a write is sent and gets its own outcome, never a closed pool's
+   * failure. Idempotent. Every later call fails with `AuthorityFailure`. Does NOT delete data.
    */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    // Writes asked for before the close are sent, as they were when each went to the pool at once (group commit).
+    // A write may still be packing its row or its conflict may still read the revision: it reaches the group commit
+    // queues (or the pool) only after this call began, so waiting for the queues alone is not enough.
+    await Promise.allSettled([...this.#writes]);
     await Promise.all([this.#appends.drained(), this.#records.drained()]);
     await this.#feed.close();
     try {
@@ -514,9 +522,23 @@ export class PostgresAuthority implements RunStateAuthority {
 
   // -------------------------------------------------------------------------------------------------------------
 
-  /** Runs one operation, turning every error other than a conflict into `AuthorityFailure`. */
+  /**
+   * Runs one operation, turning every error other than a conflict into `AuthorityFailure`; a write is kept in
+   * `#writes` until it settles (`close` waits for it).
+   */
   async #run<T>(op: string, work: () => Promise<T>): Promise<T> {
     if (this.#closed) throw new AuthorityFailure(`The PostgreSQL authority is closed (${op}).`);
+    if (!WRITES.has(op)) return this.#mapped(op, work);
+    const running = this.#mapped(op, work);
+    this.#writes.add(running);
+    try {
+      return await running;
+    } finally {
+      this.#writes.delete(running);
+    }
+  }
+
+  async #mapped<T>(op: string, work: () => Promise<T>): Promise<T> {
     try {
       return await work();
     } catch (error) {
