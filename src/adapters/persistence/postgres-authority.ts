@@ -152,6 +152,10 @@ export class PostgresAuthority implements RunStateAuthority {
       max: positive(options.maxConnections ?? 10, "maxConnections"),
       connectionTimeoutMillis: positive(options.connectionTimeoutMs ?? 10_000, "connectionTimeoutMs"),
       statement_timeout: statementTimeoutMs,
+      // A row lock waited for past half the statement timeout fails with 55P03 (nothing written): a group commit batch
+      // blocked on ONE row another transaction holds is then sent again write by write, so only that row's write fails
+      // (postgres-group-commit.ts) instead of every write of the batch at the statement timeout.
+      lock_timeout: Math.max(1, Math.floor(statementTimeoutMs / 2)),
       idle_in_transaction_session_timeout: statementTimeoutMs * 2,
       application_name: "acp-orchestrator",
       options: `-c search_path=${quoteIdent(schema)}`,

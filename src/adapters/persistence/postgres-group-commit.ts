@@ -38,8 +38,9 @@ interface Queued<T, R> {
  * The queue of one kind of write of one authority. A write asked for while no statement is in flight goes out on the
  * next turn of the event loop (`setImmediate`: the writes of one turn share it); one asked for meanwhile waits for the
  * statement in flight to end. A statement carries one write (`alone`, as before) or up to `MAX_BATCH` on distinct
- * keys (`together`). When the database refuses a batch and rolls it back (SQLSTATE class 22, 23, 40 or 54: bad data,
- * a damaged row, a deadlock, a value past a limit such as an id too long for its index; nothing of it was written),
+ * keys (`together`). When the database refuses a batch and rolls it back (SQLSTATE class 22, 23, 40, 54 or 55: bad data,
+ * a damaged row, a deadlock, a value past a limit such as an id too long for its index, a row locked by another
+ * transaction past `lock_timeout`; nothing of it was written),
  * each write in it is sent again alone, in order, so only the one at fault fails;
  * any other error (connection lost, timeout, closed pool) fails every write in the batch with that error, as it would
  * each of them alone.
@@ -124,9 +125,10 @@ export class GroupCommit<T, R> {
  * 22 (data exception), 23 (integrity constraint violation, e.g. a duplicate event row of a damaged stream), 40
  * (transaction rollback: a deadlock with another server's batch, a serialization failure) or 54 (program limit
  * exceeded: e.g. 54000, an id whose index entry passes btree's 2704-byte limit; such an id fails alone too, and must
- * not fail the writes that shared its statement). Nothing of it was written.
+ * not fail the writes that shared its statement) or 55 (e.g. 55P03, lock not available: one row of the batch held by
+ * another transaction past the pool's `lock_timeout`, postgres-authority.ts). Nothing of it was written.
  */
 function rolledBack(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" && /^(22|23|40|54)/.test(code);
+  return typeof code === "string" && /^(22|23|40|54|55)/.test(code);
 }

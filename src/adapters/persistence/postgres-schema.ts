@@ -153,6 +153,9 @@ export async function migrate(client: pg.ClientBase, schema: string): Promise<vo
   }
   try {
     await client.query("BEGIN");
+    // Servers starting together wait here for one of them to migrate: bounded by the statement timeout alone, not the
+    // pool's shorter lock_timeout (postgres-authority.ts), which is for rows a write finds locked.
+    await client.query("SET LOCAL lock_timeout = 0");
     await client.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
     await client.query(

@@ -60,8 +60,8 @@ describe("GroupCommit", () => {
     expect(s.statements.map((t) => t.split(",").length)).toEqual([MAX_BATCH, 2]);
   });
 
-  it("sends a batch rolled back (22, 23, 40, 54) again write by write: only the write at fault fails", async () => {
-    for (const code of ["22001", "23505", "40P01", "54000"]) {
+  it("sends a batch rolled back (22, 23, 40, 54, 55) again write by write: only the write at fault fails", async () => {
+    for (const code of ["22001", "23505", "40P01", "54000", "55P03"]) {
       const s = scripted({
         failTogether: Object.assign(new Error("refused"), { code }),
         failAlone: (w) => (w.key === "b" && code !== "40P01" ? Object.assign(new Error("bad"), { code }) : undefined),

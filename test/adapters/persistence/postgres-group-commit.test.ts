@@ -167,6 +167,33 @@ describePostgres("PostgresAuthority: appends sent together (group commit)", () =
     expect(rows.rows[0]?.n).toBe("6");
   });
 
+  it("fails only the append whose stream another transaction holds locked, at lock_timeout, not the whole batch", async () => {
+    const short = await openTestAuthority({ schema, announce: () => false, statementTimeoutMs: 1_000 });
+    try {
+      await streams(3);
+      const locker = new pg.Client({ connectionString: process.env.ACP_ORCHESTRATOR_TEST_PG });
+      await locker.connect();
+      try {
+        await locker.query("BEGIN");
+        await locker.query(`SELECT 1 FROM "${schema}".streams WHERE stream = 's1' FOR UPDATE`);
+        const outcomes = await Promise.allSettled(
+          [0, 1, 2].map((i) => short.appendEvents("p", `s${i}`, [{ n: 2 }], 1)),
+        );
+        expect(outcomes.map((o) => (o.status === "fulfilled" ? o.value.lastSeq : o.reason))).toEqual([
+          2,
+          expect.any(AuthorityFailure),
+          2,
+        ]);
+      } finally {
+        await locker.query("ROLLBACK");
+        await locker.end();
+      }
+      expect(await numbers("s1")).toEqual([[1, 1]]);
+    } finally {
+      await short.close();
+    }
+  });
+
   it("sends an announced append alone, with its notification", async () => {
     const announcing = await openTestAuthority({ schema });
     try {
