@@ -9,9 +9,11 @@
  * Every compare-and-swap is ONE conditional statement (`INSERT … ON CONFLICT DO NOTHING`, `UPDATE … WHERE revision =
  * $expected`), and an append moves the stream's head row by a conditional update in the same transaction that
  * inserts the events, so two servers can never both win (guarantee 6); the primary keys enforce the same thing a
- * second time. It must never write on a read path (guarantee 3), never coerce a stored value it cannot parse (the raw
- * text goes back to the caller, whose schema check fails closed: guarantee 4), and never let a database error escape
- * as anything but `AuthorityConflict` / `AuthorityFailure` (guarantee 2).
+ * second time. A server's concurrent appends, record creations and record updates are committed in groups, each row
+ * still its own compare-and-swap (postgres-group-commit.ts). It must never write on a read path (guarantee 3), never
+ * coerce a stored value it cannot parse (the raw text goes back to the caller, whose schema check fails closed:
+ * guarantee 4), and never let a database error escape as anything but `AuthorityConflict` / `AuthorityFailure`
+ * (guarantee 2).
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
