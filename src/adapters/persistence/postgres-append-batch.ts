@@ -8,7 +8,7 @@
  */
 import type pg from "pg";
 import { INSERT_APPENDED } from "./postgres-events.js";
-import { GroupCommit } from "./postgres-group-commit.js";
+import { bySize, GroupCommit, valuesList } from "./postgres-group-commit.js";
 
 /** One append as postgres-authority.ts asks for it: the stream's compare-and-swap and the row to insert. */
 export interface AppendRequest {
@@ -42,28 +42,14 @@ async function sendAlone(pool: pg.Pool, a: AppendRequest): Promise<boolean> {
   return (result.rowCount ?? 0) === 1;
 }
 
-/** The batch statement of `size` appends, by size (each size its own prepared statement, planned once per connection). */
-const batchSql = new Map<number, string>();
-
 /**
  * The batch statement of `size` appends: seven parameters per append (project, stream, new last sequence number,
- * expected one, count, single event, packed row) as a `VALUES` list, whose row count the planner knows, so the
- * prepared statement gets its generic plan and is not planned again on every call; every head row that is at its
- * expected number moves, the rows of exactly those appends are inserted, and their (project, stream) pairs come back.
+ * expected one, count, single event, packed row) as a `VALUES` list; every head row that is at its expected number
+ * moves, the rows of exactly those appends are inserted, and their (project, stream) pairs come back.
  */
-function batchStatement(size: number): string {
-  let sql = batchSql.get(size);
-  if (sql !== undefined) return sql;
-  const rows: string[] = [];
-  for (let r = 0; r < size; r += 1) {
-    const b = r * 7;
-    rows.push(
-      r === 0
-        ? "($1::text, $2::text, $3::bigint, $4::bigint, $5::integer, $6::text, $7::bytea)"
-        : `($${b + 1}, $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6}, $${b + 7})`,
-    );
-  }
-  sql = `WITH input (project_id, stream, last_seq, expected, n, event, packed) AS (VALUES ${rows.join(", ")}),
+const batchStatement = bySize(
+  (size) => `WITH input (project_id, stream, last_seq, expected, n, event, packed) AS (
+    VALUES ${valuesList(size, ["text", "text", "bigint", "bigint", "integer", "text", "bytea"])}),
   head AS (
     UPDATE streams s SET last_seq = i.last_seq FROM input i
     WHERE s.project_id = i.project_id COLLATE "C" AND s.stream = i.stream COLLATE "C" AND s.last_seq = i.expected
@@ -72,10 +58,8 @@ function batchStatement(size: number): string {
     INSERT INTO events (project_id, stream, seq, n, event, batch, packed)
     SELECT i.project_id, i.stream, i.last_seq, i.n, i.event, NULL, i.packed FROM input i
     JOIN head h ON h.project_id = i.project_id COLLATE "C" AND h.stream = i.stream COLLATE "C")
-  SELECT project_id, stream FROM head`;
-  batchSql.set(size, sql);
-  return sql;
-}
+  SELECT project_id, stream FROM head`,
+);
 
 /** The appends of one authority, through group commit. */
 export class AppendBatcher {

@@ -18,6 +18,33 @@
 /** Most writes in one statement; more waiting together go in several. */
 export const MAX_BATCH = 16;
 
+/**
+ * The `VALUES` list of `size` rows of `types.length` parameters each, numbered from `$1`; the first row's parameters
+ * are cast to `types` and the other rows take their types from it. Its row count is known to the planner, so a
+ * prepared batch statement keeps its generic plan instead of being planned again on every call.
+ */
+export function valuesList(size: number, types: readonly string[]): string {
+  const rows: string[] = [];
+  for (let r = 0; r < size; r += 1) {
+    const b = r * types.length;
+    rows.push(`(${types.map((t, c) => (r === 0 ? `$${c + 1}::${t}` : `$${b + c + 1}`)).join(", ")})`);
+  }
+  return rows.join(", ");
+}
+
+/** `build` memoised by batch size: each size is its own prepared statement, built once per process. */
+export function bySize(build: (size: number) => string): (size: number) => string {
+  const texts = new Map<number, string>();
+  return (size) => {
+    let text = texts.get(size);
+    if (text === undefined) {
+      text = build(size);
+      texts.set(size, text);
+    }
+    return text;
+  };
+}
+
 /** The statements of one kind of write. */
 export interface GroupStatements<T, R> {
   /** The row the write changes: two writes of one key never share a statement (the later one waits). */

@@ -7,7 +7,7 @@
  * the value, maps errors and reads the current revision of a refused put for its conflict.
  */
 import type pg from "pg";
-import { GroupCommit } from "./postgres-group-commit.js";
+import { bySize, GroupCommit, valuesList } from "./postgres-group-commit.js";
 
 /** One put as postgres-authority.ts asks for it. */
 export interface PutRequest {
@@ -49,53 +49,30 @@ async function sendAlone(pool: pg.Pool, r: PutRequest): Promise<number | null> {
   return row ? Number(row.revision) : null;
 }
 
-/** The `VALUES` list of `size` rows of `columns` parameters, the first row typed by `types`. */
-function valuesList(size: number, types: readonly string[]): string {
-  const rows: string[] = [];
-  for (let r = 0; r < size; r += 1) {
-    const b = r * types.length;
-    rows.push(`(${types.map((t, c) => (r === 0 ? `$${c + 1}::${t}` : `$${b + c + 1}`)).join(", ")})`);
-  }
-  return rows.join(", ");
-}
-
-const creationSql = new Map<number, string>();
-const updateSql = new Map<number, string>();
-
 /**
- * The statement of `size` creations: five parameters each (project, kind, id, value, updated at) as a `VALUES` list
- * (its row count known to the planner: the prepared statement keeps its generic plan); the records created come back.
+ * The statement of `size` creations: five parameters each (project, kind, id, value, updated at) as a `VALUES` list;
+ * the records created come back.
  */
-function creationStatement(size: number): string {
-  let sql = creationSql.get(size);
-  if (sql === undefined) {
-    sql = `WITH input (project_id, kind, id, value, updated_at) AS (
+const creationStatement = bySize(
+  (size) => `WITH input (project_id, kind, id, value, updated_at) AS (
         VALUES ${valuesList(size, ["text", "text", "text", "text", "text"])})
       INSERT INTO records (project_id, kind, id, value, revision, updated_at)
       SELECT project_id, kind, id, value, 1, updated_at FROM input ON CONFLICT DO NOTHING
-      RETURNING project_id, kind, id, revision`;
-    creationSql.set(size, sql);
-  }
-  return sql;
-}
+      RETURNING project_id, kind, id, revision`,
+);
 
 /**
  * The statement of `size` updates: six parameters each (project, kind, id, value, updated at, expected revision);
  * each row at its expected revision moves to the next one, and those records come back with their new revision.
  */
-function updateStatement(size: number): string {
-  let sql = updateSql.get(size);
-  if (sql === undefined) {
-    sql = `WITH input (project_id, kind, id, value, updated_at, expected) AS (
+const updateStatement = bySize(
+  (size) => `WITH input (project_id, kind, id, value, updated_at, expected) AS (
         VALUES ${valuesList(size, ["text", "text", "text", "text", "text", "bigint"])})
       UPDATE records r SET value = i.value, revision = r.revision + 1, updated_at = i.updated_at FROM input i
       WHERE r.project_id = i.project_id COLLATE "C" AND r.kind = i.kind COLLATE "C" AND r.id = i.id COLLATE "C"
         AND r.revision = i.expected
-      RETURNING r.project_id, r.kind, r.id, r.revision`;
-    updateSql.set(size, sql);
-  }
-  return sql;
-}
+      RETURNING r.project_id, r.kind, r.id, r.revision`,
+);
 
 const keyOf = (r: { projectId: string; kind: string; id: string }): string =>
   `${r.projectId}\u0000${r.kind}\u0000${r.id}`;
