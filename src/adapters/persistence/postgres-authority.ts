@@ -44,11 +44,10 @@ import {
   parseStored,
   toJson,
 } from "./authority-checks.js";
-import { AppendBatcher } from "./postgres-append-batch.js";
 import { readCreationPage, readTexts, readTextsByCreation } from "./postgres-creation.js";
 import { type AnnounceFilter, ChangeFeed } from "./postgres-feed.js";
 import { appendedRow, pruneEventRows, readStoredEvents } from "./postgres-events.js";
-import { RecordBatcher } from "./postgres-record-batch.js";
+import { WriteBatcher } from "./postgres-write-batch.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
 import { inTransaction } from "./postgres-transaction.js";
@@ -116,16 +115,14 @@ export class PostgresAuthority implements RunStateAuthority {
   readonly #schema: string;
   readonly #now: () => number;
   readonly #feed: ChangeFeed;
-  readonly #appends: AppendBatcher;
-  readonly #records: RecordBatcher;
+  readonly #batch: WriteBatcher;
   /** The writes under way (checked, not yet settled): `close` waits for them. */
   readonly #writes = new Set<Promise<unknown>>();
   #closed = false;
 
   private constructor(connectionString: string, pool: pg.Pool, schema: string, options: PostgresAuthorityOptions) {
     this.#pool = pool;
-    this.#appends = new AppendBatcher(pool);
-    this.#records = new RecordBatcher(pool);
+    this.#batch = new WriteBatcher(pool);
     this.#schema = schema;
     const clock = options.clock;
     this.#now = clock ? () => clock.now() : Date.now;
@@ -236,7 +233,7 @@ export class PostgresAuthority implements RunStateAuthority {
       const json = toJson(value, "value");
       const updatedAt = new Date(this.#now()).toISOString();
       const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id }, 6, { created: expectedRevision === null });
-      const revision = await this.#records.put({ projectId, kind, id, json, updatedAt, expectedRevision, notify });
+      const revision = await this.#batch.put({ projectId, kind, id, json, updatedAt, expectedRevision, notify });
       if (revision !== null) return { revision };
       throw await this.#conflict(projectId, kind, id, expectedRevision);
     });
@@ -260,16 +257,8 @@ export class PostgresAuthority implements RunStateAuthority {
       const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id, d: 1 }, 4, {
         quiet: options?.announce === false,
       });
-      // Prepared (named) as every write of a run's hot path: a lease is deleted once per product (issue 32).
-      const result = await this.#pool.query({
-        name: `acp-delete${expectedRevision === undefined ? "" : "-at"}${notify.name}`,
-        text: `WITH gone AS (
-           DELETE FROM records WHERE project_id = $1 AND kind = $2 AND id = $3
-           ${expectedRevision === undefined ? "" : "AND revision = $5"} RETURNING 1)
-         SELECT ${notify.sql} FROM gone`,
-        values: [projectId, kind, id, ...notify.params, ...(expectedRevision === undefined ? [] : [expectedRevision])],
-      });
-      if ((result.rowCount ?? 0) > 0) return true;
+      const deleted = await this.#batch.delete({ projectId, kind, id, expectedRevision, notify });
+      if (deleted) return true;
       if (expectedRevision === undefined) return false;
       const current = await this.#revisionOf(projectId, kind, id);
       if (current === undefined) return false;
@@ -360,7 +349,7 @@ export class PostgresAuthority implements RunStateAuthority {
       const lastSeq = expectedSeq + texts.length;
       const row = await appendedRow(texts);
       const notify = this.#feed.notifySql({ p: projectId, s: stream }, 9);
-      const applied = await this.#appends.append({ projectId, stream, lastSeq, expectedSeq, row, notify });
+      const applied = await this.#batch.append({ projectId, stream, lastSeq, expectedSeq, row, notify });
       if (!applied) throw mismatch();
       return { lastSeq };
     });
@@ -517,7 +506,7 @@ export class PostgresAuthority implements RunStateAuthority {
     // A write may still be packing its row or its conflict may still read the revision: it reaches the group commit
     // queues (or the pool) only after this call began, so waiting for the queues alone is not enough.
     await Promise.allSettled([...this.#writes]);
-    await Promise.all([this.#appends.drained(), this.#records.drained()]);
+    await this.#batch.drained();
     await this.#feed.close();
     try {
       await this.#pool.end();

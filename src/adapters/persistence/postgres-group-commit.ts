@@ -1,10 +1,9 @@
 /**
  * Group commit on PostgreSQL (issue 32, "no contention collapse": 8 servers on one database at least as fast as 1):
- * a queue of writes of one kind (event appends, record creations, record updates) of which at most ONE statement is
- * in flight per process; the writes asked for meanwhile wait, and go together in the next statement: one round trip,
- * one transaction, one WAL flush for all of them. Each keeps its own compare-and-swap, decided by the statement per
- * row, so a write whose check failed is refused to its own caller alone while the others commit (guarantee 6 per
- * record and per stream, as before).
+ * a queue of writes of which at most a set number of statements (one by default) are in flight per process; the
+ * writes asked for meanwhile wait, and go together in the next statement: one round trip, one transaction, one WAL
+ * flush for all of them. Each keeps its own compare-and-swap, decided by the statement per row, so a write whose
+ * check failed is refused to its own caller alone while the others commit (guarantee 6 per record and per stream).
  *
  * Why: on a machine whose cores are shared by many server processes and PostgreSQL's backends, every statement wakes
  * a backend that preempts some process, and a preempted process loses its caches: CPU per task grows with statements
@@ -12,40 +11,27 @@
  * (an agent's task takes seconds), and fewer, larger ones exactly when many are due at once.
  *
  * Owns the queueing rule and what a failed batch means for each write in it; the statements are the caller's
- * (postgres-append-batch.ts, postgres-record-batch.ts).
+ * (postgres-write-batch.ts).
  */
 
 /** Most writes in one statement; more waiting together go in several. */
 export const MAX_BATCH = 16;
 
 /**
- * The `VALUES` list of `size` rows of `types.length` parameters each, numbered from `$1`; the first row's parameters
- * are cast to `types` and the other rows take their types from it. Its row count is known to the planner, so a
- * prepared batch statement keeps its generic plan instead of being planned again on every call.
+ * The `VALUES` list of `size` rows of `types.length` parameters each, numbered from `$first`; the first row's
+ * parameters are cast to `types` and the other rows take their types from it. Its row count is known to the planner,
+ * so a prepared batch statement keeps its generic plan instead of being planned again on every call.
  */
-export function valuesList(size: number, types: readonly string[]): string {
+export function valuesList(size: number, types: readonly string[], first = 1): string {
   const rows: string[] = [];
   for (let r = 0; r < size; r += 1) {
-    const b = r * types.length;
-    rows.push(`(${types.map((t, c) => (r === 0 ? `$${c + 1}::${t}` : `$${b + c + 1}`)).join(", ")})`);
+    const b = first + r * types.length;
+    rows.push(`(${types.map((t, c) => (r === 0 ? `$${b + c}::${t}` : `$${b + c}`)).join(", ")})`);
   }
   return rows.join(", ");
 }
 
-/** `build` memoised by batch size: each size is its own prepared statement, built once per process. */
-export function bySize(build: (size: number) => string): (size: number) => string {
-  const texts = new Map<number, string>();
-  return (size) => {
-    let text = texts.get(size);
-    if (text === undefined) {
-      text = build(size);
-      texts.set(size, text);
-    }
-    return text;
-  };
-}
-
-/** The statements of one kind of write. */
+/** The statements of the writes of one queue. */
 export interface GroupStatements<T, R> {
   /** The row the write changes: two writes of one key never share a statement (the later one waits). */
   key(write: T): string;
@@ -62,23 +48,29 @@ interface Queued<T, R> {
 }
 
 /**
- * The queue of one kind of write of one authority. A write asked for while no statement is in flight goes out on the
- * next turn of the event loop (`setImmediate`: the writes of one turn share it); one asked for meanwhile waits for the
- * statement in flight to end. A statement carries one write (`alone`, as before) or up to `MAX_BATCH` on distinct
- * keys (`together`). When the database refuses a batch and rolls it back (SQLSTATE class 22, 23, 40, 54 or 55: bad data,
- * a damaged row, a deadlock, a value past a limit such as an id too long for its index, a row locked by another
- * transaction past `lock_timeout`; nothing of it was written),
- * each write in it is sent again alone, in order, so only the one at fault fails;
- * any other error (connection lost, timeout, closed pool) fails every write in the batch with that error, as it would
- * each of them alone.
+ * One queue of writes of one authority. A write asked for while fewer than `maxInFlight` statements are in flight
+ * goes out on the next turn of the event loop (`setImmediate`: the writes of one turn share it); one asked for while
+ * they all are waits for one of them to end, and so does a write whose key is in a statement in flight. A statement
+ * carries one write (`alone`) or up to `MAX_BATCH` on distinct keys (`together`). When the database refuses a batch
+ * and rolls it back (SQLSTATE class 22, 23, 40, 54 or 55: bad data, a damaged row, a deadlock, a value past a limit
+ * such as an id too long for its index, a row locked by another transaction past `lock_timeout`; nothing of it was
+ * written), each write in it is sent again alone, in order, so only the one at fault fails; any other error
+ * (connection lost, timeout, closed pool) fails every write in the batch with that error, as it would each of them
+ * alone.
  */
 export class GroupCommit<T, R> {
   #queue: Queued<T, R>[] = [];
   #scheduled = false;
-  #inFlight = false;
+  #inFlight = 0;
+  /** The keys of the writes of the statements in flight: a later write of one of them waits for its statement. */
+  readonly #busy = new Set<string>();
   #drainWaiters: (() => void)[] = [];
 
-  constructor(private readonly statements: GroupStatements<T, R>) {}
+  constructor(
+    private readonly statements: GroupStatements<T, R>,
+    /** Statements in flight at once (default 1); a key is never in two of them. */
+    private readonly maxInFlight = 1,
+  ) {}
 
   /** Queues `write`; resolves with its outcome once its statement has run, rejects with the database's error. */
   submit(write: T): Promise<R> {
@@ -90,36 +82,39 @@ export class GroupCommit<T, R> {
 
   /** Resolves once no write is queued and no statement is in flight (the authority's `close` waits for it). */
   drained(): Promise<void> {
-    if (!this.#inFlight && this.#queue.length === 0) return Promise.resolve();
+    if (this.#inFlight === 0 && this.#queue.length === 0) return Promise.resolve();
     return new Promise((resolve) => this.#drainWaiters.push(resolve));
   }
 
   #schedule(): void {
-    if (this.#scheduled || this.#inFlight || this.#queue.length === 0) return;
+    if (this.#scheduled || this.#inFlight >= this.maxInFlight || this.#queue.length === 0) return;
     this.#scheduled = true;
     setImmediate(() => this.#flush());
   }
 
   #flush(): void {
     this.#scheduled = false;
-    if (this.#inFlight) return;
+    if (this.#inFlight >= this.maxInFlight) return;
     const batch: Queued<T, R>[] = [];
     const later: Queued<T, R>[] = [];
-    const keys = new Set<string>();
+    const keys: string[] = [];
     for (const q of this.#queue) {
       const key = this.statements.key(q.write);
-      if (keys.has(key) || batch.length === MAX_BATCH) later.push(q);
+      if (this.#busy.has(key) || batch.length === MAX_BATCH) later.push(q);
       else {
-        keys.add(key);
+        this.#busy.add(key);
+        keys.push(key);
         batch.push(q);
       }
     }
     this.#queue = later;
-    this.#inFlight = true;
+    if (batch.length === 0) return;
+    this.#inFlight += 1;
     void this.#send(batch).finally(() => {
-      this.#inFlight = false;
+      this.#inFlight -= 1;
+      for (const key of keys) this.#busy.delete(key);
       this.#schedule();
-      if (this.#queue.length > 0) return;
+      if (this.#queue.length > 0 || this.#inFlight > 0) return;
       for (const resolve of this.#drainWaiters.splice(0)) resolve();
     });
   }

@@ -1,6 +1,7 @@
 /**
  * The group commit queue (postgres-group-commit.ts, issue 32) with scripted statements, no database: writes asked for
- * together share one statement, two writes of one key never do, at most one statement is in flight, a batch rolled
+ * together share one statement, two writes of one key never do, at most one statement is in flight (or as many as
+ * the queue is given, a key never in two of them at once), a batch rolled
  * back for its data, by a deadlock or past a limit (SQLSTATE class 22, 23, 40, 54) is sent again write by write so only the one at
  * fault fails, any other error fails the whole batch, and `drained` waits for everything queued.
  */
@@ -90,5 +91,53 @@ describe("GroupCommit", () => {
     await s.group.drained();
     expect(settledAt.sort()).toEqual(["a0", "a1", "b2"]);
     await Promise.all(writes);
+  });
+
+  it("keeps at most maxInFlight statements in flight, and never a key in two of them at once", async () => {
+    const statements: string[] = [];
+    const gates: (() => void)[] = [];
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const run = async (label: string, values: number[]): Promise<number[]> => {
+      statements.push(label);
+      inFlight += 1;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      await new Promise<void>((resolve) => gates.push(resolve));
+      inFlight -= 1;
+      return values.map((v) => v * 10);
+    };
+    const group = new GroupCommit<Write, number>(
+      {
+        key: (w) => w.key,
+        alone: async (w) => (await run(`alone ${w.key}`, [w.value]))[0] as number,
+        together: (ws) =>
+          run(
+            `together ${ws.map((w) => w.key).join(",")}`,
+            ws.map((w) => w.value),
+          ),
+      },
+      2,
+    );
+    const tick = async (n: number): Promise<void> => {
+      while (statements.length < n) await new Promise((resolve) => setImmediate(resolve));
+    };
+    const first = [group.submit({ key: "a", value: 0 }), group.submit({ key: "b", value: 1 })];
+    await tick(1);
+    // While "a,b" is in flight: c goes at once in a second statement; a waits for its key.
+    const second = [group.submit({ key: "a", value: 2 }), group.submit({ key: "c", value: 3 })];
+    await tick(2);
+    const third = group.submit({ key: "d", value: 4 }); // both slots taken: waits
+    for (let i = 0; i < 10; i += 1) await new Promise((resolve) => setImmediate(resolve));
+    expect(statements).toEqual(["together a,b", "alone c"]);
+    gates.shift()?.(); // "a,b" ends: a and d go together
+    await tick(3);
+    expect(statements[2]).toBe("together a,d");
+    while (gates.length > 0) {
+      gates.shift()?.();
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(await Promise.all([...first, ...second, third])).toEqual([0, 10, 20, 30, 40]);
+    expect(mostInFlight).toBe(2);
+    await group.drained();
   });
 });
