@@ -1,9 +1,9 @@
 /**
  * Group commit of every unannounced write of one PostgreSQL authority in ONE queue (issue 32, "no contention
  * collapse"; postgres-group-commit.ts): event appends (a stream's first one too), record creations, updates and
- * deletes asked for while a statement is in flight go together in the next one, whatever their sort. A product's writes come
- * one after another (each waits for the one before), so with several products in flight the next writes due are
- * mostly of different sorts: one queue per sort sent them as up to three statements, one queue sends them as one.
+ * deletes asked for while statements are in flight go together in the next one, whatever their sort. A product's
+ * writes come one after another (each waits for the one before), so with several products in flight the next writes
+ * due are mostly of different sorts: one queue per sort sent them as up to three statements, one queue as one.
  *
  * A statement of several writes is one `WITH` of up to five parts, one per sort present, each a `VALUES` list of its
  * writes and a compare-and-swap decided per row, exactly as each write alone decides it (postgres-append.ts,

@@ -1,9 +1,9 @@
 /**
  * The group commit queue (postgres-group-commit.ts, issue 32) with scripted statements, no database: writes asked for
  * together share one statement, two writes of one key never do, at most one statement is in flight (or as many as
- * the queue is given, a key never in two of them at once), a batch rolled
- * back for its data, by a deadlock or past a limit (SQLSTATE class 22, 23, 40, 54) is sent again write by write so only the one at
- * fault fails, any other error fails the whole batch, and `drained` waits for everything queued.
+ * the queue is given, a key never in two of them at once), a batch rolled back for its data, by a deadlock, past a
+ * limit or on a lock (SQLSTATE class 22, 23, 40, 54, 55) is sent again write by write so only the one at fault
+ * fails, any other error fails the whole batch, and `drained` waits for everything queued.
  */
 import { describe, expect, it } from "vitest";
 import { GroupCommit, MAX_BATCH } from "../../../src/adapters/persistence/postgres-group-commit.js";
