@@ -69,8 +69,18 @@ const TYPES: readonly (readonly string[])[] = [
   ["text", "text", "text", "bigint"],
 ];
 
-/** Joins an appends part's input `i` with its head rows `h` (the streams whose head moved or was created). */
-const SAME_STREAM = `h.project_id = i.project_id COLLATE "C" AND h.stream = i.stream COLLATE "C"`;
+/**
+ * The `WITH` clause `name` inserting the events rows of the appends of `input` whose stream is among `heads` (the
+ * streams whose head row moved or was created by this statement).
+ */
+const insertEvents = (name: string, input: string, heads: string): string =>
+  `${name} AS (INSERT INTO events (project_id, stream, seq, n, event, batch, packed)
+    SELECT i.project_id, i.stream, i.last_seq, i.n, i.event, NULL, i.packed FROM ${input} i
+    JOIN ${heads} h ON h.project_id = i.project_id COLLATE "C" AND h.stream = i.stream COLLATE "C")`;
+
+/** The result rows of an appends part: one per stream of `heads`. */
+const streamRows = (part: Part, heads: string): string =>
+  `SELECT ${part} AS part, project_id, stream AS a, NULL::text AS b, NULL::bigint AS revision FROM ${heads}`;
 
 /**
  * The text of the statement of a batch with `sizes[part]` writes of each part: the parts' `WITH` clauses, then one
@@ -93,20 +103,18 @@ function batchText(sizes: readonly number[]): string {
       `hn AS (UPDATE streams s SET last_seq = i.last_seq FROM an i
         WHERE s.project_id = i.project_id COLLATE "C" AND s.stream = i.stream COLLATE "C" AND s.last_seq = i.expected
         RETURNING s.project_id, s.stream)`,
-      `en AS (INSERT INTO events (project_id, stream, seq, n, event, batch, packed)
-        SELECT i.project_id, i.stream, i.last_seq, i.n, i.event, NULL, i.packed FROM an i JOIN hn h ON ${SAME_STREAM})`,
+      insertEvents("en", "an", "hn"),
     );
-    rows.push(`SELECT 0 AS part, project_id, stream AS a, NULL::text AS b, NULL::bigint AS revision FROM hn`);
+    rows.push(streamRows(Part.NextAppends, "hn"));
   }
   if ((sizes[Part.FirstAppends] ?? 0) > 0) {
     withs.push(
       input(Part.FirstAppends, "af", "project_id, stream, last_seq, n, event, packed"),
       `hf AS (INSERT INTO streams (project_id, stream, last_seq) SELECT project_id, stream, last_seq FROM af
         ON CONFLICT DO NOTHING RETURNING project_id, stream)`,
-      `ef AS (INSERT INTO events (project_id, stream, seq, n, event, batch, packed)
-        SELECT i.project_id, i.stream, i.last_seq, i.n, i.event, NULL, i.packed FROM af i JOIN hf h ON ${SAME_STREAM})`,
+      insertEvents("ef", "af", "hf"),
     );
-    rows.push(`SELECT 1 AS part, project_id, stream AS a, NULL::text AS b, NULL::bigint AS revision FROM hf`);
+    rows.push(streamRows(Part.FirstAppends, "hf"));
   }
   if ((sizes[Part.Creations] ?? 0) > 0) {
     withs.push(
