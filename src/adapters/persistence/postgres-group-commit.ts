@@ -18,6 +18,14 @@
 export const MAX_BATCH = 16;
 
 /**
+ * Most bytes of writes (`GroupStatements.bytes`) in one statement of several: a write that would take a batch past it
+ * waits for the next statement (a write larger than this goes alone). PostgreSQL refuses a message past 1 GB by
+ * dropping the connection, which would fail every write of the batch where each alone would have succeeded; and a
+ * batch this size already takes tens of milliseconds to send.
+ */
+export const MAX_BATCH_BYTES = 8 * 1024 * 1024;
+
+/**
  * The `VALUES` list of `size` rows of `types.length` parameters each, numbered from `$first`; the first row's
  * parameters are cast to `types` and the other rows take their types from it. Its row count is known to the planner,
  * so a prepared batch statement keeps its generic plan instead of being planned again on every call.
@@ -35,6 +43,8 @@ export function valuesList(size: number, types: readonly string[], first = 1): s
 export interface GroupStatements<T, R> {
   /** The row the write changes: two writes of one key never share a statement (the later one waits). */
   key(write: T): string;
+  /** The bytes the write adds to a statement's message (its texts and binary values; default 0). */
+  bytes?(write: T): number;
   /** The statement of one write alone. */
   alone(write: T): Promise<R>;
   /** One statement for 2 … `MAX_BATCH` writes on distinct keys; their outcomes, in order. */
@@ -51,7 +61,7 @@ interface Queued<T, R> {
  * One queue of writes of one authority. A write asked for while fewer than `maxInFlight` statements are in flight
  * goes out on the next turn of the event loop (`setImmediate`: the writes of one turn share it); one asked for while
  * they all are waits for one of them to end, and so does a write whose key is in a statement in flight. A statement
- * carries one write (`alone`) or up to `MAX_BATCH` on distinct keys (`together`). When the database refuses a batch
+ * carries one write (`alone`) or up to `MAX_BATCH` on distinct keys and of at most `MAX_BATCH_BYTES` (`together`). When the database refuses a batch
  * and rolls it back (SQLSTATE class 22, 23, 40, 54 or 55: bad data, a damaged row, a deadlock, a value past a limit
  * such as an id too long for its index, a row locked by another transaction past `lock_timeout`; nothing of it was
  * written), each write in it is sent again alone, in order, so only the one at fault fails; any other error
@@ -98,13 +108,21 @@ export class GroupCommit<T, R> {
     const batch: Queued<T, R>[] = [];
     const later: Queued<T, R>[] = [];
     const keys: string[] = [];
+    const held = new Set<string>();
+    let bytes = 0;
     for (const q of this.#queue) {
       const key = this.statements.key(q.write);
-      if (this.#busy.has(key) || batch.length === MAX_BATCH) later.push(q);
-      else {
+      const size = this.statements.bytes?.(q.write) ?? 0;
+      const full = batch.length === MAX_BATCH || (batch.length > 0 && bytes + size > MAX_BATCH_BYTES);
+      if (this.#busy.has(key) || held.has(key) || full) {
+        // A write left for later holds its key back for this statement: a later write of that key never overtakes it.
+        held.add(key);
+        later.push(q);
+      } else {
         this.#busy.add(key);
         keys.push(key);
         batch.push(q);
+        bytes += size;
       }
     }
     this.#queue = later;

@@ -177,10 +177,22 @@ const resultKeyOf = (w: Write): string => {
 
 /**
  * Batch statements are named (prepared once per connection) for at most this many distinct mixes of sizes per
- * process; a rarer mix past it is sent unnamed (planned on each call) so a server with many products in flight does
- * not keep thousands of prepared statements in every backend.
+ * authority, whose texts are kept; a rarer mix past it is built and sent unnamed (planned on each call), so a server
+ * with many products in flight keeps neither thousands of prepared statements in every backend nor their texts.
  */
 const NAMED_MIXES = 160;
+
+/**
+ * The bytes a write adds to a batch's message: its texts and packed rows (the rest of a row is a few dozen bytes).
+ * Binary (`Buffer`) and text lengths are close enough to bound a message (postgres-group-commit.ts `MAX_BATCH_BYTES`).
+ */
+const bytesOf = (w: Write): number => {
+  if (w.append) {
+    const [, event, , packed] = w.append.row as [unknown, string | null, unknown, Buffer | null];
+    return (event?.length ?? 0) + (packed?.length ?? 0);
+  }
+  return w.put ? w.put.json.length : 0;
+};
 
 /**
  * Statements of the queue in flight at once: while one commits, the next is already sent with what was asked for
@@ -193,13 +205,14 @@ const IN_FLIGHT = 2;
 /** The unannounced writes of one authority, through one group commit queue. */
 export class WriteBatcher {
   readonly #group: GroupCommit<Write, Outcome>;
-  /** Statement texts by mix of sizes (`n-f-c-u-d`), and whether that mix is sent as a named statement. */
-  readonly #texts = new Map<string, { text: string; named: boolean }>();
+  /** The texts of the named batch statements by mix of sizes (`n-f-c-u-d`), at most `NAMED_MIXES`. */
+  readonly #named = new Map<string, string>();
 
   constructor(private readonly pool: pg.Pool) {
     this.#group = new GroupCommit<Write, Outcome>(
       {
         key: keyOf,
+        bytes: bytesOf,
         alone: (w) =>
           w.append ? appendAlone(pool, w.append) : w.put ? putAlone(pool, w.put) : deleteAlone(pool, w.del),
         together: (writes) => this.#sendTogether(writes),
@@ -248,10 +261,11 @@ export class WriteBatcher {
     for (const w of writes) (byPart[partOf(w)] as Write[]).push(w);
     const sizes = byPart.map((p) => p.length);
     const mix = sizes.join("-");
-    let statement = this.#texts.get(mix);
-    if (statement === undefined) {
-      statement = { text: batchText(sizes), named: this.#texts.size < NAMED_MIXES };
-      this.#texts.set(mix, statement);
+    let text = this.#named.get(mix);
+    const named = text !== undefined || this.#named.size < NAMED_MIXES;
+    if (text === undefined) {
+      text = batchText(sizes);
+      if (named) this.#named.set(mix, text);
     }
     const values: unknown[] = [];
     for (const part of byPart) for (const w of part) paramsOf(w, values);
@@ -262,8 +276,8 @@ export class WriteBatcher {
       b: string | null;
       revision: string | null;
     }>({
-      ...(statement.named ? { name: `acp-write-${mix}` } : {}),
-      text: statement.text,
+      ...(named ? { name: `acp-write-${mix}` } : {}),
+      text,
       values,
     });
     const done = new Map(result.rows.map((r) => [resultKey(r.part, r.project_id, r.a, r.b), r.revision]));

@@ -6,7 +6,7 @@
  * fails, any other error fails the whole batch, and `drained` waits for everything queued.
  */
 import { describe, expect, it } from "vitest";
-import { GroupCommit, MAX_BATCH } from "../../../src/adapters/persistence/postgres-group-commit.js";
+import { GroupCommit, MAX_BATCH, MAX_BATCH_BYTES } from "../../../src/adapters/persistence/postgres-group-commit.js";
 
 interface Write {
   key: string;
@@ -139,5 +139,32 @@ describe("GroupCommit", () => {
     expect(await Promise.all([...first, ...second, third])).toEqual([0, 10, 20, 30, 40]);
     expect(mostInFlight).toBe(2);
     await group.drained();
+  });
+
+  it(`keeps a statement of several writes within ${MAX_BATCH_BYTES} bytes, and one key's writes in order`, async () => {
+    const statements: string[] = [];
+    const group = new GroupCommit<Write, number>({
+      key: (w) => w.key,
+      bytes: (w) => w.value,
+      alone: async (w) => {
+        statements.push(`alone ${w.key}`);
+        return w.value;
+      },
+      together: async (ws) => {
+        statements.push(`together ${ws.map((w) => w.key).join(",")}`);
+        return ws.map((w) => w.value);
+      },
+    });
+    const mb = 1024 * 1024;
+    const sizes: [string, number][] = [
+      ["x", 6 * mb],
+      ["y", 3 * mb], // past the limit with x: waits, and holds y back
+      ["y", 1], // small enough, but never before the y asked for first
+      ["z", mb],
+      ["w", MAX_BATCH_BYTES + 1], // larger than the limit: alone, whatever is queued with it
+    ];
+    const done = await Promise.all(sizes.map(([key, value]) => group.submit({ key, value })));
+    expect(done).toEqual(sizes.map(([, value]) => value));
+    expect(statements).toEqual(["together x,z", "alone y", "alone y", "alone w"]);
   });
 });
