@@ -61,12 +61,12 @@ interface Queued<T, R> {
  * One queue of writes of one authority. A write asked for while fewer than `maxInFlight` statements are in flight
  * goes out on the next turn of the event loop (`setImmediate`: the writes of one turn share it); one asked for while
  * they all are waits for one of them to end, and so does a write whose key is in a statement in flight. A statement
- * carries one write (`alone`) or up to `MAX_BATCH` on distinct keys and of at most `MAX_BATCH_BYTES` (`together`). When the database refuses a batch
- * and rolls it back (SQLSTATE class 22, 23, 40, 54 or 55: bad data, a damaged row, a deadlock, a value past a limit
- * such as an id too long for its index, a row locked by another transaction past `lock_timeout`; nothing of it was
- * written), each write in it is sent again alone, in order, so only the one at fault fails; any other error
- * (connection lost, timeout, closed pool) fails every write in the batch with that error, as it would each of them
- * alone.
+ * carries one write (`alone`) or up to `MAX_BATCH` on distinct keys and of at most `MAX_BATCH_BYTES` (`together`).
+ * When the database refuses a batch and rolls it back (SQLSTATE class 22, 23, 40, 54 or 55: bad data, a damaged
+ * row, a deadlock, a value past a limit such as an id too long for its index, a row locked by another transaction
+ * past `lock_timeout`; nothing of it was written), each write in it is sent again alone, in order, so only the one at
+ * fault fails; any other error (connection lost, timeout, closed pool) fails every write in the batch with that
+ * error, as it would each of them alone.
  */
 export class GroupCommit<T, R> {
   #queue: Queued<T, R>[] = [];
@@ -135,6 +135,8 @@ export class GroupCommit<T, R> {
       if (this.#queue.length > 0 || this.#inFlight > 0) return;
       for (const resolve of this.#drainWaiters.splice(0)) resolve();
     });
+    // More than one statement's worth waiting, and a statement slot still free: the rest goes now too.
+    this.#schedule();
   }
 
   /** Runs the statement of `batch` and settles each write in it. Never rejects. */

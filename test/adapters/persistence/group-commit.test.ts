@@ -167,4 +167,27 @@ describe("GroupCommit", () => {
     expect(done).toEqual(sizes.map(([, value]) => value));
     expect(statements).toEqual(["together x,z", "alone y", "alone y", "alone w"]);
   });
+
+  it("fills every free slot at once when more than one statement's worth of writes is waiting", async () => {
+    const sizes: number[] = [];
+    const gates: (() => void)[] = [];
+    const group = new GroupCommit<Write, number>(
+      {
+        key: (w) => w.key,
+        alone: async (w) => w.value,
+        together: async (ws) => {
+          sizes.push(ws.length);
+          await new Promise<void>((resolve) => gates.push(resolve));
+          return ws.map((w) => w.value);
+        },
+      },
+      2,
+    );
+    const writes = Array.from({ length: MAX_BATCH + 4 }, (_, i) => group.submit({ key: `k${i}`, value: i }));
+    // Neither statement ends until released: the second is sent while the first is still in flight, or never.
+    for (let i = 0; i < 50 && sizes.length < 2; i += 1) await new Promise((resolve) => setImmediate(resolve));
+    expect(sizes).toEqual([MAX_BATCH, 4]);
+    for (const release of gates.splice(0)) release();
+    expect(await Promise.all(writes)).toHaveLength(MAX_BATCH + 4);
+  });
 });
