@@ -101,6 +101,22 @@ export const MAIN_SCRIPT = String.raw`"use strict";
   var source = null;
   var current = null; // {kind, id, taskId}
   var lastView = null;
+  // A view that arrives while a mouse button is held is drawn once it is released (after its click): a redraw between
+  // the press and the release replaces the button under the pointer, and the browser then sends no click at all.
+  // A press held past HOLD_MS no longer holds views back.
+  var HOLD_MS = 3000;
+  var pressedAt = 0;
+  var heldView = false;
+  document.addEventListener("pointerdown", function () { pressedAt = Date.now(); }, true);
+  function released() {
+    pressedAt = 0;
+    if (!heldView) return;
+    heldView = false;
+    if (lastView) render(lastView);
+  }
+  document.addEventListener("pointerup", function () { setTimeout(released, 0); }, true);
+  document.addEventListener("pointercancel", function () { setTimeout(released, 0); }, true);
+  function pressed() { return pressedAt > 0 && Date.now() - pressedAt < HOLD_MS; }
   var STATUS_STYLE = {
     pending: ["#eeeeee", "#999999"], running: ["#cfe2ff", "#0d6efd"], waiting: ["#fff3cd", "#ffc107"],
     completed: ["#d1e7dd", "#198754"], failed: ["#f8d7da", "#dc3545"], skipped: ["#e2e3e5", "#6c757d"],
@@ -158,7 +174,9 @@ ${DOM_HELPERS}
       streamState.textContent = "live";
       streamState.className = "pill live";
       lastView = JSON.parse(e.data);
-      render(lastView);
+      streamState.dataset.views = String(Number(streamState.dataset.views || 0) + 1);
+      if (pressed()) heldView = true;
+      else render(lastView);
     });
     source.addEventListener("problem", function (e) {
       var p = JSON.parse(e.data);

@@ -46,7 +46,8 @@ async function press(page: Page, verb: string, label: string): Promise<void> {
       { timeout: 60_000 },
     )
     .catch(async (err: unknown) => {
-      // Say what the page showed instead (a clean-clone check once timed out here on "answer", not reproduced since).
+      // Say what the page showed instead (two clean-clone checks timed out on "answer": a redraw between the press and
+      // the release of the mouse had eaten the click; the page now holds views back while a button is held).
       const shown = `${(await box.getAttribute("data-state")) ?? "-"}: ${(await box.textContent()) ?? ""}`;
       const phase = (await page.locator("#controls").getAttribute("data-phase")) ?? "-";
       throw new Error(`${verb}: no "${label}" answer within 60 s; the page shows [${shown}], phase ${phase}`, {
@@ -146,7 +147,20 @@ describe("dashboard controls in headless Chromium", () => {
     await page.locator('svg#dag g.node[data-task-id="t2"]').click();
     await page.waitForSelector("#answer-text");
     await page.fill("#answer-text", "JSON, please.");
-    await press(page, "answer", "Answer");
+    // A click whose press and release straddle redraws still acts: the page holds views back while a button is held
+    // (a redraw in between replaced the button, and the browser sent no click at all: CI timed out here twice).
+    const answerBox = await page.locator('button[data-verb="answer"]').boundingBox();
+    if (!answerBox) throw new Error("no Answer button");
+    await page.mouse.move(answerBox.x + answerBox.width / 2, answerBox.y + answerBox.height / 2);
+    const views = Number((await page.locator("#stream-state").getAttribute("data-views")) ?? 0);
+    await page.mouse.down();
+    await page.waitForFunction(`Number(document.querySelector("#stream-state").dataset.views || 0) >= ${views + 2}`);
+    await page.mouse.up();
+    await page.waitForFunction(
+      `(() => { const r = document.querySelector("#control-result"); return r && r.dataset.state === "ok" && r.textContent.startsWith("Answer"); })()`,
+      undefined,
+      { timeout: 60_000 },
+    );
     await waitNode(page, "t2", "completed");
 
     // Checkpoint, pause, resume.
