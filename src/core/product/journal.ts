@@ -6,6 +6,7 @@
  * The stamping and reading rules are the ones every journal follows (event-journal.ts; goal runs use them too).
  */
 import { conflict, isDomainError, type DomainError } from "../errors.js";
+import { AuthorityConflict } from "../ports.js";
 import type { ProductContext } from "./context.js";
 import type { NewEvent } from "./decide.js";
 import { stampEvents } from "./event-journal.js";
@@ -25,6 +26,11 @@ export class ProductJournal {
     private readonly onWriteError: (err: unknown) => DomainError,
     /** Runs `fn` in the product's exclusive section (sections.ts): the trailing header write runs there. */
     private readonly exclusive: (fn: () => Promise<void>) => Promise<void> = (fn) => fn(),
+    /**
+     * Resolves true when this instance holds the product's lease, renewed just now by compare-and-swap (orchestrator.ts);
+     * false when it holds none or lost it (the loss then reached the lease's owner). Only a refused header write asks.
+     */
+    private readonly confirmOwner: () => Promise<boolean> = () => Promise.resolve(false),
   ) {
     this.#pacing = new HeaderPacing(ctx.clock, ctx.options.headerProgressMs ?? DEFAULT_HEADER_PROGRESS_MS, () =>
       this.#trailingWrite(),
@@ -138,8 +144,25 @@ export class ProductJournal {
     this.#pacing.drop();
   }
 
+  /**
+   * Writes the header. A header write refused while this instance still holds the lease is written again once, over
+   * the revision found: the header is an index of the events (their writer's, and this instance's appends are the ones
+   * accepted), and the refusal came from a write of an earlier owner sent before the take-over and landing after this
+   * owner read the header (a trailing header write, issue 32). Fencing the live owner for it would leave the product
+   * driven by nobody until its lease expired. Any other refusal, or one where the lease is gone, is thrown (fences).
+   */
   async #writeHeader(): Promise<void> {
-    await this.ctx.store.writeHeader(this.model);
+    try {
+      await this.ctx.store.writeHeader(this.model);
+    } catch (err) {
+      if (!(err instanceof AuthorityConflict) || this.#fenced || !(await this.confirmOwner())) throw err;
+      this.ctx.logger.warn(
+        { productId: this.model.state.productId, err: err.message },
+        "header write refused while this server holds the lease: written again over another owner's late write",
+      );
+      this.ctx.store.forgetHeaderRevision(this.model.state.productId);
+      await this.ctx.store.writeHeader(this.model);
+    }
     this.#pacing.written(this.model.state.phase);
   }
 

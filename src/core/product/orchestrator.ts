@@ -74,6 +74,11 @@ export class ProductOrchestrator {
       ctx,
       (err) => this.onWriteError(err),
       (fn) => p.sections.run(fn),
+      async () => {
+        if (!p.ownership.held) return false;
+        await p.ownership.verify();
+        return p.ownership.held;
+      },
     );
     p.ownership = productOwnership(model, ctx, (loss) => this.onLeaseLost(loss));
     p.pool = new WorkerPool(ctx.workers);

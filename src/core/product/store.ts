@@ -492,6 +492,12 @@ export class ProductStore {
     return revision;
   }
 
+  /** Forgets a product's cached header revision: the next header write reads the current one first. */
+  forgetHeaderRevision(productId: string): void {
+    this.headerRevisions.delete(productId);
+    this.headerTexts.delete(productId);
+  }
+
   /** Forgets a product's cached header and snapshot revisions (another may have written them); keeps counters. */
   forgetRevisions(productId: string): void {
     this.headerRevisions.delete(productId);

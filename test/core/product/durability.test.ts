@@ -81,6 +81,32 @@ describe("restart (guarantee 7)", () => {
     expect((await second.service.status(productId)).phase).toBe("completed");
     expect(first.worker.started).toEqual(["a", "b"]);
   });
+
+  it("keeps driving when an earlier owner's header write lands after the take-over (issue 32)", async () => {
+    const { second, productId } = await crashedWhileRunning();
+    const gate = new Gate();
+    second.worker.script("b", { kind: "complete", gate });
+    await second.service.resume(productId);
+    await waitUntil(() => second.worker.hasStarted("b"), "b to start again");
+    await drain();
+    // The earlier owner's header write (its held-back progress), sent before the take-over, lands only now: after the
+    // new owner wrote the header and kept its revision.
+    const header = await second.authority.get("proj", "product", productId);
+    if (!header) throw new Error("no header");
+    await second.authority.put("proj", "product", productId, { ...(header.value as object), name: "late" }, header.revision);
+
+    gate.release();
+    const ended = () =>
+      second.notifier.of("product.completed", productId).length + second.notifier.of("product.ownershipLost").length;
+    await waitUntil(() => ended() > 0, "the product to complete or its owner to be fenced");
+    expect(second.notifier.of("product.ownershipLost")).toEqual([]);
+    expect(second.notifier.of("product.completed", productId)).toHaveLength(1);
+    expect((await second.authority.get("proj", "product", productId))?.value).toMatchObject({
+      phase: "completed",
+      name: (header.value as { name: string }).name,
+    });
+    expect(second.worker.started).toEqual(["b", "c"]);
+  });
 });
 
 describe("fail closed (guarantee 4) and reading never writes (guarantee 3)", () => {
