@@ -93,7 +93,13 @@ describe("restart (guarantee 7)", () => {
     // new owner wrote the header and kept its revision.
     const header = await second.authority.get("proj", "product", productId);
     if (!header) throw new Error("no header");
-    await second.authority.put("proj", "product", productId, { ...(header.value as object), name: "late" }, header.revision);
+    await second.authority.put(
+      "proj",
+      "product",
+      productId,
+      { ...(header.value as object), name: "late" },
+      header.revision,
+    );
 
     gate.release();
     const ended = () =>
