@@ -233,9 +233,9 @@ export class PostgresAuthority implements RunStateAuthority {
       const json = toJson(value, "value");
       const updatedAt = new Date(this.#now()).toISOString();
       const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id }, 6, { created: expectedRevision === null });
-      const revision = await this.#batch.put({ projectId, kind, id, json, updatedAt, expectedRevision, notify });
-      if (revision !== null) return { revision };
-      throw await this.#conflict(projectId, kind, id, expectedRevision);
+      const put = await this.#batch.put({ projectId, kind, id, json, updatedAt, expectedRevision, notify });
+      if (put.applied) return { revision: put.revision };
+      throw await this.#conflict(projectId, kind, id, expectedRevision, put.current);
     });
   }
 
@@ -258,9 +258,12 @@ export class PostgresAuthority implements RunStateAuthority {
         quiet: options?.announce === false,
       });
       const deleted = await this.#batch.delete({ projectId, kind, id, expectedRevision, notify });
-      if (deleted) return true;
-      if (expectedRevision === undefined) return false;
-      const current = await this.#revisionOf(projectId, kind, id);
+      if (deleted.applied) return true;
+      // Refused: there was no record (false, whatever `expectedRevision` says), or one at another revision, as the
+      // delete's own statement saw it; or one at the expected revision that a concurrent write changed meanwhile.
+      if (expectedRevision === undefined || deleted.current === undefined) return false;
+      const current =
+        deleted.current === expectedRevision ? await this.#revisionOf(projectId, kind, id) : deleted.current;
       if (current === undefined) return false;
       throw await this.#conflict(projectId, kind, id, expectedRevision, current);
     });
@@ -568,22 +571,26 @@ export class PostgresAuthority implements RunStateAuthority {
     return row ? Number(row.revision) : undefined;
   }
 
-  /** The conflict a failed CAS reports, with the revision it found (read after the refusal, for the message only). */
+  /**
+   * The conflict a refused compare-and-swap reports, with the revision its own statement found (`seen`, absent: no
+   * record; postgres-record-writes.ts says why). When `seen` is what was expected, a concurrent write changed the row
+   * while the statement waited for it: the revision is read again for the message (a conflict either way).
+   */
   async #conflict(
     projectId: string,
     kind: string,
     id: string,
     expected: number | null,
-    known?: number,
+    seen: number | undefined,
   ): Promise<AuthorityConflict> {
-    const current = known ?? (await this.#revisionOf(projectId, kind, id));
+    const current = seen === (expected ?? undefined) ? await this.#revisionOf(projectId, kind, id) : seen;
     try {
       checkRevisionMatches(projectId, kind, id, current, expected);
     } catch (error) {
       if (error instanceof AuthorityConflict) return error;
       throw error;
     }
-    // The record changed back between the refusal and this read: still a conflict (another writer was first).
+    // The record changed back meanwhile: still a conflict (another writer was first).
     return new AuthorityConflict(`The ${kind} "${id}" of project "${projectId}" was changed by another writer.`);
   }
 }

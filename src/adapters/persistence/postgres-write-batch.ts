@@ -23,7 +23,16 @@
 import type pg from "pg";
 import { appendAlone, type AppendRequest } from "./postgres-append.js";
 import { GroupCommit, valuesList } from "./postgres-group-commit.js";
-import { deleteAlone, putAlone, type DeleteRequest, type PutRequest } from "./postgres-record-writes.js";
+import {
+  deleteAlone,
+  putAlone,
+  putOutcome,
+  refused,
+  type DeleteOutcome,
+  type DeleteRequest,
+  type PutOutcome,
+  type PutRequest,
+} from "./postgres-record-writes.js";
 
 /** A write of the queue: an append, a put or a delete. */
 type Write =
@@ -31,10 +40,8 @@ type Write =
   | { put: PutRequest; append?: never; del?: never }
   | { del: DeleteRequest; append?: never; put?: never };
 
-/**
- * An append's or a delete's outcome (applied or not), or a put's (its new revision, `null` when its check failed).
- */
-type Outcome = boolean | number | null;
+/** An append's outcome (applied or not), or a put's or a delete's (postgres-record-writes.ts). */
+type Outcome = boolean | PutOutcome | DeleteOutcome;
 
 /** The five parts of a batch statement, in the order their parameters are numbered. */
 const enum Part {
@@ -46,6 +53,9 @@ const enum Part {
 }
 
 const PARTS = 5;
+
+/** The result rows giving each record write's revision as the statement saw it (refused writes report it). */
+const SEEN = 5;
 
 const partOf = (w: Write): Part => {
   if (w.append) return w.append.expectedSeq === 0 ? Part.FirstAppends : Part.NextAppends;
@@ -85,7 +95,8 @@ const streamRows = (part: Part, heads: string): string =>
 /**
  * The text of the statement of a batch with `sizes[part]` writes of each part: the parts' `WITH` clauses, then one
  * row per write that took effect: `part`, `project_id`, `a` (stream, or record kind), `b` (record id), `revision`
- * (every `SELECT` names its columns: the first one present names the result's).
+ * (every `SELECT` names its columns: the first one present names the result's); and one row per record write, part
+ * `SEEN`, with the record's revision in the statement's snapshot (NULL: none).
  */
 function batchText(sizes: readonly number[]): string {
   const withs: string[] = [];
@@ -144,6 +155,18 @@ function batchText(sizes: readonly number[]): string {
         RETURNING r.project_id, r.kind, r.id)`,
     );
     rows.push(`SELECT 4 AS part, project_id, kind AS a, id AS b, NULL::bigint AS revision FROM d`);
+  }
+  // Every record write's row as the statement's snapshot holds it (all its parts read that one snapshot): a refused
+  // write reports that revision (postgres-record-writes.ts says why it is read here, not after).
+  for (const [part, input] of [
+    [Part.Creations, "rc"],
+    [Part.Updates, "ru"],
+    [Part.Deletes, "rd"],
+  ] as const) {
+    if ((sizes[part] ?? 0) === 0) continue;
+    rows.push(`SELECT ${SEEN} AS part, i.project_id, i.kind AS a, i.id AS b,
+      (SELECT r.revision FROM records r WHERE r.project_id = i.project_id COLLATE "C" AND r.kind = i.kind COLLATE "C"
+        AND r.id = i.id COLLATE "C") AS revision FROM ${input} i`);
   }
   return `WITH ${withs.join(",\n")}\n${rows.join("\nUNION ALL ")}`;
 }
@@ -232,22 +255,23 @@ export class WriteBatcher {
   }
 
   /**
-   * Writes `r` and resolves with the record's new revision once committed (1 on creation), `null` when its check
-   * failed (nothing written); rejects with the database's error. An announced put goes alone at once (its own
-   * `pg_notify`).
+   * Writes `r` and resolves once committed with `applied` and the record's new revision (1 on creation), or refused
+   * (nothing written) with the revision the statement found; rejects with the database's error. An announced put goes
+   * alone at once (its own `pg_notify`).
    */
-  put(r: PutRequest): Promise<number | null> {
+  put(r: PutRequest): Promise<PutOutcome> {
     if (r.notify.name !== "-quiet") return putAlone(this.pool, r);
-    return this.#group.submit({ put: r }) as Promise<number | null>;
+    return this.#group.submit({ put: r }) as Promise<PutOutcome>;
   }
 
   /**
-   * Deletes as `d` says and resolves `true` once committed, `false` when no row was deleted (none, or not at
-   * `expectedRevision`); rejects with the database's error. An announced delete goes alone at once.
+   * Deletes as `d` says and resolves once committed with `applied`, or refused (no row deleted: none, or not at
+   * `expectedRevision`) with the revision the statement found; rejects with the database's error. An announced delete
+   * goes alone at once.
    */
-  delete(d: DeleteRequest): Promise<boolean> {
+  delete(d: DeleteRequest): Promise<DeleteOutcome> {
     if (d.notify.name !== "-quiet") return deleteAlone(this.pool, d);
-    return this.#group.submit({ del: d }) as Promise<boolean>;
+    return this.#group.submit({ del: d }) as Promise<DeleteOutcome>;
   }
 
   /** Resolves once no write is queued or in flight. */
@@ -283,9 +307,11 @@ export class WriteBatcher {
     const done = new Map(result.rows.map((r) => [resultKey(r.part, r.project_id, r.a, r.b), r.revision]));
     return writes.map((w): Outcome => {
       const key = resultKeyOf(w);
-      if (!w.put) return done.has(key);
-      const revision = done.get(key);
-      return revision === undefined || revision === null ? null : Number(revision);
+      if (w.append) return done.has(key);
+      const r = w.put ?? w.del;
+      const seen = done.get(resultKey(SEEN, r.projectId, r.kind, r.id));
+      if (!done.has(key)) return refused(seen);
+      return w.put ? putOutcome(done.get(key), seen) : { applied: true };
     });
   }
 }

@@ -15,6 +15,8 @@ import { adminQuery, describePostgres, dropSchema, freshSchema, openTestAuthorit
 
 const sent: string[] = [];
 const clientQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+/** While set, a query whose text starts with `prefix` is sent only once `until` settled (a read held back). */
+let holdBack: { prefix: string; until: Promise<unknown> } | undefined;
 let authority: PostgresAuthority;
 let schema: string;
 
@@ -32,6 +34,12 @@ beforeEach(async () => {
     // A batch statement sent unnamed (a rare mix of sizes, postgres-write-batch.ts NAMED_MIXES).
     else if (query?.name === undefined && typeof query?.text === "string" && query.text.includes("UNION ALL"))
       sent.push("unnamed batch");
+    const text = typeof args[0] === "string" ? args[0] : query?.text;
+    if (holdBack && typeof text === "string" && text.startsWith(holdBack.prefix)) {
+      // pg-pool calls with a callback: the query is sent later, its answer reaches the callback as before.
+      void holdBack.until.finally(() => clientQuery.apply(this, args));
+      return undefined;
+    }
     return clientQuery.apply(this, args);
   };
 });
@@ -40,6 +48,7 @@ afterEach(async () => {
   if (!process.env.ACP_ORCHESTRATOR_TEST_PG) return;
   (pg.Client.prototype as unknown as { query: unknown }).query = clientQuery;
   sent.length = 0;
+  holdBack = undefined;
   await authority.close();
   await dropSchema(schema);
 });
@@ -313,6 +322,40 @@ describePostgres("PostgresAuthority: writes of every sort sent together (group c
     expect(await authority.get("p", "k", "u1")).toMatchObject({ value: { v: 0 }, revision: 1 });
     expect(await authority.get("p", "k", "d0")).toBeNull();
     expect(await authority.get("p", "k", "d1")).toMatchObject({ revision: 1 });
+  });
+
+  it("judges a refused delete or put by the revision its own statement saw, not by a read after it", async () => {
+    // A delete at a revision of a record that is not there, then at once its creation (queued behind the delete): the
+    // delete is false. A revision read after the refusal (held back here until the creation committed, as a slow
+    // connection would) found the new record and threw a conflict: the race a breaker found (issue 32).
+    for (const announce of [false, true]) {
+      const id = `gone-${String(announce)}`;
+      let created: Promise<unknown> = Promise.resolve();
+      holdBack = {
+        prefix: "SELECT revision FROM records",
+        until: new Promise((r) => setImmediate(r)).then(() => created),
+      };
+      const deleted = authority.delete("p", "k", id, 3, { announce });
+      created = authority.put("p", "k", id, { v: 1 }, null);
+      expect(await deleted).toBe(false);
+      expect(await created).toEqual({ revision: 1 });
+      holdBack = undefined;
+    }
+    // Refusals still name the revision found: alone (announced) and in a batch.
+    await authority.put("p", "k", "at1", { v: 0 }, null);
+    await authority.put("p", "k", "at1b", { v: 0 }, null);
+    const refusals = await Promise.allSettled([
+      authority.delete("p", "k", "at1", 2), // announced: alone
+      authority.delete("p", "k", "at1b", 2, { announce: false }),
+      authority.put("p", "k", "missing", { v: 1 }, 4),
+      authority.put("p", "k", "at1b-other", { v: 1 }, 2),
+    ]);
+    expect(refusals.map((o) => (o.status === "rejected" ? (o.reason as AuthorityConflict).details : o.value))).toEqual([
+      { revision: 1 },
+      { revision: 1 },
+      {},
+      {},
+    ]);
   });
 
   it("sends a mixed batch refused for one creation's data again write by write: only that creation fails", async () => {
