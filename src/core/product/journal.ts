@@ -149,18 +149,22 @@ export class ProductJournal {
    * the revision found: the header is an index of the events (their writer's, and this instance's appends are the ones
    * accepted), and the refusal came from a write of an earlier owner sent before the take-over and landing after this
    * owner read the header (a trailing header write, issue 32). Fencing the live owner for it would leave the product
-   * driven by nobody until its lease expired. Any other refusal, or one where the lease is gone, is thrown (fences).
+   * driven by nobody until its lease expired. Any other refusal is thrown (fences): the lease is gone, the header is
+   * gone (a delete), or the stream holds events this instance lacks (another process wrote while the lease had
+   * expired untaken, e.g. a cancel: its header is the truth).
    */
   async #writeHeader(): Promise<void> {
     try {
       await this.ctx.store.writeHeader(this.model);
     } catch (err) {
-      if (!(err instanceof AuthorityConflict) || this.#fenced || !(await this.confirmOwner())) throw err;
+      if (!(err instanceof AuthorityConflict) || this.#fenced) throw err;
+      // The header found must index no event this instance lacks (not another process's write or delete), and the
+      // lease must still be this instance's; checked in that order, so a refusal renews no lease.
+      if (!(await this.ctx.store.adoptHeaderRevision(this.model)) || !(await this.confirmOwner())) throw err;
       this.ctx.logger.warn(
         { productId: this.model.state.productId, err: err.message },
         "header write refused while this server holds the lease: written again over another owner's late write",
       );
-      this.ctx.store.forgetHeaderRevision(this.model.state.productId);
       await this.ctx.store.writeHeader(this.model);
     }
     this.#pacing.written(this.model.state.phase);

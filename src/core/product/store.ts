@@ -492,10 +492,21 @@ export class ProductStore {
     return revision;
   }
 
-  /** Forgets a product's cached header revision: the next header write reads the current one first. */
-  forgetHeaderRevision(productId: string): void {
-    this.headerRevisions.delete(productId);
+  /**
+   * Before the lease holder writes its header over a header it did not write (journal.ts): true when the header exists
+   * and the stream holds no event past `model`'s, i.e. the header found indexes events this model covers (an earlier
+   * owner's late write); the next `writeHeader` then writes over the revision found. False, changing nothing, when
+   * the header is gone (a delete, which removes the header first) or another process appended events (its header is
+   * the truth, guarantee 6). Two reads; throws what the authority throws.
+   */
+  async adoptHeaderRevision(model: ProductModel): Promise<boolean> {
+    const { projectId, productId, seq } = model.state;
+    const header = await this.authority.get(projectId, "product", productId);
+    if (!header) return false;
+    if ((await this.authority.readEvents(projectId, productStream(productId), seq, 1)).length > 0) return false;
+    this.headerRevisions.set(productId, header.revision);
     this.headerTexts.delete(productId);
+    return true;
   }
 
   /** Forgets a product's cached header and snapshot revisions (another may have written them); keeps counters. */
