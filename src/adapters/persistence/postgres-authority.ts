@@ -38,7 +38,6 @@ import {
   checkPrefix,
   checkPruneBound,
   checkRevision,
-  checkRevisionMatches,
   checkSeq,
   messageOf,
   parseStored,
@@ -47,6 +46,7 @@ import {
 import { readCreationPage, readTexts, readTextsByCreation } from "./postgres-creation.js";
 import { type AnnounceFilter, ChangeFeed } from "./postgres-feed.js";
 import { appendedRow, pruneEventRows, readStoredEvents } from "./postgres-events.js";
+import { refusalConflict, revisionOf } from "./postgres-record-writes.js";
 import { WriteBatcher } from "./postgres-write-batch.js";
 import { DEFAULT_POSTGRES_SCHEMA, migrate, PREFER_LZ4 } from "./postgres-schema.js";
 import { checkKeyText, checkNameText, positive, successor } from "./postgres-text.js";
@@ -235,7 +235,7 @@ export class PostgresAuthority implements RunStateAuthority {
       const notify = this.#feed.notifySql({ p: projectId, k: kind, i: id }, 6, { created: expectedRevision === null });
       const put = await this.#batch.put({ projectId, kind, id, json, updatedAt, expectedRevision, notify });
       if (put.applied) return { revision: put.revision };
-      throw await this.#conflict(projectId, kind, id, expectedRevision, put.current);
+      throw await refusalConflict(this.#pool, { projectId, kind, id }, expectedRevision, put.current);
     });
   }
 
@@ -262,10 +262,10 @@ export class PostgresAuthority implements RunStateAuthority {
       // Refused: there was no record (false, whatever `expectedRevision` says), or one at another revision, as the
       // delete's own statement saw it; or one at the expected revision that a concurrent write changed meanwhile.
       if (expectedRevision === undefined || deleted.current === undefined) return false;
-      const current =
-        deleted.current === expectedRevision ? await this.#revisionOf(projectId, kind, id) : deleted.current;
+      const key = { projectId, kind, id };
+      const current = deleted.current === expectedRevision ? await revisionOf(this.#pool, key) : deleted.current;
       if (current === undefined) return false;
-      throw await this.#conflict(projectId, kind, id, expectedRevision, current);
+      throw await refusalConflict(this.#pool, key, expectedRevision, current);
     });
   }
 
@@ -560,37 +560,5 @@ export class PostgresAuthority implements RunStateAuthority {
       [projectId, stream],
     );
     return Number(result.rows[0]?.last_seq ?? 0);
-  }
-
-  async #revisionOf(projectId: string, kind: string, id: string): Promise<number | undefined> {
-    const result = await this.#pool.query<{ revision: string }>(
-      "SELECT revision FROM records WHERE project_id = $1 AND kind = $2 AND id = $3",
-      [projectId, kind, id],
-    );
-    const row = result.rows[0];
-    return row ? Number(row.revision) : undefined;
-  }
-
-  /**
-   * The conflict a refused compare-and-swap reports, with the revision its own statement found (`seen`, absent: no
-   * record; postgres-record-writes.ts says why). When `seen` is what was expected, a concurrent write changed the row
-   * while the statement waited for it: the revision is read again for the message (a conflict either way).
-   */
-  async #conflict(
-    projectId: string,
-    kind: string,
-    id: string,
-    expected: number | null,
-    seen: number | undefined,
-  ): Promise<AuthorityConflict> {
-    const current = seen === (expected ?? undefined) ? await this.#revisionOf(projectId, kind, id) : seen;
-    try {
-      checkRevisionMatches(projectId, kind, id, current, expected);
-    } catch (error) {
-      if (error instanceof AuthorityConflict) return error;
-      throw error;
-    }
-    // The record changed back meanwhile: still a conflict (another writer was first).
-    return new AuthorityConflict(`The ${kind} "${id}" of project "${projectId}" was changed by another writer.`);
   }
 }

@@ -7,10 +7,12 @@
  * query, a later write of the same record (this server's, sent without waiting, or another server's) could land in
  * between, and e.g. a delete of a record that was not there would report a conflict with a record created after it.
  *
- * Owns the requests' shapes and their statements alone. postgres-authority.ts validates arguments, serialises the
- * value, maps errors and turns a refused write into its conflict.
+ * Owns the requests' shapes, their statements alone and the conflict a refused one reports. postgres-authority.ts
+ * validates arguments, serialises the value and maps errors.
  */
 import type pg from "pg";
+import { AuthorityConflict } from "../../core/ports.js";
+import { checkRevisionMatches } from "./authority-checks.js";
 
 /** A refused record write: nothing written; the record's revision as the statement saw it (absent: no record). */
 export interface Refused {
@@ -106,4 +108,43 @@ export async function deleteAlone(pool: pg.Pool, d: DeleteRequest): Promise<Dele
   });
   const row = result.rows[0];
   return row && Number(row.deleted) > 0 ? { applied: true } : refused(row?.current);
+}
+
+/** A record's key. */
+export interface RecordKey {
+  projectId: string;
+  kind: string;
+  id: string;
+}
+
+/** The record's revision now (a query of its own), `undefined` when there is none. */
+export async function revisionOf(pool: pg.Pool, k: RecordKey): Promise<number | undefined> {
+  const result = await pool.query<{ revision: string }>(
+    "SELECT revision FROM records WHERE project_id = $1 AND kind = $2 AND id = $3",
+    [k.projectId, k.kind, k.id],
+  );
+  const row = result.rows[0];
+  return row ? Number(row.revision) : undefined;
+}
+
+/**
+ * The conflict a refused compare-and-swap reports, with the revision its own statement found (`seen`, absent: no
+ * record). When `seen` is what was expected, a concurrent write changed the row while the statement waited for it:
+ * the revision is read again for the message (`details.revision`; a conflict either way).
+ */
+export async function refusalConflict(
+  pool: pg.Pool,
+  k: RecordKey,
+  expected: number | null,
+  seen: number | undefined,
+): Promise<AuthorityConflict> {
+  const current = seen === (expected ?? undefined) ? await revisionOf(pool, k) : seen;
+  try {
+    checkRevisionMatches(k.projectId, k.kind, k.id, current, expected);
+  } catch (error) {
+    if (error instanceof AuthorityConflict) return error;
+    throw error;
+  }
+  // The record changed back meanwhile: still a conflict (another writer was first).
+  return new AuthorityConflict(`The ${k.kind} "${k.id}" of project "${k.projectId}" was changed by another writer.`);
 }
