@@ -147,18 +147,27 @@ export async function followToEnd(
   let interrupts = 0;
   let leave: (() => void) | undefined;
   const left = new Promise<"left">((resolveLeft) => (leave = () => resolveLeft("left")));
+  // The pause asked for by the first Ctrl-C: its answer is awaited before the command ends (the follow can see the
+  // product paused first; ending then closed the connection under the answer: "could not pause", and the server's
+  // write of it failed with EPIPE). Resolves with the error when the pause failed.
+  let pausing: Promise<unknown> | undefined;
   const onInterrupt = () => {
     interrupts += 1;
     if (interrupts === 1) {
       write(`\npausing ${productId} (Ctrl-C again to leave it as it is)…\n`);
-      session.request("product.pause", { productId }).catch((err: unknown) => {
-        process.stderr.write(`acp-orchestrator: could not pause ${productId}: ${(err as Error).message}\n`);
-      });
+      pausing = session.request("product.pause", { productId }).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
     } else leave?.();
   };
   process.on("SIGINT", onInterrupt);
   try {
     const outcome = await Promise.race([followProduct(session, productId, progressView()), left]);
+    // A second Ctrl-C still ends the wait.
+    const pauseError = outcome === "left" ? undefined : await Promise.race([pausing, left.then(() => undefined)]);
+    if (pauseError !== undefined && !(outcome !== "left" && outcome.phase === "paused"))
+      process.stderr.write(`acp-orchestrator: could not pause ${productId}: ${(pauseError as Error).message}\n`);
     if (outcome === "left") {
       write(`left ${productId} as it is — resume with: ${resumeCommandLine(productId, values)}\n`);
       return 130;

@@ -146,4 +146,42 @@ describe("human commands (issue 28)", () => {
       stop();
     }
   }, 180_000);
+
+  it("Ctrl-C to run alone pauses the product and says so, with no error after it", async () => {
+    const dir = tempDir("human-output-sigint-");
+    const agentFile = compileLoggingAgent(dir);
+    const log = join(dir, "executions.jsonl");
+    writeFileSync(log, "");
+    const config = join(dir, "agents.json");
+    const env = { LOGGING_AGENT_LOG: log, LOGGING_AGENT_MIN_MS: "60000", LOGGING_AGENT_MAX_MS: "60000" };
+    writeFileSync(
+      config,
+      JSON.stringify({ agents: [{ agentId: "notes", command: process.execPath, args: [agentFile], env }] }),
+    );
+    const state = join(dir, "state.db");
+    const common = ["--config", config, "--state", state];
+    const child = spawn(process.execPath, [CLI, "run", "--goal", GOAL, "--yes", ...common, "--cwd", dir], {
+      cwd: dir,
+      env: { ...process.env, ...LEASE_ENV },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+    const closed = new Promise<number | null>((resolve) => child.once("close", resolve));
+    await startsLogged(log, 2);
+    // The signal a terminal's Ctrl-C sends, but to `run` alone (as `kill -INT` does): its server is not signalled.
+    child.kill("SIGINT");
+    const code = await closed;
+    const productId = /^product (prd_\w+)$/mu.exec(stdout)?.[1] ?? "";
+    expect(productId).not.toBe("");
+    expect(stdout).toContain(`pausing ${productId} (Ctrl-C again to leave it as it is)…`);
+    expect(stdout).toContain(`paused ${productId} — resume with: acp-orchestrator resume ${productId}`);
+    // Before: "could not pause …: ACP connection closed" and an EPIPE warning, after the product had paused.
+    expect(stderr).toBe("");
+    expect(code).not.toBe(130);
+    const status = await runCli(["status", productId, "--state", state, "--json"], dir);
+    expect((JSON.parse(status.stdout) as { phase: string }).phase).toBe("paused");
+  }, 180_000);
 });
