@@ -11,7 +11,7 @@
  */
 import { resolve } from "node:path";
 import { isPostgresUrl } from "../adapters/persistence/postgres-url.js";
-import { inCliWords, shellWord } from "../operator/cli-verbs.js";
+import { inCliWords, printableState, shellWord } from "../operator/cli-verbs.js";
 import { followProduct, type FollowedStatus } from "../operator/follow.js";
 import { formatDuration, shownStatus, taskDurationMs } from "../operator/format.js";
 import { finishMergeCommand, integrationClause, type IntegrationLike } from "../operator/integration-text.js";
@@ -52,7 +52,7 @@ export function serveArgs(values: DriveValues): string[] {
 export function commandFlags(values: DriveValues): string {
   const state = values.state;
   const parts: string[] = [];
-  if (state !== undefined) parts.push("--state", isPostgresUrl(state) ? state : resolve(state));
+  if (state !== undefined) parts.push("--state", isPostgresUrl(state) ? printableState(state) : resolve(state));
   if (values.config !== undefined) parts.push("--config", resolve(values.config));
   return parts.map((p) => ` ${shellWord(p)}`).join("");
 }

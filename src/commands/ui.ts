@@ -10,6 +10,7 @@ import { randomBytes } from "node:crypto";
 import { openStore, stateLocation } from "../adapters/persistence/open-store.js";
 import { ProcessLiveness } from "../adapters/system/process-liveness.js";
 import type { RunStateAuthority } from "../core/ports.js";
+import { printableState, shellWord } from "../operator/cli-verbs.js";
 import { openReader } from "../operator/open-reader.js";
 import { createLogger, type LogLevel } from "../server/logger.js";
 import { startDashboard } from "../ui/dashboard-server.js";
@@ -78,7 +79,7 @@ Options:
       secret: randomBytes(24).toString("base64url"),
       authority: () => (authority ??= openStore(stateLocation(values.state))),
       liveness: new ProcessLiveness(),
-      stateArg: values.state ?? where,
+      stateArg: shellWord(values.state !== undefined ? printableState(values.state) : where),
     };
     let dashboard;
     try {

@@ -7,6 +7,7 @@
  * Pure functions of their arguments. Goal-run methods (`x/goal.*`) are left as they are: the command line has no verb
  * for them (docs/OPERATOR.md).
  */
+import { isPostgresUrl, withoutPassword } from "../adapters/persistence/postgres-url.js";
 
 /** The CLI verb (and its arguments after the product id) of each product method a recovery or refusal may name. */
 const VERBS: Readonly<Record<string, string>> = {
@@ -50,7 +51,15 @@ export function inCliWords(text: string, productId: string, flags = ""): string 
 /** ` --state VALUE` (shell-quoted when needed) for the commands `inCliWords` names, or "" when none was given. */
 export function storeFlags(state: string | undefined): string {
   if (state === undefined) return "";
-  return ` --state ${shellWord(state)}`;
+  return ` --state ${shellWord(printableState(state))}`;
+}
+
+/**
+ * A `--state` value as a printed command shows it: a postgres:// URL without its password (postgres-url.ts
+ * `withoutPassword`: printed commands reach terminals, logs and the dashboard's browser), a path as given.
+ */
+export function printableState(state: string): string {
+  return isPostgresUrl(state) ? withoutPassword(state) : state;
 }
 
 /** `text` as one POSIX shell word: as is when it is plain, else single-quoted. */

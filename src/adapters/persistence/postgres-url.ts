@@ -12,6 +12,21 @@ export function isPostgresUrl(url: string): boolean {
   return /^postgres(ql)?:\/\//i.test(url);
 }
 
+/**
+ * The URL without its password, for a command printed for a person to run (a resume hint, a refusal, the dashboard's
+ * answer): run as is, node-postgres takes the password from `PGPASSWORD` or `~/.pgpass` (docs/POSTGRESQL.md). An
+ * unparsable URL is returned as `redact` shows it.
+ */
+export function withoutPassword(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = "";
+    return parsed.toString();
+  } catch {
+    return redact(url);
+  }
+}
+
 /** The URL with its password replaced, for messages and logs. */
 export function redact(url: string): string {
   try {
