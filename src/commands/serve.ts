@@ -6,6 +6,7 @@
  * stdout carries protocol frames only; logs go to stderr (or --log-file). This file wires; it holds no protocol or
  * domain logic.
  */
+import { PassThrough, Writable } from "node:stream";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { AgentConfigError, AgentRegistry, configuredLeaderProblem } from "../adapters/agents/registry.js";
@@ -55,6 +56,7 @@ const OPTIONS = {
   "host-timeout-ms": { type: "string" },
   "heap-growth-percent": { type: "string" },
   recover: { type: "boolean" },
+  "no-client": { type: "boolean" },
   "workspace-root": { type: "string" },
   "remote-timeout-ms": { type: "string" },
   ...FLEET_OPTIONS,
@@ -88,6 +90,9 @@ Options:
   --recover            also resume products left executing, and goal runs left running, by a server that is gone
                        (its lease expired, or its process on this host died), each by exactly one server: for a
                        fleet on one PostgreSQL store
+  --no-client          with --recover: serve no client (stdin is not read, nothing is written to stdout) and run
+                       until SIGTERM or SIGINT: a fleet member started by systemd, docker or nohup that takes over the
+                       products of servers that are gone and carries out the requests forwarded to them
 ${FLEET_HELP}
 Environment:
   ${LEASE_TTL_ENV}
@@ -277,9 +282,11 @@ function buildServer(parts: ServerParts): OrchestratorServer {
   const workspaceRoot = resolve(
     values["workspace-root"] ?? join(dirname(defaultStatePath({ ...process.env, [STATE_PATH_ENV]: "" })), "workspaces"),
   );
+  // --no-client: an input that never ends and an output that keeps nothing (the process ends on a signal alone).
+  const noClient = values["no-client"] === true;
   const server = new OrchestratorServer({
-    input: process.stdin,
-    output: process.stdout,
+    input: noClient ? new PassThrough() : process.stdin,
+    output: noClient ? new Writable({ write: (_chunk, _encoding, done) => done() }) : process.stdout,
     logger,
     authority,
     liveness: parts.liveness,
@@ -349,6 +356,11 @@ async function serve(argv: readonly string[]): Promise<number> {
   const { values, positionals } = parseCommandArgs("serve", argv, OPTIONS);
   expectPositionals("serve", positionals, 0, 0, "no arguments");
   const settings = serveSettings(values);
+  if (values["no-client"] === true && values.recover !== true)
+    throw new UsageError(
+      "--no-client needs --recover: a server no client talks to only drives the products it takes over.",
+      "serve",
+    );
   // Once an `initialize` already waiting is answered (in the check phase after the one after the first read of the
   // input, as the store's open, server.ts): V8 applies the flag from its next full collection, which a start does not
   // reach, and `node:v8` is not loaded before the answer (issue 34, cold start).
@@ -387,7 +399,14 @@ async function serve(argv: readonly string[]): Promise<number> {
     ...{ values, settings, registry, agents, logger, authority, liveness, ownerId },
     ...(deferred ? { openStore: () => openAndAttach(location, authority) } : {}),
   });
-  logger.info({ statePath: describeLocation(location), ownerId }, "acp-orchestrator serving on stdio");
+  logger.info(
+    { statePath: describeLocation(location), ownerId },
+    values["no-client"] === true
+      ? "acp-orchestrator serving no client (--no-client): it stops on SIGTERM or SIGINT"
+      : "acp-orchestrator serving on stdio",
+  );
+  // --no-client: nothing else may hold the event loop (a SQLite store, idle timers are unref'd): this timer does.
+  if (values["no-client"] === true) setInterval(() => undefined, 2 ** 30);
   stopOnSignals(server, logger, () =>
     Promise.allSettled([agents.leaders.close(), authority.close()]).then(() => closeLiveness()),
   );
