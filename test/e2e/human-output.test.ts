@@ -13,7 +13,7 @@ import { describe, expect, it } from "vitest";
 import { compileLoggingAgent } from "../fixtures/agents/compile-logging-agent.js";
 import type { ExecutionLogLine } from "../fixtures/agents/logging-agent.js";
 import { readExecutionLog } from "../fixtures/agents/execution-log.js";
-import { runCli, type CliResult } from "../support/cli-run.js";
+import { runCli, startCli, type CliResult } from "../support/cli-run.js";
 import { CLI, tempDir } from "../support/server-process.js";
 
 const GOAL = "- Write note one\n- Write note two";
@@ -60,28 +60,33 @@ function expectHumanLines(text: string): void {
   }
 }
 
+/**
+ * Writes `agents.json` in `dir`: one agent `notes`, the logging agent, whose first attempt of each task takes a minute
+ * (`retryMs`: a later attempt's time). Returns the config's path and the execution log's.
+ */
+function notesAgent(dir: string, retryMs?: number): { config: string; log: string } {
+  const agentFile = compileLoggingAgent(dir);
+  const log = join(dir, "executions.jsonl");
+  writeFileSync(log, "");
+  const config = join(dir, "agents.json");
+  const env = {
+    LOGGING_AGENT_LOG: log,
+    LOGGING_AGENT_MIN_MS: "60000",
+    LOGGING_AGENT_MAX_MS: "60000",
+    ...(retryMs !== undefined ? { LOGGING_AGENT_RETRY_MS: String(retryMs) } : {}),
+  };
+  writeFileSync(
+    config,
+    JSON.stringify({ agents: [{ agentId: "notes", command: process.execPath, args: [agentFile], env }] }),
+  );
+  return { config, log };
+}
+
 describe("human commands (issue 28)", () => {
   it("run killed under its server, then resume: human lines only; one title in run, list, status and events", async () => {
     const dir = tempDir("human-output-");
-    const agentFile = compileLoggingAgent(dir);
-    const log = join(dir, "executions.jsonl");
-    writeFileSync(log, "");
-    const config = join(dir, "agents.json");
     // The first attempt of each task takes a minute (the server is killed during it); the resumed one 0.2 s.
-    const env = { LOGGING_AGENT_LOG: log, LOGGING_AGENT_MIN_MS: "60000", LOGGING_AGENT_MAX_MS: "60000" };
-    writeFileSync(
-      config,
-      JSON.stringify({
-        agents: [
-          {
-            agentId: "notes",
-            command: process.execPath,
-            args: [agentFile],
-            env: { ...env, LOGGING_AGENT_RETRY_MS: "200" },
-          },
-        ],
-      }),
-    );
+    const { config, log } = notesAgent(dir, 200);
     const state = join(dir, "state.db");
     const common = ["--config", config, "--state", state];
 
@@ -149,31 +154,14 @@ describe("human commands (issue 28)", () => {
 
   it("Ctrl-C to run alone pauses the product and says so, with no error after it", async () => {
     const dir = tempDir("human-output-sigint-");
-    const agentFile = compileLoggingAgent(dir);
-    const log = join(dir, "executions.jsonl");
-    writeFileSync(log, "");
-    const config = join(dir, "agents.json");
-    const env = { LOGGING_AGENT_LOG: log, LOGGING_AGENT_MIN_MS: "60000", LOGGING_AGENT_MAX_MS: "60000" };
-    writeFileSync(
-      config,
-      JSON.stringify({ agents: [{ agentId: "notes", command: process.execPath, args: [agentFile], env }] }),
-    );
+    const { config, log } = notesAgent(dir);
     const state = join(dir, "state.db");
     const common = ["--config", config, "--state", state];
-    const child = spawn(process.execPath, [CLI, "run", "--goal", GOAL, "--yes", ...common, "--cwd", dir], {
-      cwd: dir,
-      env: { ...process.env, ...LEASE_ENV },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
-    const closed = new Promise<number | null>((resolve) => child.once("close", resolve));
+    const { child, result } = startCli(["run", "--goal", GOAL, "--yes", ...common, "--cwd", dir], dir, LEASE_ENV);
     await startsLogged(log, 2);
     // The signal a terminal's Ctrl-C sends, but to `run` alone (as `kill -INT` does): its server is not signalled.
     child.kill("SIGINT");
-    const code = await closed;
+    const { code, stdout, stderr } = await result;
     const productId = /^product (prd_\w+)$/mu.exec(stdout)?.[1] ?? "";
     expect(productId).not.toBe("");
     expect(stdout).toContain(`pausing ${productId} (Ctrl-C again to leave it as it is)…`);
