@@ -28,8 +28,8 @@ import {
   answeredByServer,
   commandFlags,
   followToEnd,
-  resumeCommandLine,
   serveArgs,
+  stoppedNote,
   write,
   type DriveValues,
 } from "./drive.js";
@@ -197,9 +197,8 @@ export async function refuseGoalRun(state: string | undefined, goalRunId: string
 /** With no owner: a server of our own runs the method, and follows the product when it is left executing. */
 async function takeOwnership(values: ControlValues, call: VerbCall): Promise<number> {
   // A server killed under this command is reported once, by withServer, with the command that resumes the product.
-  const stoppedNote = () =>
-    ` while running ${call.productId} — resume with: ${resumeCommandLine(call.productId, values)}`;
-  return withServer({ serveArgs: serveArgs(values), cwd: process.cwd(), stoppedNote }, async (session) => {
+  const note = () => stoppedNote(call.productId, values);
+  return withServer({ serveArgs: serveArgs(values), cwd: process.cwd(), stoppedNote: note }, async (session) => {
     const { productId } = call;
     try {
       if (call.waitingTask !== undefined) {

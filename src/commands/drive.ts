@@ -62,6 +62,19 @@ export function resumeCommandLine(productId: string, values: DriveValues): strin
   return `acp-orchestrator resume ${shellWord(productId)}${commandFlags(values)}`;
 }
 
+/**
+ * What a command says when the server it started was killed while it drove `productId` (withServer's `stoppedNote`):
+ * ` while running ID — resume with: COMMAND`. On PostgreSQL a fleet's `--recover` server may already have taken the
+ * product over (docs/FLEET.md), so the note says how to see that first (a new user's trial: the resume it advised was
+ * refused, the product being driven elsewhere).
+ */
+export function stoppedNote(productId: string, values: DriveValues): string {
+  const note = ` while running ${productId} — resume with: ${resumeCommandLine(productId, values)}`;
+  if (values.state === undefined || !isPostgresUrl(values.state)) return note;
+  const status = `acp-orchestrator status ${shellWord(productId)}${commandFlags({ state: values.state })}`;
+  return `${note} (unless a server started with --recover took it over already: ${status} shows who drives it)`;
+}
+
 export const write = (text: string): boolean => process.stdout.write(text);
 
 /** Terminal width, 100 when unknown or reported as 0 (some ttys, e.g. a freshly opened pty, say 0 columns). */

@@ -11,7 +11,7 @@ import { withServer, type ServerSession } from "../operator/server-client.js";
 import { expectPositionals, parseCommandArgs } from "../cli-kit/args.js";
 import { ReportedFailure, UsageError } from "../cli-kit/errors.js";
 import type { Command } from "./command.js";
-import { DRIVE_OPTIONS as COMMON, commandFlags, followToEnd, resumeCommandLine, serveArgs, write } from "./drive.js";
+import { DRIVE_OPTIONS as COMMON, commandFlags, followToEnd, serveArgs, stoppedNote, write } from "./drive.js";
 import { inCliWords, shellWord } from "../operator/cli-verbs.js";
 import { refuseGoalRun, tryControlFirst } from "./control.js";
 
@@ -167,48 +167,50 @@ Options:
       throw new UsageError(`--cwd ${values.cwd} is not a directory.`, "run");
     }
     let started: string | undefined;
-    const stoppedNote = () =>
-      started ? ` while running ${started} — resume with: ${resumeCommandLine(started, values)}` : "";
-    return withServer({ serveArgs: serveArgs(values), cwd, stoppedNote }, async (session: ServerSession) => {
-      const planned = session.waitFor(
-        (m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined,
-      );
-      const { productId } = await session
-        .request<{ productId: string }>("product.plan", {
-          goal,
-          cwd,
-          ...(integration !== undefined ? { integration: { mode: integration } } : {}),
-          ...(allowedAgents !== undefined ? { allowedAgents } : {}),
-        })
-        .catch((err: unknown) => {
-          throw planRefusal(err);
-        });
-      write(`product ${productId}\n`);
-      const ready = await planned;
-      if (!ready.plan) {
-        write(`planning failed: ${String(ready.error)}\n`);
-        return 1;
-      }
-      const plan = ready.plan as Plan;
-      // The plan's name is the product's title in every view (issue 28).
-      write(`plan "${plan.name}" (${plan.tasks.length} tasks):\n`);
-      const agentOf = new Map(plan.instances.map((i) => [i.instanceId, i.agentId]));
-      for (const t of plan.tasks) {
-        write(
-          `  ${t.taskId.padEnd(5)} ${t.title}${t.dependsOn.length ? `  (after ${t.dependsOn.join(", ")})` : ""}  [${agentOf.get(t.instanceId) ?? t.instanceId}]\n`,
+    const noteWhenStopped = () => (started ? stoppedNote(started, values) : "");
+    return withServer(
+      { serveArgs: serveArgs(values), cwd, stoppedNote: noteWhenStopped },
+      async (session: ServerSession) => {
+        const planned = session.waitFor(
+          (m, p) => (m === "product.planReady" || m === "product.planFailed") && p.productId !== undefined,
         );
-      }
-      if (!values.yes && !(await confirmInteractively())) {
-        write(
-          `not confirmed; the plan waits in the store: "acp-orchestrator confirm ${shellWord(productId)}${commandFlags(values)}", or plan again with --yes.\n`,
-        );
-        return 1;
-      }
-      await session.request("product.confirm", { productId });
-      started = productId;
-      write("running:\n");
-      return followToEnd(session, productId, values, cwd);
-    });
+        const { productId } = await session
+          .request<{ productId: string }>("product.plan", {
+            goal,
+            cwd,
+            ...(integration !== undefined ? { integration: { mode: integration } } : {}),
+            ...(allowedAgents !== undefined ? { allowedAgents } : {}),
+          })
+          .catch((err: unknown) => {
+            throw planRefusal(err);
+          });
+        write(`product ${productId}\n`);
+        const ready = await planned;
+        if (!ready.plan) {
+          write(`planning failed: ${String(ready.error)}\n`);
+          return 1;
+        }
+        const plan = ready.plan as Plan;
+        // The plan's name is the product's title in every view (issue 28).
+        write(`plan "${plan.name}" (${plan.tasks.length} tasks):\n`);
+        const agentOf = new Map(plan.instances.map((i) => [i.instanceId, i.agentId]));
+        for (const t of plan.tasks) {
+          write(
+            `  ${t.taskId.padEnd(5)} ${t.title}${t.dependsOn.length ? `  (after ${t.dependsOn.join(", ")})` : ""}  [${agentOf.get(t.instanceId) ?? t.instanceId}]\n`,
+          );
+        }
+        if (!values.yes && !(await confirmInteractively())) {
+          write(
+            `not confirmed; the plan waits in the store: "acp-orchestrator confirm ${shellWord(productId)}${commandFlags(values)}", or plan again with --yes.\n`,
+          );
+          return 1;
+        }
+        await session.request("product.confirm", { productId });
+        started = productId;
+        write("running:\n");
+        return followToEnd(session, productId, values, cwd);
+      },
+    );
   },
 };
 
@@ -243,8 +245,8 @@ Options:
     // A server that owns it, or made it and holds it paused, resumes it itself (issue 29); else a server of our own.
     const asked = await tryControlFirst(values, { productId, method: "product.resume", params }, "resume");
     if (asked !== undefined) return asked;
-    const stoppedNote = () => ` while running ${productId} — resume with: ${resumeCommandLine(productId, values)}`;
-    return withServer({ serveArgs: serveArgs(values), cwd: process.cwd(), stoppedNote }, async (session) => {
+    const note = () => stoppedNote(productId, values);
+    return withServer({ serveArgs: serveArgs(values), cwd: process.cwd(), stoppedNote: note }, async (session) => {
       try {
         await session.request("product.resume", { productId, ...params });
       } catch (err) {

@@ -1,10 +1,11 @@
 /**
  * Commands printed for a person (resume hints, refusals in CLI words, the dashboard's answer) never carry the
  * PostgreSQL password of the `--state` URL: they name the store without it (node-postgres then takes the password
- * from PGPASSWORD or ~/.pgpass, docs/POSTGRESQL.md). A new user found it in clear in four places.
+ * from PGPASSWORD or ~/.pgpass, docs/POSTGRESQL.md). A new user found it in clear in four places. And the note of a
+ * command whose server was killed says, on PostgreSQL, that a fleet's --recover server may drive the product already.
  */
 import { expect, it } from "vitest";
-import { commandFlags, resumeCommandLine } from "../../src/commands/drive.js";
+import { commandFlags, resumeCommandLine, stoppedNote } from "../../src/commands/drive.js";
 import { inCliWords, printableState, storeFlags } from "../../src/operator/cli-verbs.js";
 
 const URL_WITH_PASSWORD = "postgres://acp:s3cr%40t@db.example:5433/acp?schema=team";
@@ -28,4 +29,16 @@ it("prints resume hints, refusals and recovery lines without the password", () =
   for (const text of [commandFlags(values), resumeCommandLine("prd_1", values), refusal]) {
     expect(text).not.toContain("s3cr");
   }
+});
+
+it("says, when a killed server drove the product on PostgreSQL, that a --recover server may drive it already", () => {
+  expect(stoppedNote("prd_1", { state: "/tmp/state.db" })).toBe(
+    " while running prd_1 — resume with: acp-orchestrator resume prd_1 --state /tmp/state.db",
+  );
+  const note = stoppedNote("prd_1", { state: URL_WITH_PASSWORD });
+  expect(note).toBe(
+    " while running prd_1 — resume with: acp-orchestrator resume prd_1 --state 'postgres://acp@db.example:5433/acp?schema=team'" +
+      " (unless a server started with --recover took it over already: acp-orchestrator status prd_1 --state" +
+      " 'postgres://acp@db.example:5433/acp?schema=team' shows who drives it)",
+  );
 });
