@@ -98,6 +98,14 @@ export function describeLease(
 /** The lease records a `ProductLease` reads and writes (ProductStore implements it; goal runs use it too). */
 export type LeaseStore = Pick<ProductStore, "readLease" | "putLease" | "deleteLease">;
 
+/** Another owner's lease as `acquire` took it over: when that owner last renewed it, and how often it renewed. */
+export interface TakenOver {
+  /** Epoch ms of its last renewal (`expiresAt` − `ttlMs`). */
+  renewedAtMs: number;
+  /** Its renewal period, ms (a third of `ttlMs`): had it lived, it would have renewed again this much later. */
+  renewMs: number;
+}
+
 export class ProductLease {
   /** The revision of the lease record this process last wrote; `null` when it holds none. */
   #revision: number | null = null;
@@ -113,6 +121,8 @@ export class ProductLease {
    * ms) it first saw it.
    */
   #seen: { key: string; atMs: number } | null = null;
+  /** What the last `acquire` learned of another owner's lease it took over (`takenOver`); null when none. */
+  #takenOver: TakenOver | null = null;
 
   /**
    * `productId` names the lease record (`lease/<productId>`); a goal run's lease uses its goal run id (ids never
@@ -129,6 +139,15 @@ export class ProductLease {
     private readonly liveness?: OwnerLiveness,
     private readonly subject = `Product ${productId}`,
   ) {}
+
+  /**
+   * What the last `acquire` that took over the lease of another owner proven dead (guarantee 13) learned of that
+   * owner's last renewal; null when the last `acquire` created the lease, renewed this owner's own or took over an
+   * expired one.
+   */
+  get takenOver(): TakenOver | null {
+    return this.#takenOver;
+  }
 
   /** True while this process holds the lease (acquired, not released, not lost). */
   get held(): boolean {
@@ -187,6 +206,7 @@ export class ProductLease {
    */
   acquire(): Promise<void> {
     return this.serial(async () => {
+      this.#takenOver = null;
       if (this.#revision !== null) {
         const loss = await this.renewInside();
         if (this.#revision !== null) return;
@@ -211,6 +231,14 @@ export class ProductLease {
           if (current.lease.owner !== this.settings.owner) await this.liveness?.fresh?.();
           const holder = this.describe(current.lease, current.revision);
           if (holder.live && !holder.mine) throw conflict(holderDetails(holder), this.subject);
+          const { ttlMs } = current.lease;
+          // Only an owner proven dead while its lease still ran: it stopped between its last renewal and now. (An
+          // expired lease tells nothing of when its owner stopped: its time is not counted, as before.)
+          if (!holder.mine && holder.process === "dead" && ttlMs !== undefined) {
+            const renewedAtMs = Date.parse(current.lease.expiresAt) - ttlMs;
+            // A server renews every third of the lifetime (serve.ts): had the owner lived, it would have renewed again.
+            if (Number.isFinite(renewedAtMs)) this.#takenOver = { renewedAtMs, renewMs: Math.floor(ttlMs / 3) };
+          }
           if (holder.process === "dead" && !holder.mine) {
             this.logger.warn(
               { productId: this.productId, owner: holder.owner },

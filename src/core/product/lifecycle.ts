@@ -137,7 +137,7 @@ export class Lifecycle {
         // Guarantee 11: a merge recorded but not confirmed before a crash is settled first (completed or kept).
         const recovered = await p.workspaces.recoverPending();
         if (recovered.length > 0) await p.journal.commit(recovered);
-        const events: NewEvent[] = [];
+        const events: NewEvent[] = [...unrecordedTime(p)];
         if (additionalBudget && Object.keys(additionalBudget).length > 0) {
           events.push({ type: "budgetAdded", budget: additionalBudget });
         }
@@ -250,4 +250,21 @@ export class Lifecycle {
       p.run.announceTopology();
     }
   }
+}
+
+/**
+ * The `elapsed` event counting the time an owner proven dead, whose lease this resume took over, ran the product after
+ * its last event, or none. A time budget must not lose that time (a new user saw a task's 6 s counted as 0 after a
+ * kill -9 and a takeover). The owner drove the product from its last event (`updatedAt`) until it stopped, which was
+ * before the renewal it would have made next, and before now: counted up to the sooner of the two (through PostgreSQL's
+ * liveness lock a death is seen within about a second; found later, at most one renewal period more than it ran).
+ * Nothing when the product was not executing (a paused product's time is not running) or no such lease was taken.
+ */
+function unrecordedTime(p: ProductParts): NewEvent[] {
+  const taken = p.ownership.takenOver;
+  const s = p.model.state;
+  if (taken === null || s.phase !== "executing") return [];
+  const stoppedBy = Math.min(p.ctx.clock.now(), taken.renewedAtMs + taken.renewMs);
+  const extra = Math.round(stoppedBy - Date.parse(s.updatedAt));
+  return Number.isFinite(extra) && extra > 0 ? [{ type: "elapsed", elapsedMs: s.usage.elapsedMs + extra }] : [];
 }

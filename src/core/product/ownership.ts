@@ -7,7 +7,14 @@
  */
 import type { Clock, Logger, OwnerLiveness } from "../ports.js";
 import type { ProductContext } from "./context.js";
-import { ProductLease, type LeaseHolder, type LeaseLoss, type LeaseSettings, type LeaseStore } from "./lease.js";
+import {
+  ProductLease,
+  type LeaseHolder,
+  type LeaseLoss,
+  type LeaseSettings,
+  type LeaseStore,
+  type TakenOver,
+} from "./lease.js";
 import type { ProductModel } from "./state.js";
 
 /** What an `Ownership` needs: where the lease record lives, its policy, and who is told when it is lost. */
@@ -122,6 +129,11 @@ export class Ownership {
   /** Who holds the lease, read through the store's change mark `mark` when given. Read-only. */
   holder(mark?: string): Promise<LeaseHolder | null> {
     return this.lease.holder(mark);
+  }
+
+  /** What the last `take` learned of another owner's lease it took over (lease.ts `takenOver`), or null. */
+  get takenOver(): TakenOver | null {
+    return this.lease.takenOver;
   }
 
   /** Forgets the lease without writing (another owner's record is the truth now). */
