@@ -461,7 +461,7 @@ export const serveCommand: Command = {
   name: "serve",
   options: OPTIONS,
   synopsis:
-    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--log-format json|pretty] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--workspace-root DIR] [--remote-timeout-ms N] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
+    "[serve] [--config FILE] [--state PATH|URL] [--log-level LEVEL] [--log-file FILE] [--log-format json|pretty] [--host-timeout-ms N] [--heap-growth-percent N] [--recover] [--no-client] [--workspace-root DIR] [--remote-timeout-ms N] [--recover-scan-ms N] [--liveness-probe-ms N] [--liveness-fence-ms N]",
   summary: "serve JSON-RPC (ACP) on stdin/stdout (the default command)",
   help: HELP,
   run: serve,
