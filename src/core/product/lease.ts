@@ -231,15 +231,13 @@ export class ProductLease {
           if (current.lease.owner !== this.settings.owner) await this.liveness?.fresh?.();
           const holder = this.describe(current.lease, current.revision);
           if (holder.live && !holder.mine) throw conflict(holderDetails(holder), this.subject);
-          const { ttlMs } = current.lease;
-          // Only an owner proven dead while its lease still ran: it stopped between its last renewal and now. (An
-          // expired lease tells nothing of when its owner stopped: its time is not counted, as before.)
-          if (!holder.mine && holder.process === "dead" && ttlMs !== undefined) {
-            const renewedAtMs = Date.parse(current.lease.expiresAt) - ttlMs;
-            // A server renews every third of the lifetime (serve.ts): had the owner lived, it would have renewed again.
-            if (Number.isFinite(renewedAtMs)) this.#takenOver = { renewedAtMs, renewMs: Math.floor(ttlMs / 3) };
-          }
           if (holder.process === "dead" && !holder.mine) {
+            // Only an owner proven dead: it stopped between its last renewal (`describeLease`'s `renewedAt`) and the
+            // one it would have made next, a third of the lifetime later (serve.ts). An expired lease tells nothing of
+            // when its owner stopped: its time is not counted, as before.
+            const { ttlMs } = current.lease;
+            if (holder.renewedAt !== undefined && ttlMs !== undefined)
+              this.#takenOver = { renewedAtMs: Date.parse(holder.renewedAt), renewMs: Math.floor(ttlMs / 3) };
             this.logger.warn(
               { productId: this.productId, owner: holder.owner },
               "the lease's owner process is gone; taking the product over without waiting for the lease to expire",
